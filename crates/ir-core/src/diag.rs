@@ -1,0 +1,161 @@
+//! Diagnostics: located errors and warnings, and how they are printed.
+//!
+//! Human form (what the CLI prints):
+//! ```text
+//! model.qir:12:9: error: use of undefined value %7
+//!     %8 = fp.relu(%7) : (tensor<4xf32>) -> tensor<4xf32>
+//!                  ^
+//! ```
+//! The source line and caret appear when the [`SourceMap`] holds the file.
+
+use crate::location::SrcPos;
+use std::fmt;
+use std::sync::Arc;
+
+/// How bad a diagnostic is.
+#[derive(Copy, Clone, PartialEq, Eq, Debug, PartialOrd, Ord)]
+pub enum Severity {
+    /// Extra information attached to another diagnostic.
+    Note,
+    /// Something suspicious; processing continues.
+    Warning,
+    /// Processing failed.
+    Error,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Note => "note",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        })
+    }
+}
+
+/// One located message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// Error, warning or note.
+    pub severity: Severity,
+    /// Lower-case message without a trailing period.
+    pub message: String,
+    /// The file the position refers to, if known.
+    pub file: Option<Arc<str>>,
+    /// Line and column in `file` (line 0 = unknown).
+    pub pos: SrcPos,
+    /// Further notes (e.g. the op's `loc(...)`, a previous definition).
+    pub notes: Vec<Diagnostic>,
+}
+
+impl Diagnostic {
+    /// An error at `file:pos`.
+    pub fn error(file: Option<Arc<str>>, pos: SrcPos, message: impl Into<String>) -> Diagnostic {
+        Diagnostic { severity: Severity::Error, message: message.into(), file, pos, notes: Vec::new() }
+    }
+    /// A warning at `file:pos`.
+    pub fn warning(file: Option<Arc<str>>, pos: SrcPos, message: impl Into<String>) -> Diagnostic {
+        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(file, pos, message) }
+    }
+    /// Adds a note.
+    pub fn with_note(mut self, note: Diagnostic) -> Diagnostic {
+        self.notes.push(Diagnostic { severity: Severity::Note, ..note });
+        self
+    }
+    /// `file:line:col` (or what is known of it).
+    pub fn location_text(&self) -> String {
+        let file = self.file.as_deref().unwrap_or("<unknown>");
+        if self.pos.is_some() {
+            format!("{file}:{}:{}", self.pos.line, self.pos.col)
+        } else {
+            file.to_string()
+        }
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.location_text(), self.severity, self.message)
+    }
+}
+
+impl std::error::Error for Diagnostic {}
+
+/// Source texts by file name, to show the offending line under a diagnostic.
+#[derive(Default, Clone)]
+pub struct SourceMap {
+    files: Vec<(Arc<str>, Arc<dyn AsRef<[u8]> + Send + Sync>)>,
+}
+
+impl SourceMap {
+    /// An empty map.
+    pub fn new() -> SourceMap {
+        SourceMap::default()
+    }
+    /// Adds (or replaces) a file's text.
+    pub fn add(&mut self, name: Arc<str>, text: Arc<dyn AsRef<[u8]> + Send + Sync>) {
+        self.files.retain(|(n, _)| *n != name);
+        self.files.push((name, text));
+    }
+    /// Line `line` (1-based) of file `name`, without its line break.
+    pub fn line(&self, name: &str, line: u32) -> Option<&[u8]> {
+        let (_, text) = self.files.iter().find(|(n, _)| &**n == name)?;
+        let text: &[u8] = (**text).as_ref();
+        text.split(|&b| b == b'\n').nth(line.checked_sub(1)? as usize).map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+    }
+
+    /// The human form of `diag`: `file:line:col: severity: message`, the source line
+    /// and a caret under the column, then each note the same way.
+    pub fn render(&self, diag: &Diagnostic) -> String {
+        let mut out = String::new();
+        self.render_into(&mut out, diag);
+        for note in &diag.notes {
+            self.render_into(&mut out, note);
+        }
+        out
+    }
+
+    fn render_into(&self, out: &mut String, diag: &Diagnostic) {
+        out.push_str(&diag.to_string());
+        out.push('\n');
+        let Some(file) = diag.file.as_deref() else { return };
+        if !diag.pos.is_some() {
+            return;
+        }
+        let Some(line) = self.line(file, diag.pos.line) else { return };
+        let line = String::from_utf8_lossy(line);
+        out.push_str(&line);
+        out.push('\n');
+        // Keep tabs so the caret lines up under the same column in a terminal.
+        for ch in line.chars().take(diag.pos.col.saturating_sub(1) as usize) {
+            out.push(if ch == '\t' { '\t' } else { ' ' });
+        }
+        out.push_str("^\n");
+    }
+}
+
+/// A list of diagnostics returned by a failed parse or verification.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Diagnostics(pub Vec<Diagnostic>);
+
+impl Diagnostics {
+    /// True if any diagnostic is an error.
+    pub fn has_errors(&self) -> bool {
+        self.0.iter().any(|d| d.severity == Severity::Error)
+    }
+    /// Renders all of them with `sources`.
+    pub fn render(&self, sources: &SourceMap) -> String {
+        self.0.iter().map(|d| sources.render(d)).collect()
+    }
+}
+
+impl fmt::Display for Diagnostics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for d in &self.0 {
+            writeln!(f, "{d}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Diagnostics {}

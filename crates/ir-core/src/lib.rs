@@ -1,0 +1,52 @@
+//! qopt's IR core: the [`Context`] (interned types, attributes, locations and the
+//! dialect registry), the [`Module`] arenas with their edit operations, the `.qir`
+//! text format ([`parse_module`], [`print_module`]), the [`verify`]er, pattern
+//! rewriting ([`apply_patterns_greedily`]) and the pass manager ([`PassManager`]).
+//!
+//! Nothing here knows a dialect beyond the builtin `module` op and the `func`
+//! dialect. See `docs/architecture.md` for the data structures and why.
+
+#![warn(missing_docs)]
+
+mod attributes;
+mod builtin;
+mod context;
+mod dense;
+mod diag;
+mod dialect;
+mod entity;
+mod float_text;
+mod hash;
+mod location;
+mod module;
+mod rewrite;
+mod types;
+mod walk;
+
+pub use attributes::{AttrData, Attribute, DenseElements};
+pub use builtin::function_signature;
+pub use context::{dialect_prefix, CommonTypes, Context, OpName, Symbol};
+pub use dense::{
+    decode_int, dense_values_f64, dense_values_i128, element_kind, encode_int, static_num_elements, ElementKind,
+};
+pub use diag::{Diagnostic, Diagnostics, Severity, SourceMap};
+pub use dialect::{
+    Arity, Dialect, FoldFn, FoldResult, InferTypesFn, Interfaces, OpDef, OpView, Traits, VerifyFn,
+};
+pub use entity::{Arena, BlockId, EntityId, OpId, RegionId, UseId, ValueId};
+pub use float_text::{bits_to_f64, f64_to_bits};
+pub use hash::{FxBuild, FxHashMap, FxHasher, FxIndexSet};
+pub use location::{Location, LocationData, SrcPos};
+pub use module::{EraseError, Module, OperationState, Use, ValueDef};
+pub use rewrite::{
+    apply_patterns_greedily, constant_value, is_splat_of, Changes, GreedyConfig, GreedyStats, InsertPoint,
+    PatternSet, RewritePattern, Rewriter,
+};
+pub use types::{FloatKind, IntType, QuantParams, QuantType, Signedness, Type, TypeData, DYNAMIC};
+pub use walk::{PostOrder, PreOrder};
+
+mod verify;
+pub use verify::{verify, verify_op};
+
+#[cfg(test)]
+mod module_tests;
