@@ -202,6 +202,7 @@ pub struct Module {
     pub(crate) blocks: Arena<BlockId, BlockData>,
     pub(crate) regions: Arena<RegionId, RegionData>,
     root: OpId,
+    source_name: Option<std::sync::Arc<str>>,
 }
 
 impl Default for Module {
@@ -220,6 +221,7 @@ impl Module {
             blocks: Arena::default(),
             regions: Arena::default(),
             root: OpId::NONE,
+            source_name: None,
         };
         let root = m.create_op(OperationState::new(OpName::MODULE).regions(1));
         let region = m.region(root, 0);
@@ -249,6 +251,16 @@ impl Module {
     /// Replaces the root (used by the parser when the input has its own `module`).
     pub(crate) fn set_root(&mut self, root: OpId) {
         self.root = root;
+    }
+
+    /// The file the module was parsed from (what op positions refer to).
+    pub fn source_name(&self) -> Option<&std::sync::Arc<str>> {
+        self.source_name.as_ref()
+    }
+
+    /// Sets the file op positions refer to.
+    pub fn set_source_name(&mut self, name: Option<std::sync::Arc<str>>) {
+        self.source_name = name;
     }
 
     /// Sets the root's attributes.
