@@ -23,6 +23,13 @@ mod rewrite;
 mod types;
 mod walk;
 
+pub mod pass;
+mod text;
+pub use text::{
+    attr_to_string, loc_to_string, module_to_string, parse_module, parse_module_chunk, print_module, print_op,
+    split_input, type_to_string, InputChunk,
+};
+
 pub use attributes::{AttrData, Attribute, DenseElements};
 pub use builtin::function_signature;
 pub use context::{dialect_prefix, CommonTypes, Context, OpName, Symbol};
@@ -50,3 +57,4 @@ pub use verify::{verify, verify_op};
 
 #[cfg(test)]
 mod module_tests;
+#[cfg(test)] #[path = "text/roundtrip_scratch_test.rs"] mod scratch;

@@ -335,7 +335,28 @@ impl Module {
         })
     }
 
-    fn link_block_at_end(&mut self, region: RegionId, block: BlockId) {
+    pub(crate) fn unlink_block(&mut self, block: BlockId) {
+        let BlockData { parent, prev, next, .. } = self.blocks[block].clone();
+        if parent.is_none() {
+            return;
+        }
+        if prev.is_some() {
+            self.blocks[prev].next = next;
+        } else {
+            self.regions[parent].first_block = next;
+        }
+        if next.is_some() {
+            self.blocks[next].prev = prev;
+        } else {
+            self.regions[parent].last_block = prev;
+        }
+        let b = &mut self.blocks[block];
+        b.parent = RegionId::NONE;
+        b.prev = BlockId::NONE;
+        b.next = BlockId::NONE;
+    }
+
+    pub(crate) fn link_block_at_end(&mut self, region: RegionId, block: BlockId) {
         let last = self.regions[region].last_block;
         self.blocks[block].parent = region;
         self.blocks[block].prev = last;
@@ -764,7 +785,7 @@ impl Module {
         ValueId(o.results_start + i as u32)
     }
     /// The results.
-    pub fn results(&self, op: OpId) -> impl ExactSizeIterator<Item = ValueId> + Clone {
+    pub fn results(&self, op: OpId) -> impl DoubleEndedIterator<Item = ValueId> + ExactSizeIterator + Clone {
         let o = &self.ops[op];
         (o.results_start..o.results_start + o.num_results).map(ValueId)
     }
@@ -781,7 +802,7 @@ impl Module {
         RegionId(o.regions_start + i as u32)
     }
     /// The regions.
-    pub fn regions(&self, op: OpId) -> impl ExactSizeIterator<Item = RegionId> {
+    pub fn regions(&self, op: OpId) -> impl DoubleEndedIterator<Item = RegionId> + ExactSizeIterator {
         let o = &self.ops[op];
         (o.regions_start..o.regions_start + o.num_regions as u32).map(RegionId)
     }

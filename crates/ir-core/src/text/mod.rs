@@ -1,0 +1,10 @@
+//! The `.qir` text format: lexer, parser and printer (grammar in `docs/qir-syntax.md`).
+
+mod lexer;
+mod parser;
+mod printer;
+mod split;
+
+pub use parser::{parse_module, parse_module_chunk};
+pub use printer::{module_to_string, print_module, print_op, type_to_string, attr_to_string, loc_to_string};
+pub use split::{split_input, InputChunk};
