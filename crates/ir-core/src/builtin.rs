@@ -123,7 +123,11 @@ fn verify_func(v: &OpView<'_>) -> Result<(), String> {
     }
     let args = m.block_args(entry);
     if args.len() != inputs.len() {
-        return Err(format!("entry block has {} arguments but the signature has {} inputs", args.len(), inputs.len()));
+        return Err(format!(
+            "entry block has {} arguments but the signature has {} inputs",
+            args.len(),
+            inputs.len()
+        ));
     }
     for (i, (&a, &t)) in args.iter().zip(inputs).enumerate() {
         if m.value_type(a) != t {
@@ -157,7 +161,10 @@ fn verify_call(v: &OpView<'_>) -> Result<(), String> {
         return Err("'callee' must be a symbol reference like @name".into());
     };
     let name = v.ctx.symbol_str(*sym);
-    let target = v.module.lookup_symbol(v.ctx, name).ok_or_else(|| format!("no function named '@{name}' in the module"))?;
+    let target = v
+        .module
+        .lookup_symbol(v.ctx, name)
+        .ok_or_else(|| format!("no function named '@{name}' in the module"))?;
     if v.module.op_name(target) != OpName::FUNC {
         return Err(format!("'@{name}' is not a function"));
     }

@@ -427,8 +427,7 @@ impl Context {
 
     /// A dictionary attribute from `(key, value)` pairs in any order.
     pub fn dict_attr(&mut self, entries: &[(&str, Attribute)]) -> Attribute {
-        let entries: Vec<(Symbol, Attribute)> =
-            entries.iter().map(|&(k, v)| (self.symbol(k), v)).collect();
+        let entries: Vec<(Symbol, Attribute)> = entries.iter().map(|&(k, v)| (self.symbol(k), v)).collect();
         self.intern_attr(AttrData::Dict(entries.into_boxed_slice()))
     }
 

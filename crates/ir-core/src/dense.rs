@@ -32,7 +32,9 @@ impl ElementKind {
     /// Smallest and largest integer value (integers only).
     pub fn int_range(self) -> Option<(i128, i128)> {
         match self {
-            ElementKind::Int { width, signed: true } => Some((-(1i128 << (width - 1)), (1i128 << (width - 1)) - 1)),
+            ElementKind::Int { width, signed: true } => {
+                Some((-(1i128 << (width - 1)), (1i128 << (width - 1)) - 1))
+            }
             ElementKind::Int { width, signed: false } => Some((0, (1i128 << width) - 1)),
             ElementKind::Float(_) => None,
         }
@@ -43,11 +45,14 @@ impl ElementKind {
 pub fn element_kind(ctx: &Context, elem: Type) -> Option<ElementKind> {
     match ctx.type_data(elem) {
         TypeData::Float(k) => Some(ElementKind::Float(*k)),
-        TypeData::Int(i) => Some(ElementKind::Int { width: i.width, signed: i.signedness == Signedness::Signless }),
-        TypeData::Index => Some(ElementKind::Int { width: 64, signed: true }),
-        TypeData::Quant(q) => {
-            Some(ElementKind::Int { width: q.storage.width, signed: q.storage.signedness == Signedness::Signless })
+        TypeData::Int(i) => {
+            Some(ElementKind::Int { width: i.width, signed: i.signedness == Signedness::Signless })
         }
+        TypeData::Index => Some(ElementKind::Int { width: 64, signed: true }),
+        TypeData::Quant(q) => Some(ElementKind::Int {
+            width: q.storage.width,
+            signed: q.storage.signedness == Signedness::Signless,
+        }),
         _ => None,
     }
 }
@@ -56,7 +61,9 @@ pub fn element_kind(ctx: &Context, elem: Type) -> Option<ElementKind> {
 /// not a tensor, or overflowing).
 pub fn static_num_elements(ctx: &Context, ty: Type) -> Option<u64> {
     let shape = ctx.tensor_shape(ty)?;
-    shape.iter().try_fold(1u64, |acc, &d| if d == DYNAMIC || d < 0 { None } else { acc.checked_mul(d as u64) })
+    shape
+        .iter()
+        .try_fold(1u64, |acc, &d| if d == DYNAMIC || d < 0 { None } else { acc.checked_mul(d as u64) })
 }
 
 /// Appends `value` in `bytes` little-endian bytes (two's complement, truncated).

@@ -81,10 +81,13 @@ impl fmt::Display for Diagnostic {
 
 impl std::error::Error for Diagnostic {}
 
+/// The shared bytes of one source file.
+pub type SharedText = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
 /// Source texts by file name, to show the offending line under a diagnostic.
 #[derive(Default, Clone)]
 pub struct SourceMap {
-    files: Vec<(Arc<str>, Arc<dyn AsRef<[u8]> + Send + Sync>)>,
+    files: Vec<(Arc<str>, SharedText)>,
 }
 
 impl SourceMap {
@@ -93,7 +96,7 @@ impl SourceMap {
         SourceMap::default()
     }
     /// Adds (or replaces) a file's text.
-    pub fn add(&mut self, name: Arc<str>, text: Arc<dyn AsRef<[u8]> + Send + Sync>) {
+    pub fn add(&mut self, name: Arc<str>, text: SharedText) {
         self.files.retain(|(n, _)| *n != name);
         self.files.push((name, text));
     }
@@ -101,7 +104,9 @@ impl SourceMap {
     pub fn line(&self, name: &str, line: u32) -> Option<&[u8]> {
         let (_, text) = self.files.iter().find(|(n, _)| &**n == name)?;
         let text: &[u8] = (**text).as_ref();
-        text.split(|&b| b == b'\n').nth(line.checked_sub(1)? as usize).map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        text.split(|&b| b == b'\n')
+            .nth(line.checked_sub(1)? as usize)
+            .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
     }
 
     /// The human form of `diag`: `file:line:col: severity: message`, the source line

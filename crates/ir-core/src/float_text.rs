@@ -87,7 +87,9 @@ pub fn parse_decimal(text: &str, kind: FloatKind) -> Option<u64> {
         }
         return Some(f64_to_bits(if negative { -v } else { v }, kind));
     }
-    if body.is_empty() || !body.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+')) {
+    if body.is_empty()
+        || !body.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'))
+    {
         return None;
     }
     match kind {
@@ -124,7 +126,17 @@ mod tests {
                 FloatKind::F32 => 0x7F80_0000,
                 FloatKind::F64 => 0x7FF0_0000_0000_0000,
             };
-            for bits in [0, sign, exp_all_ones, exp_all_ones | sign, canonical_nan_bits(kind), canonical_nan_bits(kind) | sign, exp_all_ones | 1, 1, sign | 1] {
+            for bits in [
+                0,
+                sign,
+                exp_all_ones,
+                exp_all_ones | sign,
+                canonical_nan_bits(kind),
+                canonical_nan_bits(kind) | sign,
+                exp_all_ones | 1,
+                1,
+                sign | 1,
+            ] {
                 round_trip(bits, kind);
             }
         }

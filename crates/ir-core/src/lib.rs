@@ -20,23 +20,29 @@ mod hash;
 mod location;
 mod module;
 mod rewrite;
+mod source;
 mod types;
 mod walk;
 
 pub mod pass;
+pub use pass::{
+    Instrumentation, NamedPipeline, Pass, PassContext, PassError, PassFilter, PassInstrumentation,
+    PassManager, PassOutcome, PassRegistry, PassRun, PipelineFailure, RunReport, TimingNode, TimingTree,
+};
 mod text;
 pub use text::{
-    attr_to_string, loc_to_string, module_to_string, parse_module, parse_module_chunk, print_module, print_op,
-    split_input, type_to_string, InputChunk,
+    attr_to_string, loc_to_string, module_to_string, parse_module, parse_module_chunk, parse_source,
+    print_module, print_op, split_input, type_to_string, InputChunk, MAX_ERRORS, MAX_NESTING,
 };
 
 pub use attributes::{AttrData, Attribute, DenseElements};
 pub use builtin::function_signature;
 pub use context::{dialect_prefix, CommonTypes, Context, OpName, Symbol};
 pub use dense::{
-    decode_int, dense_values_f64, dense_values_i128, element_kind, encode_int, static_num_elements, ElementKind,
+    decode_int, dense_values_f64, dense_values_i128, element_kind, encode_int, static_num_elements,
+    ElementKind,
 };
-pub use diag::{Diagnostic, Diagnostics, Severity, SourceMap};
+pub use diag::{Diagnostic, Diagnostics, Severity, SharedText, SourceMap};
 pub use dialect::{
     Arity, Dialect, FoldFn, FoldResult, InferTypesFn, Interfaces, OpDef, OpView, Traits, VerifyFn,
 };
@@ -49,6 +55,7 @@ pub use rewrite::{
     apply_patterns_greedily, constant_value, is_splat_of, Changes, GreedyConfig, GreedyStats, InsertPoint,
     PatternSet, RewritePattern, Rewriter,
 };
+pub use source::SourceText;
 pub use types::{FloatKind, IntType, QuantParams, QuantType, Signedness, Type, TypeData, DYNAMIC};
 pub use walk::{PostOrder, PreOrder};
 
@@ -57,4 +64,3 @@ pub use verify::{verify, verify_op};
 
 #[cfg(test)]
 mod module_tests;
-#[cfg(test)] #[path = "text/roundtrip_scratch_test.rs"] mod scratch;

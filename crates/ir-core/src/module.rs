@@ -284,7 +284,11 @@ impl Module {
         }
         let regions_start = self.regions.len() as u32;
         for _ in 0..state.num_regions {
-            self.regions.push(RegionData { parent: id, first_block: BlockId::NONE, last_block: BlockId::NONE });
+            self.regions.push(RegionData {
+                parent: id,
+                first_block: BlockId::NONE,
+                last_block: BlockId::NONE,
+            });
         }
         self.ops.push(Operation {
             name: state.name,
@@ -372,7 +376,12 @@ impl Module {
     /// Adds an argument of type `ty` to `block` and returns it.
     pub fn add_block_arg(&mut self, block: BlockId, ty: Type) -> ValueId {
         let index = self.blocks[block].args.len() as u32;
-        let v = self.values.push(ValueData { ty, owner: block.0, index: index | BLOCK_ARG_FLAG, first_use: UseId::NONE });
+        let v = self.values.push(ValueData {
+            ty,
+            owner: block.0,
+            index: index | BLOCK_ARG_FLAG,
+            first_use: UseId::NONE,
+        });
         self.blocks[block].args.push(v);
         v
     }
@@ -443,12 +452,18 @@ impl Module {
 
     /// Moves an op (in a block or detached) right before `anchor`.
     pub fn move_op_before(&mut self, op: OpId, anchor: OpId) {
+        if op == anchor {
+            return;
+        }
         self.detach_op(op);
         self.insert_op_before(anchor, op);
     }
 
     /// Moves an op (in a block or detached) right after `anchor`.
     pub fn move_op_after(&mut self, op: OpId, anchor: OpId) {
+        if op == anchor {
+            return;
+        }
         self.detach_op(op);
         self.insert_op_after(anchor, op);
     }
@@ -635,6 +650,7 @@ impl Module {
         let root = self.clone_single(op, mapping);
         // (old op, new op) pairs whose regions still need copying.
         let mut pending: Vec<(OpId, OpId)> = vec![(op, root)];
+        let mut copies: Vec<(OpId, OpId)> = vec![(op, root)];
         while let Some((old, new)) = pending.pop() {
             for r in 0..self.num_regions(old) {
                 let old_region = self.region(old, r);
@@ -652,20 +668,20 @@ impl Module {
                         let c = self.clone_single(o, mapping);
                         self.append_op(nb, c);
                         pending.push((o, c));
+                        copies.push((o, c));
                         o = self.ops[o].next;
                     }
                     b = self.blocks[b].next;
                 }
             }
         }
-        // Operands that referred forward to values cloned later are fixed up here.
-        let copied: Vec<OpId> = self.walk_preorder(root).collect();
-        for c in copied {
-            for i in 0..self.num_operands(c) {
-                let v = self.operand(c, i);
-                if let Some(&m) = mapping.get(&v) {
-                    self.set_operand(c, i, m);
-                }
+        // Operands that referred forward to values cloned later: look each original
+        // operand up in the now complete mapping, once.
+        for (original, copy) in copies {
+            for i in 0..self.num_operands(original) {
+                let v = self.operand(original, i);
+                let mapped = mapping.get(&v).copied().unwrap_or(v);
+                self.set_operand(copy, i, mapped);
             }
         }
         root

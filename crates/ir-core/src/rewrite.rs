@@ -79,7 +79,13 @@ pub struct Rewriter<'a> {
 impl<'a> Rewriter<'a> {
     /// A rewriter over `module` with a detached insertion point.
     pub fn new(ctx: &'a mut Context, module: &'a mut Module) -> Rewriter<'a> {
-        Rewriter { ctx, module, ip: InsertPoint::Detached, loc: Location::UNKNOWN, changes: Changes::default() }
+        Rewriter {
+            ctx,
+            module,
+            ip: InsertPoint::Detached,
+            loc: Location::UNKNOWN,
+            changes: Changes::default(),
+        }
     }
 
     /// Sets where new ops go.
@@ -125,7 +131,12 @@ impl<'a> Rewriter<'a> {
 
     /// Creates op `name` with `operands` and `attrs`, inferring result types with
     /// the op's registered inference. Errors if the op is unknown or inference fails.
-    pub fn create_inferred(&mut self, name: &str, operands: &[ValueId], attrs: Attribute) -> Result<OpId, String> {
+    pub fn create_inferred(
+        &mut self,
+        name: &str,
+        operands: &[ValueId],
+        attrs: Attribute,
+    ) -> Result<OpId, String> {
         let op_name = self.ctx.op_name(name);
         let infer = self
             .ctx
@@ -254,8 +265,11 @@ impl PatternSet {
 pub struct GreedyConfig {
     /// Full sweeps over the IR before giving up.
     pub max_iterations: u32,
-    /// Rewrites (pattern applications, folds, erasures) before giving up.
+    /// Rewrites (pattern applications, folds, erasures) before giving up, in all.
     pub max_rewrites: u64,
+    /// Rewrites per op in scope within one sweep before giving up: a pattern pair
+    /// that undoes itself keeps re-queueing its op and would never end a sweep.
+    pub max_rewrites_per_op: u64,
     /// Fold ops through their registered folders.
     pub fold: bool,
     /// Erase pure ops whose results are unused.
@@ -264,7 +278,13 @@ pub struct GreedyConfig {
 
 impl Default for GreedyConfig {
     fn default() -> Self {
-        GreedyConfig { max_iterations: 10, max_rewrites: 10_000_000, fold: true, remove_dead: true }
+        GreedyConfig {
+            max_iterations: 10,
+            max_rewrites: 10_000_000,
+            max_rewrites_per_op: 32,
+            fold: true,
+            remove_dead: true,
+        }
     }
 }
 
@@ -313,8 +333,8 @@ pub fn apply_patterns_greedily(
     'sweeps: while stats.iterations < config.max_iterations {
         stats.iterations += 1;
         let mut changed = false;
-        // Pre-order list popped from the back: inner and later ops first, so
-        // operands are simplified before their users see them again.
+        // Program order (pre-order list reversed, popped from the back): operands
+        // are simplified before their users are visited.
         worklist.clear();
         in_list.clear();
         in_list.resize(rewriter.module.ops.len(), false);
@@ -325,6 +345,8 @@ pub fn apply_patterns_greedily(
             }
         }
         worklist.reverse();
+        let sweep_bound =
+            rewrites.saturating_add((worklist.len() as u64 + 1).saturating_mul(config.max_rewrites_per_op));
         while let Some(op) = worklist.pop() {
             if let Some(flag) = in_list.get_mut(op.index()) {
                 *flag = false;
@@ -332,7 +354,7 @@ pub fn apply_patterns_greedily(
             if rewriter.module.is_erased(op) || rewriter.module.op_block(op).is_none() {
                 continue;
             }
-            if rewrites >= config.max_rewrites {
+            if rewrites >= config.max_rewrites || rewrites >= sweep_bound {
                 break 'sweeps;
             }
             let applied = try_dead(&mut rewriter, op, config, &mut stats)
@@ -385,7 +407,10 @@ pub fn apply_patterns_greedily(
 
 fn is_trivially_dead(ctx: &Context, module: &Module, op: OpId) -> bool {
     let Some(def) = ctx.op_def(module.op_name(op)) else { return false };
-    def.has(Traits::PURE) && module.num_regions(op) == 0 && !module.op_has_uses(op)
+    def.has(Traits::PURE)
+        && !def.has(Traits::TERMINATOR)
+        && module.num_regions(op) == 0
+        && !module.op_has_uses(op)
 }
 
 fn try_dead(rewriter: &mut Rewriter<'_>, op: OpId, config: &GreedyConfig, stats: &mut GreedyStats) -> bool {
@@ -422,13 +447,14 @@ fn try_fold(rewriter: &mut Rewriter<'_>, op: OpId, config: &GreedyConfig, stats:
         return false;
     }
     let Some(fold) = def.fold else { return false };
-    let constants: SmallVec<[Option<Attribute>; 4]> = rewriter
-        .module
-        .operands(op)
-        .map(|v| constant_value(rewriter.ctx, rewriter.module, v))
-        .collect();
+    let constants: SmallVec<[Option<Attribute>; 4]> =
+        rewriter.module.operands(op).map(|v| constant_value(rewriter.ctx, rewriter.module, v)).collect();
     let Some(results) = fold(rewriter.ctx, rewriter.module, op, &constants) else { return false };
     if results.len() != rewriter.module.num_results(op) {
+        return false;
+    }
+    // A folder answering with the op's own result means "unchanged".
+    if results.iter().any(|r| matches!(r, FoldResult::Value(v) if rewriter.module.defining_op(*v) == op)) {
         return false;
     }
     let Some(dialect) = rewriter.ctx.dialect_of(name).map(|d| d.name()) else { return false };
@@ -471,7 +497,13 @@ fn try_fold(rewriter: &mut Rewriter<'_>, op: OpId, config: &GreedyConfig, stats:
     }
 }
 
-fn materialize(rewriter: &mut Rewriter<'_>, dialect: &str, attr: Attribute, ty: Type, loc: Location) -> Option<ValueId> {
+fn materialize(
+    rewriter: &mut Rewriter<'_>,
+    dialect: &str,
+    attr: Attribute,
+    ty: Type,
+    loc: Location,
+) -> Option<ValueId> {
     // The op's own dialect first, then any dialect that can build the constant.
     let mut order: Vec<std::sync::Arc<str>> = vec![dialect.into()];
     for d in rewriter.ctx.dialects() {

@@ -1,3 +1,228 @@
 //! Passes and the pass manager.
+//!
+//! - [`Pass`]: a stateless transformation of a [`Module`], with a flag name, a
+//!   summary, typed options ([`OptionSpec`]) and a `run` that receives the options
+//!   already type-checked ([`PassOptions`]).
+//! - [`PassRegistry`]: passes and [`NamedPipeline`]s by name, and the
+//!   `--list-passes` text.
+//! - [`PassManager`]: a parsed pipeline (`fold-bn,insert-observers{bins=2048}`, see
+//!   [`pipeline`] for the text syntax) that runs over a module under
+//!   [`Instrumentation`]: verify-each, IR printing before/after/after-change, a
+//!   [`TimingTree`], per-pass statistics, `tracing` spans, user hooks
+//!   ([`PassInstrumentation`]) and, when a pass fails, a reproducer file that
+//!   replays the failure with one command.
+//!
+//! Passes keep no state between runs: everything a pass needs is in the IR or its
+//! options, so any pass runs on IR from any source and a reproducer (input IR plus
+//! the one failing pass) is enough to replay a failure.
 
+mod instrument;
+mod manager;
 pub mod pipeline;
+mod registry;
+mod timing;
+
+#[cfg(test)]
+mod test_passes;
+
+pub use instrument::{Instrumentation, PassFilter, PassInstrumentation, PassRun};
+pub use manager::{PassManager, PipelineFailure, RunReport};
+pub use pipeline::{OptionKind, OptionSpec, OptionValue, PassOptions, PipelineError};
+pub use registry::{NamedPipeline, PassRegistry};
+pub use timing::{TimingNode, TimingTree};
+
+use crate::{Context, Diagnostic, Diagnostics, Module, SrcPos};
+use std::fmt;
+
+/// A transformation of a module, registered by name in a [`PassRegistry`].
+///
+/// Passes are stateless: `run` may be called many times, on many modules, with
+/// different options, and it reads only the IR and the options it is given.
+/// Options are declared by [`options`](Pass::options) and type-checked before the
+/// pipeline starts, so reading them with the [`PassOptions`] getters for their
+/// declared kinds cannot fail.
+pub trait Pass: Send + Sync {
+    /// The flag name used in pipelines, kebab-case (`fold-bn`).
+    fn name(&self) -> &'static str;
+
+    /// One line for `--list-passes`.
+    fn summary(&self) -> &'static str;
+
+    /// Longer prose, ideally with a before/after `.qir` example.
+    fn description(&self) -> &'static str {
+        ""
+    }
+
+    /// The options the pass accepts.
+    fn options(&self) -> Vec<OptionSpec> {
+        Vec::new()
+    }
+
+    /// Whether the pass keeps the module's meaning exactly (so translation
+    /// validation can check it).
+    fn preserves_semantics(&self) -> bool {
+        false
+    }
+
+    /// Transforms `module`. Returning `Err` fails the pipeline; the module may then
+    /// be left half-transformed (the pass manager keeps a copy for the reproducer).
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        module: &mut Module,
+        options: &PassOptions,
+    ) -> Result<PassOutcome, PassError>;
+}
+
+/// Whether a pass changed the module.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum PassOutcome {
+    /// The module may have changed.
+    Changed,
+    /// The module is exactly as before.
+    Unchanged,
+}
+
+impl PassOutcome {
+    /// `Changed` if `changed`, else `Unchanged`.
+    pub fn from_changed(changed: bool) -> PassOutcome {
+        if changed {
+            PassOutcome::Changed
+        } else {
+            PassOutcome::Unchanged
+        }
+    }
+}
+
+/// What a running pass gets besides the module: the [`Context`], and sinks for
+/// statistics and warnings.
+pub struct PassContext<'a> {
+    /// The context the module's types, attributes and op names live in.
+    pub ctx: &'a mut Context,
+    statistics: Vec<(&'static str, u64)>,
+    warnings: Vec<Diagnostic>,
+}
+
+impl<'a> PassContext<'a> {
+    /// A pass context over `ctx` with no statistics or warnings yet (the pass
+    /// manager makes one per pass execution; tests and passes that run other passes
+    /// can make their own).
+    pub fn new(ctx: &'a mut Context) -> PassContext<'a> {
+        PassContext { ctx, statistics: Vec::new(), warnings: Vec::new() }
+    }
+}
+
+impl PassContext<'_> {
+    /// Adds `n` to the counter `name` (kebab-case, a plural noun:
+    /// `folded-batch-norms`), shown by `--stats`.
+    pub fn add_stat(&mut self, name: &'static str, n: u64) {
+        match self.statistics.iter_mut().find(|(existing, _)| *existing == name) {
+            Some((_, count)) => *count = count.saturating_add(n),
+            None => self.statistics.push((name, n)),
+        }
+    }
+
+    /// Reports a warning; the pipeline goes on. A warning without a file is
+    /// attributed to the module's source file.
+    pub fn warn(&mut self, diagnostic: Diagnostic) {
+        self.warnings.push(diagnostic);
+    }
+
+    /// The counters so far, sorted by name.
+    pub fn statistics(&self) -> Vec<(&'static str, u64)> {
+        let mut statistics = self.statistics.clone();
+        statistics.sort_unstable_by_key(|(name, _)| *name);
+        statistics
+    }
+
+    /// The warnings so far, in the order reported.
+    pub fn warnings(&self) -> &[Diagnostic] {
+        &self.warnings
+    }
+
+    pub(crate) fn into_parts(self) -> (Vec<(&'static str, u64)>, Vec<Diagnostic>) {
+        let mut statistics = self.statistics;
+        statistics.sort_unstable_by_key(|(name, _)| *name);
+        (statistics, self.warnings)
+    }
+}
+
+/// Why a pass failed: one or more diagnostics (errors, possibly with notes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PassError {
+    /// What went wrong, where. Diagnostics without a file are attributed to the
+    /// module's source file.
+    pub diagnostics: Diagnostics,
+}
+
+impl From<String> for PassError {
+    /// An error without a source position.
+    fn from(message: String) -> PassError {
+        PassError::from(Diagnostic::error(None, SrcPos::NONE, message))
+    }
+}
+
+impl From<&str> for PassError {
+    /// An error without a source position.
+    fn from(message: &str) -> PassError {
+        PassError::from(message.to_string())
+    }
+}
+
+impl From<Diagnostic> for PassError {
+    fn from(diagnostic: Diagnostic) -> PassError {
+        PassError { diagnostics: Diagnostics(vec![diagnostic]) }
+    }
+}
+
+impl From<Diagnostics> for PassError {
+    fn from(diagnostics: Diagnostics) -> PassError {
+        PassError { diagnostics }
+    }
+}
+
+impl fmt::Display for PassError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, diagnostic) in self.diagnostics.0.iter().enumerate() {
+            if index > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{}: {}", diagnostic.severity, diagnostic.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PassError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pass_context_accumulates_and_sorts_statistics() {
+        let mut ctx = Context::new();
+        let mut cx = PassContext::new(&mut ctx);
+        cx.add_stat("zeta", 1);
+        cx.add_stat("alpha", 2);
+        cx.add_stat("zeta", 3);
+        cx.add_stat("zeta", u64::MAX);
+        assert_eq!(cx.statistics(), vec![("alpha", 2), ("zeta", u64::MAX)]);
+        cx.warn(Diagnostic::warning(None, SrcPos::NONE, "hmm"));
+        assert_eq!(cx.warnings().len(), 1);
+    }
+
+    #[test]
+    fn pass_errors_convert_and_display() {
+        let error = PassError::from("no batch norm to fold");
+        assert_eq!(error.to_string(), "error: no batch norm to fold");
+        assert_eq!(error.diagnostics.0[0].pos, SrcPos::NONE);
+        let two = PassError::from(Diagnostics(vec![
+            Diagnostic::error(None, SrcPos::NONE, "a"),
+            Diagnostic::warning(None, SrcPos::NONE, "b"),
+        ]));
+        assert_eq!(two.to_string(), "error: a\nwarning: b");
+        assert_eq!(PassOutcome::from_changed(true), PassOutcome::Changed);
+        assert_eq!(PassOutcome::from_changed(false), PassOutcome::Unchanged);
+    }
+}

@@ -46,39 +46,6 @@ pub(crate) enum Tok {
     UnterminatedString,
 }
 
-impl Tok {
-    /// How the token kind is named in "expected X" messages.
-    pub(crate) fn describe(self) -> &'static str {
-        match self {
-            Tok::Eof => "end of input",
-            Tok::BareId => "identifier",
-            Tok::ValueId => "value name",
-            Tok::AtId => "symbol name",
-            Tok::CaretId => "block label",
-            Tok::BangId => "dialect type",
-            Tok::Integer => "integer",
-            Tok::Float => "float",
-            Tok::String => "string",
-            Tok::LParen => "'('",
-            Tok::RParen => "')'",
-            Tok::LBrace => "'{'",
-            Tok::RBrace => "'}'",
-            Tok::LBracket => "'['",
-            Tok::RBracket => "']'",
-            Tok::Less => "'<'",
-            Tok::Greater => "'>'",
-            Tok::Comma => "','",
-            Tok::Equal => "'='",
-            Tok::Colon => "':'",
-            Tok::Arrow => "'->'",
-            Tok::Minus => "'-'",
-            Tok::Question => "'?'",
-            Tok::Invalid => "invalid character",
-            Tok::UnterminatedString => "unterminated string",
-        }
-    }
-}
-
 /// One token: kind, byte range, and its line.
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct Token {
@@ -122,12 +89,6 @@ fn is_suffix_char(b: u8) -> bool {
 impl<'s> Lexer<'s> {
     pub(crate) fn new(src: &'s [u8]) -> Lexer<'s> {
         Lexer { src, pos: 0, line: 1, line_start: 0, depth: 0, last_line_with_token: 0 }
-    }
-
-    /// Current byte offset.
-    #[inline]
-    pub(crate) fn pos(&self) -> usize {
-        self.pos
     }
 
     /// Moves back (or forward) to `pos` on the same line as the last token, which
@@ -343,11 +304,15 @@ pub(crate) fn unescape(body: &[u8]) -> Result<Vec<u8>, (usize, String)> {
             b'"' => out.push(b'"'),
             b'\\' => out.push(b'\\'),
             _ => {
-                let hex = body.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+                // Exactly two hex digits (`from_str_radix` alone would take `\+F`).
+                let hex = body
+                    .get(i + 1..i + 3)
+                    .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+                    .and_then(|h| std::str::from_utf8(h).ok());
                 match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
                     Some(v) => {
                         out.push(v);
-                        i += 4;
+                        i += 3;
                         continue;
                     }
                     None => return Err((i, format!("unknown escape '\\{}' in string", e as char))),

@@ -21,6 +21,7 @@ use crate::float_text::parse_decimal;
 use crate::hash::FxHashMap;
 use crate::location::{Location, LocationData, SrcPos};
 use crate::module::{Module, OperationState};
+use crate::source::SourceText;
 use crate::types::{FloatKind, IntType, QuantParams, QuantType, Signedness, Type, TypeData, DYNAMIC};
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -43,6 +44,26 @@ pub fn parse_module_chunk(
     file_name: &str,
     line_offset: u32,
 ) -> Result<Module, Diagnostics> {
+    parse_with_release(ctx, source, file_name, line_offset, None)
+}
+
+/// Parses a whole [`SourceText`], releasing the memory of the input already parsed
+/// as it goes (see [`SourceText::release_before`]).
+pub fn parse_source(ctx: &mut Context, source: &SourceText, file_name: &str) -> Result<Module, Diagnostics> {
+    let release = |offset: usize| source.release_before(offset);
+    parse_with_release(ctx, source.bytes(), file_name, 0, Some(&release))
+}
+
+/// Bytes parsed between two releases of consumed input.
+const RELEASE_EVERY: usize = 8 << 20;
+
+fn parse_with_release(
+    ctx: &mut Context,
+    source: &[u8],
+    file_name: &str,
+    line_offset: u32,
+    release: Option<&dyn Fn(usize)>,
+) -> Result<Module, Diagnostics> {
     let file: Arc<str> = file_name.into();
     let mut module = Module::new();
     module.reserve_ops(source.len() / 96);
@@ -62,6 +83,8 @@ pub fn parse_module_chunk(
         type_cache: FxHashMap::default(),
         attr_cache: FxHashMap::default(),
         nesting: 0,
+        release,
+        next_release: RELEASE_EVERY,
     };
     p.parse_top();
     if p.diags.is_empty() {
@@ -109,7 +132,15 @@ struct Parser<'s, 'c> {
     type_cache: FxHashMap<&'s [u8], Type>,
     attr_cache: FxHashMap<&'s [u8], Attribute>,
     nesting: u32,
+    release: Option<&'s dyn Fn(usize)>,
+    next_release: usize,
 }
+
+/// A list of types as written in a signature.
+type TypeList = SmallVec<[Type; 4]>;
+
+/// One leaf of a dense literal: its text, token, and whether it is a float literal.
+type DenseLeaf = (String, Token, bool);
 
 /// Result names written before `=`: `%a, %b:2 = ...`.
 type ResultNames<'s> = SmallVec<[(&'s [u8], u32, Token); 2]>;
@@ -235,6 +266,14 @@ impl<'s, 'c> Parser<'s, 'c> {
                 Tok::RBrace | Tok::Eof | Tok::CaretId => return,
                 _ => {}
             }
+            if self.cur.start as usize >= self.next_release {
+                if let Some(release) = self.release {
+                    // Keep the current line and some slack resident for diagnostics.
+                    release(self.cur.line_start as usize - (1 << 20).min(self.cur.line_start as usize));
+                }
+                self.next_release = self.cur.start as usize + RELEASE_EVERY;
+            }
+            let stmt_start = self.cur.start;
             if self.parse_op(block).is_err() {
                 if self.diags.len() >= MAX_ERRORS {
                     // Stop everything: leave the cursor at the end.
@@ -243,14 +282,20 @@ impl<'s, 'c> Parser<'s, 'c> {
                     }
                     return;
                 }
-                self.recover(depth);
+                self.recover(depth, stmt_start);
             }
         }
     }
 
     /// Skips to the next statement at brace depth `depth` (or the end of the block).
-    fn recover(&mut self, depth: u32) {
-        self.advance();
+    /// A failed statement that stopped on the first token of the next line (a
+    /// missing signature, an undefined operand found after the types) has already
+    /// reached that statement, so the first token is skipped only if the failed
+    /// statement consumed nothing (which also guarantees progress).
+    fn recover(&mut self, depth: u32, stmt_start: u32) {
+        if self.cur.start == stmt_start {
+            self.advance();
+        }
         loop {
             let t = self.cur;
             match t.kind {
@@ -296,7 +341,10 @@ impl<'s, 'c> Parser<'s, 'c> {
                 text => {
                     if !text.contains(&b'.') {
                         let found = self.found(name_tok);
-                        return self.error(name_tok, format!("expected an op name like 'dialect.op', found {found}"));
+                        return self.error(
+                            name_tok,
+                            format!("expected an op name like 'dialect.op', found {found}"),
+                        );
                     }
                     let name = self.ctx.op_name(&String::from_utf8_lossy(text));
                     self.advance();
@@ -422,12 +470,14 @@ impl<'s, 'c> Parser<'s, 'c> {
         }
         match r.result {
             None if b.count == 1 => Ok(b.first),
-            None => self.error(
-                r.tok,
-                format!("%{shown} names {} results; pick one with %{shown}#N", b.count),
-            ),
+            None => {
+                self.error(r.tok, format!("%{shown} names {} results; pick one with %{shown}#N", b.count))
+            }
             Some(k) if k < b.count => Ok(ValueId(b.first.0 + k)),
-            Some(k) => self.error(r.tok, format!("result #{k} of %{shown} does not exist; it has {} result(s)", b.count)),
+            Some(k) => self.error(
+                r.tok,
+                format!("result #{k} of %{shown} does not exist; it has {} result(s)", b.count),
+            ),
         }
     }
 
@@ -454,7 +504,11 @@ impl<'s, 'c> Parser<'s, 'c> {
         if refs.len() != types.len() {
             return self.error(
                 op_tok,
-                format!("{} operand(s) but the type signature lists {} operand type(s)", refs.len(), types.len()),
+                format!(
+                    "{} operand(s) but the type signature lists {} operand type(s)",
+                    refs.len(),
+                    types.len()
+                ),
             );
         }
         let mut values = SmallVec::with_capacity(refs.len());
@@ -501,7 +555,8 @@ impl<'s, 'c> Parser<'s, 'c> {
             }
             self.expect(Tok::RParen, "')' after the regions")?;
         }
-        let attrs = if self.cur.kind == Tok::LBrace { self.parse_attr_dict()? } else { Attribute::EMPTY_DICT };
+        let attrs =
+            if self.cur.kind == Tok::LBrace { self.parse_attr_dict()? } else { Attribute::EMPTY_DICT };
         self.expect(Tok::Colon, "':' and the op's type signature")?;
         let (inputs, results) = self.parse_signature()?;
         let operands = self.resolve_operands(&refs, &inputs, name_tok)?;
@@ -752,7 +807,8 @@ impl<'s, 'c> Parser<'s, 'c> {
         self.expect(Tok::LParen, "'(' and the call arguments")?;
         let refs = self.parse_operand_list(Tok::RParen)?;
         self.expect(Tok::RParen, "')' after the call arguments")?;
-        let attrs = if self.cur.kind == Tok::LBrace { self.parse_attr_dict()? } else { Attribute::EMPTY_DICT };
+        let attrs =
+            if self.cur.kind == Tok::LBrace { self.parse_attr_dict()? } else { Attribute::EMPTY_DICT };
         self.expect(Tok::Colon, "':' and the call's type signature")?;
         let (inputs, results) = self.parse_signature()?;
         let operands = self.resolve_operands(&refs, &inputs, name_tok)?;
@@ -781,7 +837,7 @@ impl<'s, 'c> Parser<'s, 'c> {
     // ---- types ------------------------------------------------------------
 
     /// `(t, t) -> t` / `(t) -> (t, t)` / `() -> ()`.
-    fn parse_signature(&mut self) -> PResult<(SmallVec<[Type; 4]>, SmallVec<[Type; 4]>)> {
+    fn parse_signature(&mut self) -> PResult<(TypeList, TypeList)> {
         self.expect(Tok::LParen, "'(' and the operand types")?;
         let mut inputs = SmallVec::new();
         if self.cur.kind != Tok::RParen {
@@ -959,7 +1015,10 @@ impl<'s, 'c> Parser<'s, 'c> {
                         i += if self.src[i] == b'\\' { 2 } else { 1 };
                     }
                 }
-                b'\n' => return self.error(open, "unterminated '<' in dialect type (it must close on the same line)"),
+                b'\n' => {
+                    return self
+                        .error(open, "unterminated '<' in dialect type (it must close on the same line)")
+                }
                 _ => {}
             }
             i += 1;
@@ -999,6 +1058,11 @@ impl<'s, 'c> Parser<'s, 'c> {
                         return Err(());
                     }
                 }
+            } else if b == b'-' {
+                let (line, line_start) = self.lex.line_info();
+                let pos = self.pos_at(line, line_start, dim_start);
+                self.error_at(pos, "tensor dimensions are sizes or '?', not negative numbers");
+                return Err(());
             } else {
                 break;
             };
@@ -1018,7 +1082,11 @@ impl<'s, 'c> Parser<'s, 'c> {
         self.advance();
         let element = self.parse_type()?;
         match self.ctx.type_data(element) {
-            TypeData::Float(_) | TypeData::Int(_) | TypeData::Index | TypeData::Quant(_) | TypeData::Opaque { .. } => {}
+            TypeData::Float(_)
+            | TypeData::Int(_)
+            | TypeData::Index
+            | TypeData::Quant(_)
+            | TypeData::Opaque { .. } => {}
             _ => return self.error(tensor_tok, "tensor elements must be scalars or quantized types"),
         }
         self.expect(Tok::Greater, "'>' to close the tensor type")?;
@@ -1032,6 +1100,7 @@ impl<'s, 'c> Parser<'s, 'c> {
         let storage = match self.cur.kind {
             Tok::BareId => match scalar_type_data(self.text(st)) {
                 Some(Ok(TypeData::Int(i))) => i,
+                Some(Err(msg)) => return self.error(st, msg),
                 _ => return self.unexpected("an integer storage type like i8 or u8"),
             },
             _ => return self.unexpected("an integer storage type like i8 or u8"),
@@ -1198,7 +1267,8 @@ impl<'s, 'c> Parser<'s, 'c> {
                     Tok::BareId => self.text_str(kt),
                     Tok::String => {
                         let bytes = self.string_value(kt)?;
-                        String::from_utf8(bytes).or_else(|_| self.error(kt, "attribute name is not valid UTF-8"))?
+                        String::from_utf8(bytes)
+                            .or_else(|_| self.error(kt, "attribute name is not valid UTF-8"))?
                     }
                     _ => return self.unexpected("an attribute name"),
                 };
@@ -1333,7 +1403,13 @@ impl<'s, 'c> Parser<'s, 'c> {
             }
             _ => {
                 let shown = super::type_to_string(self.ctx, ty);
-                self.error(t, format!("a {} literal cannot have type {shown}", if is_float { "float" } else { "integer" }))
+                self.error(
+                    t,
+                    format!(
+                        "{} literal cannot have type {shown}",
+                        if is_float { "a float" } else { "an integer" }
+                    ),
+                )
             }
         }
     }
@@ -1394,7 +1470,8 @@ impl<'s, 'c> Parser<'s, 'c> {
             }
             Body::Elements { leaves, dims, nested } => {
                 if nested {
-                    let matches = dims.len() == shape.len() && dims.iter().zip(&shape).all(|(&d, &s)| d as i64 == s);
+                    let matches =
+                        dims.len() == shape.len() && dims.iter().zip(&shape).all(|(&d, &s)| d as i64 == s);
                     if !matches {
                         let written = dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x");
                         let shown = super::type_to_string(self.ctx, ty);
@@ -1448,7 +1525,7 @@ impl<'s, 'c> Parser<'s, 'c> {
 
     /// A nested list of leaves; returns the leaves and the dims of the nesting.
     /// Iterative, so deep nesting costs no stack.
-    fn parse_dense_list(&mut self) -> PResult<(Vec<(String, Token, bool)>, Vec<usize>)> {
+    fn parse_dense_list(&mut self) -> PResult<(Vec<DenseLeaf>, Vec<usize>)> {
         let mut leaves = Vec::new();
         // Per depth: the length of the first list seen there, and the current count.
         let mut dims: Vec<Option<usize>> = Vec::new();
@@ -1682,8 +1759,10 @@ fn parse_int_text(text: &[u8]) -> Option<i128> {
 
 /// The canonical (signed for signless) value of an integer literal of `kind`.
 fn int_value_of(text: &str, kind: ElementKind) -> Result<i128, String> {
-    let v = parse_int_text(text.as_bytes()).ok_or_else(|| format!("'{text}' is not an integer"))?;
     let ElementKind::Int { width, signed } = kind else { return Err("not an integer type".into()) };
+    // Only integer tokens reach here, so one that does not parse has too many digits.
+    let v = parse_int_text(text.as_bytes())
+        .ok_or_else(|| format!("integer {text} does not fit {}{width}", if signed { 'i' } else { 'u' }))?;
     let (lo, hi) = kind.int_range().unwrap_or((0, 0));
     if signed {
         // Signless literals may be written as unsigned bit patterns: 255 : i8 is -1.

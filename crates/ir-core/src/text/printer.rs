@@ -28,7 +28,7 @@ const UNNAMED: u32 = u32::MAX;
 const FLUSH_AT: usize = 64 * 1024;
 
 /// Prints `module` to `out`.
-pub fn print_module<W: Write>(ctx: &Context, module: &Module, out: &mut W) -> io::Result<()> {
+pub fn print_module<W: Write + ?Sized>(ctx: &Context, module: &Module, out: &mut W) -> io::Result<()> {
     let mut p = Printer::new(ctx, module, out);
     p.print_from(module.root(), 0)?;
     p.flush()
@@ -90,7 +90,7 @@ enum Frame {
     OpTail(OpId, Option<(u32, u32)>),
 }
 
-struct Printer<'a, W: Write> {
+struct Printer<'a, W: Write + ?Sized> {
     ctx: &'a Context,
     module: &'a Module,
     out: &'a mut W,
@@ -103,7 +103,7 @@ struct Printer<'a, W: Write> {
     dict_text: FxHashMap<Attribute, Box<[u8]>>,
 }
 
-impl<'a, W: Write> Printer<'a, W> {
+impl<'a, W: Write + ?Sized> Printer<'a, W> {
     fn new(ctx: &'a Context, module: &'a Module, out: &'a mut W) -> Self {
         Printer {
             ctx,
@@ -197,7 +197,9 @@ impl<'a, W: Write> Printer<'a, W> {
 
     fn push_value(&mut self, v: ValueId) {
         let (named, index) = match self.module.value_def(v) {
-            ValueDef::Result { op, index } if self.module.num_results(op) > 1 => (self.module.result(op, 0), Some(index)),
+            ValueDef::Result { op, index } if self.module.num_results(op) > 1 => {
+                (self.module.result(op, 0), Some(index))
+            }
             _ => (v, None),
         };
         let n = self.names.get(named.index()).copied().unwrap_or(UNNAMED);
@@ -281,14 +283,16 @@ impl<'a, W: Write> Printer<'a, W> {
                     self.indent += 1;
                     stack.push(Frame::RegionEnd);
                     let blocks: Vec<BlockId> = self.module.blocks(r).collect();
-                    // A lone empty block without arguments needs a label, or it
-                    // would read back as an empty region.
-                    let lone_empty = blocks.len() == 1
-                        && self.module.first_op(blocks[0]).is_none()
-                        && self.module.block_args(blocks[0]).is_empty()
-                        && !custom;
+                    // An entry block without ops or arguments needs a label, or it
+                    // would read back as nothing: an empty region, or (with more
+                    // blocks) the next label would open the first block.
+                    let entry_empty = blocks.first().is_some_and(|&b| {
+                        self.module.first_op(b).is_none() && self.module.block_args(b).is_empty()
+                    }) && !custom;
                     for (i, &b) in blocks.iter().enumerate().rev() {
-                        let label = i > 0 || (!custom && !self.module.block_args(b).is_empty()) || lone_empty;
+                        let label = i > 0
+                            || (!custom && !self.module.block_args(b).is_empty())
+                            || (i == 0 && entry_empty);
                         stack.push(Frame::Block(b, label));
                     }
                     // A custom form (function) names its entry arguments in its header.
@@ -383,13 +387,17 @@ impl<'a, W: Write> Printer<'a, W> {
         let custom_body = match name {
             OpName::MODULE => {
                 self.push("module");
-                if let Some(sym) = self.str_attr(op, "sym_name") {
+                // Only a UTF-8 string `sym_name` can be written as `@name`; any other
+                // value stays in the attribute dictionary.
+                let name = self.str_attr(op, "sym_name");
+                if let Some(sym) = &name {
                     self.push(" @");
-                    push_symbol(&mut self.buf, &sym);
+                    push_symbol(&mut self.buf, sym);
                 }
-                if self.has_other_attrs(op, &["sym_name"]) {
+                let skip: &[&str] = if name.is_some() { &["sym_name"] } else { &[] };
+                if self.has_other_attrs(op, skip) {
                     self.push(" attributes ");
-                    self.push_dict(m.op_attrs(op), &["sym_name"]);
+                    self.push_dict(m.op_attrs(op), skip);
                 }
                 true
             }
@@ -494,7 +502,8 @@ impl<'a, W: Write> Printer<'a, W> {
         self.push_types(m.operands(op).map(|v| m.value_type(v)));
         self.push(") -> ");
         let n = m.num_results(op);
-        let single = n == 1 && !matches!(self.ctx.type_data(m.value_type(m.result(op, 0))), TypeData::Function { .. });
+        let single =
+            n == 1 && !matches!(self.ctx.type_data(m.value_type(m.result(op, 0))), TypeData::Function { .. });
         if single {
             self.push_type(m.value_type(m.result(op, 0)));
         } else {
@@ -539,14 +548,18 @@ impl<'a, W: Write> Printer<'a, W> {
             [] => {}
             [entry] => {
                 let args = m.block_args(*entry);
-                if args.len() != inputs.len() || args.iter().zip(inputs.iter()).any(|(&a, &t)| m.value_type(a) != t) {
+                if args.len() != inputs.len()
+                    || args.iter().zip(inputs.iter()).any(|(&a, &t)| m.value_type(a) != t)
+                {
                     return None;
                 }
             }
             _ => return None,
         }
-        if let Some(vis) = self.str_attr(op, "sym_visibility") {
-            if !matches!(vis.as_str(), "private" | "public" | "nested") {
+        // The custom form drops `sym_visibility` from the dictionary, so it must be
+        // one of the keywords it can print.
+        if let Some(vis) = m.op_attr(self.ctx, op, "sym_visibility") {
+            if !matches!(self.ctx.attr_as_str(vis), Some("private" | "public" | "nested")) {
                 return None;
             }
         }
@@ -584,7 +597,8 @@ impl<'a, W: Write> Printer<'a, W> {
         self.push(")");
         if !results.is_empty() {
             self.push(" -> ");
-            let single = results.len() == 1 && !matches!(self.ctx.type_data(results[0]), TypeData::Function { .. });
+            let single =
+                results.len() == 1 && !matches!(self.ctx.type_data(results[0]), TypeData::Function { .. });
             if single {
                 self.push_type(results[0]);
             } else {
@@ -659,7 +673,8 @@ pub(crate) fn write_type(ctx: &Context, t: Type, out: &mut Vec<u8>) {
     match ctx.type_data(t) {
         TypeData::Float(k) => out.extend_from_slice(k.keyword().as_bytes()),
         TypeData::Int(i) => {
-            let _ = write!(out, "{}{}", if i.signedness == Signedness::Unsigned { 'u' } else { 'i' }, i.width);
+            let _ =
+                write!(out, "{}{}", if i.signedness == Signedness::Unsigned { 'u' } else { 'i' }, i.width);
         }
         TypeData::Index => out.extend_from_slice(b"index"),
         TypeData::None => out.extend_from_slice(b"none"),

@@ -1,0 +1,1102 @@
+//! The pass manager: a pipeline parsed against a [`PassRegistry`], and running it
+//! over a module under [`Instrumentation`].
+//!
+//! Parsing resolves everything up front: unknown passes (with a "did you mean"),
+//! bad options and broken named-pipeline expansions are reported before any pass
+//! runs, with byte offsets into the pipeline text. Named pipelines stay a nested
+//! group, so the timing report shows where their passes came from.
+//!
+//! Running a pass, in order:
+//! 1. keep a copy of the module for the reproducer (if a reproducer directory is
+//!    set), call the hooks' `before_pass`, print the IR if asked;
+//! 2. run the pass (a panic is caught and reported like an error);
+//! 3. verify the module (verify-each);
+//! 4. call the hooks' `after_pass`, print the IR if asked (after-change compares
+//!    the printed text);
+//!
+//! and on the first failure in 2–4 write the reproducer (the IR before that pass
+//! plus the one-pass pipeline) and stop with a [`PipelineFailure`].
+
+use super::instrument::{replay_flags, shell_word, text_fingerprint, write_reproducer, DumpPoint};
+use super::pipeline::{nearest_name, parse_pipeline, PassOptions, PipelineElement, PipelineError};
+use super::registry::PassRegistry;
+use super::timing::{TimingNode, TimingTree};
+use super::{Instrumentation, Pass, PassContext, PassOutcome, PassRun};
+use crate::{verify, Context, Diagnostic, Diagnostics, Module, SrcPos};
+use std::fmt;
+use std::fmt::Write as _;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Named pipelines may name other named pipelines this many levels deep.
+const MAX_PIPELINE_DEPTH: usize = 16;
+
+/// A parsed, resolved pipeline, ready to run on any number of modules.
+#[derive(Clone)]
+pub struct PassManager {
+    entries: Vec<Entry>,
+    num_passes: usize,
+}
+
+#[derive(Clone)]
+enum Entry {
+    Pass(Scheduled),
+    /// A named pipeline and what it expanded to.
+    Group {
+        name: &'static str,
+        text: String,
+        entries: Vec<Entry>,
+    },
+}
+
+#[derive(Clone)]
+struct Scheduled {
+    pass: Arc<dyn Pass>,
+    options: PassOptions,
+    /// The pass with its explicit options, canonical.
+    text: String,
+    /// 1-based among all pass executions.
+    position: usize,
+}
+
+impl fmt::Debug for PassManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("PassManager").field(&self.pipeline_text()).finish()
+    }
+}
+
+impl PassManager {
+    /// Parses `text` (see [`super::pipeline`] for the syntax), looks every name up
+    /// in `registry`, type-checks options and expands named pipelines. Errors carry
+    /// a byte offset into `text` ([`PipelineError::render`] shows it); errors inside
+    /// a named pipeline's expansion are reported at that pipeline's name.
+    pub fn parse(registry: &PassRegistry, text: &str) -> Result<PassManager, PipelineError> {
+        let mut expander = Expander { registry, stack: Vec::new(), top_offset: 0, position: 0 };
+        let entries = expander.build(text)?;
+        Ok(PassManager { entries, num_passes: expander.position })
+    }
+
+    /// The number of pass executions (named pipelines expanded).
+    pub fn len(&self) -> usize {
+        self.num_passes
+    }
+
+    /// True if the pipeline runs no pass.
+    pub fn is_empty(&self) -> bool {
+        self.num_passes == 0
+    }
+
+    /// The pipeline as canonical text: named pipelines by name, each element with
+    /// the options that were given (in declaration order, values normalized, e.g.
+    /// `a{flag=true n=3},quantize{bits=8}`). Parsing it gives the same pipeline.
+    pub fn pipeline_text(&self) -> String {
+        join_texts(&self.entries, false)
+    }
+
+    /// The pipeline as canonical text with named pipelines expanded into their
+    /// passes.
+    pub fn expanded_text(&self) -> String {
+        join_texts(&self.entries, true)
+    }
+
+    /// Runs the pipeline over `module`. On success the report holds the timing tree
+    /// and statistics if `inst` asked for them, and the passes' warnings. On failure
+    /// the module is left as the failing pass left it.
+    pub fn run(
+        &self,
+        ctx: &mut Context,
+        module: &mut Module,
+        inst: &mut Instrumentation,
+    ) -> Result<RunReport, PipelineFailure> {
+        let span = tracing::info_span!("pipeline", passes = self.num_passes);
+        let _entered = span.enter();
+        let start = Instant::now();
+        let mut runner = Runner { ctx, module, inst, report: RunReport::default(), fingerprint: None };
+        let mut nodes = Vec::new();
+        runner.run_entries(&self.entries, &mut nodes)?;
+        let mut report = runner.report;
+        if runner.inst.timing {
+            let mut tree = TimingTree::new();
+            tree.push_node(TimingNode {
+                name: "pipeline".to_string(),
+                wall: start.elapsed(),
+                children: nodes,
+            });
+            report.timing = Some(tree);
+        }
+        Ok(report)
+    }
+}
+
+fn join_texts(entries: &[Entry], expand: bool) -> String {
+    let mut texts = Vec::with_capacity(entries.len());
+    for entry in entries {
+        match entry {
+            Entry::Pass(scheduled) => texts.push(scheduled.text.clone()),
+            Entry::Group { entries, .. } if expand => {
+                let inner = join_texts(entries, true);
+                if !inner.is_empty() {
+                    texts.push(inner);
+                }
+            }
+            Entry::Group { text, .. } => texts.push(text.clone()),
+        }
+    }
+    texts.join(",")
+}
+
+/// `name{k=v ...}` with the explicitly given options, in declaration order.
+fn canonical_text(name: &str, options: &PassOptions) -> String {
+    let explicit: Vec<String> = options
+        .iter()
+        .filter(|(key, _)| options.is_explicit(key))
+        .map(|(key, value)| format!("{key}={value}"))
+        .collect();
+    if explicit.is_empty() {
+        name.to_string()
+    } else {
+        format!("{name}{{{}}}", explicit.join(" "))
+    }
+}
+
+/// Builds entries from pipeline text, expanding named pipelines recursively.
+struct Expander<'r> {
+    registry: &'r PassRegistry,
+    /// Canonical texts of the named pipelines being expanded, outermost first.
+    stack: Vec<String>,
+    /// Offset in the user's text of the outermost pipeline being expanded.
+    top_offset: usize,
+    /// Pass executions so far.
+    position: usize,
+}
+
+impl Expander<'_> {
+    fn build(&mut self, text: &str) -> Result<Vec<Entry>, PipelineError> {
+        let elements = parse_pipeline(text).map_err(|error| self.locate(error, text))?;
+        let mut entries = Vec::with_capacity(elements.len());
+        for element in elements {
+            entries.push(self.element(&element, text)?);
+        }
+        Ok(entries)
+    }
+
+    fn element(&mut self, element: &PipelineElement, text: &str) -> Result<Entry, PipelineError> {
+        if let Some(pass) = self.registry.get(&element.name) {
+            let options =
+                element.resolve_options(&pass.options()).map_err(|error| self.locate(error, text))?;
+            self.position += 1;
+            let text = canonical_text(pass.name(), &options);
+            return Ok(Entry::Pass(Scheduled { pass: pass.clone(), options, text, position: self.position }));
+        }
+        let Some(pipeline) = self.registry.get_pipeline(&element.name) else {
+            let message = match nearest_name(&element.name, self.registry.names()) {
+                Some(near) => format!("unknown pass '{}'; did you mean '{near}'?", element.name),
+                None => format!("unknown pass '{}'", element.name),
+            };
+            return Err(self.locate(PipelineError { offset: element.name_offset, message }, text));
+        };
+        let options = element.resolve_options(&pipeline.options).map_err(|error| self.locate(error, text))?;
+        let canonical = canonical_text(pipeline.name, &options);
+        if self.stack.is_empty() {
+            self.top_offset = element.name_offset;
+        }
+        if self.stack.contains(&canonical) {
+            let chain = self.chain(&canonical);
+            let message = format!("pipeline '{canonical}' expands to itself: {chain}");
+            return Err(PipelineError { offset: self.top_offset, message });
+        }
+        if self.stack.len() >= MAX_PIPELINE_DEPTH {
+            let chain = self.chain(&canonical);
+            let message = format!("named pipelines nest more than {MAX_PIPELINE_DEPTH} levels deep: {chain}");
+            return Err(PipelineError { offset: self.top_offset, message });
+        }
+        let expansion = (pipeline.expand)(&options);
+        tracing::debug!(pipeline = %canonical, expansion = %expansion, "expanding named pipeline");
+        self.stack.push(canonical.clone());
+        let entries = self.build(&expansion);
+        self.stack.pop();
+        Ok(Entry::Group { name: pipeline.name, text: canonical, entries: entries? })
+    }
+
+    /// `a -> b -> next`
+    fn chain(&self, next: &str) -> String {
+        let mut chain: Vec<&str> = self.stack.iter().map(String::as_str).collect();
+        chain.push(next);
+        chain.join(" -> ")
+    }
+
+    /// Moves an error in the expansion `text` of a named pipeline to the outermost
+    /// pipeline's name in the user's text, saying where it came from; errors in
+    /// the user's own text stay as they are.
+    fn locate(&self, error: PipelineError, text: &str) -> PipelineError {
+        if self.stack.is_empty() {
+            return error;
+        }
+        let chain = self.stack.iter().map(|name| format!("'{name}'")).collect::<Vec<_>>().join(" -> ");
+        PipelineError {
+            offset: self.top_offset,
+            message: format!("in pipeline {chain} (expanded to '{text}'): {}", error.message),
+        }
+    }
+}
+
+/// What a successful run produced besides the module.
+#[derive(Clone, Debug, Default)]
+pub struct RunReport {
+    /// With [`Instrumentation::timing`]: one top-level node `pipeline`, a child per
+    /// pass execution (named pipelines as nested groups) and under each pass its
+    /// `verify`.
+    pub timing: Option<TimingTree>,
+    /// With [`Instrumentation::statistics`]: per pass execution that added any, its
+    /// counters sorted by name, in pipeline order.
+    pub statistics: Vec<(String, Vec<(&'static str, u64)>)>,
+    /// The warnings passes reported, in order.
+    pub warnings: Vec<Diagnostic>,
+    /// Whether any pass reported [`PassOutcome::Changed`].
+    pub changed: bool,
+}
+
+impl RunReport {
+    /// The `--stats` text:
+    ///
+    /// ```text
+    /// ===- Pass statistics -===
+    ///  fold-bn
+    ///    3 folded-batch-norms
+    ///   12 visited-ops
+    /// ```
+    pub fn render_statistics(&self) -> String {
+        let mut out = String::from("===- Pass statistics -===\n");
+        for (pass, counters) in &self.statistics {
+            let _ = writeln!(out, " {pass}");
+            let width = counters.iter().map(|(_, n)| n.to_string().len()).max().unwrap_or(1);
+            for (name, n) in counters {
+                let _ = writeln!(out, "   {n:>width$} {name}");
+            }
+        }
+        out
+    }
+}
+
+/// Why a pipeline stopped.
+#[derive(Clone, Debug)]
+pub struct PipelineFailure {
+    /// The failing pass's name.
+    pub pass: String,
+    /// Its 1-based position among the pipeline's pass executions.
+    pub position: usize,
+    /// The warnings reported before the failure, then the errors: the pass's own,
+    /// or "pass 'x' produced invalid IR" followed by the verifier's.
+    pub diagnostics: Diagnostics,
+    /// The reproducer file, if one was written.
+    pub reproducer: Option<PathBuf>,
+    /// The line [`message`](Self::message) adds about the reproducer: where it is
+    /// and the command that replays the failure, or why it could not be written.
+    pub reproducer_message: Option<String>,
+}
+
+impl PipelineFailure {
+    /// `pass 'x' failed`, then a line saying where the reproducer is and how to
+    /// replay it (or why it could not be written):
+    ///
+    /// ```text
+    /// pass 'fold-bn' failed
+    /// reproducer written to /tmp/qopt-reproducer-42-fold-bn.qir; replay with: qopt /tmp/qopt-reproducer-42-fold-bn.qir --pass='fold-bn'
+    /// ```
+    pub fn message(&self) -> String {
+        match &self.reproducer_message {
+            Some(line) => format!("pass '{}' failed\n{line}", self.pass),
+            None => format!("pass '{}' failed", self.pass),
+        }
+    }
+}
+
+impl fmt::Display for PipelineFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message())
+    }
+}
+
+impl std::error::Error for PipelineFailure {}
+
+/// The state of one run.
+struct Runner<'r> {
+    ctx: &'r mut Context,
+    module: &'r mut Module,
+    inst: &'r mut Instrumentation,
+    report: RunReport,
+    /// Fingerprint of the printed module as the previous pass left it, if known.
+    fingerprint: Option<(u64, u64)>,
+}
+
+impl Runner<'_> {
+    fn run_entries(&mut self, entries: &[Entry], nodes: &mut Vec<TimingNode>) -> Result<(), PipelineFailure> {
+        for entry in entries {
+            match entry {
+                Entry::Pass(scheduled) => nodes.push(self.run_pass(scheduled)?),
+                Entry::Group { name, entries, .. } => {
+                    let start = Instant::now();
+                    let mut children = Vec::new();
+                    self.run_entries(entries, &mut children)?;
+                    nodes.push(TimingNode { name: name.to_string(), wall: start.elapsed(), children });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn run_pass(&mut self, scheduled: &Scheduled) -> Result<TimingNode, PipelineFailure> {
+        let pass = &*scheduled.pass;
+        let name = pass.name();
+        let position = scheduled.position;
+        let span = tracing::info_span!("pass", name, position);
+        let _entered = span.enter();
+        let run = PassRun { pass, options: &scheduled.options, position, text: &scheduled.text };
+
+        let snapshot = self.inst.reproducer_dir.is_some().then(|| self.module.clone());
+        let mut hooks = std::mem::take(&mut self.inst.hooks);
+        let before = hooks.iter_mut().try_for_each(|hook| hook.before_pass(&run, self.ctx, self.module));
+        self.inst.hooks = hooks;
+        if let Err(diagnostics) = before {
+            return Err(self.fail(scheduled, snapshot, diagnostics));
+        }
+        if self.inst.print_before.matches(name) {
+            self.dump(name, position, DumpPoint::Before);
+        }
+        let tracks_change = self.inst.tracks_change(name);
+        let fingerprint_before = match self.fingerprint.take() {
+            Some(known) => Some(known),
+            None if tracks_change => Some(text_fingerprint(self.ctx, self.module)),
+            None => None,
+        };
+
+        // Run the pass.
+        let start = Instant::now();
+        let mut cx = PassContext::new(self.ctx);
+        let result = catch_unwind(AssertUnwindSafe(|| pass.run(&mut cx, self.module, &scheduled.options)));
+        let (statistics, warnings) = cx.into_parts();
+        let mut wall = start.elapsed();
+        for mut warning in warnings {
+            self.attribute(&mut warning);
+            self.report.warnings.push(warning);
+        }
+        if self.inst.statistics && !statistics.is_empty() {
+            self.report.statistics.push((name.to_string(), statistics));
+        }
+        let outcome = match result {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(error)) => return Err(self.fail(scheduled, snapshot, error.diagnostics)),
+            Err(payload) => {
+                let what = panic_message(payload.as_ref());
+                let message = format!("pass '{name}' panicked: {what}");
+                let diagnostic = Diagnostic::error(None, SrcPos::NONE, message);
+                return Err(self.fail(scheduled, snapshot, Diagnostics(vec![diagnostic])));
+            }
+        };
+        tracing::debug!(?outcome, "pass finished");
+        self.report.changed |= outcome == PassOutcome::Changed;
+
+        // Verify.
+        let mut children = Vec::new();
+        if self.inst.verify_each {
+            tracing::debug!("verifying");
+            let start = Instant::now();
+            let verified = verify(self.ctx, self.module);
+            let elapsed = start.elapsed();
+            if let Err(errors) = verified {
+                let headline =
+                    Diagnostic::error(None, SrcPos::NONE, format!("pass '{name}' produced invalid IR"));
+                let mut diagnostics = vec![headline];
+                diagnostics.extend(errors.0);
+                return Err(self.fail(scheduled, snapshot, Diagnostics(diagnostics)));
+            }
+            wall += elapsed;
+            children.push(TimingNode::new("verify", elapsed));
+        }
+
+        let mut hooks = std::mem::take(&mut self.inst.hooks);
+        let after =
+            hooks.iter_mut().try_for_each(|hook| hook.after_pass(&run, outcome, self.ctx, self.module));
+        self.inst.hooks = hooks;
+        if let Err(diagnostics) = after {
+            return Err(self.fail(scheduled, snapshot, diagnostics));
+        }
+
+        if tracks_change {
+            let after = text_fingerprint(self.ctx, self.module);
+            self.fingerprint = Some(after);
+            if fingerprint_before != Some(after) {
+                self.dump(name, position, DumpPoint::After);
+            }
+        } else if self.inst.prints_after(name) {
+            self.dump(name, position, DumpPoint::After);
+        }
+        Ok(TimingNode { name: name.to_string(), wall, children })
+    }
+
+    fn dump(&mut self, pass: &str, position: usize, point: DumpPoint) {
+        if let Err(error) = self.inst.dump(self.ctx, self.module, pass, position, point) {
+            let when = if point == DumpPoint::Before { "before" } else { "after" };
+            let mut warning = Diagnostic::warning(
+                None,
+                SrcPos::NONE,
+                format!("cannot print the IR {when} pass '{pass}': {error}"),
+            );
+            self.attribute(&mut warning);
+            self.report.warnings.push(warning);
+        }
+    }
+
+    /// Attributes a diagnostic without a file to the module's source file.
+    fn attribute(&self, diagnostic: &mut Diagnostic) {
+        if diagnostic.file.is_none() {
+            diagnostic.file = self.module.source_name().cloned();
+        }
+    }
+
+    /// Builds the failure for `scheduled`, writing the reproducer from `snapshot`.
+    fn fail(
+        &mut self,
+        scheduled: &Scheduled,
+        snapshot: Option<Module>,
+        errors: Diagnostics,
+    ) -> PipelineFailure {
+        let name = scheduled.pass.name();
+        tracing::debug!(pass = name, "pass failed");
+        let mut diagnostics = std::mem::take(&mut self.report.warnings);
+        for mut error in errors.0 {
+            self.attribute(&mut error);
+            diagnostics.push(error);
+        }
+        let mut reproducer = None;
+        let mut reproducer_message = None;
+        if let (Some(dir), Some(before)) = (&self.inst.reproducer_dir, snapshot) {
+            let tool = &self.inst.tool_name;
+            let flags = replay_flags(&scheduled.text, self.ctx.allows_unregistered());
+            match write_reproducer(dir, tool, name, &flags, self.ctx, &before) {
+                Ok(path) => {
+                    let shown = path.display().to_string();
+                    reproducer_message = Some(format!(
+                        "reproducer written to {shown}; replay with: {tool} {} {flags}",
+                        shell_word(&shown)
+                    ));
+                    reproducer = Some(path);
+                }
+                Err((path, error)) => {
+                    reproducer_message =
+                        Some(format!("could not write a reproducer to {}: {error}", path.display()))
+                }
+            }
+        }
+        PipelineFailure {
+            pass: name.to_string(),
+            position: scheduled.position,
+            diagnostics: Diagnostics(diagnostics),
+            reproducer,
+            reproducer_message,
+        }
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        text.to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_passes::{build_module, function_names, test_registry, RenameFuncs};
+    use super::super::{PassFilter, PassInstrumentation};
+    use super::*;
+    use crate::{module_to_string, parse_module};
+    use std::io::{self, Write};
+    use std::path::Path;
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    fn parse(text: &str) -> PassManager {
+        PassManager::parse(&test_registry(), text).unwrap_or_else(|error| panic!("{}", error.render(text)))
+    }
+
+    /// `error@<offset>: <message>` for a pipeline that must not parse.
+    fn parse_error(text: &str) -> String {
+        match PassManager::parse(&test_registry(), text) {
+            Ok(manager) => panic!("{text:?} parsed as {}", manager.pipeline_text()),
+            Err(error) => format!("error@{}: {}", error.offset, error.message),
+        }
+    }
+
+    /// Instrumentation that prints nothing and writes no reproducer.
+    fn quiet() -> Instrumentation {
+        Instrumentation {
+            print_sink: Box::new(io::sink()),
+            reproducer_dir: None,
+            ..Instrumentation::default()
+        }
+    }
+
+    fn fresh() -> (Context, Module) {
+        let mut ctx = Context::new();
+        let mut module = build_module(&mut ctx, &["main", "helper"]);
+        module.set_source_name(Some("in.qir".into()));
+        (ctx, module)
+    }
+
+    fn run(text: &str, inst: &mut Instrumentation) -> (Context, Module, Result<RunReport, PipelineFailure>) {
+        let (mut ctx, mut module) = fresh();
+        let result = parse(text).run(&mut ctx, &mut module, inst);
+        (ctx, module, result)
+    }
+
+    fn run_ok(text: &str, inst: &mut Instrumentation) -> (Context, Module, RunReport) {
+        let (ctx, module, result) = run(text, inst);
+        match result {
+            Ok(report) => (ctx, module, report),
+            Err(failure) => panic!("{}\n{}", failure.diagnostics, failure.message()),
+        }
+    }
+
+    fn run_err(text: &str, inst: &mut Instrumentation) -> PipelineFailure {
+        match run(text, inst).2 {
+            Ok(_) => panic!("{text:?} should fail"),
+            Err(failure) => failure,
+        }
+    }
+
+    /// A `Write` whose bytes the test can read after handing it to the manager.
+    #[derive(Clone, Default)]
+    struct SharedBuf(Arc<Mutex<Vec<u8>>>);
+
+    impl SharedBuf {
+        fn text(&self) -> String {
+            let bytes = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+    }
+
+    impl Write for SharedBuf {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A fresh directory under the system temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> TempDir {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |elapsed| elapsed.as_nanos());
+            let dir =
+                std::env::temp_dir().join(format!("qopt-pass-test-{tag}-{}-{nanos}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap_or_else(|error| panic!("{}: {error}", dir.display()));
+            TempDir(dir)
+        }
+
+        fn files(&self) -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(&self.0)
+                .unwrap_or_else(|error| panic!("{error}"))
+                .filter_map(|entry| entry.ok())
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn read(path: &Path) -> String {
+        std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+    }
+
+    // ---- parsing ----------------------------------------------------------
+
+    #[test]
+    fn parses_options_and_fills_defaults() {
+        let manager = parse(" test-options{flag=1 label=x sizes=4 count=5}, test-noop ");
+        assert_eq!(manager.len(), 2);
+        assert!(!manager.is_empty());
+        // Canonical: declaration order, normalized values, explicit options only.
+        assert_eq!(manager.pipeline_text(), "test-options{count=5 sizes=[4] flag=true label=x},test-noop");
+        assert_eq!(parse(&manager.pipeline_text()).pipeline_text(), manager.pipeline_text());
+
+        let mut inst = Instrumentation { statistics: true, ..quiet() };
+        let (_, _, report) = run_ok("test-options{label=y}", &mut inst);
+        assert_eq!(report.statistics, vec![("test-options".to_string(), vec![("count", 3), ("sizes", 2)])]);
+        let (_, _, report) = run_ok("test-options{label=y mode=exact count=-4 sizes=[]}", &mut inst);
+        assert_eq!(
+            report.statistics,
+            vec![("test-options".to_string(), vec![("count", 4), ("exact-runs", 1), ("sizes", 0)])]
+        );
+    }
+
+    #[test]
+    fn unknown_passes_get_a_suggestion_at_the_name() {
+        assert_eq!(
+            parse_error("test-noop,test-nop"),
+            "error@10: unknown pass 'test-nop'; did you mean 'test-noop'?"
+        );
+        assert_eq!(
+            parse_error("test-noop, test-pipelin{suffix=x}"),
+            "error@11: unknown pass 'test-pipelin'; did you mean 'test-pipeline'?"
+        );
+        assert_eq!(parse_error("zzz"), "error@0: unknown pass 'zzz'");
+    }
+
+    #[test]
+    fn option_errors_point_into_the_text() {
+        assert_eq!(
+            parse_error("test-noop,test-options{label=a count=many}"),
+            "error@37: option 'count' of pass 'test-options' expects an integer, got 'many'"
+        );
+        assert_eq!(
+            parse_error("test-options{label=a cont=1}"),
+            "error@21: unknown option 'cont' for pass 'test-options'; did you mean 'count'?"
+        );
+        assert_eq!(
+            parse_error("test-options{label=a mode=exakt}"),
+            "error@26: option 'mode' of pass 'test-options' expects one of fast, exact, got 'exakt'; \
+             did you mean 'exact'?"
+        );
+        assert_eq!(
+            parse_error("test-options{label=a sizes=[1,x]}"),
+            "error@27: option 'sizes' of pass 'test-options' expects a list of integers, got 'x' as list \
+             element 2"
+        );
+        assert_eq!(
+            parse_error("test-options{label=a flag=maybe}"),
+            "error@26: option 'flag' of pass 'test-options' expects a boolean (true, false, 1 or 0), got \
+             'maybe'"
+        );
+        assert_eq!(
+            parse_error("test-noop,test-options"),
+            "error@10: missing required option 'label' for pass 'test-options'"
+        );
+        assert_eq!(
+            parse_error("test-noop{x}"),
+            "error@10: unknown option 'x' for pass 'test-noop', which takes no options"
+        );
+        assert_eq!(parse_error("test-noop,,"), "error@10: expected a pass name, found ','");
+    }
+
+    #[test]
+    fn named_pipelines_expand_into_groups() {
+        let manager = parse("test-noop,test-pipeline{suffix=_x}");
+        assert_eq!(manager.len(), 3);
+        assert_eq!(manager.pipeline_text(), "test-noop,test-pipeline{suffix=_x}");
+        assert_eq!(manager.expanded_text(), "test-noop,test-rename-funcs{suffix=_x},test-noop");
+        assert_eq!(parse("test-pipeline").expanded_text(), "test-rename-funcs{suffix=_p},test-noop");
+        assert_eq!(parse("test-outer").expanded_text(), "test-rename-funcs{suffix=_o},test-noop,test-noop");
+        assert_eq!(parse("test-countdown{n=3}").len(), 4);
+
+        let (ctx, module, _) = run_ok("test-outer,test-pipeline{suffix=\"-y\"}", &mut quiet());
+        assert_eq!(function_names(&ctx, &module), ["main_o-y", "helper_o-y"]);
+    }
+
+    #[test]
+    fn named_pipeline_errors_are_reported_at_the_pipeline_name() {
+        assert_eq!(
+            parse_error("test-noop, test-cycle-a"),
+            "error@11: pipeline 'test-cycle-a' expands to itself: test-cycle-a -> test-cycle-b -> test-cycle-a"
+        );
+        assert_eq!(
+            parse_error("test-bad-expansion"),
+            "error@0: in pipeline 'test-bad-expansion' (expanded to 'test-noop,test-options'): missing \
+             required option 'label' for pass 'test-options'"
+        );
+        assert_eq!(
+            parse_error("test-noop,test-pipeline{suffx=1}"),
+            "error@24: unknown option 'suffx' for pass 'test-pipeline'; did you mean 'suffix'?"
+        );
+        let deep = parse_error("test-noop,test-countdown{n=20}");
+        assert!(
+            deep.starts_with(
+                "error@10: named pipelines nest more than 16 levels deep: test-countdown{n=20} -> \
+                 test-countdown{n=19} -> "
+            ),
+            "{deep}"
+        );
+        assert!(deep.ends_with("-> test-countdown{n=4}"), "{deep}");
+        assert_eq!(parse("test-countdown{n=15}").len(), 16);
+    }
+
+    // ---- running ----------------------------------------------------------
+
+    #[test]
+    fn runs_passes_in_order_and_reports_changes() {
+        let (ctx, module, report) =
+            run_ok("test-rename-funcs{suffix=_a},test-noop,test-rename-funcs{suffix=_b}", &mut quiet());
+        assert_eq!(function_names(&ctx, &module), ["main_a_b", "helper_a_b"]);
+        assert!(report.changed);
+        assert!(report.timing.is_none() && report.statistics.is_empty() && report.warnings.is_empty());
+
+        let (ctx, module, report) = run_ok("test-noop", &mut quiet());
+        assert_eq!(function_names(&ctx, &module), ["main", "helper"]);
+        assert!(!report.changed);
+
+        let empty = parse("  ");
+        assert!(empty.is_empty());
+        let (mut ctx, mut module) = fresh();
+        let mut inst = Instrumentation { timing: true, ..quiet() };
+        let report =
+            empty.run(&mut ctx, &mut module, &mut inst).unwrap_or_else(|failure| panic!("{failure}"));
+        assert!(!report.changed);
+        let timing = report.timing.unwrap_or_default();
+        assert_eq!(timing.nodes().len(), 1);
+        assert!(timing.nodes()[0].children.is_empty());
+    }
+
+    #[test]
+    fn a_pipeline_runs_again_on_other_modules() {
+        let manager = parse("test-rename-funcs{suffix=_z}");
+        for names in [&["a"][..], &["b", "c"]] {
+            let mut ctx = Context::new();
+            let mut module = build_module(&mut ctx, names);
+            manager.run(&mut ctx, &mut module, &mut quiet()).unwrap_or_else(|failure| panic!("{failure}"));
+            let expected: Vec<String> = names.iter().map(|name| format!("{name}_z")).collect();
+            assert_eq!(function_names(&ctx, &module), expected);
+        }
+    }
+
+    #[test]
+    fn collects_and_renders_statistics() {
+        let pipeline =
+            "test-rename-funcs,test-noop,test-rename-funcs{suffix=_2},test-options{label=s count=12}";
+        let mut inst = Instrumentation { statistics: true, ..quiet() };
+        let (_, _, report) = run_ok(pipeline, &mut inst);
+        assert_eq!(
+            report.statistics,
+            vec![
+                ("test-rename-funcs".to_string(), vec![("renamed-functions", 2)]),
+                ("test-rename-funcs".to_string(), vec![("renamed-functions", 2)]),
+                ("test-options".to_string(), vec![("count", 12), ("sizes", 2)]),
+            ]
+        );
+        assert_eq!(
+            report.render_statistics(),
+            "===- Pass statistics -===\n \
+             test-rename-funcs\n   2 renamed-functions\n \
+             test-rename-funcs\n   2 renamed-functions\n \
+             test-options\n   12 count\n    2 sizes\n"
+        );
+        let (_, _, report) = run_ok(pipeline, &mut quiet());
+        assert!(report.statistics.is_empty(), "statistics are off by default");
+    }
+
+    #[test]
+    fn warnings_are_collected_and_attributed_to_the_input() {
+        let (_, _, report) = run_ok("test-options{label=w flag}", &mut quiet());
+        assert_eq!(report.warnings.len(), 1);
+        assert_eq!(report.warnings[0].to_string(), "in.qir: warning: flag set on 'w'");
+
+        let failure = run_err("test-options{label=w flag},test-fail", &mut quiet());
+        let messages: Vec<&str> = failure.diagnostics.0.iter().map(|d| d.message.as_str()).collect();
+        assert_eq!(messages, ["flag set on 'w'", "test-fail failed with code 7"]);
+    }
+
+    // ---- printing ---------------------------------------------------------
+
+    #[test]
+    fn print_after_all_writes_a_header_and_the_ir_per_pass() {
+        let sink = SharedBuf::default();
+        let mut inst = Instrumentation {
+            print_after: PassFilter::All,
+            print_before: PassFilter::Named(vec!["test-noop".to_string()]),
+            print_sink: Box::new(sink.clone()),
+            ..quiet()
+        };
+        let (ctx, module, _) = run_ok("test-rename-funcs,test-noop", &mut inst);
+        let text = sink.text();
+        let headers: Vec<&str> = text.lines().filter(|line| line.starts_with("// -----//")).collect();
+        assert_eq!(
+            headers,
+            [
+                "// -----// IR Dump After test-rename-funcs (1) //----- //",
+                "// -----// IR Dump Before test-noop (2) //----- //",
+                "// -----// IR Dump After test-noop (2) //----- //",
+            ]
+        );
+        // Needs the printer: every dump is the module as printed.
+        let printed = module_to_string(&ctx, &module);
+        assert!(printed.contains("@main_renamed"), "{printed}");
+        assert_eq!(text.matches(printed.as_str()).count(), 3, "{text}");
+        assert!(text.starts_with("// -----// IR Dump After test-rename-funcs (1) //----- //\n"));
+    }
+
+    #[test]
+    fn print_after_change_compares_the_printed_ir() {
+        let sink = SharedBuf::default();
+        let mut inst =
+            Instrumentation { print_after_change: true, print_sink: Box::new(sink.clone()), ..quiet() };
+        // The empty-suffix rename claims a change but changes nothing; only the
+        // third pass really changes the IR.
+        run_ok("test-noop,test-rename-funcs{suffix=\"\"},test-rename-funcs,test-noop", &mut inst);
+        let text = sink.text();
+        let headers: Vec<&str> = text.lines().filter(|line| line.starts_with("// -----//")).collect();
+        assert_eq!(headers, ["// -----// IR Dump After test-rename-funcs (3) //----- //"], "{text}");
+
+        // Restricted to named passes.
+        let sink = SharedBuf::default();
+        let mut inst = Instrumentation {
+            print_after_change: true,
+            print_after: PassFilter::Named(vec!["test-noop".to_string()]),
+            print_sink: Box::new(sink.clone()),
+            ..quiet()
+        };
+        run_ok("test-rename-funcs,test-noop", &mut inst);
+        assert_eq!(sink.text(), "");
+    }
+
+    #[test]
+    fn print_dir_gets_one_file_per_dump() {
+        let dir = TempDir::new("print-dir");
+        let target = dir.0.join("dumps");
+        let mut inst = Instrumentation {
+            print_before: PassFilter::All,
+            print_after: PassFilter::Named(vec!["test-noop".to_string()]),
+            print_dir: Some(target.clone()),
+            ..quiet()
+        };
+        run_ok("test-rename-funcs,test-noop", &mut inst);
+        let dumps = TempDir(target);
+        assert_eq!(
+            dumps.files(),
+            ["01-test-rename-funcs-before.qir", "02-test-noop-after.qir", "02-test-noop-before.qir"]
+        );
+        let first = read(&dumps.0.join("01-test-rename-funcs-before.qir"));
+        assert!(first.starts_with("// -----// IR Dump Before test-rename-funcs (1) //----- //\n"), "{first}");
+        // Needs the printer.
+        assert!(first.contains("@main("), "{first}");
+        let after = read(&dumps.0.join("02-test-noop-after.qir"));
+        assert!(after.contains("@main_renamed("), "{after}");
+    }
+
+    #[test]
+    fn print_failures_become_warnings() {
+        let dir = TempDir::new("print-fail");
+        let blocker = dir.0.join("file");
+        std::fs::write(&blocker, "not a directory").unwrap_or_else(|error| panic!("{error}"));
+        let mut inst =
+            Instrumentation { print_after: PassFilter::All, print_dir: Some(blocker.join("sub")), ..quiet() };
+        let (_, _, report) = run_ok("test-noop", &mut inst);
+        assert_eq!(report.warnings.len(), 1);
+        assert!(
+            report.warnings[0].message.starts_with("cannot print the IR after pass 'test-noop': "),
+            "{}",
+            report.warnings[0]
+        );
+    }
+
+    // ---- failures ---------------------------------------------------------
+
+    #[test]
+    fn verify_each_catches_invalid_ir_and_names_the_pass() {
+        // Needs the verifier: it must reject the unregistered `bogus.op`.
+        let failure = run_err("test-noop,test-break-ir,test-noop", &mut quiet());
+        assert_eq!((failure.pass.as_str(), failure.position), ("test-break-ir", 2));
+        assert_eq!(
+            failure.diagnostics.0[0].to_string(),
+            "in.qir: error: pass 'test-break-ir' produced invalid IR"
+        );
+        assert!(failure.diagnostics.0.len() > 1, "the verifier's own diagnostics follow");
+        assert_eq!(failure.message(), "pass 'test-break-ir' failed");
+        assert!(failure.reproducer.is_none() && failure.reproducer_message.is_none());
+
+        let mut unchecked = Instrumentation { verify_each: false, ..quiet() };
+        run_ok("test-noop,test-break-ir,test-noop", &mut unchecked);
+    }
+
+    #[test]
+    fn a_failing_pass_writes_a_reproducer_of_its_input() {
+        let dir = TempDir::new("reproducer");
+        let mut inst = Instrumentation { reproducer_dir: Some(dir.0.clone()), ..quiet() };
+        let failure = run_err("test-rename-funcs{suffix=_a},test-fail{code=3},test-noop", &mut inst);
+        assert_eq!((failure.pass.as_str(), failure.position), ("test-fail", 2));
+        assert_eq!(failure.diagnostics.to_string(), "in.qir: error: test-fail failed with code 3\n");
+        let file_name = format!("qopt-reproducer-{}-test-fail.qir", std::process::id());
+        let path = dir.0.join(&file_name);
+        assert_eq!(failure.reproducer.as_deref(), Some(path.as_path()));
+        assert_eq!(dir.files(), std::slice::from_ref(&file_name), "no temporary file is left behind");
+        assert_eq!(
+            failure.message(),
+            format!(
+                "pass 'test-fail' failed\nreproducer written to {0}; replay with: qopt {0} --pass='test-fail{{code=3}}'",
+                path.display()
+            )
+        );
+        assert_eq!(failure.to_string(), failure.message());
+
+        let text = read(&path);
+        let (header, body) = text.split_once('\n').unwrap_or_else(|| panic!("{text}"));
+        assert_eq!(header, "// qopt-reproducer: --pass='test-fail{code=3}'");
+        // The body is the IR before the failing pass, not what it left behind.
+        let (mut ctx, mut expected) = fresh();
+        let mut cx = PassContext::new(&mut ctx);
+        let options = parse("test-rename-funcs{suffix=_a}");
+        let Some(Entry::Pass(scheduled)) = options.entries.first() else { panic!("one pass") };
+        RenameFuncs.run(&mut cx, &mut expected, &scheduled.options).unwrap_or_else(|error| panic!("{error}"));
+        // Needs the printer and the parser.
+        assert_eq!(body, module_to_string(&ctx, &expected));
+        let mut replay_ctx = Context::new();
+        let replayed = parse_module(&mut replay_ctx, text.as_bytes(), &file_name)
+            .unwrap_or_else(|diagnostics| panic!("{diagnostics}"));
+        assert_eq!(function_names(&replay_ctx, &replayed), ["main_a", "helper_a"]);
+    }
+
+    #[test]
+    fn the_reproducer_replays_with_unregistered_ops_allowed() {
+        let dir = TempDir::new("reproducer-unregistered");
+        let mut inst =
+            Instrumentation { reproducer_dir: Some(dir.0.clone()), tool_name: "myopt".into(), ..quiet() };
+        let (mut ctx, mut module) = fresh();
+        ctx.set_allow_unregistered(true);
+        let failure = parse("test-fail")
+            .run(&mut ctx, &mut module, &mut inst)
+            .err()
+            .unwrap_or_else(|| panic!("test-fail should fail"));
+        let path = dir.0.join(format!("myopt-reproducer-{}-test-fail.qir", std::process::id()));
+        assert_eq!(failure.reproducer.as_deref(), Some(path.as_path()));
+        assert!(failure.message().ends_with(&format!(
+            "replay with: myopt {} --pass='test-fail' --allow-unregistered-dialect",
+            path.display()
+        )));
+        let text = read(&path);
+        assert!(
+            text.starts_with("// myopt-reproducer: --pass='test-fail' --allow-unregistered-dialect\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_unwritable_reproducer_is_reported_with_the_failure() {
+        let dir = TempDir::new("reproducer-blocked");
+        let blocker = dir.0.join("file");
+        std::fs::write(&blocker, "not a directory").unwrap_or_else(|error| panic!("{error}"));
+        let mut inst = Instrumentation { reproducer_dir: Some(blocker.join("sub")), ..quiet() };
+        let failure = run_err("test-fail", &mut inst);
+        assert_eq!(failure.pass, "test-fail");
+        assert!(failure.reproducer.is_none());
+        let message = failure.message();
+        assert!(
+            message.starts_with("pass 'test-fail' failed\ncould not write a reproducer to "),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_panicking_pass_fails_like_an_error() {
+        let failure = run_err("test-noop,test-panic", &mut quiet());
+        assert_eq!((failure.pass.as_str(), failure.position), ("test-panic", 2));
+        assert_eq!(
+            failure.diagnostics.0[0].message,
+            "pass 'test-panic' panicked: test-panic panicked on purpose"
+        );
+    }
+
+    // ---- hooks and timing -------------------------------------------------
+
+    /// Records every call; fails after the pass at `fail_at`.
+    struct Recorder {
+        calls: Arc<Mutex<Vec<String>>>,
+        fail_at: usize,
+    }
+
+    impl PassInstrumentation for Recorder {
+        fn before_pass(&mut self, run: &PassRun<'_>, _: &mut Context, _: &Module) -> Result<(), Diagnostics> {
+            let mut calls = self.calls.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            calls.push(format!("before {} {}", run.position, run.text));
+            Ok(())
+        }
+        fn after_pass(
+            &mut self,
+            run: &PassRun<'_>,
+            outcome: PassOutcome,
+            _: &mut Context,
+            _: &Module,
+        ) -> Result<(), Diagnostics> {
+            let mut calls = self.calls.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            calls.push(format!("after {} {outcome:?}", run.position));
+            if run.position == self.fail_at {
+                let error = Diagnostic::error(None, SrcPos::NONE, "hook says no");
+                return Err(Diagnostics(vec![error]));
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn hooks_run_around_every_pass_and_can_fail_it() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let recorder = Recorder { calls: calls.clone(), fail_at: 2 };
+        let mut inst = Instrumentation { hooks: vec![Box::new(recorder)], ..quiet() };
+        let failure = run_err("test-rename-funcs{suffix=_h},test-noop,test-noop", &mut inst);
+        assert_eq!((failure.pass.as_str(), failure.position), ("test-noop", 2));
+        assert_eq!(failure.diagnostics.to_string(), "in.qir: error: hook says no\n");
+        let calls = calls.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone();
+        assert_eq!(
+            calls,
+            [
+                "before 1 test-rename-funcs{suffix=_h}",
+                "after 1 Changed",
+                "before 2 test-noop",
+                "after 2 Unchanged"
+            ]
+        );
+        assert_eq!(inst.hooks.len(), 1, "hooks are given back after the run");
+    }
+
+    #[test]
+    fn timing_tree_has_a_line_per_pass_with_its_verification() {
+        let mut inst = Instrumentation { timing: true, ..quiet() };
+        let (_, _, report) = run_ok("test-noop,test-pipeline,test-noop", &mut inst);
+        let Some(timing) = report.timing else { panic!("timing was requested") };
+        let report = timing.render_with(|_| Duration::ZERO);
+        let lines: Vec<&str> = report.lines().skip(6).collect();
+        assert_eq!(
+            lines,
+            [
+                "    0.0000 (  0.0%)  pipeline",
+                "    0.0000 (  0.0%)    test-noop",
+                "    0.0000 (  0.0%)      verify",
+                "    0.0000 (  0.0%)    test-pipeline",
+                "    0.0000 (  0.0%)      test-rename-funcs",
+                "    0.0000 (  0.0%)        verify",
+                "    0.0000 (  0.0%)      test-noop",
+                "    0.0000 (  0.0%)        verify",
+                "    0.0000 (  0.0%)    test-noop",
+                "    0.0000 (  0.0%)      verify",
+            ],
+            "{report}"
+        );
+        let pipeline = &timing.nodes()[0];
+        let first = &pipeline.children[0];
+        assert!(first.wall >= first.children[0].wall, "a pass's time includes its verification");
+
+        let mut driver = TimingTree::new();
+        driver.add_phase("parse", Duration::from_millis(1));
+        driver.add_child(timing);
+        assert_eq!(driver.nodes().len(), 2);
+
+        let mut inst = Instrumentation { timing: true, verify_each: false, ..quiet() };
+        let (_, _, report) = run_ok("test-noop", &mut inst);
+        let timing = report.timing.unwrap_or_default();
+        assert!(timing.nodes()[0].children[0].children.is_empty(), "no verification, no verify line");
+    }
+}

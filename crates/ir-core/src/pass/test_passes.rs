@@ -1,0 +1,298 @@
+//! Tiny passes and pipelines for the pass-manager tests, and a module builder that
+//! does not need the parser.
+
+use super::pipeline::{OptionKind, OptionSpec, OptionValue, PassOptions};
+use super::registry::{NamedPipeline, PassRegistry};
+use super::{Pass, PassContext, PassError, PassOutcome};
+use crate::{Context, Diagnostic, Module, OpName, OperationState, SrcPos};
+use std::sync::Arc;
+
+const MODES: &[&str] = &["fast", "exact"];
+
+fn spec(name: &'static str, kind: OptionKind, default: &'static str, help: &'static str) -> OptionSpec {
+    OptionSpec { name, kind, default, required: false, help }
+}
+
+/// A module with one identity function `@name(tensor<4xf32>) -> tensor<4xf32>` per
+/// name.
+pub(super) fn build_module(ctx: &mut Context, names: &[&str]) -> Module {
+    let mut module = Module::new();
+    let f32 = ctx.common().f32;
+    let tensor = ctx.tensor_type(&[4], f32);
+    let signature = ctx.function_type(&[tensor], &[tensor]);
+    let signature = ctx.type_attr(signature);
+    for name in names {
+        let sym_name = ctx.string_attr(name);
+        let attrs = ctx.dict_attr(&[("sym_name", sym_name), ("function_type", signature)]);
+        let func = module.create_op(OperationState::new(OpName::FUNC).attrs(attrs).regions(1));
+        let body = module.body();
+        module.append_op(body, func);
+        let region = module.region(func, 0);
+        let entry = module.append_block(region, &[tensor]);
+        let arg = module.block_args(entry)[0];
+        let ret = module.create_op(OperationState::new(OpName::RETURN).operands(&[arg]));
+        module.append_op(entry, ret);
+    }
+    module
+}
+
+/// The `sym_name`s of the module's functions, in order.
+pub(super) fn function_names(ctx: &Context, module: &Module) -> Vec<String> {
+    module
+        .top_level_ops()
+        .filter_map(|op| module.op_attr(ctx, op, "sym_name"))
+        .filter_map(|name| ctx.attr_as_str(name).map(str::to_string))
+        .collect()
+}
+
+fn rename_functions(cx: &mut PassContext<'_>, module: &mut Module, suffix: &str) -> u64 {
+    let funcs: Vec<_> = module.top_level_ops().filter(|&op| module.op_name(op) == OpName::FUNC).collect();
+    for &func in &funcs {
+        let Some(old) = module.op_attr(cx.ctx, func, "sym_name") else { continue };
+        let new = format!("{}{suffix}", cx.ctx.attr_as_str(old).unwrap_or_default());
+        let new = cx.ctx.string_attr(&new);
+        let attrs = cx.ctx.dict_set(module.op_attrs(func), "sym_name", new);
+        module.set_op_attrs(func, attrs);
+    }
+    funcs.len() as u64
+}
+
+/// `test-rename-funcs{suffix=_renamed}`: appends `suffix` to every function name.
+/// Always claims a change, even with an empty suffix.
+pub(super) struct RenameFuncs;
+
+impl Pass for RenameFuncs {
+    fn name(&self) -> &'static str {
+        "test-rename-funcs"
+    }
+    fn summary(&self) -> &'static str {
+        "append a suffix to every function name"
+    }
+    fn options(&self) -> Vec<OptionSpec> {
+        vec![spec("suffix", OptionKind::String, "_renamed", "appended to each function name")]
+    }
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        module: &mut Module,
+        options: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        let renamed = rename_functions(cx, module, options.string("suffix"));
+        cx.add_stat("renamed-functions", renamed);
+        Ok(PassOutcome::Changed)
+    }
+}
+
+/// `test-noop`: does nothing.
+pub(super) struct Noop;
+
+impl Pass for Noop {
+    fn name(&self) -> &'static str {
+        "test-noop"
+    }
+    fn summary(&self) -> &'static str {
+        "do nothing"
+    }
+    fn preserves_semantics(&self) -> bool {
+        true
+    }
+    fn run(
+        &self,
+        _: &mut PassContext<'_>,
+        _: &mut Module,
+        _: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        Ok(PassOutcome::Unchanged)
+    }
+}
+
+/// `test-fail`: renames the functions (so the module differs from its input), then
+/// fails.
+pub(super) struct Fail;
+
+impl Pass for Fail {
+    fn name(&self) -> &'static str {
+        "test-fail"
+    }
+    fn summary(&self) -> &'static str {
+        "change the IR, then fail"
+    }
+    fn options(&self) -> Vec<OptionSpec> {
+        vec![spec("code", OptionKind::Int, "7", "reported in the error")]
+    }
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        module: &mut Module,
+        options: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        rename_functions(cx, module, "_half_done");
+        Err(PassError::from(format!("test-fail failed with code {}", options.int("code"))))
+    }
+}
+
+/// `test-panic`: panics.
+pub(super) struct Panic;
+
+impl Pass for Panic {
+    fn name(&self) -> &'static str {
+        "test-panic"
+    }
+    fn summary(&self) -> &'static str {
+        "panic"
+    }
+    fn run(
+        &self,
+        _: &mut PassContext<'_>,
+        _: &mut Module,
+        _: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        panic!("test-panic panicked on purpose")
+    }
+}
+
+/// `test-break-ir`: puts an op of an unregistered dialect (`bogus.op`) at the start
+/// of every function, which the verifier rejects unless unregistered dialects are
+/// allowed.
+pub(super) struct BreakIr;
+
+impl Pass for BreakIr {
+    fn name(&self) -> &'static str {
+        "test-break-ir"
+    }
+    fn summary(&self) -> &'static str {
+        "insert an unregistered op"
+    }
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        module: &mut Module,
+        _: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        let bogus = cx.ctx.op_name("bogus.op");
+        let funcs: Vec<_> = module.top_level_ops().filter(|&op| module.op_name(op) == OpName::FUNC).collect();
+        for func in funcs {
+            let region = module.region(func, 0);
+            let entry = module.first_block(region);
+            let first = module.first_op(entry);
+            let op = module.create_op(OperationState::new(bogus));
+            module.insert_op_before(first, op);
+        }
+        Ok(PassOutcome::Changed)
+    }
+}
+
+/// `test-options{count=3 mode=fast sizes=[1,2] flag label=...}`: reports its
+/// options as statistics (and a warning when `flag` is set); changes nothing.
+pub(super) struct Options;
+
+impl Pass for Options {
+    fn name(&self) -> &'static str {
+        "test-options"
+    }
+    fn summary(&self) -> &'static str {
+        "a pass with options of every kind"
+    }
+    fn options(&self) -> Vec<OptionSpec> {
+        vec![
+            spec("count", OptionKind::Int, "3", "how many"),
+            spec("mode", OptionKind::Enum(MODES), "", "how"),
+            spec("sizes", OptionKind::List(Box::new(OptionKind::Int)), "[1,2]", "which sizes"),
+            spec("flag", OptionKind::Bool, "", "whether to warn"),
+            OptionSpec { required: true, ..spec("label", OptionKind::String, "", "") },
+        ]
+    }
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        _: &mut Module,
+        options: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        cx.add_stat("count", options.int("count").unsigned_abs());
+        cx.add_stat("sizes", options.list("sizes").len() as u64);
+        if options.string("mode") == "exact" {
+            cx.add_stat("exact-runs", 1);
+        }
+        if options.bool("flag") {
+            cx.warn(Diagnostic::warning(
+                None,
+                SrcPos::NONE,
+                format!("flag set on '{}'", options.string("label")),
+            ));
+        }
+        Ok(PassOutcome::Unchanged)
+    }
+}
+
+/// A registry with every test pass and these pipelines:
+/// - `test-pipeline{suffix=_p}` = `test-rename-funcs{suffix=<suffix>},test-noop`
+/// - `test-outer` = `test-pipeline{suffix=_o},test-noop`
+/// - `test-cycle-a` = `test-noop,test-cycle-b`; `test-cycle-b` = `test-cycle-a`
+/// - `test-countdown{n=2}` = `test-noop,test-countdown{n=1}`, ..., `test-countdown{n=0}` = `test-noop`
+/// - `test-bad-expansion` = `test-noop,test-options` (misses a required option)
+pub(super) fn test_registry() -> PassRegistry {
+    let mut registry = PassRegistry::new();
+    let passes: [Arc<dyn Pass>; 6] = [
+        Arc::new(RenameFuncs),
+        Arc::new(Noop),
+        Arc::new(Fail),
+        Arc::new(Panic),
+        Arc::new(BreakIr),
+        Arc::new(Options),
+    ];
+    let pipelines = [
+        NamedPipeline {
+            name: "test-pipeline",
+            summary: "rename, then do nothing",
+            options: vec![spec("suffix", OptionKind::String, "_p", "passed to test-rename-funcs")],
+            expand: |options| {
+                let suffix = options.get("suffix").map(|value| value.to_string()).unwrap_or_default();
+                format!("test-rename-funcs{{suffix={suffix}}},test-noop")
+            },
+        },
+        NamedPipeline {
+            name: "test-outer",
+            summary: "a pipeline naming a pipeline",
+            options: Vec::new(),
+            expand: |_| "test-pipeline{suffix=_o},test-noop".to_string(),
+        },
+        NamedPipeline {
+            name: "test-cycle-a",
+            summary: "expands to itself through test-cycle-b",
+            options: Vec::new(),
+            expand: |_| "test-noop,test-cycle-b".to_string(),
+        },
+        NamedPipeline {
+            name: "test-cycle-b",
+            summary: "expands to test-cycle-a",
+            options: Vec::new(),
+            expand: |_| "test-cycle-a".to_string(),
+        },
+        NamedPipeline {
+            name: "test-countdown",
+            summary: "test-noop n+1 times, through n nested pipelines",
+            options: vec![spec("n", OptionKind::Int, "0", "nesting depth")],
+            expand: |options| match options.get("n") {
+                Some(OptionValue::Int(n)) if *n > 0 => format!("test-noop,test-countdown{{n={}}}", n - 1),
+                _ => "test-noop".to_string(),
+            },
+        },
+        NamedPipeline {
+            name: "test-bad-expansion",
+            summary: "expands to an invalid pipeline",
+            options: Vec::new(),
+            expand: |_| "test-noop,test-options".to_string(),
+        },
+    ];
+    for pass in passes {
+        if let Err(error) = registry.register(pass) {
+            panic!("{error}");
+        }
+    }
+    for pipeline in pipelines {
+        if let Err(error) = registry.register_pipeline(pipeline) {
+            panic!("{error}");
+        }
+    }
+    registry
+}

@@ -1,0 +1,319 @@
+//! The opt driver as a library: `qopt` is [`Driver::new("qopt").main()`], and a
+//! downstream crate builds its own `myopt` the same way after registering its
+//! dialects and passes, as mlir-opt's main is reused:
+//!
+//! ```no_run
+//! let mut driver = qopt_driver::Driver::new("myopt");
+//! driver.add_dialects(|ctx| { let _ = ctx; /* ctx.register_dialect(MyDialect) */ Ok(()) });
+//! std::process::exit(driver.run(std::env::args_os()));
+//! ```
+//!
+//! Exit codes: 0 success; 1 bad input, failed verification or a failing pass;
+//! 2 usage errors (bad flags, unknown pass, bad pass options).
+
+mod cli;
+mod output;
+
+pub use cli::Cli;
+pub use output::write_file_atomically;
+
+use clap::Parser as _;
+use qopt_ir_core::pass::{Instrumentation, PassFilter, PassManager, PassRegistry, TimingTree};
+use qopt_ir_core::{
+    parse_module_chunk, parse_source, print_module, split_input, verify, Context, Diagnostics, Module,
+    SourceMap, SourceText,
+};
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Exit code: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: the input, its verification or a pass failed.
+pub const EXIT_FAILURE: i32 = 1;
+/// Exit code: the command line is wrong.
+pub const EXIT_USAGE: i32 = 2;
+
+type DialectSetup = Box<dyn Fn(&mut Context) -> Result<(), String>>;
+
+/// A configurable opt driver; see the crate docs.
+pub struct Driver {
+    tool: &'static str,
+    dialects: Vec<DialectSetup>,
+    passes: PassRegistry,
+}
+
+impl Driver {
+    /// A driver named `tool` with qopt's own dialects and passes registered.
+    pub fn new(tool: &'static str) -> Driver {
+        Driver { tool, dialects: Vec::new(), passes: PassRegistry::new() }
+    }
+
+    /// Adds a step that registers dialects in each new context.
+    pub fn add_dialects(&mut self, setup: impl Fn(&mut Context) -> Result<(), String> + 'static) {
+        self.dialects.push(Box::new(setup));
+    }
+
+    /// The pass registry, to register more passes and named pipelines.
+    pub fn passes_mut(&mut self) -> &mut PassRegistry {
+        &mut self.passes
+    }
+
+    /// A fresh context with every registered dialect.
+    pub fn new_context(&self) -> Result<Context, String> {
+        let mut ctx = Context::new();
+        for setup in &self.dialects {
+            setup(&mut ctx)?;
+        }
+        Ok(ctx)
+    }
+
+    /// Runs with the process's arguments and exits with the driver's code.
+    pub fn main(&self) -> std::process::ExitCode {
+        let code = self.run(std::env::args_os());
+        std::process::ExitCode::from(code as u8)
+    }
+
+    /// Runs with `args` (the first is the program name) and returns the exit code.
+    pub fn run<I, T>(&self, args: I) -> i32
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let cli = match Cli::try_parse_from(args) {
+            Ok(cli) => cli,
+            Err(e) => {
+                let _ = e.print();
+                return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            }
+        };
+        init_tracing(&cli);
+        let stdout = io::stdout();
+        let stderr = io::stderr();
+        self.run_cli(&cli, &mut stdout.lock(), &mut stderr.lock())
+    }
+
+    /// Runs a parsed command line, writing results to `out` and messages to `err`.
+    pub fn run_cli(&self, cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+        let tool = self.tool;
+        if cli.list_passes {
+            let _ = out.write_all(self.passes.list_text().as_bytes());
+            return EXIT_OK;
+        }
+        let pipeline_text = cli.pass.as_deref().unwrap_or("");
+        let pipeline = match PassManager::parse(&self.passes, pipeline_text) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ =
+                    writeln!(err, "{tool}: invalid pass pipeline\n{}", e.render(pipeline_text).trim_end());
+                return EXIT_USAGE;
+            }
+        };
+        let (display_name, source) = match read_input(&cli.input) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = writeln!(err, "{tool}: error: cannot read '{}': {e}", cli.input);
+                return EXIT_FAILURE;
+            }
+        };
+        let source = Arc::new(source);
+        let mut sources = SourceMap::new();
+        sources.add(display_name.as_str().into(), source.clone());
+
+        let mut timing = TimingTree::new();
+        let code = if cli.split_input_file {
+            self.run_split(cli, &source, &display_name, &pipeline, &mut timing, &sources, out, err)
+        } else {
+            self.run_whole(cli, &source, &display_name, &pipeline, &mut timing, &sources, out, err)
+        };
+        if cli.timing {
+            let _ = err.write_all(timing.render().as_bytes());
+        }
+        code
+    }
+
+    /// One module: parse, verify, transform, then stream the result to its target.
+    #[allow(clippy::too_many_arguments)] // private stage of run_cli; the arguments are its locals
+    fn run_whole(
+        &self,
+        cli: &Cli,
+        source: &SourceText,
+        name: &str,
+        pipeline: &PassManager,
+        timing: &mut TimingTree,
+        sources: &SourceMap,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> i32 {
+        let Ok((ctx, module)) =
+            self.process(cli, source.bytes(), Some(source), 0, name, pipeline, timing, sources, err)
+        else {
+            return EXIT_FAILURE;
+        };
+        let start = Instant::now();
+        let written = match &cli.output {
+            Some(path) => write_file_atomically(path, |w| print_module(&ctx, &module, w)),
+            None => {
+                let mut w = io::BufWriter::with_capacity(1 << 20, out);
+                print_module(&ctx, &module, &mut w).and_then(|_| w.flush())
+            }
+        };
+        timing.add_phase("print", start.elapsed());
+        self.finish_write(cli, written, err)
+    }
+
+    /// Each `// -----` case on its own; failing cases report and print nothing.
+    #[allow(clippy::too_many_arguments)] // private stage of run_cli; the arguments are its locals
+    fn run_split(
+        &self,
+        cli: &Cli,
+        source: &SourceText,
+        name: &str,
+        pipeline: &PassManager,
+        timing: &mut TimingTree,
+        sources: &SourceMap,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> i32 {
+        let mut rendered = Vec::new();
+        let mut failed = false;
+        for (i, chunk) in split_input(source.bytes()).into_iter().enumerate() {
+            if i > 0 {
+                rendered.extend_from_slice(b"// -----\n");
+            }
+            match self.process(cli, chunk.text, None, chunk.line_offset, name, pipeline, timing, sources, err)
+            {
+                Ok((ctx, module)) => {
+                    let start = Instant::now();
+                    // invariant: printing into a Vec cannot fail.
+                    let _ = print_module(&ctx, &module, &mut rendered);
+                    timing.add_phase("print", start.elapsed());
+                }
+                Err(()) => failed = true,
+            }
+        }
+        let written = match &cli.output {
+            Some(path) => write_file_atomically(path, |w| w.write_all(&rendered)),
+            None => out.write_all(&rendered).and_then(|_| out.flush()),
+        };
+        match self.finish_write(cli, written, err) {
+            EXIT_OK if failed => EXIT_FAILURE,
+            code => code,
+        }
+    }
+
+    fn finish_write(&self, cli: &Cli, written: io::Result<()>, err: &mut dyn Write) -> i32 {
+        match written {
+            Ok(()) => EXIT_OK,
+            Err(e) => {
+                let target =
+                    cli.output.as_ref().map_or("standard output".to_string(), |p| p.display().to_string());
+                let _ = writeln!(err, "{}: error: cannot write {target}: {e}", self.tool);
+                EXIT_FAILURE
+            }
+        }
+    }
+
+    /// Parses, verifies and transforms one module; diagnostics go to `err`.
+    /// `mapped` is the whole mapped input when `text` is all of it (lets the
+    /// parser release parsed pages).
+    #[allow(clippy::too_many_arguments)] // private stage of run_cli; the arguments are its locals
+    fn process(
+        &self,
+        cli: &Cli,
+        text: &[u8],
+        mapped: Option<&SourceText>,
+        line_offset: u32,
+        name: &str,
+        pipeline: &PassManager,
+        timing: &mut TimingTree,
+        sources: &SourceMap,
+        err: &mut dyn Write,
+    ) -> Result<(Context, Module), ()> {
+        let mut ctx = match self.new_context() {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                let _ = writeln!(err, "{}: error: registering dialects failed: {e}", self.tool);
+                return Err(());
+            }
+        };
+        ctx.set_allow_unregistered(cli.allow_unregistered_dialect);
+        let report = |err: &mut dyn Write, d: &Diagnostics| {
+            let _ = err.write_all(d.render(sources).as_bytes());
+        };
+        let start = Instant::now();
+        let parsed = match mapped {
+            Some(source) => parse_source(&mut ctx, source, name),
+            None => parse_module_chunk(&mut ctx, text, name, line_offset),
+        };
+        timing.add_phase("parse", start.elapsed());
+        let mut module: Module = parsed.map_err(|d| report(err, &d))?;
+        let start = Instant::now();
+        let verified = verify(&mut ctx, &module);
+        timing.add_phase("verify", start.elapsed());
+        verified.map_err(|d| report(err, &d))?;
+
+        let mut inst = Instrumentation {
+            tool_name: self.tool.to_string(),
+            verify_each: !cli.no_verify_each,
+            print_before: filter(cli.print_ir_before_all, &cli.print_ir_before),
+            print_after: filter(cli.print_ir_after_all, &cli.print_ir_after),
+            print_after_change: cli.print_ir_after_change,
+            print_dir: cli.print_ir_dir.clone(),
+            timing: cli.timing,
+            statistics: cli.stats,
+            reproducer_dir: Some(cli.reproducer_dir.clone().unwrap_or_else(std::env::temp_dir)),
+            ..Instrumentation::default()
+        };
+        match pipeline.run(&mut ctx, &mut module, &mut inst) {
+            Ok(run) => {
+                for w in &run.warnings {
+                    let _ = err.write_all(sources.render(w).as_bytes());
+                }
+                if cli.stats {
+                    let _ = err.write_all(run.render_statistics().as_bytes());
+                }
+                if let Some(t) = run.timing {
+                    timing.add_child(t);
+                }
+            }
+            Err(failure) => {
+                report(err, &failure.diagnostics);
+                let _ = writeln!(err, "{}", failure.message());
+                return Err(());
+            }
+        }
+        Ok((ctx, module))
+    }
+}
+
+fn filter(all: bool, names: &[String]) -> PassFilter {
+    if all {
+        PassFilter::All
+    } else if names.is_empty() {
+        PassFilter::None
+    } else {
+        PassFilter::Named(names.to_vec())
+    }
+}
+
+fn read_input(input: &str) -> io::Result<(String, SourceText)> {
+    if input == "-" {
+        Ok(("<stdin>".to_string(), SourceText::read_stdin()?))
+    } else {
+        Ok((input.to_string(), SourceText::read_file(Path::new(input))?))
+    }
+}
+
+fn init_tracing(cli: &Cli) {
+    let level = match (cli.quiet, cli.verbose) {
+        (true, _) => tracing::Level::ERROR,
+        (false, 0) => tracing::Level::WARN,
+        (false, 1) => tracing::Level::INFO,
+        (false, 2) => tracing::Level::DEBUG,
+        _ => tracing::Level::TRACE,
+    };
+    let _ = tracing_subscriber::fmt().with_max_level(level).with_writer(io::stderr).without_time().try_init();
+}

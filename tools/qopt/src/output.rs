@@ -1,0 +1,58 @@
+//! Writing results: to stdout, or to a file atomically (a temporary file in the
+//! same directory, renamed over the target only once everything was written), so
+//! a failed run never leaves a half-written or clobbered output file.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Writes the bytes `produce` emits to `path` atomically.
+pub fn write_file_atomically(
+    path: &Path,
+    produce: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+    let tmp = dir.join(format!(".{name}.qopt-tmp-{}", std::process::id()));
+    let result = (|| {
+        let file = File::create(&tmp)?;
+        let mut w = BufWriter::with_capacity(1 << 20, file);
+        produce(&mut w)?;
+        w.flush()?;
+        let file = w.into_inner().map_err(|e| e.into_error())?;
+        file.sync_data()
+            .or_else(|e| if e.kind() == io::ErrorKind::InvalidInput { Ok(()) } else { Err(e) })?;
+        drop(file);
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_write_leaves_the_old_file_untouched() {
+        let dir = std::env::temp_dir().join(format!("qopt-output-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("out.qir");
+        std::fs::write(&target, "old").unwrap();
+        let err = write_file_atomically(&target, |w| {
+            w.write_all(b"partial")?;
+            Err(io::Error::other("pass failed"))
+        });
+        assert!(err.is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "old");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "temporary file was removed");
+        write_file_atomically(&target, |w| w.write_all(b"new")).unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
