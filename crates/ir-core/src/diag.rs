@@ -75,6 +75,9 @@ impl Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.file.is_none() && !self.pos.is_some() {
+            return write!(f, "{}: {}", self.severity, self.message);
+        }
         write!(f, "{}: {}: {}", self.location_text(), self.severity, self.message)
     }
 }

@@ -77,18 +77,21 @@ pub struct IntType {
 }
 
 impl IntType {
-    /// Smallest value of the type (signless types are read as signed).
+    /// Smallest value of the type (signless types are read as signed). Widths
+    /// outside 1..=64 (rejected by the verifier) are clamped into that range.
     pub fn min_value(self) -> i128 {
+        let width = self.width.clamp(1, 64);
         match self.signedness {
             Signedness::Unsigned => 0,
-            Signedness::Signless => -(1i128 << (self.width - 1)),
+            Signedness::Signless => -(1i128 << (width - 1)),
         }
     }
     /// Largest value of the type.
     pub fn max_value(self) -> i128 {
+        let width = self.width.clamp(1, 64);
         match self.signedness {
-            Signedness::Unsigned => (1i128 << self.width) - 1,
-            Signedness::Signless => (1i128 << (self.width - 1)) - 1,
+            Signedness::Unsigned => (1i128 << width) - 1,
+            Signedness::Signless => (1i128 << (width - 1)) - 1,
         }
     }
 }

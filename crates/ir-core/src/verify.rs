@@ -79,8 +79,8 @@ use crate::entity::{BlockId, EntityId, OpId, UseId, ValueId};
 use crate::hash::FxHashMap;
 use crate::location::{Location, LocationData, SrcPos};
 use crate::module::{Module, ValueDef};
-use crate::types::{FloatKind, IntType, QuantParams, QuantType, Signedness, Type, TypeData, DYNAMIC};
-use crate::{Diagnostic, Diagnostics};
+use crate::types::{IntType, QuantParams, QuantType, Signedness, Type, TypeData, DYNAMIC};
+use crate::{loc_to_string, type_to_string, Diagnostic, Diagnostics};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -241,8 +241,11 @@ impl<'m> Verifier<'m> {
         for (i, r) in m.results(op).enumerate() {
             let ty = m.value_type(r);
             if !self.type_ok(ctx, ty) {
-                let msg =
-                    format!("result #{i} of '{}' has {}", ctx.op_name_str(name), self.bad_type_text(ctx, ty));
+                let msg = format!(
+                    "result #{i} of '{}' has {}",
+                    ctx.op_name_str(name),
+                    self.bad_type_to_string(ctx, ty)
+                );
                 self.error(ctx, op, msg);
                 sound = false;
             }
@@ -346,7 +349,7 @@ impl<'m> Verifier<'m> {
                     let msg = format!(
                         "operand #{i} of '{}' has {}",
                         self.op_text(ctx, op),
-                        self.bad_type_text(ctx, ty)
+                        self.bad_type_to_string(ctx, ty)
                     );
                     self.error(ctx, op, msg);
                 }
@@ -386,7 +389,7 @@ impl<'m> Verifier<'m> {
                         let msg = format!(
                             "argument #{ai} of block #{bi} in region #{ri} of '{}' has {}",
                             self.op_text(ctx, op),
-                            self.bad_type_text(ctx, ty)
+                            self.bad_type_to_string(ctx, ty)
                         );
                         self.error(ctx, op, msg);
                     }
@@ -422,8 +425,8 @@ impl<'m> Verifier<'m> {
                     "'{}' op requires all operands and results to have the same type; \
                      {what} #{i} is {} but {first_what} #{first_i} is {}",
                     self.op_text(ctx, op),
-                    type_text(ctx, ty),
-                    type_text(ctx, first_ty)
+                    type_to_string(ctx, ty),
+                    type_to_string(ctx, first_ty)
                 );
                 self.error(ctx, op, msg);
                 return false;
@@ -462,8 +465,8 @@ impl<'m> Verifier<'m> {
                 let which = if single { String::new() } else { format!(" #{i}") };
                 let msg = format!(
                     "'{name}' op inferred result{which} type {} but the op declares {}",
-                    type_text(ctx, want),
-                    type_text(ctx, have)
+                    type_to_string(ctx, want),
+                    type_to_string(ctx, have)
                 );
                 self.error(ctx, op, msg);
             }
@@ -657,7 +660,7 @@ impl<'m> Verifier<'m> {
                     _ => {
                         return Err(format!(
                             "tensor element type {} is not a scalar, quantized or dialect type",
-                            type_text(ctx, *element)
+                            type_to_string(ctx, *element)
                         ))
                     }
                 }
@@ -695,15 +698,15 @@ impl<'m> Verifier<'m> {
     fn child_ok(&self, ctx: &Context, child: Type, what: &str) -> Result<(), String> {
         if self.state(child) == TYPE_BAD {
             let why = self.type_errors.get(&child).map_or("", String::as_str);
-            return Err(format!("{what} {} is invalid: {why}", type_text(ctx, child)));
+            return Err(format!("{what} {} is invalid: {why}", type_to_string(ctx, child)));
         }
         Ok(())
     }
 
     /// `invalid type T: why`, for a type known to be bad.
-    fn bad_type_text(&self, ctx: &Context, t: Type) -> String {
+    fn bad_type_to_string(&self, ctx: &Context, t: Type) -> String {
         let why = self.type_errors.get(&t).map_or("", String::as_str);
-        format!("invalid type {}: {why}", type_text(ctx, t))
+        format!("invalid type {}: {why}", type_to_string(ctx, t))
     }
 
     fn op_text<'c>(&self, ctx: &'c Context, op: OpId) -> &'c str {
@@ -734,8 +737,11 @@ fn check_quant_structure(q: &QuantType) -> Result<(), String> {
     let (lo, hi) = (q.storage.min_value(), q.storage.max_value());
     let (min, max) = (q.storage_min, q.storage_max);
     if (min as i128) < lo || (max as i128) > hi {
-        let mut storage = String::new();
-        write_int(&mut storage, q.storage);
+        let storage = format!(
+            "{}{}",
+            if q.storage.signedness == Signedness::Unsigned { 'u' } else { 'i' },
+            q.storage.width
+        );
         return Err(format!("storage range [{min}, {max}] does not fit in storage type {storage}"));
     }
     if min > max {
@@ -849,8 +855,7 @@ fn op_diagnostic(ctx: &Context, module: &Module, op: OpId, message: String) -> D
         Diagnostic::error(module.source_name().cloned(), SrcPos::NONE, message)
     };
     if matches!(ctx.loc_data(loc), LocationData::Name { .. } | LocationData::Fused(_)) {
-        let note =
-            Diagnostic::error(diag.file.clone(), diag.pos, format!("op location: {}", loc_text(ctx, loc)));
+        let note = Diagnostic::error(None, SrcPos::NONE, format!("op location: {}", loc_to_string(ctx, loc)));
         diag = diag.with_note(note);
     }
     diag
@@ -872,167 +877,6 @@ fn first_file_line_col(ctx: &Context, loc: Location) -> Option<(&str, u32, u32)>
         }
     }
     None
-}
-
-/// `loc(...)` as `.qir` spells it.
-fn loc_text(ctx: &Context, loc: Location) -> String {
-    let mut out = String::from("loc(");
-    write_loc(ctx, loc, &mut out, 0);
-    out.push(')');
-    out
-}
-
-fn write_loc(ctx: &Context, loc: Location, out: &mut String, depth: u32) {
-    if depth > 32 {
-        out.push_str("...");
-        return;
-    }
-    match ctx.loc_data(loc) {
-        LocationData::Unknown => out.push_str("unknown"),
-        LocationData::FileLineCol { file, line, col } => {
-            write_quoted(out, ctx.symbol_str(*file));
-            let _ = write!(out, ":{line}:{col}");
-        }
-        LocationData::Name { name, child } => {
-            write_quoted(out, ctx.symbol_str(*name));
-            if !child.is_unknown() {
-                out.push('(');
-                write_loc(ctx, *child, out, depth + 1);
-                out.push(')');
-            }
-        }
-        LocationData::Fused(parts) => {
-            out.push_str("fused[");
-            for (i, &p) in parts.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_loc(ctx, p, out, depth + 1);
-            }
-            out.push(']');
-        }
-    }
-}
-
-fn write_quoted(out: &mut String, text: &str) {
-    out.push('"');
-    for ch in text.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-// ---- type text (for messages; the printer's `type_to_string` may replace it) ----
-
-/// A type as `.qir` spells it: `tensor<1x?x4xf32>`, `!qnn.uniform<i8:f32, 0.5:0>`.
-fn type_text(ctx: &Context, t: Type) -> String {
-    let mut out = String::new();
-    write_type(ctx, t, &mut out, 0);
-    out
-}
-
-fn write_type(ctx: &Context, t: Type, out: &mut String, depth: u32) {
-    if depth > 32 {
-        out.push_str("...");
-        return;
-    }
-    match ctx.type_data(t) {
-        TypeData::Float(k) => out.push_str(k.keyword()),
-        TypeData::Int(i) => write_int(out, *i),
-        TypeData::Index => out.push_str("index"),
-        TypeData::None => out.push_str("none"),
-        TypeData::Tensor { shape, element } => {
-            out.push_str("tensor<");
-            for &d in shape.iter() {
-                if d == DYNAMIC {
-                    out.push('?');
-                } else {
-                    let _ = write!(out, "{d}");
-                }
-                out.push('x');
-            }
-            write_type(ctx, *element, out, depth + 1);
-            out.push('>');
-        }
-        TypeData::Quant(q) => write_quant(out, q),
-        TypeData::Function { inputs, results } => {
-            write_type_list(ctx, inputs, out, depth);
-            out.push_str(" -> ");
-            match &results[..] {
-                [one] if !matches!(ctx.type_data(*one), TypeData::Function { .. }) => {
-                    write_type(ctx, *one, out, depth + 1)
-                }
-                _ => write_type_list(ctx, results, out, depth),
-            }
-        }
-        TypeData::Opaque { name, body } => {
-            out.push('!');
-            out.push_str(name);
-            if !body.is_empty() {
-                out.push('<');
-                out.push_str(body);
-                out.push('>');
-            }
-        }
-    }
-}
-
-fn write_type_list(ctx: &Context, types: &[Type], out: &mut String, depth: u32) {
-    out.push('(');
-    for (i, &t) in types.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        write_type(ctx, t, out, depth + 1);
-    }
-    out.push(')');
-}
-
-fn write_int(out: &mut String, i: IntType) {
-    let prefix = match i.signedness {
-        Signedness::Signless => 'i',
-        Signedness::Unsigned => 'u',
-    };
-    let _ = write!(out, "{prefix}{}", i.width);
-}
-
-fn write_quant(out: &mut String, q: &QuantType) {
-    out.push_str("!qnn.uniform<");
-    write_int(out, q.storage);
-    // `is_narrowed` shifts by the width; only ask it for valid widths.
-    if check_int_width(q.storage).is_err() || q.is_narrowed() {
-        let _ = write!(out, "<{}:{}>", q.storage_min, q.storage_max);
-    }
-    out.push(':');
-    out.push_str(q.expressed.keyword());
-    match &q.params {
-        QuantParams::PerTensor { scale, zero_point } => {
-            out.push_str(", ");
-            crate::float_text::write_float(out, scale.to_bits(), FloatKind::F64);
-            let _ = write!(out, ":{zero_point}>");
-        }
-        QuantParams::PerAxis { axis, scales, zero_points } => {
-            let _ = write!(out, ":{axis}, {{");
-            for (i, &s) in scales.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                crate::float_text::write_float(out, s.to_bits(), FloatKind::F64);
-                match zero_points.get(i) {
-                    Some(zp) => {
-                        let _ = write!(out, ":{zp}");
-                    }
-                    None => out.push_str(":?"),
-                }
-            }
-            out.push_str("}>");
-        }
-    }
 }
 
 // ---- suggestions ------------------------------------------------------------
@@ -1076,6 +920,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::FloatKind;
     use crate::{Attribute, OperationState, RegionId};
     use smallvec::{smallvec, SmallVec};
 
@@ -1463,7 +1308,7 @@ mod tests {
         // Reported at each op (the verdict is cached, not the report).
         assert_eq!(check(&mut ctx, &m), [msg, msg]);
         let good = quant(&mut ctx, -3);
-        assert_eq!(type_text(&ctx, good), "!qnn.uniform<i8:f32, 0.5:-3>");
+        assert_eq!(type_to_string(&ctx, good), "!qnn.uniform<i8:f32, 0.5:-3>");
     }
 
     #[test]
@@ -1725,22 +1570,22 @@ mod tests {
     }
 
     #[test]
-    fn location_and_type_text() {
+    fn location_and_type_to_string() {
         let (mut ctx, _) = setup();
         let a = ctx.name_loc("a");
         let f = ctx.file_loc("m.onnx", 3, 1);
         let b = ctx.symbol("b");
         let named = ctx.intern_loc(LocationData::Name { name: b, child: f });
         let fused = ctx.fused_loc(&[a, named]);
-        assert_eq!(loc_text(&ctx, fused), "loc(fused[\"a\", \"b\"(\"m.onnx\":3:1)])");
+        assert_eq!(loc_to_string(&ctx, fused), "loc(fused[\"a\", \"b\"(\"m.onnx\":3:1)])");
         let f32 = ctx.common().f32;
         let i32 = ctx.common().i32;
         let fty = ctx.function_type(&[f32, i32], &[f32]);
-        assert_eq!(type_text(&ctx, fty), "(f32, i32) -> f32");
+        assert_eq!(type_to_string(&ctx, fty), "(f32, i32) -> f32");
         let fty2 = ctx.function_type(&[], &[f32, i32]);
-        assert_eq!(type_text(&ctx, fty2), "() -> (f32, i32)");
+        assert_eq!(type_to_string(&ctx, fty2), "() -> (f32, i32)");
         let scalar = ctx.tensor_type(&[], f32);
-        assert_eq!(type_text(&ctx, scalar), "tensor<f32>");
+        assert_eq!(type_to_string(&ctx, scalar), "tensor<f32>");
     }
 
     /// Release-mode timing of a 1,000,000-op function:

@@ -355,14 +355,6 @@ impl<'a, W: Write + ?Sized> Printer<'a, W> {
     fn print_op_head(&mut self, op: OpId, stack: &mut Vec<Frame>) {
         let m = self.module;
         let name = m.op_name(op);
-        let saved = if self.is_isolated(op) {
-            let s = (self.next_value, self.next_arg);
-            self.next_value = 0;
-            self.next_arg = 0;
-            Some(s)
-        } else {
-            None
-        };
         self.push_indent();
         let n = m.num_results(op);
         if n > 0 {
@@ -384,8 +376,19 @@ impl<'a, W: Write + ?Sized> Printer<'a, W> {
             }
             self.push(" = ");
         }
+        // Results belong to the enclosing scope: they are named before an
+        // isolated op restarts the numbering for its regions.
+        let saved = if self.is_isolated(op) {
+            let s = (self.next_value, self.next_arg);
+            self.next_value = 0;
+            self.next_arg = 0;
+            Some(s)
+        } else {
+            None
+        };
+        let custom = self.has_custom_form(op);
         let custom_body = match name {
-            OpName::MODULE => {
+            OpName::MODULE if custom => {
                 self.push("module");
                 // Only a UTF-8 string `sym_name` can be written as `@name`; any other
                 // value stays in the attribute dictionary.
@@ -401,11 +404,11 @@ impl<'a, W: Write + ?Sized> Printer<'a, W> {
                 }
                 true
             }
-            OpName::FUNC if self.func_signature(op).is_some() => {
+            OpName::FUNC if custom => {
                 self.print_func_head(op);
                 true
             }
-            OpName::RETURN => {
+            OpName::RETURN if custom => {
                 self.push("func.return");
                 if m.num_operands(op) > 0 {
                     self.push(" ");
@@ -415,7 +418,7 @@ impl<'a, W: Write + ?Sized> Printer<'a, W> {
                 }
                 false
             }
-            OpName::CALL if self.callee(op).is_some() => {
+            OpName::CALL if custom => {
                 self.push("func.call @");
                 if let Some(callee) = self.callee(op) {
                     push_symbol(&mut self.buf, &callee);
@@ -473,14 +476,7 @@ impl<'a, W: Write + ?Sized> Printer<'a, W> {
 
     fn print_op_tail(&mut self, op: OpId) {
         let m = self.module;
-        let name = m.op_name(op);
-        let custom = match name {
-            OpName::MODULE => true,
-            OpName::FUNC => self.func_signature(op).is_some(),
-            OpName::RETURN => true,
-            OpName::CALL => self.callee(op).is_some(),
-            _ => false,
-        };
+        let custom = self.has_custom_form(op);
         if !custom {
             if m.num_regions(op) > 0 {
                 self.push(")");
@@ -513,6 +509,34 @@ impl<'a, W: Write + ?Sized> Printer<'a, W> {
         }
     }
 
+    /// True if `op` prints in its custom form. An op with one of these names in a
+    /// shape the custom form cannot show (results on a `func.return`, regions on
+    /// a `func.call`, ...) prints in the generic form, its name quoted, so that
+    /// nothing is dropped and the text always parses back.
+    fn has_custom_form(&self, op: OpId) -> bool {
+        let m = self.module;
+        match m.op_name(op) {
+            OpName::MODULE => {
+                let mut blocks = if m.num_regions(op) == 1 { Some(m.blocks(m.region(op, 0))) } else { None };
+                let single_block = blocks.as_mut().is_some_and(
+                    |b| matches!((b.next(), b.next()), (Some(e), None) if m.block_args(e).is_empty()),
+                );
+                m.num_results(op) == 0 && m.num_operands(op) == 0 && single_block
+            }
+            OpName::FUNC => self.func_signature(op).is_some(),
+            // Not last in its block, `func.return` without operands would take the
+            // next op's `%name` for an operand.
+            OpName::RETURN => {
+                m.num_results(op) == 0
+                    && m.num_regions(op) == 0
+                    && m.op_attrs(op) == Attribute::EMPTY_DICT
+                    && m.next_op(op).is_none()
+            }
+            OpName::CALL => m.num_regions(op) == 0 && self.callee(op).is_some(),
+            _ => false,
+        }
+    }
+
     fn str_attr(&self, op: OpId, key: &str) -> Option<String> {
         self.module.op_attr(self.ctx, op, key).and_then(|a| self.ctx.attr_as_str(a)).map(str::to_string)
     }
@@ -539,7 +563,7 @@ impl<'a, W: Write + ?Sized> Printer<'a, W> {
         let ft = m.op_attr(self.ctx, op, "function_type")?;
         let AttrData::Type(t) = self.ctx.attr_data(ft) else { return None };
         let TypeData::Function { inputs, results } = self.ctx.type_data(*t) else { return None };
-        if m.num_regions(op) != 1 {
+        if m.num_regions(op) != 1 || m.num_results(op) != 0 || m.num_operands(op) != 0 {
             return None;
         }
         let region = m.region(op, 0);
@@ -681,7 +705,7 @@ pub(crate) fn write_type(ctx: &Context, t: Type, out: &mut Vec<u8>) {
         TypeData::Tensor { shape, element } => {
             out.extend_from_slice(b"tensor<");
             for &d in shape.iter() {
-                if d < 0 {
+                if d == crate::types::DYNAMIC {
                     out.extend_from_slice(b"?x");
                 } else {
                     let _ = write!(out, "{d}x");
@@ -725,11 +749,24 @@ pub(crate) fn write_type(ctx: &Context, t: Type, out: &mut Vec<u8>) {
                 }
                 QuantParams::PerAxis { axis, scales, zero_points } => {
                     let _ = write!(out, ":{axis}, {{");
-                    for (i, (s, z)) in scales.iter().zip(zero_points.iter()).enumerate() {
+                    // Mismatched lengths (invalid, caught by the verifier) print `?`
+                    // for the missing half so messages show the type as it is.
+                    for i in 0..scales.len().max(zero_points.len()) {
                         if i > 0 {
                             out.extend_from_slice(b", ");
                         }
-                        let _ = write!(out, "{s:?}:{z}");
+                        match scales.get(i) {
+                            Some(s) => {
+                                let _ = write!(out, "{s:?}");
+                            }
+                            None => out.push(b'?'),
+                        }
+                        match zero_points.get(i) {
+                            Some(z) => {
+                                let _ = write!(out, ":{z}");
+                            }
+                            None => out.extend_from_slice(b":?"),
+                        }
                     }
                     out.extend_from_slice(b"}>");
                 }
