@@ -121,6 +121,10 @@ fn verify_func(v: &OpView<'_>) -> Result<(), String> {
     if m.blocks(region).count() != 1 {
         return Err("function bodies have exactly one block".into());
     }
+    let last = m.last_op(entry);
+    if last.is_none() || m.op_name(last) != OpName::RETURN {
+        return Err("function body must end with 'func.return'".into());
+    }
     let args = m.block_args(entry);
     if args.len() != inputs.len() {
         return Err(format!(

@@ -145,19 +145,24 @@ impl Context {
         if self.dialect_index.contains_key(name) {
             return Err(format!("dialect '{name}' is already registered"));
         }
-        let index = self.dialects.len() as u32;
-        self.dialect_index.insert(name.into(), index);
         let ops = dialect.ops();
-        self.dialects.push(dialect);
-        for def in ops {
+        // Check everything before changing anything, so a rejected dialect leaves
+        // the registry as it was.
+        for (i, def) in ops.iter().enumerate() {
             let full = def.name;
             if full.split_once('.').map(|(d, _)| d) != Some(name) {
                 return Err(format!("op '{full}' does not start with its dialect name '{name}.'"));
             }
-            let op = self.op_name(full);
-            if self.op_info[op.0 as usize].def.is_some() {
+            let already = self.lookup_op_name(full).is_some_and(|op| self.op_def(op).is_some());
+            if already || ops[..i].iter().any(|d| d.name == full) {
                 return Err(format!("op '{full}' is registered twice"));
             }
+        }
+        let index = self.dialects.len() as u32;
+        self.dialect_index.insert(name.into(), index);
+        self.dialects.push(dialect);
+        for def in ops {
+            let op = self.op_name(def.name);
             self.op_info[op.0 as usize].def = Some(Arc::new(def));
         }
         // Names interned before the dialect arrived now know their dialect.
@@ -559,7 +564,8 @@ impl Context {
         }
     }
 
-    /// Approximate bytes held by the interners (for memory reports).
+    /// Approximate bytes held by the type and attribute interners, dense data
+    /// included (for memory reports; locations, strings and op names are small).
     pub fn heap_bytes(&self) -> usize {
         let dense: usize = self
             .attrs

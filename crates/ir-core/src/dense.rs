@@ -12,7 +12,8 @@ use std::sync::Arc;
 pub enum ElementKind {
     /// A float of this kind.
     Float(FloatKind),
-    /// An integer of `width` bits, signed (signless and index read as signed) or not.
+    /// An integer of `width` bits, signed (signless and index read as signed,
+    /// except boolean `i1`) or not.
     Int {
         /// Bits.
         width: u8,
@@ -45,9 +46,11 @@ impl ElementKind {
 pub fn element_kind(ctx: &Context, elem: Type) -> Option<ElementKind> {
     match ctx.type_data(elem) {
         TypeData::Float(k) => Some(ElementKind::Float(*k)),
-        TypeData::Int(i) => {
-            Some(ElementKind::Int { width: i.width, signed: i.signedness == Signedness::Signless })
-        }
+        // `i1` is boolean: stored and read as 0 / 1.
+        TypeData::Int(i) => Some(ElementKind::Int {
+            width: i.width,
+            signed: i.signedness == Signedness::Signless && i.width > 1,
+        }),
         TypeData::Index => Some(ElementKind::Int { width: 64, signed: true }),
         TypeData::Quant(q) => Some(ElementKind::Int {
             width: q.storage.width,

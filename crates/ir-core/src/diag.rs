@@ -90,7 +90,16 @@ pub type SharedText = Arc<dyn AsRef<[u8]> + Send + Sync>;
 /// Source texts by file name, to show the offending line under a diagnostic.
 #[derive(Default, Clone)]
 pub struct SourceMap {
-    files: Vec<(Arc<str>, SharedText)>,
+    files: Vec<SourceFile>,
+}
+
+#[derive(Clone)]
+struct SourceFile {
+    name: Arc<str>,
+    text: SharedText,
+    /// Byte offsets of line starts, built on first use so that rendering many
+    /// diagnostics costs one scan of the file, not one per diagnostic.
+    line_starts: Arc<std::sync::OnceLock<Vec<usize>>>,
 }
 
 impl SourceMap {
@@ -100,16 +109,22 @@ impl SourceMap {
     }
     /// Adds (or replaces) a file's text.
     pub fn add(&mut self, name: Arc<str>, text: SharedText) {
-        self.files.retain(|(n, _)| *n != name);
-        self.files.push((name, text));
+        self.files.retain(|f| f.name != name);
+        self.files.push(SourceFile { name, text, line_starts: Arc::default() });
     }
     /// Line `line` (1-based) of file `name`, without its line break.
     pub fn line(&self, name: &str, line: u32) -> Option<&[u8]> {
-        let (_, text) = self.files.iter().find(|(n, _)| &**n == name)?;
-        let text: &[u8] = (**text).as_ref();
-        text.split(|&b| b == b'\n')
-            .nth(line.checked_sub(1)? as usize)
-            .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        let file = self.files.iter().find(|f| &*f.name == name)?;
+        let text: &[u8] = (*file.text).as_ref();
+        let starts = file.line_starts.get_or_init(|| {
+            let breaks = text.iter().enumerate().filter(|(_, &b)| b == b'\n').map(|(i, _)| i + 1);
+            std::iter::once(0).chain(breaks).collect()
+        });
+        let index = line.checked_sub(1)? as usize;
+        let start = *starts.get(index)?;
+        let end = starts.get(index + 1).map_or(text.len(), |&next| next - 1);
+        let l = &text[start..end.max(start)];
+        Some(l.strip_suffix(b"\r").unwrap_or(l))
     }
 
     /// The human form of `diag`: `file:line:col: severity: message`, the source line

@@ -5,7 +5,10 @@
 //! canonical quiet NaN of each type as `nan`; any other NaN (sign, payload) as its
 //! raw bits in hex (`0x7FC00001`), which the parser reads back as bits when the
 //! literal's type is a float type. f16 and bf16 values are exact in f32, so they
-//! print through f32 and read back through f32 without loss.
+//! print as the shortest f32 literal of their value and read back through f32
+//! without loss; a decimal written by hand for an f16/bf16 is rounded to f32 first,
+//! then to the 16-bit type (which may differ from direct rounding by one unit in
+//! the last place for values exactly between two 16-bit floats).
 
 use crate::types::FloatKind;
 

@@ -51,7 +51,7 @@ pub struct Changes {
     pub created: Vec<OpId>,
     /// Ops whose operands or attributes changed.
     pub modified: Vec<OpId>,
-    /// Ops erased, with the defining ops of their former operands.
+    /// Ops erased.
     pub erased: Vec<OpId>,
     /// Ops that lost a use (candidates for dead-op removal).
     pub lost_use: Vec<OpId>,

@@ -77,12 +77,15 @@ pub struct IntType {
 }
 
 impl IntType {
-    /// Smallest value of the type (signless types are read as signed). Widths
+    /// Smallest value of the type (signless types are read as signed, except `i1`,
+    /// the boolean type, which holds 0 and 1). Widths
     /// outside 1..=64 (rejected by the verifier) are clamped into that range.
     pub fn min_value(self) -> i128 {
         let width = self.width.clamp(1, 64);
         match self.signedness {
+            // `i1` is the boolean type: 0 and 1.
             Signedness::Unsigned => 0,
+            Signedness::Signless if width == 1 => 0,
             Signedness::Signless => -(1i128 << (width - 1)),
         }
     }
@@ -91,6 +94,7 @@ impl IntType {
         let width = self.width.clamp(1, 64);
         match self.signedness {
             Signedness::Unsigned => (1i128 << width) - 1,
+            Signedness::Signless if width == 1 => 1,
             Signedness::Signless => (1i128 << (width - 1)) - 1,
         }
     }

@@ -1037,11 +1037,18 @@ mod tests {
         let add = op(&mut ctx, &mut m, entry, "test.add", &args, &[t]);
         let sum = result(&m, add);
         op(&mut ctx, &mut m, entry, "func.return", &[sum], &[]);
-        // A declaration (empty body) is fine too.
-        let (decl, _) = func(&mut ctx, &mut m, "ext", &[t], &[t]);
-        let decl_region = m.region(decl, 0);
-        let _ = decl_region;
+        // A declaration (a body region without blocks) is fine too.
+        let name = ctx.string_attr("ext");
+        let fn_ty = ctx.function_type(&[t], &[t]);
+        let fn_ty = ctx.type_attr(fn_ty);
+        let attrs = ctx.dict_attr(&[("sym_name", name), ("function_type", fn_ty)]);
+        let decl = m.create_op(OperationState::new(OpName::FUNC).attrs(attrs).regions(1));
+        let body = m.body();
+        m.append_op(body, decl);
         assert_eq!(check(&mut ctx, &m), Vec::<String>::new());
+        // An empty entry block is a body without its return.
+        func(&mut ctx, &mut m, "empty", &[t], &[t]);
+        assert_eq!(check(&mut ctx, &m), ["'func.func' op function body must end with 'func.return'"]);
     }
 
     #[test]

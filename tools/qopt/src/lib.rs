@@ -240,9 +240,7 @@ impl Driver {
             }
         };
         ctx.set_allow_unregistered(cli.allow_unregistered_dialect);
-        let report = |err: &mut dyn Write, d: &Diagnostics| {
-            let _ = err.write_all(d.render(sources).as_bytes());
-        };
+        let report = |err: &mut dyn Write, d: &Diagnostics| report_diagnostics(err, sources, d);
         let start = Instant::now();
         let parsed = match mapped {
             Some(source) => parse_source(&mut ctx, source, name),
@@ -286,6 +284,18 @@ impl Driver {
             }
         }
         Ok((ctx, module))
+    }
+}
+
+/// Diagnostics printed per module before the rest are only counted.
+pub const MAX_REPORTED_DIAGNOSTICS: usize = 100;
+
+fn report_diagnostics(err: &mut dyn Write, sources: &SourceMap, d: &Diagnostics) {
+    for diag in d.0.iter().take(MAX_REPORTED_DIAGNOSTICS) {
+        let _ = err.write_all(sources.render(diag).as_bytes());
+    }
+    if d.0.len() > MAX_REPORTED_DIAGNOSTICS {
+        let _ = writeln!(err, "... and {} more diagnostics", d.0.len() - MAX_REPORTED_DIAGNOSTICS);
     }
 }
 

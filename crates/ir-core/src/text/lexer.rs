@@ -273,6 +273,8 @@ impl<'s> Lexer<'s> {
                     self.pos += 1;
                     return Tok::String;
                 }
+                // An escape never swallows the line break: strings end on their line.
+                b'\\' if self.src.get(self.pos + 1) == Some(&b'\n') => return Tok::UnterminatedString,
                 b'\\' => self.pos += 2,
                 b'\n' => return Tok::UnterminatedString,
                 _ => self.pos += 1,

@@ -16,6 +16,7 @@ use crate::attributes::{AttrData, Attribute, DenseElements};
 use crate::context::{Context, OpName, Symbol};
 use crate::dense::{element_kind, encode_float_bits, encode_int, static_num_elements, ElementKind};
 use crate::diag::{Diagnostic, Diagnostics};
+use crate::dialect::Traits;
 use crate::entity::{BlockId, OpId, RegionId, ValueId};
 use crate::float_text::parse_decimal;
 use crate::hash::FxHashMap;
@@ -30,6 +31,8 @@ use std::sync::Arc;
 pub const MAX_NESTING: u32 = 200;
 /// Errors reported before the parser gives up.
 pub const MAX_ERRORS: usize = 20;
+
+const UNTERMINATED_STRING: &str = "unterminated string (strings end on the line they start)";
 
 /// Parses a whole `.qir` text. `file_name` is used in diagnostics and op positions.
 pub fn parse_module(ctx: &mut Context, source: &[u8], file_name: &str) -> Result<Module, Diagnostics> {
@@ -174,6 +177,9 @@ impl<'s, 'c> Parser<'s, 'c> {
     }
 
     fn error_at(&mut self, pos: SrcPos, msg: impl Into<String>) {
+        if self.diags.len() >= MAX_ERRORS {
+            return;
+        }
         self.diags.push(Diagnostic::error(Some(self.file.clone()), pos, msg));
     }
 
@@ -197,6 +203,10 @@ impl<'s, 'c> Parser<'s, 'c> {
 
     fn unexpected<T>(&mut self, what: &str) -> PResult<T> {
         let t = self.cur;
+        if t.kind == Tok::UnterminatedString {
+            // Whatever was expected, the string is the problem.
+            return self.error(t, UNTERMINATED_STRING);
+        }
         let found = self.found(t);
         self.error(t, format!("expected {what}, found {found}"))
     }
@@ -548,7 +558,8 @@ impl<'s, 'c> Parser<'s, 'c> {
                 let carrier = self.module.create_op(OperationState::new(OpName::MODULE).regions(1));
                 carriers.push(carrier);
                 let region = self.module.region(carrier, 0);
-                self.parse_region(region, false)?;
+                let isolated = self.ctx.op_def(name).is_some_and(|d| d.has(Traits::ISOLATED_FROM_ABOVE));
+                self.parse_region(region, isolated)?;
                 if !self.eat(Tok::Comma) {
                     break;
                 }
@@ -643,16 +654,20 @@ impl<'s, 'c> Parser<'s, 'c> {
             return self.error(name_tok, "'module' has no results");
         }
         let mut entries: Vec<(Symbol, Attribute)> = Vec::new();
+        let mut sym = None;
         if self.cur.kind == Tok::AtId {
-            let sym = self.symbol_name(self.cur)?;
+            sym = Some(self.symbol_name(self.cur)?);
             self.advance();
-            let a = self.ctx.string_attr(&sym);
-            entries.push((self.ctx.symbol("sym_name"), a));
         }
         if self.is_keyword(b"attributes") {
             self.advance();
             let dict = self.parse_attr_dict()?;
             entries.extend_from_slice(self.ctx.dict_entries(dict));
+        }
+        // As for functions, the written `@name` wins over a `sym_name` attribute.
+        if let Some(sym) = sym {
+            let a = self.ctx.string_attr(&sym);
+            entries.push((self.ctx.symbol("sym_name"), a));
         }
         let attrs = self.ctx.intern_attr(AttrData::Dict(entries.into_boxed_slice()));
         let mut state = OperationState::new(OpName::MODULE).attrs(attrs).regions(1);
@@ -1176,17 +1191,14 @@ impl<'s, 'c> Parser<'s, 'c> {
 
     fn parse_scale_zp(&mut self) -> PResult<(f64, i64)> {
         let t = self.cur;
-        let scale = match t.kind {
-            Tok::Float | Tok::Integer => {
-                let text = std::str::from_utf8(self.text(t)).unwrap_or("");
-                match parse_decimal(text, FloatKind::F64) {
-                    Some(bits) if !text.starts_with("0x") => f64::from_bits(bits),
-                    _ => return self.error(t, format!("'{text}' is not a scale")),
-                }
-            }
-            _ => return self.unexpected("a scale like 0.05"),
+        if !matches!(t.kind, Tok::Float | Tok::Integer | Tok::Minus | Tok::BareId) {
+            return self.unexpected("a scale like 0.05");
+        }
+        let (text, t, _) = self.parse_number_literal()?;
+        let scale = match parse_decimal(&text, FloatKind::F64) {
+            Some(bits) if !text.starts_with("0x") => f64::from_bits(bits),
+            _ => return self.error(t, format!("'{text}' is not a scale")),
         };
-        self.advance();
         let zp = if self.eat(Tok::Colon) { self.parse_i64("a zero point")? } else { 0 };
         Ok((scale, zp))
     }
@@ -1397,8 +1409,11 @@ impl<'s, 'c> Parser<'s, 'c> {
             TypeData::Int(_) | TypeData::Index if !is_float => {
                 let kind = element_kind(self.ctx, ty).unwrap_or(ElementKind::Int { width: 64, signed: true });
                 match int_value_of(&text, kind) {
-                    Ok(value) => Ok(self.ctx.int_attr(value, ty)),
-                    Err(msg) => self.error(t, msg),
+                    Some(value) => Ok(self.ctx.int_attr(value, ty)),
+                    None => {
+                        let shown = super::type_to_string(self.ctx, ty);
+                        self.error(t, format!("integer {text} does not fit {shown}"))
+                    }
                 }
             }
             _ => {
@@ -1496,7 +1511,10 @@ impl<'s, 'c> Parser<'s, 'c> {
                             } else if *is_float {
                                 Err(format!("'{text}' is not an integer"))
                             } else {
-                                int_value_of(text, kind)
+                                int_value_of(text, kind).ok_or_else(|| {
+                                    let shown = super::type_to_string(self.ctx, self.ctx.element_type(ty));
+                                    format!("integer {text} does not fit {shown}")
+                                })
                             };
                             match v {
                                 Ok(v) => encode_int(&mut bytes, v, kind.bytes()),
@@ -1600,7 +1618,7 @@ impl<'s, 'c> Parser<'s, 'c> {
 
     fn string_value(&mut self, t: Token) -> PResult<Vec<u8>> {
         if t.kind == Tok::UnterminatedString {
-            return self.error(t, "unterminated string (strings end on the line they start)");
+            return self.error(t, UNTERMINATED_STRING);
         }
         let text = self.text(t);
         let inner = &text[1..text.len() - 1];
@@ -1758,26 +1776,20 @@ fn parse_int_text(text: &[u8]) -> Option<i128> {
 }
 
 /// The canonical (signed for signless) value of an integer literal of `kind`.
-fn int_value_of(text: &str, kind: ElementKind) -> Result<i128, String> {
-    let ElementKind::Int { width, signed } = kind else { return Err("not an integer type".into()) };
-    // Only integer tokens reach here, so one that does not parse has too many digits.
-    let v = parse_int_text(text.as_bytes())
-        .ok_or_else(|| format!("integer {text} does not fit {}{width}", if signed { 'i' } else { 'u' }))?;
-    let (lo, hi) = kind.int_range().unwrap_or((0, 0));
-    if signed {
+/// `None` if it does not fit (callers name the type: `kind` may be a quantized
+/// type's storage or `index`). Only integer tokens reach here, so text that does
+/// not parse has too many digits.
+fn int_value_of(text: &str, kind: ElementKind) -> Option<i128> {
+    let ElementKind::Int { width, signed } = kind else { return None };
+    let v = parse_int_text(text.as_bytes())?;
+    let (lo, hi) = kind.int_range()?;
+    if v >= lo && v <= hi {
+        Some(v)
+    } else if signed && v > hi && v <= (1i128 << width) - 1 {
         // Signless literals may be written as unsigned bit patterns: 255 : i8 is -1.
-        let unsigned_max = (1i128 << width) - 1;
-        if v >= lo && v <= hi {
-            Ok(v)
-        } else if v > hi && v <= unsigned_max {
-            Ok(v - (1i128 << width))
-        } else {
-            Err(format!("integer {text} does not fit i{width}"))
-        }
-    } else if v >= lo && v <= hi {
-        Ok(v)
+        Some(v - (1i128 << width))
     } else {
-        Err(format!("integer {text} does not fit u{width}"))
+        None
     }
 }
 

@@ -80,7 +80,7 @@ pub fn loc_to_string(ctx: &Context, l: Location) -> String {
 enum Frame {
     /// Print this op, then its following siblings.
     Ops(OpId),
-    /// Open region `r` (the `bool` says it is not the op's first).
+    /// Open region `r`: (region, not the op's first, the op uses a custom form).
     Region(RegionId, bool, bool),
     /// Print a block's label (if `bool`) and its ops.
     Block(BlockId, bool),
@@ -259,7 +259,7 @@ impl<'a, W: Write + ?Sized> Printer<'a, W> {
             || self.ctx.op_def(name).is_some_and(|d| d.has(Traits::ISOLATED_FROM_ABOVE))
     }
 
-    /// Prints `op` and the ops after it in its block, at `indent`.
+    /// Prints `op` (with its regions) at `indent`.
     fn print_from(&mut self, op: OpId, indent: usize) -> io::Result<()> {
         self.indent = indent;
         let mut stack: Vec<Frame> = vec![Frame::Ops(op)];
@@ -267,11 +267,10 @@ impl<'a, W: Write + ?Sized> Printer<'a, W> {
         while let Some(frame) = stack.pop() {
             match frame {
                 Frame::Ops(op) => {
-                    if op != single || self.module.op_block(op).is_some() && single != self.module.root() {
-                        let next = self.module.next_op(op);
-                        if next.is_some() && op != single {
-                            stack.push(Frame::Ops(next));
-                        }
+                    // The op printing started from is printed alone, not its siblings.
+                    let next = self.module.next_op(op);
+                    if op != single && next.is_some() {
+                        stack.push(Frame::Ops(next));
                     }
                     self.print_op_head(op, &mut stack);
                 }
@@ -363,11 +362,7 @@ impl<'a, W: Write + ?Sized> Printer<'a, W> {
                 self.name_value(first, false);
                 self.push_value(first);
             } else {
-                for r in m.results(op) {
-                    self.names[r.index()] = UNNAMED;
-                }
                 self.name_value(first, false);
-                self.next_value += 0;
                 let number = self.names[first.index()];
                 self.push("%");
                 self.push_u32(number);
@@ -464,12 +459,6 @@ impl<'a, W: Write + ?Sized> Printer<'a, W> {
             }
             for (i, r) in m.regions(op).enumerate().rev() {
                 stack.push(Frame::Region(r, i > 0, custom_body));
-            }
-            if custom_body {
-                if let Some(&Frame::Region(r, _, _)) = stack.last() {
-                    // Entry block arguments of a function were named in its header.
-                    let _ = r;
-                }
             }
         }
     }
@@ -745,7 +734,9 @@ pub(crate) fn write_type(ctx: &Context, t: Type, out: &mut Vec<u8>) {
             let _ = write!(out, ":{}", q.expressed.keyword());
             match &q.params {
                 QuantParams::PerTensor { scale, zero_point } => {
-                    let _ = write!(out, ", {scale:?}:{zero_point}>");
+                    out.extend_from_slice(b", ");
+                    write_scale(*scale, out);
+                    let _ = write!(out, ":{zero_point}>");
                 }
                 QuantParams::PerAxis { axis, scales, zero_points } => {
                     let _ = write!(out, ":{axis}, {{");
@@ -756,9 +747,7 @@ pub(crate) fn write_type(ctx: &Context, t: Type, out: &mut Vec<u8>) {
                             out.extend_from_slice(b", ");
                         }
                         match scales.get(i) {
-                            Some(s) => {
-                                let _ = write!(out, "{s:?}");
-                            }
+                            Some(s) => write_scale(*s, out),
                             None => out.push(b'?'),
                         }
                         match zero_points.get(i) {
@@ -781,6 +770,21 @@ pub(crate) fn write_type(ctx: &Context, t: Type, out: &mut Vec<u8>) {
                 out.push(b'>');
             }
         }
+    }
+}
+
+/// A quantization scale: shortest f64 literal; non-finite ones (invalid, but
+/// printable in dumps) as `inf`, `-inf`, `nan`.
+fn write_scale(scale: f64, out: &mut Vec<u8>) {
+    use std::io::Write as _;
+    if scale.is_finite() {
+        let _ = write!(out, "{scale:?}");
+    } else if scale.is_nan() {
+        out.extend_from_slice(b"nan");
+    } else if scale < 0.0 {
+        out.extend_from_slice(b"-inf");
+    } else {
+        out.extend_from_slice(b"inf");
     }
 }
 

@@ -35,7 +35,11 @@ fn check_error(input: &str, (line, col): (u32, u32), message: &str) {
 
 #[test]
 fn unterminated_string() {
-    check_error("t.a() {s = \"abc} : () -> ()\n", (1, 12), "unterminated string");
+    // Wherever a string may stand, an unterminated one is reported as such.
+    const UNTERMINATED: &str = "unterminated string (strings end on the line they start)";
+    check_error("t.a() {s = \"abc} : () -> ()\n", (1, 12), UNTERMINATED);
+    check_error("t.a() : () -> () loc(\"abc)", (1, 22), UNTERMINATED);
+    check_error("\"t.a() : () -> ()", (1, 1), UNTERMINATED);
 }
 
 #[test]

@@ -867,7 +867,7 @@ fn build_print_parse(spec: &ModuleSpec) -> Result<(Context, Module, String, Modu
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn print_parse_print_is_stable(spec in module_spec()) {
