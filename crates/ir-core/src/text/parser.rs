@@ -1785,7 +1785,7 @@ fn int_value_of(text: &str, kind: ElementKind) -> Option<i128> {
     let (lo, hi) = kind.int_range()?;
     if v >= lo && v <= hi {
         Some(v)
-    } else if signed && v > hi && v <= (1i128 << width) - 1 {
+    } else if signed && v > hi && v < (1i128 << width) {
         // Signless literals may be written as unsigned bit patterns: 255 : i8 is -1.
         Some(v - (1i128 << width))
     } else {
