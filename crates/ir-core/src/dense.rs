@@ -54,7 +54,7 @@ pub fn element_kind(ctx: &Context, elem: Type) -> Option<ElementKind> {
         TypeData::Index => Some(ElementKind::Int { width: 64, signed: true }),
         TypeData::Quant(q) => Some(ElementKind::Int {
             width: q.storage.width,
-            signed: q.storage.signedness == Signedness::Signless,
+            signed: q.storage.signedness == Signedness::Signless && q.storage.width > 1,
         }),
         _ => None,
     }

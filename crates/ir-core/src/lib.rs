@@ -17,6 +17,7 @@ mod dialect;
 mod entity;
 mod float_text;
 mod hash;
+pub mod interfaces;
 mod location;
 mod module;
 mod rewrite;

@@ -85,6 +85,7 @@ fn parse_with_release(
         scopes: Vec::new(),
         type_cache: FxHashMap::default(),
         attr_cache: FxHashMap::default(),
+        op_name_cache: FxHashMap::default(),
         nesting: 0,
         release,
         next_release: RELEASE_EVERY,
@@ -134,6 +135,7 @@ struct Parser<'s, 'c> {
     scopes: Vec<Scope<'s>>,
     type_cache: FxHashMap<&'s [u8], Type>,
     attr_cache: FxHashMap<&'s [u8], Attribute>,
+    op_name_cache: FxHashMap<&'s [u8], OpName>,
     nesting: u32,
     release: Option<&'s dyn Fn(usize)>,
     next_release: usize,
@@ -356,7 +358,14 @@ impl<'s, 'c> Parser<'s, 'c> {
                             format!("expected an op name like 'dialect.op', found {found}"),
                         );
                     }
-                    let name = self.ctx.op_name(&String::from_utf8_lossy(text));
+                    let name = match self.op_name_cache.get(text) {
+                        Some(&name) => name,
+                        None => {
+                            let name = self.ctx.op_name(&String::from_utf8_lossy(text));
+                            self.op_name_cache.insert(text, name);
+                            name
+                        }
+                    };
                     self.advance();
                     self.parse_generic(block, name, name_tok, &names)
                 }
@@ -1191,7 +1200,8 @@ impl<'s, 'c> Parser<'s, 'c> {
 
     fn parse_scale_zp(&mut self) -> PResult<(f64, i64)> {
         let t = self.cur;
-        if !matches!(t.kind, Tok::Float | Tok::Integer | Tok::Minus | Tok::BareId) {
+        let special = t.kind == Tok::BareId && matches!(self.text(t), b"inf" | b"nan");
+        if !(matches!(t.kind, Tok::Float | Tok::Integer | Tok::Minus) || special) {
             return self.unexpected("a scale like 0.05");
         }
         let (text, t, _) = self.parse_number_literal()?;
