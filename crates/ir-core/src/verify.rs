@@ -32,11 +32,13 @@
 //!   - tensor dimensions are `>= 0` or [`crate::DYNAMIC`], and the element type is a
 //!     scalar, quantized or dialect type, itself well formed;
 //!   - function types have well-formed inputs and results;
-//!   - quantized types: the storage width is 1..=64, `storage_min <= storage_max`
+//!   - quantized types: the storage width is 1..=32, `storage_min <= storage_max`
 //!     and both lie in the storage type's range, zero points lie in
 //!     `[storage_min, storage_max]`, per-axis scales and zero points are equally
 //!     many and not none; then, if a dialect named `qnn` is registered, its
 //!     [`Dialect::verify_type`] (scale > 0 and the like);
+//!   - in a tensor, a per-axis quantized element type's axis is a dimension whose
+//!     size (when static) equals the number of scales;
 //!   - opaque types `!d.name<...>` go to dialect `d`'s `verify_type`; a type of an
 //!     unregistered dialect is an error unless unregistered dialects are allowed.
 //! - SSA dominance. qopt regions are straight-line: a block does not dominate
@@ -664,7 +666,26 @@ impl<'m> Verifier<'m> {
                         ))
                     }
                 }
-                self.child_ok(ctx, *element, "element type")
+                self.child_ok(ctx, *element, "element type")?;
+                if let TypeData::Quant(QuantType {
+                    params: QuantParams::PerAxis { axis, scales, .. }, ..
+                }) = ctx.type_data(*element)
+                {
+                    let axis = *axis as usize;
+                    let Some(&size) = shape.get(axis) else {
+                        return Err(format!(
+                            "per-axis quantization axis {axis} is not a dimension of a rank-{} tensor",
+                            shape.len()
+                        ));
+                    };
+                    if size != DYNAMIC && size as usize != scales.len() {
+                        return Err(format!(
+                            "per-axis quantization along axis {axis} has {} scales but the dimension is {size}",
+                            scales.len()
+                        ));
+                    }
+                }
+                Ok(())
             }
             TypeData::Function { inputs, results } => {
                 for (i, &ty) in inputs.iter().enumerate() {
@@ -734,6 +755,9 @@ fn check_int_width(i: IntType) -> Result<(), String> {
 /// The checks of a quantized type the core can make without the `qnn` dialect.
 fn check_quant_structure(q: &QuantType) -> Result<(), String> {
     check_int_width(q.storage).map_err(|e| format!("storage type: {e}"))?;
+    if q.storage.width > 32 {
+        return Err(format!("quantized storage types are at most 32 bits wide, not {}", q.storage.width));
+    }
     let (lo, hi) = (q.storage.min_value(), q.storage.max_value());
     let (min, max) = (q.storage_min, q.storage_max);
     if (min as i128) < lo || (max as i128) > hi {
