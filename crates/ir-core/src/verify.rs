@@ -81,6 +81,7 @@ use crate::entity::{BlockId, EntityId, OpId, UseId, ValueId};
 use crate::hash::FxHashMap;
 use crate::location::{Location, LocationData, SrcPos};
 use crate::module::{Module, ValueDef};
+use crate::pass::pipeline::nearest_name;
 use crate::types::{IntType, QuantParams, QuantType, Signedness, Type, TypeData, DYNAMIC};
 use crate::{loc_to_string, type_to_string, Diagnostic, Diagnostics};
 use std::fmt::Write as _;
@@ -905,40 +906,14 @@ fn first_file_line_col(ctx: &Context, loc: Location) -> Option<(&str, u32, u32)>
 
 // ---- suggestions ------------------------------------------------------------
 
-/// A registered op of `dialect` whose name is close to `unknown`, for "did you mean".
+/// A registered op of `dialect` whose name is close to `unknown`, for "did you mean"
+/// (the same distance rule as pass and option names).
 fn suggest_op(ctx: &Context, dialect: &str, unknown: &str) -> Option<&'static str> {
     let typed = unknown.split_once('.').map_or(unknown, |(_, rest)| rest);
-    let limit = typed.len().max(3) / 3;
-    let mut best: Option<(usize, &'static str)> = None;
-    for def in ctx.op_defs() {
-        let Some(rest) = def.name.strip_prefix(dialect).and_then(|r| r.strip_prefix('.')) else { continue };
-        let distance = edit_distance(&typed.to_ascii_lowercase(), &rest.to_ascii_lowercase());
-        let prefix = typed.len().min(rest.len()) >= 3 && (rest.starts_with(typed) || typed.starts_with(rest));
-        if distance <= limit || prefix {
-            // Sorted by name, so ties keep the alphabetically first.
-            match best {
-                Some((d, _)) if d <= distance => {}
-                _ => best = Some((distance, def.name)),
-            }
-        }
-    }
-    best.map(|(_, name)| name)
-}
-
-/// Levenshtein distance over bytes.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0usize; b.len() + 1];
-    for (i, &ca) in a.iter().enumerate() {
-        cur[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let substitute = prev[j] + usize::from(ca != cb);
-            cur[j + 1] = substitute.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
+    let suffix = |name: &'static str| name.strip_prefix(dialect).and_then(|r| r.strip_prefix('.'));
+    let defs = ctx.op_defs();
+    let best = nearest_name(typed, defs.iter().filter_map(|d| suffix(d.name)))?;
+    defs.iter().map(|d| d.name).find(|&n| suffix(n) == Some(best))
 }
 
 #[cfg(test)]
@@ -1589,11 +1564,7 @@ mod tests {
     }
 
     #[test]
-    fn edit_distance_and_suggestions() {
-        assert_eq!(edit_distance("add", "add"), 0);
-        assert_eq!(edit_distance("ad", "add"), 1);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("", "abc"), 3);
+    fn op_name_suggestions() {
         let (ctx, _) = setup();
         assert_eq!(suggest_op(&ctx, "test", "test.reigon"), Some("test.region"));
         assert_eq!(suggest_op(&ctx, "test", "test.cons"), Some("test.const"));

@@ -122,95 +122,91 @@ impl Driver {
         let mut sources = SourceMap::new();
         sources.add(display_name.as_str().into(), source.clone());
 
-        let mut timing = TimingTree::new();
-        let code = if cli.split_input_file {
-            self.run_split(cli, &source, &display_name, &pipeline, &mut timing, &sources, out, err)
-        } else {
-            self.run_whole(cli, &source, &display_name, &pipeline, &mut timing, &sources, out, err)
+        let mut run = Invocation {
+            driver: self,
+            cli,
+            source: &source,
+            name: &display_name,
+            pipeline: &pipeline,
+            sources: &sources,
+            timing: TimingTree::new(),
         };
+        let code = if cli.split_input_file { run.split(out, err) } else { run.whole(out, err) };
         if cli.timing {
-            let _ = err.write_all(timing.render().as_bytes());
+            let _ = err.write_all(run.timing.render().as_bytes());
         }
         code
     }
+}
 
+/// The state of one `run_cli` call once its input is read.
+struct Invocation<'a> {
+    driver: &'a Driver,
+    cli: &'a Cli,
+    source: &'a SourceText,
+    name: &'a str,
+    pipeline: &'a PassManager,
+    sources: &'a SourceMap,
+    timing: TimingTree,
+}
+
+impl Invocation<'_> {
     /// One module: parse, verify, transform, then stream the result to its target.
-    #[allow(clippy::too_many_arguments)] // private stage of run_cli; the arguments are its locals
-    fn run_whole(
-        &self,
-        cli: &Cli,
-        source: &SourceText,
-        name: &str,
-        pipeline: &PassManager,
-        timing: &mut TimingTree,
-        sources: &SourceMap,
-        out: &mut dyn Write,
-        err: &mut dyn Write,
-    ) -> i32 {
-        let Ok((ctx, module)) =
-            self.process(cli, source.bytes(), Some(source), 0, name, pipeline, timing, sources, err)
-        else {
+    fn whole(&mut self, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+        let source = self.source;
+        let Ok((ctx, module)) = self.process(source.bytes(), Some(source), 0, err) else {
             return EXIT_FAILURE;
         };
         let start = Instant::now();
-        let written = match &cli.output {
+        let written = match &self.cli.output {
             Some(path) => write_file_atomically(path, |w| print_module(&ctx, &module, w)),
             None => {
                 let mut w = io::BufWriter::with_capacity(1 << 20, out);
                 print_module(&ctx, &module, &mut w).and_then(|_| w.flush())
             }
         };
-        timing.add_phase("print", start.elapsed());
-        self.finish_write(cli, written, err)
+        self.timing.add_phase("print", start.elapsed());
+        self.finish_write(written, err)
     }
 
     /// Each `// -----` case on its own; failing cases report and print nothing.
-    #[allow(clippy::too_many_arguments)] // private stage of run_cli; the arguments are its locals
-    fn run_split(
-        &self,
-        cli: &Cli,
-        source: &SourceText,
-        name: &str,
-        pipeline: &PassManager,
-        timing: &mut TimingTree,
-        sources: &SourceMap,
-        out: &mut dyn Write,
-        err: &mut dyn Write,
-    ) -> i32 {
+    fn split(&mut self, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         let mut rendered = Vec::new();
         let mut failed = false;
-        for (i, chunk) in split_input(source.bytes()).into_iter().enumerate() {
+        for (i, chunk) in split_input(self.source.bytes()).into_iter().enumerate() {
             if i > 0 {
                 rendered.extend_from_slice(b"// -----\n");
             }
-            match self.process(cli, chunk.text, None, chunk.line_offset, name, pipeline, timing, sources, err)
-            {
+            match self.process(chunk.text, None, chunk.line_offset, err) {
                 Ok((ctx, module)) => {
                     let start = Instant::now();
                     // invariant: printing into a Vec cannot fail.
                     let _ = print_module(&ctx, &module, &mut rendered);
-                    timing.add_phase("print", start.elapsed());
+                    self.timing.add_phase("print", start.elapsed());
                 }
                 Err(()) => failed = true,
             }
         }
-        let written = match &cli.output {
+        let written = match &self.cli.output {
             Some(path) => write_file_atomically(path, |w| w.write_all(&rendered)),
             None => out.write_all(&rendered).and_then(|_| out.flush()),
         };
-        match self.finish_write(cli, written, err) {
+        match self.finish_write(written, err) {
             EXIT_OK if failed => EXIT_FAILURE,
             code => code,
         }
     }
 
-    fn finish_write(&self, cli: &Cli, written: io::Result<()>, err: &mut dyn Write) -> i32 {
+    fn finish_write(&self, written: io::Result<()>, err: &mut dyn Write) -> i32 {
         match written {
             Ok(()) => EXIT_OK,
             Err(e) => {
-                let target =
-                    cli.output.as_ref().map_or("standard output".to_string(), |p| p.display().to_string());
-                let _ = writeln!(err, "{}: error: cannot write {target}: {e}", self.tool);
+                let target = self
+                    .cli
+                    .output
+                    .as_ref()
+                    .map_or("standard output".to_string(), |p| p.display().to_string());
+                let _ = writeln!(err, "{}: error: cannot write {target}: {e}", self.driver.tool);
                 EXIT_FAILURE
             }
         }
@@ -219,23 +215,18 @@ impl Driver {
     /// Parses, verifies and transforms one module; diagnostics go to `err`.
     /// `mapped` is the whole mapped input when `text` is all of it (lets the
     /// parser release parsed pages).
-    #[allow(clippy::too_many_arguments)] // private stage of run_cli; the arguments are its locals
     fn process(
-        &self,
-        cli: &Cli,
+        &mut self,
         text: &[u8],
         mapped: Option<&SourceText>,
         line_offset: u32,
-        name: &str,
-        pipeline: &PassManager,
-        timing: &mut TimingTree,
-        sources: &SourceMap,
         err: &mut dyn Write,
     ) -> Result<(Context, Module), ()> {
-        let mut ctx = match self.new_context() {
+        let (cli, name, sources) = (self.cli, self.name, self.sources);
+        let mut ctx = match self.driver.new_context() {
             Ok(ctx) => ctx,
             Err(e) => {
-                let _ = writeln!(err, "{}: error: registering dialects failed: {e}", self.tool);
+                let _ = writeln!(err, "{}: error: registering dialects failed: {e}", self.driver.tool);
                 return Err(());
             }
         };
@@ -246,15 +237,15 @@ impl Driver {
             Some(source) => parse_source(&mut ctx, source, name),
             None => parse_module_chunk(&mut ctx, text, name, line_offset),
         };
-        timing.add_phase("parse", start.elapsed());
+        self.timing.add_phase("parse", start.elapsed());
         let mut module: Module = parsed.map_err(|d| report(err, &d))?;
         let start = Instant::now();
         let verified = verify(&mut ctx, &module);
-        timing.add_phase("verify", start.elapsed());
+        self.timing.add_phase("verify", start.elapsed());
         verified.map_err(|d| report(err, &d))?;
 
         let mut inst = Instrumentation {
-            tool_name: self.tool.to_string(),
+            tool_name: self.driver.tool.to_string(),
             verify_each: !cli.no_verify_each,
             print_before: filter(cli.print_ir_before_all, &cli.print_ir_before),
             print_after: filter(cli.print_ir_after_all, &cli.print_ir_after),
@@ -265,7 +256,7 @@ impl Driver {
             reproducer_dir: Some(cli.reproducer_dir.clone().unwrap_or_else(std::env::temp_dir)),
             ..Instrumentation::default()
         };
-        match pipeline.run(&mut ctx, &mut module, &mut inst) {
+        match self.pipeline.run(&mut ctx, &mut module, &mut inst) {
             Ok(run) => {
                 for w in &run.warnings {
                     let _ = err.write_all(sources.render(w).as_bytes());
@@ -274,7 +265,7 @@ impl Driver {
                     let _ = err.write_all(run.render_statistics().as_bytes());
                 }
                 if let Some(t) = run.timing {
-                    timing.add_child(t);
+                    self.timing.add_child(t);
                 }
             }
             Err(failure) => {
