@@ -16,6 +16,8 @@ use std::path::Path;
 /// The bytes of one input.
 pub struct SourceText {
     inner: Inner,
+    /// End of the prefix already released (page aligned).
+    released: std::sync::atomic::AtomicUsize,
 }
 
 enum Inner {
@@ -33,24 +35,24 @@ impl SourceText {
             // input, and a file truncated by another process while qopt reads it
             // is outside what any tool reading files in place can guard against.
             if let Ok(map) = unsafe { Mmap::map(&file) } {
-                return Ok(SourceText { inner: Inner::Mapped(map) });
+                return Ok(SourceText { inner: Inner::Mapped(map), released: Default::default() });
             }
         }
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
-        Ok(SourceText { inner: Inner::Owned(bytes) })
+        Ok(SourceText { inner: Inner::Owned(bytes), released: Default::default() })
     }
 
     /// Reads all of standard input.
     pub fn read_stdin() -> io::Result<SourceText> {
         let mut bytes = Vec::new();
         io::stdin().lock().read_to_end(&mut bytes)?;
-        Ok(SourceText { inner: Inner::Owned(bytes) })
+        Ok(SourceText { inner: Inner::Owned(bytes), released: Default::default() })
     }
 
     /// Wraps bytes already in memory.
     pub fn from_bytes(bytes: Vec<u8>) -> SourceText {
-        SourceText { inner: Inner::Owned(bytes) }
+        SourceText { inner: Inner::Owned(bytes), released: Default::default() }
     }
 
     /// The text.
@@ -68,13 +70,14 @@ impl SourceText {
         let Inner::Mapped(map) = &self.inner else { return };
         const PAGE: usize = 4096;
         let end = (offset.min(map.len()) / PAGE) * PAGE;
-        if end == 0 {
+        let start = self.released.fetch_max(end, std::sync::atomic::Ordering::Relaxed);
+        if end <= start {
             return;
         }
         // SAFETY: MADV_DONTNEED on a private read-only file mapping only drops
         // cached pages; the next access refills them from the unchanged file, so
         // no Rust reference ever observes different bytes.
-        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, 0, end) };
+        let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) };
     }
 }
 

@@ -480,9 +480,9 @@ impl<'s, 'c> Parser<'s, 'c> {
     }
 
     fn resolve(&mut self, r: ValueRef<'s>) -> PResult<ValueId> {
-        let shown = String::from_utf8_lossy(r.name).into_owned();
+        let shown = || String::from_utf8_lossy(r.name).into_owned();
         let Some(b) = self.lookup(r.name) else {
-            return self.error(r.tok, format!("use of undefined value %{shown}"));
+            return self.error(r.tok, format!("use of undefined value %{}", shown()));
         };
         if b.first.is_none() {
             return Err(()); // the defining op already failed and was reported
@@ -490,12 +490,13 @@ impl<'s, 'c> Parser<'s, 'c> {
         match r.result {
             None if b.count == 1 => Ok(b.first),
             None => {
-                self.error(r.tok, format!("%{shown} names {} results; pick one with %{shown}#N", b.count))
+                let name = shown();
+                self.error(r.tok, format!("%{name} names {} results; pick one with %{name}#N", b.count))
             }
             Some(k) if k < b.count => Ok(ValueId(b.first.0 + k)),
             Some(k) => self.error(
                 r.tok,
-                format!("result #{k} of %{shown} does not exist; it has {} result(s)", b.count),
+                format!("result #{k} of %{} does not exist; it has {} result(s)", shown(), b.count),
             ),
         }
     }
