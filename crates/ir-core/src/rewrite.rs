@@ -379,7 +379,10 @@ pub fn apply_patterns_greedily(
                     worklist.push(op);
                 }
             };
-            for &o in changes.created.iter().chain(&changes.modified).chain(&changes.lost_use) {
+            // New and changed ops, and the users of their results, may match now;
+            // an op that only lost a use may have become dead (its users have not
+            // changed, so they are not revisited: a shared constant stays O(1)).
+            for &o in changes.created.iter().chain(&changes.modified) {
                 push(o, &mut worklist, &mut in_list);
                 if !module.is_erased(o) {
                     for r in module.results(o) {
@@ -388,6 +391,9 @@ pub fn apply_patterns_greedily(
                         }
                     }
                 }
+            }
+            for &o in &changes.lost_use {
+                push(o, &mut worklist, &mut in_list);
             }
         }
         if !changed {

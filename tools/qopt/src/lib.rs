@@ -48,7 +48,11 @@ pub struct Driver {
 impl Driver {
     /// A driver named `tool` with qopt's own dialects and passes registered.
     pub fn new(tool: &'static str) -> Driver {
-        Driver { tool, dialects: Vec::new(), passes: PassRegistry::new() }
+        let mut passes = PassRegistry::new();
+        // invariant: the registry is empty and the generic passes' names are
+        // distinct and valid, so registering them cannot fail.
+        let _ = qopt_passes::register_generic_passes(&mut passes);
+        Driver { tool, dialects: Vec::new(), passes }
     }
 
     /// Adds a step that registers dialects in each new context.

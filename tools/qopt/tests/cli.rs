@@ -19,7 +19,13 @@ fn qopt(args: &[&str], stdin: Option<&str>) -> Output {
         .spawn()
         .expect("qopt starts");
     if let Some(text) = stdin {
-        child.stdin.take().expect("stdin is piped").write_all(text.as_bytes()).expect("write stdin");
+        // qopt may exit (a usage error) before reading its input: a broken pipe is fine.
+        let mut pipe = child.stdin.take().expect("stdin is piped");
+        match pipe.write_all(text.as_bytes()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            Err(e) => panic!("write stdin: {e}"),
+        }
     }
     child.wait_with_output().expect("qopt finishes")
 }

@@ -789,32 +789,74 @@ fn write_scale(scale: f64, out: &mut Vec<u8>) {
 }
 
 fn write_dict(ctx: &Context, dict: Attribute, skip: &[&str], out: &mut Vec<u8>) {
-    out.push(b'{');
-    let mut first = true;
-    for &(k, v) in ctx.dict_entries(dict) {
-        let key = ctx.symbol_str(k);
-        if skip.contains(&key) {
-            continue;
-        }
-        if !first {
-            out.extend_from_slice(b", ");
-        }
-        first = false;
-        if is_bare_key(key) {
-            out.extend_from_slice(key.as_bytes());
-        } else {
-            write_string(key.as_bytes(), out);
-        }
+    let mut stack = Vec::new();
+    push_dict_pieces(ctx, dict, skip, &mut stack);
+    write_pieces(ctx, stack, out);
+}
+
+/// A piece of attribute text still to write; attributes print from an explicit
+/// stack of these so nesting depth never grows the call stack.
+enum Piece {
+    Attr(Attribute),
+    Text(&'static [u8]),
+    Key(crate::context::Symbol),
+}
+
+/// Pushes the pieces of `{k = v, ...}` (without keys in `skip`) in reverse order.
+fn push_dict_pieces(ctx: &Context, dict: Attribute, skip: &[&str], stack: &mut Vec<Piece>) {
+    stack.push(Piece::Text(b"}"));
+    let entries: Vec<_> =
+        ctx.dict_entries(dict).iter().filter(|(k, _)| !skip.contains(&ctx.symbol_str(*k))).collect();
+    for (i, &&(k, v)) in entries.iter().enumerate().rev() {
         if !matches!(ctx.attr_data(v), AttrData::Unit) {
-            out.extend_from_slice(b" = ");
-            write_attr(ctx, v, out);
+            stack.push(Piece::Attr(v));
+            stack.push(Piece::Text(b" = "));
+        }
+        stack.push(Piece::Key(k));
+        if i > 0 {
+            stack.push(Piece::Text(b", "));
         }
     }
-    out.push(b'}');
+    stack.push(Piece::Text(b"{"));
+}
+
+fn write_pieces(ctx: &Context, mut stack: Vec<Piece>, out: &mut Vec<u8>) {
+    while let Some(piece) = stack.pop() {
+        match piece {
+            Piece::Text(t) => out.extend_from_slice(t),
+            Piece::Key(k) => {
+                let key = ctx.symbol_str(k);
+                if is_bare_key(key) {
+                    out.extend_from_slice(key.as_bytes());
+                } else {
+                    write_string(key.as_bytes(), out);
+                }
+            }
+            Piece::Attr(a) => match ctx.attr_data(a) {
+                AttrData::Array(items) => {
+                    stack.push(Piece::Text(b"]"));
+                    for (i, &item) in items.iter().enumerate().rev() {
+                        stack.push(Piece::Attr(item));
+                        if i > 0 {
+                            stack.push(Piece::Text(b", "));
+                        }
+                    }
+                    stack.push(Piece::Text(b"["));
+                }
+                AttrData::Dict(_) => push_dict_pieces(ctx, a, &[], &mut stack),
+                _ => write_leaf_attr(ctx, a, out),
+            },
+        }
+    }
 }
 
 /// Writes an attribute's text.
 pub(crate) fn write_attr(ctx: &Context, a: Attribute, out: &mut Vec<u8>) {
+    write_pieces(ctx, vec![Piece::Attr(a)], out);
+}
+
+/// Writes an attribute that holds no other attributes.
+fn write_leaf_attr(ctx: &Context, a: Attribute, out: &mut Vec<u8>) {
     use std::io::Write as _;
     match ctx.attr_data(a) {
         AttrData::Unit => out.extend_from_slice(b"unit"),
@@ -840,17 +882,7 @@ pub(crate) fn write_attr(ctx: &Context, a: Attribute, out: &mut Vec<u8>) {
             }
         }
         AttrData::String(bytes) => write_string(bytes, out),
-        AttrData::Array(items) => {
-            out.push(b'[');
-            for (i, &item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.extend_from_slice(b", ");
-                }
-                write_attr(ctx, item, out);
-            }
-            out.push(b']');
-        }
-        AttrData::Dict(_) => write_dict(ctx, a, &[], out),
+        AttrData::Array(_) | AttrData::Dict(_) => write_attr(ctx, a, out),
         AttrData::Type(t) => write_type(ctx, *t, out),
         AttrData::SymbolRef(s) => {
             out.push(b'@');
@@ -965,5 +997,25 @@ fn write_loc_body(ctx: &Context, l: Location, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_attributes_print_without_recursion() {
+        // Built through the API (the parser stops at MAX_NESTING); printed on a
+        // 2 MiB test thread.
+        let mut ctx = Context::new();
+        let mut a = ctx.i64_attr(7);
+        for i in 0..100_000 {
+            a = if i % 2 == 0 { ctx.array_attr(&[a]) } else { ctx.dict_attr(&[("k", a)]) };
+        }
+        let text = attr_to_string(&ctx, a);
+        assert_eq!(text.len(), 50_000 * 2 + 50_000 * "{k = }".len() + 1);
+        assert!(text.starts_with("{k = [{k = ["), "{}", &text[..20]);
+        assert!(text.contains("[7]"));
     }
 }

@@ -1,0 +1,180 @@
+//! The `fp` dialect: float tensor ops with ONNX semantics in NCHW layout
+//! (conv, dense, matmul, batch norm, elementwise arithmetic and activations,
+//! pooling, and shape ops), their verifiers, result-type inference, folders and
+//! canonicalization patterns.
+//!
+//! Register with [`register`] (or `ctx.register_dialect(FpDialect)`). The op
+//! reference is each op's description (`ops/*.rs`, one module per family).
+//! [`attrs`] and [`shape`] are public because other dialects (`qnn`) read
+//! attributes and infer shapes with the same rules.
+//!
+//! Invariants: all operands and the result of an op share one float element
+//! type (f16, bf16, f32, f64) unless the op says otherwise; ops with the
+//! `QuantAgnostic` trait also accept one quantized element type throughout.
+//! Verifiers and inference never panic on IR content.
+
+#![warn(missing_docs)]
+
+pub mod attrs;
+mod ops;
+pub mod shape;
+
+use qopt_ir_core::{Attribute, Context, Dialect, Location, OpDef, RewritePattern, Rewriter, Type, ValueId};
+
+/// The `fp` dialect; see the crate docs.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct FpDialect;
+
+impl Dialect for FpDialect {
+    fn name(&self) -> &'static str {
+        "fp"
+    }
+    fn summary(&self) -> &'static str {
+        "float tensor ops with ONNX semantics (NCHW)"
+    }
+    fn ops(&self) -> Vec<OpDef> {
+        ops::all()
+    }
+    fn materialize_constant(
+        &self,
+        rewriter: &mut Rewriter<'_>,
+        value: Attribute,
+        ty: Type,
+        loc: Location,
+    ) -> Option<ValueId> {
+        ops::constant::materialize(rewriter, value, ty, loc)
+    }
+    fn canonicalization_patterns(&self) -> Vec<Box<dyn RewritePattern>> {
+        ops::canonicalization_patterns()
+    }
+}
+
+/// Registers the `fp` dialect in `ctx`.
+pub fn register(ctx: &mut Context) -> Result<(), String> {
+    ctx.register_dialect(FpDialect)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qopt_ir_core::interfaces::QuantizableOp;
+    use qopt_ir_core::{parse_module, verify, Traits};
+
+    /// Splits `a, b<c, d>, e` at top-level commas.
+    fn split_top(text: &str) -> Vec<String> {
+        let (mut out, mut cur, mut depth) = (Vec::new(), String::new(), 0i32);
+        for c in text.chars() {
+            match c {
+                '<' | '(' | '[' | '{' => depth += 1,
+                '>' | ')' | ']' | '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    out.push(std::mem::take(&mut cur).trim().to_string());
+                    continue;
+                }
+                _ => {}
+            }
+            cur.push(c);
+        }
+        if !cur.trim().is_empty() {
+            out.push(cur.trim().to_string());
+        }
+        out
+    }
+
+    /// Wraps one example op line in a function whose arguments are its operands.
+    fn example_module(line: &str) -> String {
+        let open = line.find('(').unwrap();
+        let close = open + line[open..].find(')').unwrap();
+        let names = split_top(&line[open + 1..close]);
+        let sig = line.rfind(" : (").unwrap();
+        let arrow = line.rfind(") -> ").unwrap();
+        let types = split_top(&line[sig + 4..arrow]);
+        assert_eq!(names.len(), types.len(), "operands and types of {line}");
+        let mut args: Vec<String> = Vec::new();
+        for (n, t) in names.iter().zip(&types) {
+            let arg = format!("{n}: {t}");
+            if !args.contains(&arg) {
+                args.push(arg);
+            }
+        }
+        format!(
+            "module {{\n  func.func @example({}) {{\n    {line}\n    func.return\n  }}\n}}\n",
+            args.join(", ")
+        )
+    }
+
+    /// Every op documents itself with a `.qir` example, and every example verifies.
+    #[test]
+    fn description_examples_verify() {
+        for def in FpDialect.ops() {
+            assert!(!def.summary.is_empty(), "{} has no summary", def.name);
+            let block = def
+                .description
+                .split("```\n")
+                .nth(1)
+                .unwrap_or_else(|| panic!("{} has no example", def.name));
+            let lines: Vec<&str> = block.lines().filter(|l| l.contains(def.name)).collect();
+            assert!(!lines.is_empty(), "{}'s example does not use it", def.name);
+            for line in lines {
+                let text = example_module(line.trim());
+                let mut ctx = Context::new();
+                register(&mut ctx).unwrap();
+                let module = parse_module(&mut ctx, text.as_bytes(), "example.qir")
+                    .unwrap_or_else(|d| panic!("{}: example does not parse:\n{d}\n{text}", def.name));
+                verify(&mut ctx, &module)
+                    .unwrap_or_else(|d| panic!("{}: example does not verify:\n{d}\n{text}", def.name));
+            }
+        }
+    }
+
+    #[test]
+    fn traits_and_interfaces() {
+        let ops = FpDialect.ops();
+        let def = |name: &str| ops.iter().find(|d| d.name == name).unwrap();
+        assert_eq!(ops.len(), 28);
+        for name in ["fp.conv2d", "fp.conv1d", "fp.dense"] {
+            assert_eq!(
+                def(name).interfaces.get::<QuantizableOp>(),
+                Some(&QuantizableOp::weighted(0, 1, Some(2), 0))
+            );
+        }
+        for name in ["fp.matmul", "fp.batch_matmul", "fp.add", "fp.sub", "fp.mul", "fp.div"] {
+            assert_eq!(
+                def(name).interfaces.get::<QuantizableOp>(),
+                Some(&QuantizableOp::activations(&[0, 1]))
+            );
+        }
+        let agnostic: Vec<&str> =
+            ops.iter().filter(|d| d.has(Traits::QUANT_AGNOSTIC)).map(|d| d.name).collect();
+        assert_eq!(
+            agnostic,
+            [
+                "fp.relu",
+                "fp.max_pool2d",
+                "fp.max_pool1d",
+                "fp.reshape",
+                "fp.flatten",
+                "fp.transpose",
+                "fp.concat",
+                "fp.split",
+                "fp.pad",
+                "fp.strided_slice"
+            ]
+        );
+        let commutative: Vec<&str> =
+            ops.iter().filter(|d| d.has(Traits::COMMUTATIVE)).map(|d| d.name).collect();
+        assert_eq!(commutative, ["fp.add", "fp.mul"]);
+        assert!(def("fp.constant").has(Traits::CONSTANT_LIKE | Traits::PURE));
+        assert!(ops.iter().all(|d| d.has(Traits::PURE)), "every fp op is pure");
+        let names: Vec<String> =
+            FpDialect.canonicalization_patterns().iter().map(|p| p.name().to_string()).collect();
+        assert_eq!(names, ["relu-relu", "reshape-reshape"]);
+    }
+
+    #[test]
+    fn registers_once() {
+        let mut ctx = Context::new();
+        register(&mut ctx).unwrap();
+        assert_eq!(register(&mut ctx).unwrap_err(), "dialect 'fp' is already registered");
+    }
+}

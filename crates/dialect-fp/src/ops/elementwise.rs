@@ -1,0 +1,431 @@
+//! Elementwise ops: binary arithmetic with numpy broadcasting (`fp.add`,
+//! `fp.sub`, `fp.mul`, `fp.div`) and activations (`fp.relu`, `fp.sigmoid`,
+//! `fp.tanh`, `fp.clip`), with their folders and the `relu-relu` pattern.
+//!
+//! Folders: the identities `x + 0`, `0 + x`, `x - 0`, `x · 1`, `1 · x`, `x / 1`
+//! fold to `x` when the result has `x`'s type (a broadcasting constant would
+//! change the shape); small f32/f64 constants ([`super::MAX_FOLD_ELEMENTS`]) are
+//! computed in f64 and rounded once to the element type, which is exact
+//! rounding for f32 `+ - · /`.
+
+use super::{
+    common_element, dense_attr, foldable_values, same_as, tensor_operands, Elements, FoldValues, Sig,
+    Signature, Sigs, MAX_FOLD_ELEMENTS,
+};
+use crate::attrs;
+use crate::shape::broadcast;
+use qopt_ir_core::interfaces::QuantizableOp;
+use qopt_ir_core::{
+    dense_values_f64, static_num_elements, Arity, AttrData, Attribute, Context, FoldFn, FoldResult, Module,
+    OpDef, OpId, RewritePattern, Rewriter, Traits, Type,
+};
+use smallvec::SmallVec;
+
+pub(crate) fn ops() -> Vec<OpDef> {
+    let binary = |name: &'static str, summary: &'static str, description: &'static str, fold: FoldFn| {
+        super::with_signature::<Binary>(
+            OpDef::new(name, summary)
+                .description(description)
+                .operands(Arity::Exact(2))
+                .traits(Traits::ELEMENTWISE | Traits::PURE)
+                .interface(QuantizableOp::activations(&[0, 1]))
+                .folder(fold),
+        )
+    };
+    let unary = |name: &'static str, summary: &'static str, description: &'static str, traits: Traits| {
+        let def = OpDef::new(name, summary)
+            .description(description)
+            .operands(Arity::Exact(1))
+            .traits(Traits::ELEMENTWISE | Traits::PURE | Traits::SAME_OPERANDS_AND_RESULT_TYPE | traits);
+        if traits.contains(Traits::QUANT_AGNOSTIC) {
+            super::with_signature::<QuantAgnosticUnary>(def)
+        } else {
+            super::with_signature::<Unary>(def)
+        }
+    };
+    vec![
+        binary(
+            "fp.add",
+            "elementwise addition with broadcasting",
+            "`fp.add(a, b)`: `a + b` element by element; the shapes broadcast with numpy rules and \
+             the result has the broadcast shape. Commutative. Folds `x + 0` and `0 + x` to `x` and \
+             small constants to a constant.\n\n\
+             ```\n%y = fp.add(%a, %b) : (tensor<1x64x56x56xf32>, tensor<64x1x1xf32>) -> tensor<1x64x56x56xf32>\n```",
+            fold_add,
+        )
+        .traits(Traits::COMMUTATIVE),
+        binary(
+            "fp.sub",
+            "elementwise subtraction with broadcasting",
+            "`fp.sub(a, b)`: `a - b` element by element with numpy broadcasting. Folds `x - 0` to `x`.\n\n\
+             ```\n%y = fp.sub(%a, %b) : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>\n```",
+            fold_sub,
+        ),
+        binary(
+            "fp.mul",
+            "elementwise multiplication with broadcasting",
+            "`fp.mul(a, b)`: `a · b` element by element with numpy broadcasting. Commutative. Folds \
+             `x · 1` and `1 · x` to `x`.\n\n\
+             ```\n%y = fp.mul(%a, %s) : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>\n```",
+            fold_mul,
+        )
+        .traits(Traits::COMMUTATIVE),
+        binary(
+            "fp.div",
+            "elementwise division with broadcasting",
+            "`fp.div(a, b)`: `a / b` element by element (IEEE division) with numpy broadcasting. Folds \
+             `x / 1` to `x`.\n\n\
+             ```\n%y = fp.div(%a, %b) : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32>\n```",
+            fold_div,
+        ),
+        unary(
+            "fp.relu",
+            "rectified linear unit: max(x, 0)",
+            "`fp.relu(x)`: `max(x, 0)` element by element (NaN stays NaN). Quant-agnostic: on a quantized \
+             tensor it clamps stored values below the zero point to the zero point, so the result keeps the \
+             operand's quantized type. `relu(relu(x))` canonicalizes to `relu(x)`.\n\n\
+             ```\n%y = fp.relu(%x) : (tensor<1x64x56x56xf32>) -> tensor<1x64x56x56xf32>\n```",
+            Traits::QUANT_AGNOSTIC,
+        )
+        .folder(fold_relu),
+        unary(
+            "fp.sigmoid",
+            "logistic sigmoid: 1 / (1 + exp(-x))",
+            "`fp.sigmoid(x)`: `1 / (1 + exp(-x))` element by element.\n\n\
+             ```\n%y = fp.sigmoid(%x) : (tensor<8x10xf32>) -> tensor<8x10xf32>\n```",
+            Traits::NONE,
+        )
+        .folder(fold_sigmoid),
+        unary(
+            "fp.tanh",
+            "hyperbolic tangent",
+            "`fp.tanh(x)`: `tanh(x)` element by element.\n\n\
+             ```\n%y = fp.tanh(%x) : (tensor<8x10xf32>) -> tensor<8x10xf32>\n```",
+            Traits::NONE,
+        )
+        .folder(fold_tanh),
+        super::with_signature::<Clip>(
+            OpDef::new("fp.clip", "clamps values into [min, max]")
+                .description(
+                    "`fp.clip(x) {min, max}`: `min(max(x, min), max)` element by element. Both bounds \
+                     are optional float attributes (missing = unbounded on that side); `min ≤ max`. \
+                     ReLU6 is `{min = 0.0 : f32, max = 6.0 : f32}`.\n\n\
+                     ```\n%y = fp.clip(%x) {max = 6.0 : f32, min = 0.0 : f32} : (tensor<8xf32>) -> tensor<8xf32>\n```",
+                )
+                .operands(Arity::Exact(1))
+                .traits(Traits::ELEMENTWISE | Traits::PURE | Traits::SAME_OPERANDS_AND_RESULT_TYPE)
+                .folder(fold_clip),
+        ),
+    ]
+}
+
+pub(crate) fn patterns() -> Vec<Box<dyn RewritePattern>> {
+    vec![Box::new(ReluRelu)]
+}
+
+// ---- signatures -------------------------------------------------------------
+
+/// Two float operands whose shapes broadcast.
+struct Binary;
+
+impl Signature for Binary {
+    fn check(ctx: &Context, operands: &[Type], _attrs: Attribute) -> Result<Sigs, String> {
+        let ops = tensor_operands(ctx, operands, &["lhs", "rhs"], 2)?;
+        let elem = common_element(ctx, &ops, Elements::Float)?;
+        let shape = broadcast(ops[0].shape, ops[1].shape)?;
+        Ok(smallvec::smallvec![Sig::new(&shape, elem)])
+    }
+}
+
+/// One float operand, result of the same type.
+struct Unary;
+
+impl Signature for Unary {
+    fn check(ctx: &Context, operands: &[Type], _attrs: Attribute) -> Result<Sigs, String> {
+        let ops = tensor_operands(ctx, operands, &["input"], 1)?;
+        let elem = common_element(ctx, &ops, Elements::Float)?;
+        Ok(same_as(&ops[0], elem))
+    }
+}
+
+/// Like [`Unary`], quantized element types allowed (`fp.relu`).
+struct QuantAgnosticUnary;
+
+impl Signature for QuantAgnosticUnary {
+    fn check(ctx: &Context, operands: &[Type], _attrs: Attribute) -> Result<Sigs, String> {
+        let ops = tensor_operands(ctx, operands, &["input"], 1)?;
+        let elem = common_element(ctx, &ops, Elements::FloatOrQuant)?;
+        Ok(same_as(&ops[0], elem))
+    }
+}
+
+struct Clip;
+
+impl Signature for Clip {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let ops = tensor_operands(ctx, operands, &["input"], 1)?;
+        let elem = common_element(ctx, &ops, Elements::Float)?;
+        let (min, max) = clip_bounds(ctx, attrs)?;
+        if min > max {
+            return Err(format!("'min' ({min}) must not be greater than 'max' ({max})"));
+        }
+        Ok(same_as(&ops[0], elem))
+    }
+}
+
+/// `(min, max)` of a clip, infinite where missing.
+fn clip_bounds(ctx: &Context, attrs: Attribute) -> Result<(f64, f64), String> {
+    let min = attrs::opt_float_in(ctx, attrs, "min")?.unwrap_or(f64::NEG_INFINITY);
+    let max = attrs::opt_float_in(ctx, attrs, "max")?.unwrap_or(f64::INFINITY);
+    Ok((min, max))
+}
+
+// ---- folders ----------------------------------------------------------------
+
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum BinaryKind {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl BinaryKind {
+    fn apply(self, a: f64, b: f64) -> f64 {
+        match self {
+            BinaryKind::Add => a + b,
+            BinaryKind::Sub => a - b,
+            BinaryKind::Mul => a * b,
+            BinaryKind::Div => a / b,
+        }
+    }
+}
+
+fn fold_add(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    c: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    fold_binary(BinaryKind::Add, ctx, m, op, c)
+}
+fn fold_sub(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    c: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    fold_binary(BinaryKind::Sub, ctx, m, op, c)
+}
+fn fold_mul(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    c: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    fold_binary(BinaryKind::Mul, ctx, m, op, c)
+}
+fn fold_div(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    c: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    fold_binary(BinaryKind::Div, ctx, m, op, c)
+}
+
+/// True if `attr` is a dense constant whose every element equals `value`
+/// (checked only for splats and small constants).
+fn constant_is(ctx: &Context, attr: Option<Attribute>, value: f64) -> bool {
+    let Some(attr) = attr else { return false };
+    let AttrData::Dense(d) = ctx.attr_data(attr) else { return false };
+    let small = matches!(static_num_elements(ctx, d.ty), Some(n) if n <= MAX_FOLD_ELEMENTS);
+    if !d.splat && !small {
+        return false;
+    }
+    let elem = ctx.element_type(d.ty);
+    if !crate::shape::is_float_element(ctx, elem) {
+        return false;
+    }
+    dense_values_f64(ctx, d, elem).is_some_and(|vals| vals.iter().all(|&v| v == value))
+}
+
+fn fold_binary(
+    kind: BinaryKind,
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    constants: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    if m.num_operands(op) != 2 || m.num_results(op) != 1 || constants.len() != 2 {
+        return None;
+    }
+    let (lhs, rhs) = (m.operand(op, 0), m.operand(op, 1));
+    let result_ty = m.value_type(m.result(op, 0));
+    let identity = match kind {
+        BinaryKind::Add | BinaryKind::Sub => 0.0,
+        BinaryKind::Mul | BinaryKind::Div => 1.0,
+    };
+    if m.value_type(lhs) == result_ty && constant_is(ctx, constants[1], identity) {
+        return Some(smallvec::smallvec![FoldResult::Value(lhs)]);
+    }
+    let commutative = matches!(kind, BinaryKind::Add | BinaryKind::Mul);
+    if commutative && m.value_type(rhs) == result_ty && constant_is(ctx, constants[0], identity) {
+        return Some(smallvec::smallvec![FoldResult::Value(rhs)]);
+    }
+    let a = foldable_values(ctx, constants[0]?)?;
+    let b = foldable_values(ctx, constants[1]?)?;
+    let (out_shape, out_elem) = crate::shape::tensor_parts(ctx, result_ty)?;
+    if a.elem != out_elem || b.elem != out_elem || broadcast(&a.shape, &b.shape).ok()? != out_shape {
+        return None;
+    }
+    let n = static_num_elements(ctx, result_ty).filter(|&n| n <= MAX_FOLD_ELEMENTS)?;
+    let n = usize::try_from(n).ok()?;
+    let values: Vec<f64> = if a.splat && b.splat {
+        vec![kind.apply(a.at(0), b.at(0))]
+    } else {
+        let ia = broadcast_indices(&a, out_shape, n);
+        let ib = broadcast_indices(&b, out_shape, n);
+        (0..n).map(|i| kind.apply(a.at(ia[i]), b.at(ib[i]))).collect()
+    };
+    let attr = dense_attr(ctx, result_ty, &values)?;
+    Some(smallvec::smallvec![FoldResult::Constant(attr)])
+}
+
+/// For each flat index of a tensor of shape `out` (`n` elements), the flat index
+/// of the element of `v` that broadcasting reads (all zeros for a splat).
+fn broadcast_indices(v: &FoldValues, out: &[i64], n: usize) -> Vec<usize> {
+    if v.splat {
+        return vec![0; n];
+    }
+    let rank = out.len();
+    let offset = rank - v.shape.len().min(rank);
+    // Stride of each output dimension in `v` (0 where `v` broadcasts).
+    let mut strides = vec![0usize; rank];
+    let mut acc = 1usize;
+    for i in (offset..rank).rev() {
+        let d = v.shape[i - offset].max(0) as usize;
+        strides[i] = if d == 1 { 0 } else { acc };
+        acc = acc.saturating_mul(d);
+    }
+    let mut out_idx = vec![0usize; rank];
+    let mut indices = Vec::with_capacity(n);
+    let mut flat = 0usize;
+    for _ in 0..n {
+        indices.push(flat);
+        // Advance the multi-index like an odometer, keeping `flat` in step.
+        for d in (0..rank).rev() {
+            out_idx[d] += 1;
+            flat += strides[d];
+            if (out_idx[d] as i64) < out[d] {
+                break;
+            }
+            flat -= strides[d] * out_idx[d];
+            out_idx[d] = 0;
+        }
+    }
+    indices
+}
+
+/// Folds a one-operand elementwise op on a small f32/f64 constant.
+fn fold_unary(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    constants: &[Option<Attribute>],
+    f: impl Fn(f64) -> f64,
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    if m.num_operands(op) != 1 || m.num_results(op) != 1 || constants.len() != 1 {
+        return None;
+    }
+    let result_ty = m.value_type(m.result(op, 0));
+    let x = foldable_values(ctx, constants[0]?)?;
+    if x.ty != result_ty {
+        return None;
+    }
+    let values: Vec<f64> = x.values.iter().map(|&v| f(v)).collect();
+    let attr = dense_attr(ctx, result_ty, &values)?;
+    Some(smallvec::smallvec![FoldResult::Constant(attr)])
+}
+
+fn relu(x: f64) -> f64 {
+    if x > 0.0 || x.is_nan() {
+        x
+    } else {
+        0.0
+    }
+}
+
+fn fold_relu(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    c: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    fold_unary(ctx, m, op, c, relu)
+}
+fn fold_sigmoid(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    c: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    fold_unary(ctx, m, op, c, |x| 1.0 / (1.0 + (-x).exp()))
+}
+fn fold_tanh(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    c: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    fold_unary(ctx, m, op, c, f64::tanh)
+}
+fn fold_clip(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    c: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    let (min, max) = clip_bounds(ctx, m.op_attrs(op)).ok()?;
+    if min > max {
+        return None;
+    }
+    fold_unary(ctx, m, op, c, |x| {
+        if x < min {
+            min
+        } else if x > max {
+            max
+        } else {
+            x
+        }
+    })
+}
+
+// ---- patterns ---------------------------------------------------------------
+
+/// `relu(relu(x)) -> relu(x)`: relu is idempotent.
+struct ReluRelu;
+
+impl RewritePattern for ReluRelu {
+    fn name(&self) -> &str {
+        "relu-relu"
+    }
+    fn root(&self) -> Option<&str> {
+        Some("fp.relu")
+    }
+    fn match_and_rewrite(&self, op: OpId, rewriter: &mut Rewriter<'_>) -> bool {
+        let m = &*rewriter.module;
+        if m.num_operands(op) != 1 || m.num_results(op) != 1 {
+            return false;
+        }
+        let inner_value = m.operand(op, 0);
+        let inner = m.defining_op(inner_value);
+        if inner.is_none() || rewriter.ctx.op_name_str(m.op_name(inner)) != "fp.relu" {
+            return false;
+        }
+        if m.value_type(inner_value) != m.value_type(m.result(op, 0)) {
+            return false;
+        }
+        rewriter.replace_op(op, &[inner_value]).is_ok()
+    }
+}

@@ -1,0 +1,604 @@
+//! Shape ops, all quant-agnostic (they move elements without changing their
+//! values, so a quantized tensor keeps its quantized type): `fp.reshape`,
+//! `fp.flatten`, `fp.transpose`, `fp.concat`, `fp.split`, `fp.pad` and
+//! `fp.strided_slice`, with ONNX semantics; plus their identity folders and the
+//! `reshape-reshape` pattern.
+
+use super::{common_element, tensor_operands, variadic_operands, Elements, Operand, Sig, Signature, Sigs};
+use crate::attrs;
+use crate::shape::{dims_compatible, is_dynamic, normalize_axis, num_elements, shape_to_string};
+use qopt_ir_core::{
+    Arity, Attribute, Context, FoldResult, Module, OpDef, OpId, OperationState, RewritePattern, Rewriter,
+    Traits, Type, DYNAMIC,
+};
+use smallvec::SmallVec;
+
+pub(crate) fn ops() -> Vec<OpDef> {
+    let traits = Traits::PURE | Traits::QUANT_AGNOSTIC;
+    vec![
+        super::with_signature::<Reshape>(
+            OpDef::new("fp.reshape", "reshapes to a static target shape (ONNX Reshape)")
+                .description(
+                    "`fp.reshape(x) {shape = [...]}`: the same elements in row-major order under a new \
+                     shape. In `shape`, one entry may be `-1` (inferred from the element count) and `0` \
+                     copies the input's size at that index (ONNX, `allowzero = 0`); other entries are \
+                     sizes. The element counts must match when known. A reshape to the operand's own type \
+                     folds away, and `reshape(reshape(x))` becomes one reshape.\n\n\
+                     ```\n%y = fp.reshape(%x) {shape = [0, -1]} : (tensor<1x512x1x1xf32>) -> tensor<1x512xf32>\n```",
+                )
+                .operands(Arity::Exact(1))
+                .traits(traits)
+                .folder(fold_to_operand_if_same_type),
+        ),
+        super::with_signature::<Flatten>(
+            OpDef::new("fp.flatten", "flattens to 2-D around an axis (ONNX Flatten)")
+                .description(
+                    "`fp.flatten(x) {axis = 1}`: the result is 2-D, (d0·…·d(axis-1)) × (d(axis)·…·d(n-1)); \
+                     `axis` is in [-rank, rank] (default 1; negative counts from the back).\n\n\
+                     ```\n%y = fp.flatten(%x) {axis = 1} : (tensor<1x512x7x7xf32>) -> tensor<1x25088xf32>\n```",
+                )
+                .operands(Arity::Exact(1))
+                .traits(traits)
+                .folder(fold_to_operand_if_same_type),
+        ),
+        super::with_signature::<Transpose>(
+            OpDef::new("fp.transpose", "permutes dimensions (ONNX Transpose)")
+                .description(
+                    "`fp.transpose(x) {perm = [...]}`: result dimension i is input dimension `perm[i]`; \
+                     `perm` is a permutation of 0..rank (default: reversed). The identity permutation \
+                     folds away.\n\n\
+                     ```\n%y = fp.transpose(%x) {perm = [0, 2, 3, 1]} : (tensor<1x3x224x224xf32>) -> tensor<1x224x224x3xf32>\n```",
+                )
+                .operands(Arity::Exact(1))
+                .traits(traits)
+                .folder(fold_transpose),
+        ),
+        super::with_signature::<Concat>(
+            OpDef::new("fp.concat", "joins tensors along an axis (ONNX Concat)")
+                .description(
+                    "`fp.concat(x0, x1, ...) {axis}`: one or more operands of one rank and one element \
+                     type (a quantized type must be the same for all), equal in every dimension but \
+                     `axis` (required; negative counts from the back); the result's `axis` size is the \
+                     sum. A concat of one operand folds to it.\n\n\
+                     ```\n%y = fp.concat(%a, %b) {axis = 1} : (tensor<1x64x28x28xf32>, tensor<1x32x28x28xf32>) -> tensor<1x96x28x28xf32>\n```",
+                )
+                .operands(Arity::AtLeast(1))
+                .traits(traits)
+                .folder(fold_to_operand_if_same_type),
+        ),
+        super::with_signature::<Split>(
+            OpDef::new("fp.split", "cuts a tensor into parts along an axis (ONNX Split)")
+                .description(
+                    "`fp.split(x) {axis, sizes = [...]}`: one result per entry of `sizes` (non-negative, \
+                     summing to the size of `axis` when it is known); `axis` defaults to 0.\n\n\
+                     ```\n%y:2 = fp.split(%x) {axis = 1, sizes = [32, 32]} : (tensor<1x64x8x8xf32>) -> \
+                     (tensor<1x32x8x8xf32>, tensor<1x32x8x8xf32>)\n```",
+                )
+                .operands(Arity::Exact(1))
+                .results(Arity::AtLeast(1))
+                .traits(traits)
+                .folder(fold_to_operand_if_same_type),
+        ),
+        super::with_signature::<Pad>(
+            OpDef::new("fp.pad", "pads a tensor (ONNX Pad)")
+                .description(
+                    "`fp.pad(x) {pads = [b0, b1, ..., e0, e1, ...], mode, value}`: adds `b_i` elements \
+                     before and `e_i` after dimension i (`pads` has 2·rank non-negative entries, ONNX \
+                     order). `mode` is `\"constant\"` (default; fills with `value`, default `0.0`), \
+                     `\"reflect\"` (mirrors without repeating the edge; pads smaller than the dimension) or \
+                     `\"edge\"` (repeats the edge; the dimension must not be empty). On a quantized tensor \
+                     only constant padding with value 0 is allowed (it pads with the zero point). Zero pads \
+                     fold away.\n\n\
+                     ```\n%y = fp.pad(%x) {pads = [0, 0, 1, 1, 0, 0, 1, 1]} : (tensor<1x3x4x4xf32>) -> tensor<1x3x6x6xf32>\n```",
+                )
+                .operands(Arity::Exact(1))
+                .traits(traits)
+                .folder(fold_pad),
+        ),
+        super::with_signature::<StridedSlice>(
+            OpDef::new("fp.strided_slice", "takes a strided slice (ONNX Slice)")
+                .description(
+                    "`fp.strided_slice(x) {begin, end, strides, axes}`: for each listed axis, elements \
+                     `begin, begin + stride, ...` up to but excluding `end`. ONNX `Slice` semantics: \
+                     negative `begin`/`end` count from the back, both are clamped into the dimension \
+                     (`end` may be a large number meaning \"to the end\"), negative strides walk backwards, \
+                     `strides` defaults to ones and `axes` to 0..n (unique, negative allowed); unlisted \
+                     axes are kept whole. A slice that keeps everything folds away.\n\n\
+                     ```\n%y = fp.strided_slice(%x) {axes = [1], begin = [1], end = [9223372036854775807], strides = [2]} : \
+                     (tensor<4x10xf32>) -> tensor<4x5xf32>\n```",
+                )
+                .operands(Arity::Exact(1))
+                .traits(traits)
+                .folder(fold_strided_slice),
+        ),
+    ]
+}
+
+pub(crate) fn patterns() -> Vec<Box<dyn RewritePattern>> {
+    vec![Box::new(ReshapeReshape)]
+}
+
+/// The single operand of a one-operand shape op, float or quantized.
+fn single<'c>(ctx: &'c Context, operands: &[Type]) -> Result<(Operand<'c>, Type), String> {
+    let ops = tensor_operands(ctx, operands, &["input"], 1)?;
+    let elem = common_element(ctx, &ops, Elements::FloatOrQuant)?;
+    Ok((ops[0], elem))
+}
+
+// ---- reshape ----------------------------------------------------------------
+
+struct Reshape;
+
+impl Signature for Reshape {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let (x, elem) = single(ctx, operands)?;
+        let target = attrs::opt_int_array_in(ctx, attrs, "shape", None)?
+            .ok_or("needs a 'shape' attribute (the target shape)")?;
+        let shape = reshape_target(x.shape, &target)?;
+        Ok(smallvec::smallvec![Sig { shape, elem }])
+    }
+}
+
+/// The result shape of reshaping `input` to `target` (ONNX rules, see the op).
+fn reshape_target(input: &[i64], target: &[i64]) -> Result<SmallVec<[i64; 4]>, String> {
+    let mut out: SmallVec<[i64; 4]> = SmallVec::with_capacity(target.len());
+    let mut inferred = None;
+    for (i, &t) in target.iter().enumerate() {
+        match t {
+            -1 if inferred.is_some() => return Err("'shape' may contain -1 only once".to_string()),
+            -1 => {
+                inferred = Some(i);
+                out.push(DYNAMIC);
+            }
+            0 => match input.get(i) {
+                Some(&d) => out.push(d),
+                None => {
+                    return Err(format!(
+                        "'shape' entry {i} is 0 (copy the input size) but the input has rank {}",
+                        input.len()
+                    ))
+                }
+            },
+            t if t < 0 => return Err(format!("'shape' entries must be sizes, 0 or -1, got {t}")),
+            t => out.push(t),
+        }
+    }
+    let total = num_elements(input);
+    let known: Option<i64> = out
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| Some(i) != inferred)
+        .try_fold(1i64, |acc, (_, &d)| if is_dynamic(d) { None } else { acc.checked_mul(d) });
+    match (inferred, total, known) {
+        (Some(i), Some(total), Some(known)) => {
+            if known == 0 {
+                return Err("cannot infer the -1 entry of 'shape' when the other entries hold no elements"
+                    .to_string());
+            }
+            if total % known != 0 {
+                return Err(format!(
+                    "cannot reshape {} ({total} elements) into {}: {total} is not a multiple of {known}",
+                    shape_to_string(input),
+                    target_to_string(target)
+                ));
+            }
+            out[i] = total / known;
+        }
+        (None, Some(total), Some(known)) if total != known => {
+            return Err(format!(
+                "cannot reshape {} ({total} elements) into {} ({known} elements)",
+                shape_to_string(input),
+                shape_to_string(&out)
+            ));
+        }
+        _ => {}
+    }
+    Ok(out)
+}
+
+fn target_to_string(target: &[i64]) -> String {
+    let parts: Vec<String> = target.iter().map(|d| d.to_string()).collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// Folds a one-result op whose result has its first operand's type to that
+/// operand (reshape to the same shape, flatten of a 2-D tensor at axis 1,
+/// concat or split of one part).
+fn fold_to_operand_if_same_type(
+    _ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    _constants: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    if m.num_operands(op) != 1 || m.num_results(op) != 1 {
+        return None;
+    }
+    let x = m.operand(op, 0);
+    (m.value_type(x) == m.value_type(m.result(op, 0))).then(|| smallvec::smallvec![FoldResult::Value(x)])
+}
+
+/// `reshape(reshape(x)) -> reshape(x)`: only the final shape matters. The new
+/// op spells the outer result's shape (`-1` for its one unknown size), so a `0`
+/// entry meant for the inner result is not misread against `x`.
+struct ReshapeReshape;
+
+impl RewritePattern for ReshapeReshape {
+    fn name(&self) -> &str {
+        "reshape-reshape"
+    }
+    fn root(&self) -> Option<&str> {
+        Some("fp.reshape")
+    }
+    fn match_and_rewrite(&self, op: OpId, rewriter: &mut Rewriter<'_>) -> bool {
+        let m = &*rewriter.module;
+        if m.num_operands(op) != 1 || m.num_results(op) != 1 {
+            return false;
+        }
+        let inner = m.defining_op(m.operand(op, 0));
+        if inner.is_none()
+            || rewriter.ctx.op_name_str(m.op_name(inner)) != "fp.reshape"
+            || m.num_operands(inner) != 1
+        {
+            return false;
+        }
+        let x = m.operand(inner, 0);
+        let result_ty = m.value_type(m.result(op, 0));
+        let Some((out_shape, _)) = crate::shape::tensor_parts(rewriter.ctx, result_ty) else { return false };
+        // A literal 0 would mean "copy"; more than one unknown size cannot be spelled.
+        if out_shape.contains(&0) || out_shape.iter().filter(|&&d| is_dynamic(d)).count() > 1 {
+            return false;
+        }
+        let target: Vec<i64> = out_shape.to_vec();
+        let Some((x_shape, _)) = crate::shape::tensor_parts(rewriter.ctx, m.value_type(x)) else {
+            return false;
+        };
+        // The new reshape must give exactly the outer result type.
+        if reshape_target(x_shape, &target).ok().as_deref() != Some(out_shape) {
+            return false;
+        }
+        let shape_attr = rewriter.ctx.i64_array_attr(&target);
+        let attrs = rewriter.ctx.dict_set(m.op_attrs(op), "shape", shape_attr);
+        let name = m.op_name(op);
+        let loc = m.op_loc(op);
+        let new = rewriter
+            .create(OperationState::new(name).operands(&[x]).results(&[result_ty]).attrs(attrs).loc(loc));
+        let value = rewriter.module.result(new, 0);
+        rewriter.replace_op(op, &[value]).is_ok()
+    }
+}
+
+// ---- flatten ----------------------------------------------------------------
+
+struct Flatten;
+
+impl Signature for Flatten {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let (x, elem) = single(ctx, operands)?;
+        let rank = x.rank() as i64;
+        let axis = attrs::int_in(ctx, attrs, "axis", 1)?;
+        if axis < -rank || axis > rank {
+            return Err(format!(
+                "'axis' {axis} is out of range for rank {rank} (expected {} to {rank})",
+                -rank
+            ));
+        }
+        let axis = if axis < 0 { axis + rank } else { axis } as usize;
+        let product = |dims: &[i64]| -> i64 {
+            if dims.contains(&0) {
+                return 0;
+            }
+            num_elements(dims).unwrap_or(DYNAMIC)
+        };
+        Ok(smallvec::smallvec![Sig::new(&[product(&x.shape[..axis]), product(&x.shape[axis..])], elem)])
+    }
+}
+
+// ---- transpose --------------------------------------------------------------
+
+struct Transpose;
+
+impl Signature for Transpose {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let (x, elem) = single(ctx, operands)?;
+        let perm = transpose_perm(ctx, attrs, x.rank())?;
+        let shape: SmallVec<[i64; 4]> = perm.iter().map(|&p| x.shape[p]).collect();
+        Ok(smallvec::smallvec![Sig { shape, elem }])
+    }
+}
+
+/// The checked permutation of a transpose of rank `rank`.
+fn transpose_perm(ctx: &Context, attrs: Attribute, rank: usize) -> Result<SmallVec<[usize; 4]>, String> {
+    let default: Vec<i64> = (0..rank as i64).rev().collect();
+    let perm = attrs::int_array_in(ctx, attrs, "perm", Some(rank), &default)?;
+    let mut seen = vec![false; rank];
+    let mut out = SmallVec::with_capacity(rank);
+    for &p in &perm {
+        let valid = usize::try_from(p).ok().filter(|&p| p < rank);
+        match valid {
+            Some(p) if !seen[p] => {
+                seen[p] = true;
+                out.push(p);
+            }
+            _ => {
+                return Err(format!(
+                    "'perm' must be a permutation of 0..{rank}, got {}",
+                    target_to_string(&perm)
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn fold_transpose(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    _constants: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    if m.num_operands(op) != 1 || m.num_results(op) != 1 {
+        return None;
+    }
+    let x = m.operand(op, 0);
+    let rank = ctx.tensor_shape(m.value_type(x))?.len();
+    let perm = transpose_perm(ctx, m.op_attrs(op), rank).ok()?;
+    let identity = perm.iter().enumerate().all(|(i, &p)| i == p);
+    (identity && m.value_type(x) == m.value_type(m.result(op, 0)))
+        .then(|| smallvec::smallvec![FoldResult::Value(x)])
+}
+
+// ---- concat and split -------------------------------------------------------
+
+struct Concat;
+
+impl Signature for Concat {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let ops = variadic_operands(ctx, operands, 1)?;
+        let elem = common_element(ctx, &ops, Elements::FloatOrQuant)?;
+        let first = &ops[0];
+        let axis = attrs::opt_int_in(ctx, attrs, "axis")?.ok_or("needs an 'axis' attribute")?;
+        let axis = normalize_axis(axis, first.rank()).map_err(|e| format!("'axis': {e}"))?;
+        let mut shape: SmallVec<[i64; 4]> = first.shape.into();
+        for o in &ops[1..] {
+            if o.rank() != first.rank() {
+                return Err(format!(
+                    "{} has rank {} but operand #0 has rank {}; concatenated tensors share one rank",
+                    o.label(),
+                    o.rank(),
+                    first.rank()
+                ));
+            }
+            for (d, (a, &b)) in shape.iter_mut().zip(o.shape).enumerate() {
+                if d == axis {
+                    continue;
+                }
+                if !dims_compatible(*a, b) {
+                    return Err(format!(
+                        "{} has size {b} in dimension {d} but operand #0 has {}; only dimension {axis} may differ",
+                        o.label(),
+                        *a
+                    ));
+                }
+                if is_dynamic(*a) {
+                    *a = b;
+                }
+            }
+        }
+        let sizes: Vec<i64> = ops.iter().map(|o| o.shape[axis]).collect();
+        shape[axis] = if sizes.iter().any(|&s| is_dynamic(s)) {
+            DYNAMIC
+        } else {
+            sizes.iter().try_fold(0i64, |acc, &s| acc.checked_add(s)).ok_or("concatenated size overflows")?
+        };
+        Ok(smallvec::smallvec![Sig { shape, elem }])
+    }
+}
+
+struct Split;
+
+impl Signature for Split {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let (x, elem) = single(ctx, operands)?;
+        let axis = attrs::int_in(ctx, attrs, "axis", 0)?;
+        let axis = normalize_axis(axis, x.rank()).map_err(|e| format!("'axis': {e}"))?;
+        let sizes = attrs::opt_int_array_in(ctx, attrs, "sizes", None)?
+            .ok_or("needs a 'sizes' attribute (one size per result)")?;
+        if sizes.is_empty() {
+            return Err("'sizes' must not be empty".to_string());
+        }
+        attrs::check_at_least("sizes", &sizes, 0)?;
+        let total = sizes.iter().try_fold(0i64, |acc, &s| acc.checked_add(s)).ok_or("'sizes' overflow")?;
+        let dim = x.shape[axis];
+        if !is_dynamic(dim) && total != dim {
+            return Err(format!("'sizes' add up to {total} but dimension {axis} has size {dim}"));
+        }
+        Ok(sizes
+            .iter()
+            .map(|&s| {
+                let mut shape: SmallVec<[i64; 4]> = x.shape.into();
+                shape[axis] = s;
+                Sig { shape, elem }
+            })
+            .collect())
+    }
+}
+
+// ---- pad --------------------------------------------------------------------
+
+struct Pad;
+
+impl Signature for Pad {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let (x, elem) = single(ctx, operands)?;
+        let rank = x.rank();
+        let pads = attrs::opt_int_array_in(ctx, attrs, "pads", Some(2 * rank))?
+            .ok_or("needs a 'pads' attribute (begin paddings, then end paddings)")?;
+        attrs::check_at_least("pads", &pads, 0)?;
+        let mode = attrs::one_of_in(ctx, attrs, "mode", "constant", &["constant", "reflect", "edge"])?;
+        let value = attrs::float_in(ctx, attrs, "value", 0.0)?;
+        if crate::shape::is_quant_element(ctx, elem) && (mode != "constant" || value != 0.0) {
+            return Err(format!(
+                "a quantized tensor can only be padded with mode \"constant\" and value 0, got mode \"{mode}\" \
+                 and value {value}"
+            ));
+        }
+        let mut shape: SmallVec<[i64; 4]> = SmallVec::with_capacity(rank);
+        for (i, &d) in x.shape.iter().enumerate() {
+            let (b, e) = (pads[i], pads[rank + i]);
+            if !is_dynamic(d) {
+                if mode == "reflect" && (b >= d || e >= d) && (b > 0 || e > 0) {
+                    return Err(format!(
+                        "\"reflect\" padding of dimension {i} must be smaller than its size {d}, got {b} and {e}"
+                    ));
+                }
+                if mode == "edge" && d == 0 && (b > 0 || e > 0) {
+                    return Err(format!("\"edge\" padding needs a non-empty dimension {i}"));
+                }
+            }
+            shape.push(if is_dynamic(d) {
+                DYNAMIC
+            } else {
+                d.checked_add(b).and_then(|v| v.checked_add(e)).ok_or("padded size overflows")?
+            });
+        }
+        Ok(smallvec::smallvec![Sig { shape, elem }])
+    }
+}
+
+fn fold_pad(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    _constants: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    if m.num_operands(op) != 1 || m.num_results(op) != 1 {
+        return None;
+    }
+    let pads = attrs::opt_int_array_in(ctx, m.op_attrs(op), "pads", None).ok()??;
+    if pads.iter().any(|&p| p != 0) {
+        return None;
+    }
+    fold_to_operand_if_same_type(ctx, m, op, &[])
+}
+
+// ---- strided slice ----------------------------------------------------------
+
+struct StridedSlice;
+
+/// One axis of a slice, read from the attributes.
+struct SliceAxis {
+    axis: usize,
+    begin: i64,
+    end: i64,
+    stride: i64,
+}
+
+/// The checked axes of a slice of a tensor of rank `rank`.
+fn slice_axes(ctx: &Context, attrs: Attribute, rank: usize) -> Result<Vec<SliceAxis>, String> {
+    let begin = attrs::opt_int_array_in(ctx, attrs, "begin", None)?.ok_or("needs a 'begin' attribute")?;
+    let n = begin.len();
+    let end = attrs::opt_int_array_in(ctx, attrs, "end", Some(n))?.ok_or("needs an 'end' attribute")?;
+    let strides = attrs::int_array_in(ctx, attrs, "strides", Some(n), &vec![1; n])?;
+    let default_axes: Vec<i64> = (0..n as i64).collect();
+    let axes = attrs::int_array_in(ctx, attrs, "axes", Some(n), &default_axes)?;
+    let mut seen = vec![false; rank];
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let axis = normalize_axis(axes[i], rank).map_err(|e| format!("'axes': {e}"))?;
+        if std::mem::replace(&mut seen[axis], true) {
+            return Err(format!("'axes' lists dimension {axis} twice"));
+        }
+        if strides[i] == 0 {
+            return Err("'strides' must not contain 0".to_string());
+        }
+        out.push(SliceAxis { axis, begin: begin[i], end: end[i], stride: strides[i] });
+    }
+    Ok(out)
+}
+
+/// The number of elements a slice takes from a dimension of size `dim` (ONNX
+/// Slice: negative indices count from the back, then clamping).
+pub(crate) fn slice_len(dim: i64, begin: i64, end: i64, stride: i64) -> i64 {
+    if dim <= 0 || stride == 0 {
+        return 0;
+    }
+    let (dim, begin, end, stride) = (dim as i128, begin as i128, end as i128, stride as i128);
+    let wrap = |v: i128| if v < 0 { v + dim } else { v };
+    let len = if stride > 0 {
+        let b = wrap(begin).clamp(0, dim);
+        let e = wrap(end).clamp(0, dim);
+        (e - b + stride - 1).div_euclid(stride)
+    } else {
+        let b = wrap(begin).clamp(0, dim - 1);
+        let e = wrap(end).clamp(-1, dim - 1);
+        (b - e + (-stride) - 1).div_euclid(-stride)
+    };
+    len.max(0) as i64
+}
+
+impl Signature for StridedSlice {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let (x, elem) = single(ctx, operands)?;
+        let axes = slice_axes(ctx, attrs, x.rank())?;
+        let mut shape: SmallVec<[i64; 4]> = x.shape.into();
+        for a in &axes {
+            let d = x.shape[a.axis];
+            shape[a.axis] = if is_dynamic(d) { DYNAMIC } else { slice_len(d, a.begin, a.end, a.stride) };
+        }
+        Ok(smallvec::smallvec![Sig { shape, elem }])
+    }
+}
+
+fn fold_strided_slice(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    _constants: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    if m.num_operands(op) != 1 || m.num_results(op) != 1 {
+        return None;
+    }
+    let x = m.operand(op, 0);
+    let shape = ctx.tensor_shape(m.value_type(x))?;
+    let axes = slice_axes(ctx, m.op_attrs(op), shape.len()).ok()?;
+    // With stride 1 a slice keeping all `d` elements of a known size starts at 0.
+    let keeps_all = axes.iter().all(|a| {
+        let d = shape[a.axis];
+        a.stride == 1 && !is_dynamic(d) && slice_len(d, a.begin, a.end, 1) == d
+    });
+    (keeps_all && m.value_type(x) == m.value_type(m.result(op, 0)))
+        .then(|| smallvec::smallvec![FoldResult::Value(x)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn onnx_slice_lengths() {
+        assert_eq!(slice_len(10, 1, i64::MAX, 2), 5);
+        assert_eq!(slice_len(10, -3, -1, 1), 2);
+        assert_eq!(slice_len(10, 0, 100, 1), 10);
+        assert_eq!(slice_len(10, 8, 2, 1), 0);
+        // Backwards: from the last element down past the first.
+        assert_eq!(slice_len(10, -1, i64::MIN, -1), 10);
+        assert_eq!(slice_len(10, 9, 0, -3), 3);
+        assert_eq!(slice_len(10, 100, -100, -4), 3);
+        assert_eq!(slice_len(0, 0, 5, 1), 0);
+        assert_eq!(slice_len(0, -1, -5, -1), 0);
+        assert_eq!(slice_len(5, i64::MIN, i64::MAX, i64::MAX), 1);
+    }
+
+    #[test]
+    fn reshape_targets() {
+        assert_eq!(reshape_target(&[1, 512, 7, 7], &[0, -1]).unwrap().as_slice(), &[1, 25088]);
+        assert_eq!(reshape_target(&[DYNAMIC, 4, 6], &[-1, 24]).unwrap().as_slice(), &[DYNAMIC, 24]);
+        assert_eq!(reshape_target(&[DYNAMIC, 4], &[0, 2, 2]).unwrap().as_slice(), &[DYNAMIC, 2, 2]);
+        // ONNX leaves 0 / 0 undefined: an inferred size next to a zero size is an error.
+        assert!(reshape_target(&[0, 4], &[0, -1]).is_err());
+        assert_eq!(reshape_target(&[0, 4], &[-1, 0]).unwrap().as_slice(), &[0, 4]);
+        assert!(reshape_target(&[2, 3], &[0, 0, 0]).is_err());
+        assert!(reshape_target(&[0, 4], &[0, -1, 0]).is_err());
+        assert!(reshape_target(&[2, 3], &[-2, 3]).is_err());
+    }
+}

@@ -1,0 +1,303 @@
+//! Reading quantization parameters out of types, checking quantized types, and
+//! deriving the fixed-point multipliers each op uses, in the f64 operation
+//! order `docs/quant-semantics.md` §4.1 fixes.
+//!
+//! The interpreter, passes and backends call these instead of re-deriving
+//! multipliers, so `(s_x × s_w) / s_out` is computed the same way everywhere.
+//! Everything here takes any type without panicking; a type that is not what a
+//! function expects gives `None` or an error message.
+
+use crate::fixed_point::{quantize_multiplier, shared_multipliers};
+use qopt_ir_core::{Context, FloatKind, QuantParams, QuantType, Signedness, Type, TypeData};
+
+/// One scale and zero point: `real = scale × (q − zero_point)`.
+#[derive(Copy, Clone, PartialEq, Debug)]
+pub struct ScaleZp {
+    /// The scale (as written in the type, f64).
+    pub scale: f64,
+    /// The stored value that stands for real 0.
+    pub zero_point: i64,
+}
+
+/// The quantized element type of `ty`: `ty` itself if it is a quantized type,
+/// the element type of a tensor of quantized elements, else `None`.
+pub fn quant_element(ctx: &Context, ty: Type) -> Option<&QuantType> {
+    match ctx.type_data(ctx.element_type(ty)) {
+        TypeData::Quant(q) => Some(q),
+        _ => None,
+    }
+}
+
+/// `[storage_min, storage_max]`.
+pub fn storage_range(q: &QuantType) -> (i64, i64) {
+    (q.storage_min, q.storage_max)
+}
+
+/// The parameters of a per-tensor type, `None` for a per-axis one.
+pub fn per_tensor(q: &QuantType) -> Option<ScaleZp> {
+    match q.params {
+        QuantParams::PerTensor { scale, zero_point } => Some(ScaleZp { scale, zero_point }),
+        QuantParams::PerAxis { .. } => None,
+    }
+}
+
+/// The quantized axis of a per-axis type, `None` for a per-tensor one.
+pub fn axis(q: &QuantType) -> Option<usize> {
+    match q.params {
+        QuantParams::PerAxis { axis, .. } => Some(axis as usize),
+        QuantParams::PerTensor { .. } => None,
+    }
+}
+
+/// Every parameter entry: one for a per-tensor type, one per index of the
+/// axis for a per-axis type (scales and zero points paired up to the shorter
+/// list, which the verifier makes equal).
+pub fn params(q: &QuantType) -> Vec<ScaleZp> {
+    match &q.params {
+        QuantParams::PerTensor { scale, zero_point } => vec![ScaleZp { scale: *scale, zero_point: *zero_point }],
+        QuantParams::PerAxis { scales, zero_points, .. } => scales
+            .iter()
+            .zip(zero_points.iter())
+            .map(|(&scale, &zero_point)| ScaleZp { scale, zero_point })
+            .collect(),
+    }
+}
+
+/// The parameters that apply at coordinate `index` along the quantized axis
+/// (any index for a per-tensor type); `None` if out of range.
+pub fn params_at(q: &QuantType, index: usize) -> Option<ScaleZp> {
+    match &q.params {
+        QuantParams::PerTensor { scale, zero_point } => Some(ScaleZp { scale: *scale, zero_point: *zero_point }),
+        QuantParams::PerAxis { scales, zero_points, .. } => {
+            Some(ScaleZp { scale: *scales.get(index)?, zero_point: *zero_points.get(index)? })
+        }
+    }
+}
+
+/// `!qnn.uniform<...>` text of a storage type: `i8`, `u4`.
+fn storage_text(q: &QuantType) -> String {
+    let sign = if q.storage.signedness == Signedness::Unsigned { 'u' } else { 'i' };
+    format!("{sign}{}", q.storage.width)
+}
+
+/// The checks of `docs/quant-semantics.md` §2 that ir-core leaves to the `qnn`
+/// dialect: the expressed type is f32, f16 or bf16, and every scale is finite,
+/// positive and a normal f32 once rounded to f32.
+pub fn check_semantics(q: &QuantType) -> Result<(), String> {
+    if q.expressed == FloatKind::F64 {
+        return Err("expressed type f64 is not supported; use f32, f16 or bf16".to_string());
+    }
+    for p in params(q) {
+        let s = p.scale;
+        if !s.is_finite() || s <= 0.0 {
+            return Err(format!("scale {s:?} is not a positive finite number"));
+        }
+        let s32 = s as f32;
+        if !s32.is_normal() {
+            return Err(format!("scale {s:?} is not a normal f32 number (quantize and dequantize compute in f32)"));
+        }
+    }
+    Ok(())
+}
+
+/// Every check of §2, including the structural ones ir-core makes on the types
+/// of values (storage width, range, zero points, parameter counts). For
+/// quantized types that ir-core does not check itself, such as the one in the
+/// `type` attribute of `qnn.fake_quant`.
+pub fn check_quant_type(q: &QuantType) -> Result<(), String> {
+    if !(1..=32).contains(&q.storage.width) {
+        return Err(format!("quantized storage types are at most 32 bits wide, not {}", q.storage.width));
+    }
+    let (lo, hi) = (q.storage.min_value(), q.storage.max_value());
+    let (min, max) = storage_range(q);
+    if (min as i128) < lo || (max as i128) > hi || min > max {
+        return Err(format!("storage range [{min}, {max}] is not an ordered range in {}", storage_text(q)));
+    }
+    if let QuantParams::PerAxis { scales, zero_points, .. } = &q.params {
+        if scales.len() != zero_points.len() || scales.is_empty() {
+            return Err(format!(
+                "per-axis parameters have {} scales and {} zero points",
+                scales.len(),
+                zero_points.len()
+            ));
+        }
+    }
+    for p in params(q) {
+        if p.zero_point < min || p.zero_point > max {
+            return Err(format!("zero point {} is outside the storage range [{min}, {max}]", p.zero_point));
+        }
+    }
+    check_semantics(q)
+}
+
+/// Checks that per-axis parameters fit a tensor of `shape`: the axis is a
+/// dimension and, when that size is known, it equals the number of entries.
+pub fn check_axis_fits(q: &QuantType, shape: &[i64]) -> Result<(), String> {
+    let QuantParams::PerAxis { axis, scales, .. } = &q.params else { return Ok(()) };
+    let axis = *axis as usize;
+    let Some(&size) = shape.get(axis) else {
+        return Err(format!(
+            "per-axis quantization axis {axis} is not a dimension of a rank-{} tensor",
+            shape.len()
+        ));
+    };
+    if size >= 0 && size as usize != scales.len() {
+        return Err(format!(
+            "per-axis quantization along axis {axis} has {} scales but the dimension is {size}",
+            scales.len()
+        ));
+    }
+    Ok(())
+}
+
+// ---- multipliers (§4.1) -----------------------------------------------------
+
+/// A fixed-point multiplier `(m, n)`: `M ≈ m × 2^(−31−n)`.
+pub type Multiplier = (i32, i32);
+
+/// `qnn.requantize` and `qnn.concat` (§5, §7.3): one multiplier per parameter
+/// entry of `input` for `s_in / s_out`. `output` must be per tensor.
+pub fn requantize_multipliers(input: &QuantType, output: &QuantType) -> Result<Vec<Multiplier>, String> {
+    let out = per_tensor(output).ok_or("the output of a requantization must be quantized per tensor")?;
+    params(input).iter().map(|p| quantize_multiplier(p.scale / out.scale)).collect()
+}
+
+/// `qnn.conv2d` and `qnn.dense` (§6): one multiplier per parameter entry of the
+/// weight (per output channel, or one) for `(s_x × s_w[c]) / s_out`.
+pub fn conv_multipliers(x: &QuantType, w: &QuantType, output: &QuantType) -> Result<Vec<Multiplier>, String> {
+    let sx = per_tensor(x).ok_or("the input must be quantized per tensor")?;
+    let out = per_tensor(output).ok_or("the output must be quantized per tensor")?;
+    params(w).iter().map(|p| quantize_multiplier((sx.scale * p.scale) / out.scale)).collect()
+}
+
+/// `qnn.add` (§7.1): `(m_a, m_b, n)` with the shared shift `n`.
+pub fn add_multipliers(a: &QuantType, b: &QuantType, output: &QuantType) -> Result<(i32, i32, i32), String> {
+    let (sa, sb, out) = per_tensor_triple(a, b, output)?;
+    shared_multipliers(sa.scale / out.scale, sb.scale / out.scale)
+}
+
+/// `qnn.mul` (§7.2): the multiplier of `(s_a × s_b) / s_out`.
+pub fn mul_multiplier(a: &QuantType, b: &QuantType, output: &QuantType) -> Result<Multiplier, String> {
+    let (sa, sb, out) = per_tensor_triple(a, b, output)?;
+    quantize_multiplier((sa.scale * sb.scale) / out.scale)
+}
+
+fn per_tensor_triple(a: &QuantType, b: &QuantType, out: &QuantType) -> Result<(ScaleZp, ScaleZp, ScaleZp), String> {
+    match (per_tensor(a), per_tensor(b), per_tensor(out)) {
+        (Some(a), Some(b), Some(o)) => Ok((a, b, o)),
+        _ => Err("operands and result must be quantized per tensor".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qopt_ir_core::IntType;
+
+    fn q(params: QuantParams) -> QuantType {
+        QuantType {
+            storage: IntType { width: 8, signedness: Signedness::Signless },
+            storage_min: -128,
+            storage_max: 127,
+            expressed: FloatKind::F32,
+            params,
+        }
+    }
+
+    fn per_t(scale: f64, zero_point: i64) -> QuantType {
+        q(QuantParams::PerTensor { scale, zero_point })
+    }
+
+    fn per_axis(scales: &[f64], zero_points: &[i64]) -> QuantType {
+        q(QuantParams::PerAxis { axis: 0, scales: scales.into(), zero_points: zero_points.into() })
+    }
+
+    #[test]
+    fn reading() {
+        let t = per_t(0.5, -3);
+        assert_eq!(per_tensor(&t), Some(ScaleZp { scale: 0.5, zero_point: -3 }));
+        assert_eq!(params_at(&t, 99), per_tensor(&t));
+        assert_eq!(axis(&t), None);
+        let a = per_axis(&[0.1, 0.25], &[0, 1]);
+        assert_eq!(axis(&a), Some(0));
+        assert_eq!(per_tensor(&a), None);
+        assert_eq!(params_at(&a, 1), Some(ScaleZp { scale: 0.25, zero_point: 1 }));
+        assert_eq!(params_at(&a, 2), None);
+        assert_eq!(params(&a).len(), 2);
+        assert_eq!(storage_range(&a), (-128, 127));
+        let mut ctx = Context::new();
+        let elem = ctx.quant_type(t.clone());
+        let tensor = ctx.tensor_type(&[2, 2], elem);
+        assert_eq!(quant_element(&ctx, tensor), Some(&t));
+        assert_eq!(quant_element(&ctx, elem), Some(&t));
+        let f32_ty = ctx.common().f32;
+        assert_eq!(quant_element(&ctx, f32_ty), None);
+    }
+
+    #[test]
+    fn type_checks() {
+        assert_eq!(check_quant_type(&per_t(0.5, -3)), Ok(()));
+        assert_eq!(check_semantics(&per_t(0.0, 0)).unwrap_err(), "scale 0.0 is not a positive finite number");
+        assert_eq!(check_semantics(&per_t(-1.0, 0)).unwrap_err(), "scale -1.0 is not a positive finite number");
+        assert_eq!(check_semantics(&per_t(f64::NAN, 0)).unwrap_err(), "scale NaN is not a positive finite number");
+        assert_eq!(check_semantics(&per_t(f64::INFINITY, 0)).unwrap_err(), "scale inf is not a positive finite number");
+        assert_eq!(
+            check_semantics(&per_t(1e-40, 0)).unwrap_err(),
+            "scale 1e-40 is not a normal f32 number (quantize and dequantize compute in f32)"
+        );
+        assert!(check_semantics(&per_t(1e39, 0)).is_err());
+        assert!(check_semantics(&per_t(f32::MAX as f64, 0)).is_ok());
+        assert!(check_semantics(&per_t(f32::MIN_POSITIVE as f64, 0)).is_ok());
+        assert!(check_semantics(&per_axis(&[0.1, 0.0], &[0, 0])).is_err());
+        let mut f64_expressed = per_t(0.5, 0);
+        f64_expressed.expressed = FloatKind::F64;
+        assert_eq!(
+            check_semantics(&f64_expressed).unwrap_err(),
+            "expressed type f64 is not supported; use f32, f16 or bf16"
+        );
+        assert_eq!(
+            check_quant_type(&per_t(0.5, 300)).unwrap_err(),
+            "zero point 300 is outside the storage range [-128, 127]"
+        );
+        let mut wide = per_t(0.5, 0);
+        wide.storage.width = 33;
+        assert!(check_quant_type(&wide).is_err());
+        let mut bad_range = per_t(0.5, 0);
+        bad_range.storage_min = 5;
+        bad_range.storage_max = 4;
+        assert_eq!(check_quant_type(&bad_range).unwrap_err(), "storage range [5, 4] is not an ordered range in i8");
+        assert!(check_quant_type(&per_axis(&[0.1], &[0, 0])).is_err());
+        assert!(check_quant_type(&per_axis(&[], &[])).is_err());
+        let a = per_axis(&[0.1, 0.2], &[0, 0]);
+        assert_eq!(check_axis_fits(&a, &[2, 5]), Ok(()));
+        assert_eq!(check_axis_fits(&a, &[-1, 5]), Ok(()));
+        assert_eq!(
+            check_axis_fits(&a, &[3]).unwrap_err(),
+            "per-axis quantization along axis 0 has 2 scales but the dimension is 3"
+        );
+        assert_eq!(
+            check_axis_fits(&a, &[]).unwrap_err(),
+            "per-axis quantization axis 0 is not a dimension of a rank-0 tensor"
+        );
+    }
+
+    #[test]
+    fn multipliers() {
+        // §5: 0.5 → 0.2 is 2.5.
+        assert_eq!(requantize_multipliers(&per_t(0.5, 2), &per_t(0.2, 10)), Ok(vec![(1342177280, -2)]));
+        assert_eq!(
+            requantize_multipliers(&per_axis(&[0.1, 0.4], &[0, -1]), &per_t(0.2, 0)),
+            Ok(vec![(1 << 30, 0), (1 << 30, -2)])
+        );
+        assert!(requantize_multipliers(&per_t(0.5, 0), &per_axis(&[0.1], &[0])).is_err());
+        // §6 dense example.
+        let x = per_t(0.5, 128);
+        let w = per_axis(&[0.25, 0.125], &[0, 0]);
+        assert_eq!(conv_multipliers(&x, &w, &per_t(0.25, -10)), Ok(vec![(1 << 30, 0), (1 << 30, 1)]));
+        assert!(conv_multipliers(&w, &w, &x).is_err());
+        // §7.
+        assert_eq!(add_multipliers(&per_t(0.5, 0), &per_t(0.25, 4), &per_t(1.0, 0)), Ok((1 << 30, 1 << 29, 0)));
+        assert_eq!(mul_multiplier(&per_t(0.5, 0), &per_t(0.5, 0), &per_t(0.1, 0)), Ok((1342177280, -2)));
+        assert!(mul_multiplier(&w, &x, &x).is_err());
+    }
+}

@@ -1,0 +1,45 @@
+//! qopt's passes. For now the generic, dialect-independent clean-up passes; each
+//! lives in the module named after its flag and asks ops for traits
+//! ([`qopt_ir_core::Traits`]), folders and patterns, never for their names:
+//!
+//! | flag | does |
+//! |---|---|
+//! | `canonicalize` | folds, erases dead pure ops and applies every dialect's canonicalization patterns to a fixed point (`max-iterations`, `fold`) |
+//! | `dce` | erases pure ops whose results are unused, and then what only they used |
+//! | `cse` | merges equal pure ops (commutative operands in either order), reusing values from enclosing blocks |
+//! | `symbol-dce` | erases private functions that no live code refers to |
+//!
+//! All four keep the module's meaning ([`Pass::preserves_semantics`]).
+//! [`register_generic_passes`] adds them to a [`PassRegistry`]; the `qopt` driver
+//! does so in `Driver::new`.
+
+#![warn(missing_docs)]
+
+mod canonicalize;
+mod cse;
+mod dce;
+mod symbol_dce;
+
+#[cfg(test)]
+mod test_dialect;
+#[cfg(test)]
+mod test_ir;
+
+pub use canonicalize::Canonicalize;
+pub use cse::Cse;
+pub use dce::Dce;
+pub use symbol_dce::SymbolDce;
+
+use qopt_ir_core::{Pass, PassRegistry};
+use std::sync::Arc;
+
+/// Registers `canonicalize`, `cse`, `dce` and `symbol-dce`. Fails only if one of
+/// those names is already taken in `registry`.
+pub fn register_generic_passes(registry: &mut PassRegistry) -> Result<(), String> {
+    let passes: [Arc<dyn Pass>; 4] =
+        [Arc::new(Canonicalize), Arc::new(Cse), Arc::new(Dce), Arc::new(SymbolDce)];
+    for pass in passes {
+        registry.register(pass)?;
+    }
+    Ok(())
+}
