@@ -52,7 +52,9 @@ impl Driver {
         // invariant: the registry is empty and the generic passes' names are
         // distinct and valid, so registering them cannot fail.
         let _ = qopt_passes::register_generic_passes(&mut passes);
-        Driver { tool, dialects: Vec::new(), passes }
+        let mut driver = Driver { tool, dialects: Vec::new(), passes };
+        driver.add_dialects(qopt_dialect_fp::register);
+        driver
     }
 
     /// Adds a step that registers dialects in each new context.
