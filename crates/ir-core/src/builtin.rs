@@ -165,10 +165,7 @@ fn verify_call(v: &OpView<'_>) -> Result<(), String> {
         return Err("'callee' must be a symbol reference like @name".into());
     };
     let name = v.ctx.symbol_str(*sym);
-    let target = v
-        .module
-        .lookup_symbol(v.ctx, name)
-        .ok_or_else(|| format!("no function named '@{name}' in the module"))?;
+    let target = v.lookup_symbol(name).ok_or_else(|| format!("no function named '@{name}' in the module"))?;
     if v.module.op_name(target) != OpName::FUNC {
         return Err(format!("'@{name}' is not a function"));
     }

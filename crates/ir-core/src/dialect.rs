@@ -11,7 +11,7 @@ use crate::attributes::Attribute;
 use crate::context::{Context, OpName};
 use crate::entity::{OpId, ValueId};
 use crate::location::Location;
-use crate::module::Module;
+use crate::module::{Module, SymbolTable};
 use crate::rewrite::{RewritePattern, Rewriter};
 use crate::types::Type;
 use smallvec::SmallVec;
@@ -126,9 +126,23 @@ pub struct OpView<'a> {
     pub module: &'a Module,
     /// The op.
     pub op: OpId,
+    /// The module's top-level symbols, when the caller built them (the verifier
+    /// does), so symbol lookups are O(1); otherwise lookups scan the module.
+    pub symbols: Option<&'a SymbolTable>,
 }
 
 impl<'a> OpView<'a> {
+    /// A view without a prebuilt symbol table.
+    pub fn new(ctx: &'a Context, module: &'a Module, op: OpId) -> OpView<'a> {
+        OpView { ctx, module, op, symbols: None }
+    }
+    /// The top-level op named `@name`.
+    pub fn lookup_symbol(&self, name: &str) -> Option<OpId> {
+        match self.symbols {
+            Some(table) => table.get(name),
+            None => self.module.lookup_symbol(self.ctx, name),
+        }
+    }
     /// The op's name.
     pub fn name(&self) -> OpName {
         self.module.op_name(self.op)

@@ -51,7 +51,7 @@ pub use entity::{Arena, BlockId, EntityId, OpId, RegionId, UseId, ValueId};
 pub use float_text::{bits_to_f64, f64_to_bits};
 pub use hash::{FxBuild, FxHashMap, FxHasher, FxIndexSet};
 pub use location::{Location, LocationData, SrcPos};
-pub use module::{EraseError, Module, OperationState, Use, ValueDef};
+pub use module::{EraseError, Module, OperationState, SymbolTable, Use, ValueDef};
 pub use rewrite::{
     apply_patterns_greedily, constant_value, is_splat_of, Changes, GreedyConfig, GreedyStats, InsertPoint,
     PatternSet, RewritePattern, Rewriter,

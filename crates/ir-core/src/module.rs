@@ -992,6 +992,31 @@ impl Module {
     }
 }
 
+/// The top-level ops of a module by their `sym_name`, built once for many
+/// lookups (valid while the module's top level is not edited).
+#[derive(Default)]
+pub struct SymbolTable {
+    by_name: crate::hash::FxHashMap<Box<str>, OpId>,
+}
+
+impl SymbolTable {
+    /// Indexes the top-level ops of `module` (the first op wins for a repeated name).
+    pub fn build(ctx: &Context, module: &Module) -> SymbolTable {
+        let mut by_name = crate::hash::FxHashMap::default();
+        for op in module.top_level_ops() {
+            if let Some(name) = module.op_attr(ctx, op, "sym_name").and_then(|a| ctx.attr_as_str(a)) {
+                by_name.entry(name.into()).or_insert(op);
+            }
+        }
+        SymbolTable { by_name }
+    }
+
+    /// The op named `name`.
+    pub fn get(&self, name: &str) -> Option<OpId> {
+        self.by_name.get(name).copied()
+    }
+}
+
 /// Iterator over the ops of a block.
 pub struct OpIter<'a> {
     module: &'a Module,

@@ -80,7 +80,7 @@ use crate::dialect::{Arity, Dialect, InferTypesFn, OpDef, OpView, Traits, Verify
 use crate::entity::{BlockId, EntityId, OpId, UseId, ValueId};
 use crate::hash::FxHashMap;
 use crate::location::{Location, LocationData, SrcPos};
-use crate::module::{Module, ValueDef};
+use crate::module::{Module, SymbolTable, ValueDef};
 use crate::pass::pipeline::nearest_name;
 use crate::types::{IntType, QuantParams, QuantType, Signedness, Type, TypeData, DYNAMIC};
 use crate::{loc_to_string, type_to_string, Diagnostic, Diagnostics};
@@ -177,6 +177,8 @@ struct Verifier<'m> {
     operand_types: Vec<Type>,
     /// Scratch for the type walk.
     type_stack: Vec<(Type, bool)>,
+    /// Top-level symbols, for op verifiers that look them up (`func.call`).
+    symbols: SymbolTable,
     diags: Vec<Diagnostic>,
 }
 
@@ -191,6 +193,7 @@ impl<'m> Verifier<'m> {
             qnn: ctx.dialect_arc("qnn"),
             operand_types: Vec::new(),
             type_stack: Vec::new(),
+            symbols: SymbolTable::build(ctx, module),
             diags: Vec::new(),
         }
     }
@@ -271,7 +274,7 @@ impl<'m> Verifier<'m> {
         }
 
         if let Some(verify_fn) = f.verify {
-            if let Err(msg) = verify_fn(&OpView { ctx: &*ctx, module: m, op }) {
+            if let Err(msg) = verify_fn(&OpView { ctx: &*ctx, module: m, op, symbols: Some(&self.symbols) }) {
                 let msg = prefix_op(ctx.op_name_str(name), &msg);
                 self.error(ctx, op, msg);
                 return;
