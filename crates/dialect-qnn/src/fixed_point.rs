@@ -156,7 +156,8 @@ fn decompose(real: f64) -> Option<(u64, i32)> {
 /// assert!(quantize_multiplier(0.0).is_err());
 /// ```
 pub fn quantize_multiplier(real: f64) -> Result<(i32, i32), String> {
-    let (mantissa, e) = decompose(real).ok_or_else(|| format!("multiplier {real} is not a positive finite number"))?;
+    let (mantissa, e) =
+        decompose(real).ok_or_else(|| format!("multiplier {real} is not a positive finite number"))?;
     // frexp's f = mantissa × 2^−53, so f × 2^31 = mantissa × 2^−22 exactly; round
     // half away from zero (up, since it is positive) in integers.
     let mut m = (mantissa + (1 << 21)) >> 22;
@@ -172,7 +173,8 @@ pub fn quantize_multiplier(real: f64) -> Result<(i32, i32), String> {
 /// shift chosen for another value. The result lies in `[0, 2^31)` or it is an
 /// error (the shift is too small for `M`).
 pub fn multiplier_at_shift(real: f64, shift: i32) -> Result<i32, String> {
-    let (mantissa, e) = decompose(real).ok_or_else(|| format!("multiplier {real} is not a positive finite number"))?;
+    let (mantissa, e) =
+        decompose(real).ok_or_else(|| format!("multiplier {real} is not a positive finite number"))?;
     // M × 2^(31+shift) = mantissa × 2^t.
     let t = e as i64 - 22 + shift as i64;
     let too_big = || format!("multiplier {real} does not fit 31 bits at shift {shift}");
@@ -448,7 +450,8 @@ mod tests {
         let (m0, n0) = quantize_multiplier(0.1 / 0.2).unwrap();
         let (m1, n1) = quantize_multiplier(0.4 / 0.2).unwrap();
         let row0: Vec<i64> = [3, -3, 7].iter().map(|&q| requantize(q, m0, n0, Rounding::default())).collect();
-        let row1: Vec<i64> = [1, -2, 5].iter().map(|&q| requantize(q + 1, m1, n1, Rounding::default())).collect();
+        let row1: Vec<i64> =
+            [1, -2, 5].iter().map(|&q| requantize(q + 1, m1, n1, Rounding::default())).collect();
         assert_eq!(row0, [2, -2, 4]);
         assert_eq!(row1, [4, -2, 12]);
         // Same scale: exact identity.
@@ -470,7 +473,8 @@ mod tests {
         let mut plain = Vec::new();
         let mut relu = Vec::new();
         for c in 0..2 {
-            let acc: i128 = x.iter().zip(w[c]).map(|(&xv, wv)| ((xv - 128) * wv) as i128).sum::<i128>() + b[c] as i128;
+            let acc: i128 =
+                x.iter().zip(w[c]).map(|(&xv, wv)| ((xv - 128) * wv) as i128).sum::<i128>() + b[c] as i128;
             let acc = wrap32(acc);
             let (m, n) = quantize_multiplier((0.5 * sw[c]) / 0.25).unwrap();
             let y = requantize(acc as i64, m, n, Rounding::default()) as i128 - 10;
@@ -572,7 +576,8 @@ mod tests {
 
     /// A random positive f64 multiplier spread over many binades.
     fn any_multiplier() -> impl Strategy<Value = f64> {
-        (1u64..(1 << 52), -80i32..40).prop_map(|(frac, exp)| (1.0 + frac as f64 / (1u64 << 52) as f64) * 2f64.powi(exp))
+        (1u64..(1 << 52), -80i32..40)
+            .prop_map(|(frac, exp)| (1.0 + frac as f64 / (1u64 << 52) as f64) * 2f64.powi(exp))
     }
 
     proptest! {

@@ -55,7 +55,11 @@ fn run_lines(name: &str, source: &str) -> Vec<(String, Vec<String>)> {
         .collect();
     assert!(!lines.is_empty(), "{name}: line 1 must be `// RUN: qopt %s <flags>`");
     for (line, words) in &lines {
-        assert_eq!(words.first().map(String::as_str), Some("qopt"), "{name}: RUN line {line:?} must start with qopt");
+        assert_eq!(
+            words.first().map(String::as_str),
+            Some("qopt"),
+            "{name}: RUN line {line:?} must start with qopt"
+        );
     }
     lines
 }
@@ -88,8 +92,10 @@ fn expectations(name: &str, source: &str) -> Vec<Expected> {
         let target = match offset.strip_prefix('@') {
             None if offset.is_empty() => i + 1,
             Some(rel) => {
-                let delta: i64 = rel.parse().unwrap_or_else(|_| panic!("{name}:{}: bad offset {rel:?}", i + 1));
-                usize::try_from(i as i64 + 1 + delta).unwrap_or_else(|_| panic!("{name}:{}: offset before line 1", i + 1))
+                let delta: i64 =
+                    rel.parse().unwrap_or_else(|_| panic!("{name}:{}: bad offset {rel:?}", i + 1));
+                usize::try_from(i as i64 + 1 + delta)
+                    .unwrap_or_else(|_| panic!("{name}:{}: offset before line 1", i + 1))
             }
             _ => panic!("{name}:{}: bad expected-error syntax {rest:?}", i + 1),
         };
@@ -127,7 +133,11 @@ fn check_expected_errors(name: &str, source: &str, stderr: &str) {
     }
     let missing: Vec<String> =
         expected.iter().filter(|e| !e.matched).map(|e| format!("{name}:{}: {}", e.line, e.text)).collect();
-    assert!(missing.is_empty(), "expected errors not reported:\n{}\n--- stderr\n{stderr}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "expected errors not reported:\n{}\n--- stderr\n{stderr}",
+        missing.join("\n")
+    );
     assert!(unexpected.is_empty(), "unexpected errors:\n{}", unexpected.join("\n"));
 }
 

@@ -179,6 +179,70 @@ pub struct QuantType {
 }
 
 impl QuantType {
+    /// The structural checks every quantized type must pass (the verifier makes
+    /// them on every type it sees; the `qnn` dialect adds the semantic ones):
+    /// storage width 1..=32, `storage_min <= storage_max` inside the storage
+    /// type's range, zero points inside `[storage_min, storage_max]`, per-axis
+    /// scales and zero points equally many and not none.
+    pub fn check_structure(&self) -> Result<(), String> {
+        let w = self.storage.width;
+        if !(1..=32).contains(&w) {
+            return Err(format!("quantized storage types are 1 to 32 bits wide, not {w}"));
+        }
+        let (lo, hi) = (self.storage.min_value(), self.storage.max_value());
+        let (min, max) = (self.storage_min, self.storage_max);
+        if (min as i128) < lo || (max as i128) > hi {
+            let sign = if self.storage.signedness == Signedness::Unsigned { 'u' } else { 'i' };
+            return Err(format!("storage range [{min}, {max}] does not fit in storage type {sign}{w}"));
+        }
+        if min > max {
+            return Err(format!("storage range [{min}, {max}] is empty"));
+        }
+        let zp_ok = |zp: i64| -> Result<(), String> {
+            if zp < min || zp > max {
+                Err(format!("zero point {zp} is outside the storage range [{min}, {max}]"))
+            } else {
+                Ok(())
+            }
+        };
+        match &self.params {
+            QuantParams::PerTensor { zero_point, .. } => zp_ok(*zero_point),
+            QuantParams::PerAxis { scales, zero_points, .. } => {
+                if scales.len() != zero_points.len() {
+                    return Err(format!(
+                        "per-axis parameters have {} scales but {} zero points",
+                        scales.len(),
+                        zero_points.len()
+                    ));
+                }
+                if scales.is_empty() {
+                    return Err("per-axis parameters are empty".into());
+                }
+                zero_points.iter().try_for_each(|&zp| zp_ok(zp))
+            }
+        }
+    }
+
+    /// Checks that per-axis parameters fit a tensor of `shape`: the axis is a
+    /// dimension and, when its size is static, it equals the number of scales.
+    pub fn check_axis_fits(&self, shape: &[i64]) -> Result<(), String> {
+        let QuantParams::PerAxis { axis, scales, .. } = &self.params else { return Ok(()) };
+        let axis = *axis as usize;
+        let Some(&size) = shape.get(axis) else {
+            return Err(format!(
+                "per-axis quantization axis {axis} is not a dimension of a rank-{} tensor",
+                shape.len()
+            ));
+        };
+        if size != DYNAMIC && size as usize != scales.len() {
+            return Err(format!(
+                "per-axis quantization along axis {axis} has {} scales but the dimension is {size}",
+                scales.len()
+            ));
+        }
+        Ok(())
+    }
+
     /// True if the storage range is narrower than the storage type's full range.
     pub fn is_narrowed(&self) -> bool {
         self.storage_min as i128 != self.storage.min_value()

@@ -82,7 +82,7 @@ use crate::hash::FxHashMap;
 use crate::location::{Location, LocationData, SrcPos};
 use crate::module::{Module, SymbolTable, ValueDef};
 use crate::pass::pipeline::nearest_name;
-use crate::types::{IntType, QuantParams, QuantType, Signedness, Type, TypeData, DYNAMIC};
+use crate::types::{IntType, Type, TypeData, DYNAMIC};
 use crate::{loc_to_string, type_to_string, Diagnostic, Diagnostics};
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -671,23 +671,8 @@ impl<'m> Verifier<'m> {
                     }
                 }
                 self.child_ok(ctx, *element, "element type")?;
-                if let TypeData::Quant(QuantType {
-                    params: QuantParams::PerAxis { axis, scales, .. }, ..
-                }) = ctx.type_data(*element)
-                {
-                    let axis = *axis as usize;
-                    let Some(&size) = shape.get(axis) else {
-                        return Err(format!(
-                            "per-axis quantization axis {axis} is not a dimension of a rank-{} tensor",
-                            shape.len()
-                        ));
-                    };
-                    if size != DYNAMIC && size as usize != scales.len() {
-                        return Err(format!(
-                            "per-axis quantization along axis {axis} has {} scales but the dimension is {size}",
-                            scales.len()
-                        ));
-                    }
+                if let TypeData::Quant(q) = ctx.type_data(*element) {
+                    q.check_axis_fits(shape)?;
                 }
                 Ok(())
             }
@@ -701,7 +686,7 @@ impl<'m> Verifier<'m> {
                 Ok(())
             }
             TypeData::Quant(q) => {
-                check_quant_structure(q)?;
+                q.check_structure()?;
                 match &self.qnn {
                     Some(qnn) => qnn.verify_type(ctx, t),
                     None => Ok(()),
@@ -753,50 +738,6 @@ fn check_int_width(i: IntType) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("integer width {} is outside 1..=64", i.width))
-    }
-}
-
-/// The checks of a quantized type the core can make without the `qnn` dialect.
-fn check_quant_structure(q: &QuantType) -> Result<(), String> {
-    check_int_width(q.storage).map_err(|e| format!("storage type: {e}"))?;
-    if q.storage.width > 32 {
-        return Err(format!("quantized storage types are at most 32 bits wide, not {}", q.storage.width));
-    }
-    let (lo, hi) = (q.storage.min_value(), q.storage.max_value());
-    let (min, max) = (q.storage_min, q.storage_max);
-    if (min as i128) < lo || (max as i128) > hi {
-        let storage = format!(
-            "{}{}",
-            if q.storage.signedness == Signedness::Unsigned { 'u' } else { 'i' },
-            q.storage.width
-        );
-        return Err(format!("storage range [{min}, {max}] does not fit in storage type {storage}"));
-    }
-    if min > max {
-        return Err(format!("storage range [{min}, {max}] is empty"));
-    }
-    let zp_ok = |zp: i64| -> Result<(), String> {
-        if zp < min || zp > max {
-            Err(format!("zero point {zp} is outside the storage range [{min}, {max}]"))
-        } else {
-            Ok(())
-        }
-    };
-    match &q.params {
-        QuantParams::PerTensor { zero_point, .. } => zp_ok(*zero_point),
-        QuantParams::PerAxis { scales, zero_points, .. } => {
-            if scales.len() != zero_points.len() {
-                return Err(format!(
-                    "per-axis parameters have {} scales but {} zero points",
-                    scales.len(),
-                    zero_points.len()
-                ));
-            }
-            if scales.is_empty() {
-                return Err("per-axis parameters are empty".into());
-            }
-            zero_points.iter().try_for_each(|&zp| zp_ok(zp))
-        }
     }
 }
 
@@ -922,7 +863,7 @@ fn suggest_op(ctx: &Context, dialect: &str, unknown: &str) -> Option<&'static st
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::FloatKind;
+    use crate::types::{FloatKind, QuantParams, QuantType, Signedness};
     use crate::{Attribute, OperationState, RegionId};
     use smallvec::{smallvec, SmallVec};
 

@@ -1,7 +1,17 @@
 //! Command-line flags of the opt driver.
 
-use clap::{ArgAction, Parser};
+use clap::{ArgAction, Parser, ValueEnum};
 use std::path::PathBuf;
+
+/// How diagnostics are written to standard error (`--diagnostics`).
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default, ValueEnum)]
+pub enum DiagnosticFormat {
+    /// `file:line:col: error: message`, the source line and a caret.
+    #[default]
+    Human,
+    /// One JSON object per diagnostic and line.
+    Json,
+}
 
 /// Flags shared by `qopt` and every driver built on it.
 #[derive(Parser, Debug)]
@@ -13,7 +23,12 @@ use std::path::PathBuf;
         qopt model.qir --pass=canonicalize -o out.qir    run a pipeline, write atomically\n  \
         qopt - --pass='a,b{k=v list=[1,2]}' < in.qir     read stdin; pass options in braces\n  \
         qopt cases.qir --split-input-file                each '// -----' case on its own\n  \
-        qopt model.qir --pass=canonicalize --print-ir-after-all --timing --stats"
+        qopt model.qir --pass=canonicalize --print-ir-after-all --timing --stats\n  \
+        qopt model.qir --pass=cse -vv                    log pass spans and events on stderr\n  \
+        qopt model.qir --diagnostics=json                one JSON object per diagnostic on stderr\n  \
+        qopt --list-dialects                             registered dialects with summaries\n  \
+        qopt --list-ops=fp                               ops of one dialect: arity, traits, summary\n  \
+        qopt --emit-op-docs docs/dialects                write one Markdown op reference per dialect"
 )]
 pub struct Cli {
     /// Input `.qir` file, `-` for standard input.
@@ -64,6 +79,20 @@ pub struct Cli {
     /// List the registered passes and named pipelines with their options.
     #[arg(long)]
     pub list_passes: bool,
+    /// List the registered dialects with their summaries.
+    #[arg(long)]
+    pub list_dialects: bool,
+    /// List the registered ops (of one dialect with `--list-ops=DIALECT`):
+    /// arity, traits and summary.
+    #[arg(long, value_name = "DIALECT", num_args = 0..=1, require_equals = true)]
+    pub list_ops: Option<Option<String>>,
+    /// Write a Markdown op reference per registered dialect (not builtin, func)
+    /// into this directory, as `DIR/<dialect>.md`.
+    #[arg(long, value_name = "DIR")]
+    pub emit_op_docs: Option<PathBuf>,
+    /// How diagnostics are written to stderr: `human`, or `json` (one object per line).
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = DiagnosticFormat::Human)]
+    pub diagnostics: DiagnosticFormat,
     /// More logging (-v: info, -vv: debug, -vvv: trace) on stderr.
     #[arg(short = 'v', action = ArgAction::Count)]
     pub verbose: u8,

@@ -8,24 +8,35 @@
 //! std::process::exit(driver.run(std::env::args_os()));
 //! ```
 //!
+//! Besides running pipelines, the driver reports on its registry:
+//! `--list-passes`, `--list-dialects`, `--list-ops[=DIALECT]` and
+//! `--emit-op-docs DIR` (a Markdown op reference per dialect, [`op_docs`]).
+//! `--diagnostics=json` writes diagnostics as JSON lines ([`diagnostic_to_json`]).
+//!
 //! Exit codes: 0 success; 1 bad input, failed verification or a failing pass;
-//! 2 usage errors (bad flags, unknown pass, bad pass options).
+//! 2 usage errors (bad flags, unknown pass, bad pass options, unknown dialect).
 
 mod cli;
+mod diagnostics;
+pub mod op_docs;
 mod output;
 
-pub use cli::Cli;
+pub use cli::{Cli, DiagnosticFormat};
+pub use diagnostics::{diagnostic_to_json, MAX_REPORTED_DIAGNOSTICS, PIPELINE_FILE};
+pub use op_docs::{InterfaceDoc, STANDARD_INTERFACE_DOCS};
 pub use output::write_file_atomically;
 
 use clap::Parser as _;
+use diagnostics::Reporter;
+use qopt_ir_core::pass::pipeline::nearest_name;
 use qopt_ir_core::pass::{Instrumentation, PassFilter, PassManager, PassRegistry, TimingTree};
 use qopt_ir_core::{
-    parse_module_chunk, parse_source, print_module, split_input, verify, Context, Diagnostics, Module,
-    SourceMap, SourceText,
+    parse_module_chunk, parse_source, print_module, split_input, verify, Context, Diagnostic, Module,
+    SourceMap, SourceText, SrcPos,
 };
 use std::ffi::OsString;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -43,6 +54,7 @@ pub struct Driver {
     tool: &'static str,
     dialects: Vec<DialectSetup>,
     passes: PassRegistry,
+    interface_docs: Vec<InterfaceDoc>,
 }
 
 impl Driver {
@@ -52,8 +64,10 @@ impl Driver {
         // invariant: the registry is empty and the generic passes' names are
         // distinct and valid, so registering them cannot fail.
         let _ = qopt_passes::register_generic_passes(&mut passes);
-        let mut driver = Driver { tool, dialects: Vec::new(), passes };
+        let mut driver =
+            Driver { tool, dialects: Vec::new(), passes, interface_docs: STANDARD_INTERFACE_DOCS.to_vec() };
         driver.add_dialects(qopt_dialect_fp::register);
+        driver.add_dialects(qopt_dialect_qnn::register);
         driver
     }
 
@@ -65,6 +79,20 @@ impl Driver {
     /// The pass registry, to register more passes and named pipelines.
     pub fn passes_mut(&mut self) -> &mut PassRegistry {
         &mut self.passes
+    }
+
+    /// Adds a description of an interface for `--emit-op-docs` (those of
+    /// `qopt_ir_core::interfaces` are known already).
+    pub fn add_interface_doc(&mut self, doc: InterfaceDoc) {
+        self.interface_docs.push(doc);
+    }
+
+    /// Writes the op reference of every registered dialect except builtin and
+    /// func into `dir` (see [`op_docs::emit_op_docs`]); returns the paths written.
+    pub fn emit_op_docs(&self, dir: &Path) -> Result<Vec<PathBuf>, String> {
+        let ctx = self.new_context().map_err(|e| format!("registering dialects failed: {e}"))?;
+        op_docs::emit_op_docs(&ctx, dir, &self.interface_docs)
+            .map_err(|e| format!("cannot write op docs to '{}': {e}", dir.display()))
     }
 
     /// A fresh context with every registered dialect.
@@ -104,23 +132,35 @@ impl Driver {
     /// Runs a parsed command line, writing results to `out` and messages to `err`.
     pub fn run_cli(&self, cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         let tool = self.tool;
-        if cli.list_passes {
-            let _ = out.write_all(self.passes.list_text().as_bytes());
-            return EXIT_OK;
+        let no_sources = SourceMap::new();
+        let reporter = Reporter { tool, format: cli.diagnostics, sources: &no_sources };
+        if let Some(code) = self.report_registry(cli, out, err, reporter) {
+            return code;
         }
         let pipeline_text = cli.pass.as_deref().unwrap_or("");
         let pipeline = match PassManager::parse(&self.passes, pipeline_text) {
             Ok(p) => p,
             Err(e) => {
-                let _ =
-                    writeln!(err, "{tool}: invalid pass pipeline\n{}", e.render(pipeline_text).trim_end());
+                match cli.diagnostics {
+                    DiagnosticFormat::Human => {
+                        let rendered = e.render(pipeline_text);
+                        let _ = writeln!(err, "{tool}: invalid pass pipeline\n{}", rendered.trim_end());
+                    }
+                    DiagnosticFormat::Json => {
+                        // The column in characters, as `PipelineError::render` places its caret.
+                        let col = pipeline_text.char_indices().take_while(|&(i, _)| i < e.offset).count();
+                        let pos = SrcPos { line: 1, col: col as u32 + 1 };
+                        reporter
+                            .diagnostic(err, &Diagnostic::error(Some(PIPELINE_FILE.into()), pos, e.message));
+                    }
+                }
                 return EXIT_USAGE;
             }
         };
         let (display_name, source) = match read_input(&cli.input) {
             Ok(s) => s,
             Err(e) => {
-                let _ = writeln!(err, "{tool}: error: cannot read '{}': {e}", cli.input);
+                reporter.tool_error(err, Some(&cli.input), &format!("cannot read '{}': {e}", cli.input));
                 return EXIT_FAILURE;
             }
         };
@@ -134,7 +174,7 @@ impl Driver {
             source: &source,
             name: &display_name,
             pipeline: &pipeline,
-            sources: &sources,
+            reporter: Reporter { sources: &sources, ..reporter },
             timing: TimingTree::new(),
         };
         let code = if cli.split_input_file { run.split(out, err) } else { run.whole(out, err) };
@@ -142,6 +182,59 @@ impl Driver {
             let _ = err.write_all(run.timing.render().as_bytes());
         }
         code
+    }
+
+    /// `--list-passes`, `--list-dialects`, `--list-ops` and `--emit-op-docs`:
+    /// the exit code if any was given (the input is then not read).
+    fn report_registry(
+        &self,
+        cli: &Cli,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+        reporter: Reporter<'_>,
+    ) -> Option<i32> {
+        let needs_dialects = cli.list_dialects || cli.list_ops.is_some() || cli.emit_op_docs.is_some();
+        if !cli.list_passes && !needs_dialects {
+            return None;
+        }
+        if cli.list_passes {
+            let _ = out.write_all(self.passes.list_text().as_bytes());
+        }
+        if !needs_dialects {
+            return Some(EXIT_OK);
+        }
+        let ctx = match self.new_context() {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                reporter.tool_error(err, None, &format!("registering dialects failed: {e}"));
+                return Some(EXIT_FAILURE);
+            }
+        };
+        if let Some(Some(dialect)) = &cli.list_ops {
+            if ctx.dialect(dialect).is_none() {
+                let message = match nearest_name(dialect, ctx.dialects().map(|d| d.name())) {
+                    Some(near) => format!("unknown dialect '{dialect}'; did you mean '{near}'?"),
+                    None => format!("unknown dialect '{dialect}'"),
+                };
+                reporter.tool_error(err, None, &message);
+                return Some(EXIT_USAGE);
+            }
+        }
+        if cli.list_dialects {
+            let _ = out.write_all(op_docs::list_dialects(&ctx).as_bytes());
+        }
+        if let Some(dialect) = &cli.list_ops {
+            let _ = out.write_all(op_docs::list_ops(&ctx, dialect.as_deref()).as_bytes());
+        }
+        if let Some(dir) = &cli.emit_op_docs {
+            if let Err(e) = op_docs::emit_op_docs(&ctx, dir, &self.interface_docs) {
+                let message = format!("cannot write op docs to '{}': {e}", dir.display());
+                reporter.tool_error(err, None, &message);
+                return Some(EXIT_FAILURE);
+            }
+        }
+        let _ = out.flush();
+        Some(EXIT_OK)
     }
 }
 
@@ -152,7 +245,7 @@ struct Invocation<'a> {
     source: &'a SourceText,
     name: &'a str,
     pipeline: &'a PassManager,
-    sources: &'a SourceMap,
+    reporter: Reporter<'a>,
     timing: TimingTree,
 }
 
@@ -212,7 +305,7 @@ impl Invocation<'_> {
                     .output
                     .as_ref()
                     .map_or("standard output".to_string(), |p| p.display().to_string());
-                let _ = writeln!(err, "{}: error: cannot write {target}: {e}", self.driver.tool);
+                self.reporter.tool_error(err, None, &format!("cannot write {target}: {e}"));
                 EXIT_FAILURE
             }
         }
@@ -228,27 +321,26 @@ impl Invocation<'_> {
         line_offset: u32,
         err: &mut dyn Write,
     ) -> Result<(Context, Module), ()> {
-        let (cli, name, sources) = (self.cli, self.name, self.sources);
+        let (cli, name, reporter) = (self.cli, self.name, self.reporter);
         let mut ctx = match self.driver.new_context() {
             Ok(ctx) => ctx,
             Err(e) => {
-                let _ = writeln!(err, "{}: error: registering dialects failed: {e}", self.driver.tool);
+                reporter.tool_error(err, None, &format!("registering dialects failed: {e}"));
                 return Err(());
             }
         };
         ctx.set_allow_unregistered(cli.allow_unregistered_dialect);
-        let report = |err: &mut dyn Write, d: &Diagnostics| report_diagnostics(err, sources, d);
         let start = Instant::now();
         let parsed = match mapped {
             Some(source) => parse_source(&mut ctx, source, name),
             None => parse_module_chunk(&mut ctx, text, name, line_offset),
         };
         self.timing.add_phase("parse", start.elapsed());
-        let mut module: Module = parsed.map_err(|d| report(err, &d))?;
+        let mut module: Module = parsed.map_err(|d| reporter.diagnostics(err, &d))?;
         let start = Instant::now();
         let verified = verify(&mut ctx, &module);
         self.timing.add_phase("verify", start.elapsed());
-        verified.map_err(|d| report(err, &d))?;
+        verified.map_err(|d| reporter.diagnostics(err, &d))?;
 
         let mut inst = Instrumentation {
             tool_name: self.driver.tool.to_string(),
@@ -265,7 +357,7 @@ impl Invocation<'_> {
         match self.pipeline.run(&mut ctx, &mut module, &mut inst) {
             Ok(run) => {
                 for w in &run.warnings {
-                    let _ = err.write_all(sources.render(w).as_bytes());
+                    reporter.diagnostic(err, w);
                 }
                 if cli.stats {
                     let _ = err.write_all(run.render_statistics().as_bytes());
@@ -275,24 +367,24 @@ impl Invocation<'_> {
                 }
             }
             Err(failure) => {
-                report(err, &failure.diagnostics);
-                let _ = writeln!(err, "{}", failure.message());
+                reporter.diagnostics(err, &failure.diagnostics);
+                match cli.diagnostics {
+                    DiagnosticFormat::Human => {
+                        let _ = writeln!(err, "{}", failure.message());
+                    }
+                    DiagnosticFormat::Json => {
+                        let headline = format!("pass '{}' failed", failure.pass);
+                        let mut d = Diagnostic::error(Some(name.into()), SrcPos::NONE, headline);
+                        if let Some(line) = &failure.reproducer_message {
+                            d = d.with_note(Diagnostic::error(None, SrcPos::NONE, line.clone()));
+                        }
+                        reporter.diagnostic(err, &d);
+                    }
+                }
                 return Err(());
             }
         }
         Ok((ctx, module))
-    }
-}
-
-/// Diagnostics printed per module before the rest are only counted.
-pub const MAX_REPORTED_DIAGNOSTICS: usize = 100;
-
-fn report_diagnostics(err: &mut dyn Write, sources: &SourceMap, d: &Diagnostics) {
-    for diag in d.0.iter().take(MAX_REPORTED_DIAGNOSTICS) {
-        let _ = err.write_all(sources.render(diag).as_bytes());
-    }
-    if d.0.len() > MAX_REPORTED_DIAGNOSTICS {
-        let _ = writeln!(err, "... and {} more diagnostics", d.0.len() - MAX_REPORTED_DIAGNOSTICS);
     }
 }
 

@@ -10,10 +10,13 @@
 
 use super::{expect_shape, rounding_doc, rounding_in, tensor, Tensor};
 use qopt_dialect_fp::attrs;
-use qopt_dialect_fp::shape::{broadcast, conv_out, dims_compatible, is_dynamic, normalize_axis, shape_to_string};
+use qopt_dialect_fp::shape::{
+    broadcast, conv_out, dims_compatible, is_dynamic, normalize_axis, shape_to_string,
+};
 use qopt_ir_core::interfaces::QuantizableOp;
 use qopt_ir_core::{
-    type_to_string, Arity, Attribute, Context, FoldResult, Module, OpDef, OpId, OpView, Traits, TypeData, DYNAMIC,
+    type_to_string, Arity, Attribute, Context, FoldResult, Module, OpDef, OpId, OpView, Traits, TypeData,
+    DYNAMIC,
 };
 use smallvec::{smallvec, SmallVec};
 
@@ -206,7 +209,10 @@ fn verify_conv2d(v: &OpView<'_>) -> Result<(), String> {
     let mut out_c = out_channels;
     if let Some(b) = &b {
         if !dims_compatible(b.shape[0], out_channels) {
-            return Err(format!("bias has {} elements but the weight has {out_channels} output channels", b.shape[0]));
+            return Err(format!(
+                "bias has {} elements but the weight has {out_channels} output channels",
+                b.shape[0]
+            ));
         }
         out_c = known(out_channels, b.shape[0]);
     }
@@ -289,7 +295,8 @@ fn verify_concat(v: &OpView<'_>) -> Result<(), String> {
         }
         for (d, (slot, &size)) in want.iter_mut().zip(t.shape).enumerate() {
             if d == axis {
-                *slot = if is_dynamic(*slot) || is_dynamic(size) { DYNAMIC } else { slot.saturating_add(size) };
+                *slot =
+                    if is_dynamic(*slot) || is_dynamic(size) { DYNAMIC } else { slot.saturating_add(size) };
             } else if !dims_compatible(*slot, size) {
                 return Err(format!(
                     "{} has size {size} in dimension {d} but operand #0 has {}; only dimension {axis} may differ",

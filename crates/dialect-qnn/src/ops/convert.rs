@@ -10,11 +10,10 @@
 
 use super::{describe, expect_shape, rounding_doc, rounding_in, tensor};
 use crate::quant_params::{check_axis_fits, check_quant_type, params, quant_element, storage_range};
-use qopt_ir_core::{
-    AttrData, Attribute, Context, FloatKind, FoldResult, Module, OpDef, OpId, OpView, Traits, Type,
-    TypeData,
-};
 use qopt_ir_core::{Arity, QuantType};
+use qopt_ir_core::{
+    AttrData, Attribute, Context, FloatKind, FoldResult, Module, OpDef, OpId, OpView, Traits, Type, TypeData,
+};
 use smallvec::{smallvec, SmallVec};
 
 pub(crate) fn ops() -> Vec<OpDef> {
@@ -117,7 +116,11 @@ fn verify_quantize(v: &OpView<'_>) -> Result<(), String> {
     expect_shape("result", r.shape, x.shape, "the input's")
 }
 
-fn infer_dequantize(ctx: &mut Context, operands: &[Type], _attrs: Attribute) -> Result<SmallVec<[Type; 1]>, String> {
+fn infer_dequantize(
+    ctx: &mut Context,
+    operands: &[Type],
+    _attrs: Attribute,
+) -> Result<SmallVec<[Type; 1]>, String> {
     let [operand] = operands else { return Err(format!("expects 1 operand, found {}", operands.len())) };
     let (shape, expressed) = {
         let q = tensor(ctx, *operand, "input")?;
@@ -140,7 +143,8 @@ fn verify_requantize(v: &OpView<'_>) -> Result<(), String> {
 
 /// The `type` attribute of `qnn.fake_quant`: a valid quantized element type.
 fn fake_quant_type(ctx: &Context, attrs: Attribute) -> Result<&QuantType, String> {
-    let attr = ctx.dict_get(attrs, "type").ok_or("needs a 'type' attribute holding a quantized element type")?;
+    let attr =
+        ctx.dict_get(attrs, "type").ok_or("needs a 'type' attribute holding a quantized element type")?;
     let bad = || {
         format!(
             "'type' must be a quantized element type like !qnn.uniform<i8:f32, 0.1:0>, got {}",
@@ -153,7 +157,11 @@ fn fake_quant_type(ctx: &Context, attrs: Attribute) -> Result<&QuantType, String
     Ok(q)
 }
 
-fn infer_fake_quant(ctx: &mut Context, operands: &[Type], attrs: Attribute) -> Result<SmallVec<[Type; 1]>, String> {
+fn infer_fake_quant(
+    ctx: &mut Context,
+    operands: &[Type],
+    attrs: Attribute,
+) -> Result<SmallVec<[Type; 1]>, String> {
     let [operand] = operands else { return Err(format!("expects 1 operand, found {}", operands.len())) };
     let x = tensor(ctx, *operand, "input")?;
     let kind = x.expressible_float(ctx)?;
@@ -240,7 +248,8 @@ pub(crate) fn round_trip_is_exact(ctx: &Context, ty: Type) -> bool {
     }
     let (qmin, qmax) = storage_range(q);
     params(q).iter().all(|p| {
-        let reach = (qmax as i128 - p.zero_point as i128).abs().max((qmin as i128 - p.zero_point as i128).abs());
+        let reach =
+            (qmax as i128 - p.zero_point as i128).abs().max((qmin as i128 - p.zero_point as i128).abs());
         // Exact in f64: an integer below 2^18 times a 24-bit mantissa.
         reach as f64 * (p.scale as f32) as f64 <= f32::MAX as f64
     })

@@ -141,3 +141,6 @@ pub(crate) fn describe(ctx: &Context, attr: Attribute) -> String {
     let cut: String = text.chars().take(57).collect();
     format!("{cut}...")
 }
+
+#[cfg(test)]
+mod robustness_tests;

@@ -128,7 +128,12 @@ fn dense(ctx: &Context, attr: Attribute) -> Option<&DenseElements> {
 
 /// The values of `min` or `max`: one float per tensor, or with an axis of
 /// `channels` entries, a rank-1 f32 dense attribute (`channels` = `Some(size)`).
-fn stat_values(ctx: &Context, name: &str, attr: Attribute, channels: Option<i64>) -> Result<Vec<f64>, String> {
+fn stat_values(
+    ctx: &Context,
+    name: &str,
+    attr: Attribute,
+    channels: Option<i64>,
+) -> Result<Vec<f64>, String> {
     let Some(channels) = channels else {
         return match ctx.attr_as_f64(attr) {
             Some(v) if v.is_nan() => Err(format!("'{name}' must not be NaN")),
@@ -160,7 +165,8 @@ fn stat_values(ctx: &Context, name: &str, attr: Attribute, channels: Option<i64>
 /// `histogram`: a rank-1 i64 dense attribute of non-negative counts, with
 /// `bins` entries when `bins` is given.
 fn check_histogram(ctx: &Context, attr: Attribute, bins: Option<i64>) -> Result<(), String> {
-    let bad = || format!("'histogram' must be a dense<...> : tensor<Bxi64> of counts, got {}", describe(ctx, attr));
+    let bad =
+        || format!("'histogram' must be a dense<...> : tensor<Bxi64> of counts, got {}", describe(ctx, attr));
     let d = dense(ctx, attr).ok_or_else(bad)?;
     let is_i64 = matches!(ctx.type_data(ctx.element_type(d.ty)), TypeData::Int(i) if i.width == 64);
     let shape = ctx.tensor_shape(d.ty).unwrap_or(&[]);

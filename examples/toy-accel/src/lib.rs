@@ -1,0 +1,94 @@
+//! `toy-accel`: the template a hardware vendor copies to plug an accelerator
+//! into qopt without changing qopt. It is an ordinary crate that depends on
+//! qopt's crates and adds, through qopt's public API only:
+//!
+//! - a dialect, `accel` ([`AccelDialect`]), with the three ops of a toy int8
+//!   accelerator: `accel.conv2d_relu` (the fused conv engine) and
+//!   `accel.dma_in` / `accel.dma_out` (transfers to and from accelerator
+//!   memory), each with a summary, a description with a `.qir` example, arity,
+//!   traits, a verifier that encodes what the hardware accepts, type inference
+//!   where the result type follows from the operands, and one canonicalization
+//!   pattern (`dma-out-in`) that qopt's own `canonicalize` pass applies;
+//! - a pass, `accel-lower` ([`AccelLower`]), that hands each supported
+//!   `qnn.conv2d_relu` to the accelerator and says, per op it keeps, why;
+//! - [`register`], which adds both to a [`qopt_driver::Driver`], and the
+//!   `toy-opt` binary (`src/bin/toy-opt.rs`), three lines long, that is qopt's
+//!   driver with every qopt flag and pass plus these.
+//!
+//! The accelerator's contract lives in one place, [`check_conv`]: the verifier
+//! of `accel.conv2d_relu` and `accel-lower` both call it, so the pass never
+//! builds an op the verifier rejects, and the warning for a kept op gives the
+//! same reasons the verifier would.
+//!
+//! ```text
+//! $ toy-opt model.qir --pass=accel-lower,canonicalize,cse --stats
+//! ```
+//!
+//! To make your own backend: copy this directory, rename the crate, the
+//! dialect (`accel`) and the binary, replace the contract in `ops/conv.rs` by
+//! your hardware's, and point the qopt dependencies at a qopt revision
+//! (`README.md` has the commands).
+
+#![warn(missing_docs)]
+
+mod accel_lower;
+mod ops;
+
+pub use accel_lower::AccelLower;
+pub use ops::conv::{check_conv, ConvContract, Stride, ACCEL_ROUNDING};
+pub use ops::dma::DmaOutIn;
+
+use qopt_driver::Driver;
+use qopt_ir_core::{Context, Dialect, OpDef, Pass, RewritePattern};
+use std::sync::Arc;
+
+/// The `accel` dialect; see the crate docs.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct AccelDialect;
+
+impl Dialect for AccelDialect {
+    fn name(&self) -> &'static str {
+        "accel"
+    }
+    fn summary(&self) -> &'static str {
+        "a toy int8 accelerator: fused conv+relu engine and DMA transfers"
+    }
+    fn ops(&self) -> Vec<OpDef> {
+        ops::all()
+    }
+    fn canonicalization_patterns(&self) -> Vec<Box<dyn RewritePattern>> {
+        vec![Box::new(DmaOutIn)]
+    }
+}
+
+/// Registers the dialects `toy-opt` needs in `ctx`: `fp` and `qnn` (each only
+/// if it is not there yet, so this works whatever the driver already
+/// registers) and `accel`.
+pub fn register_dialects(ctx: &mut Context) -> Result<(), String> {
+    if ctx.dialect("fp").is_none() {
+        qopt_dialect_fp::register(ctx)?;
+    }
+    if ctx.dialect("qnn").is_none() {
+        qopt_dialect_qnn::register(ctx)?;
+    }
+    if ctx.dialect("accel").is_none() {
+        ctx.register_dialect(AccelDialect)?;
+    }
+    Ok(())
+}
+
+/// Adds the `accel` dialect (and `fp` and `qnn`, if the driver does not
+/// register them itself) and the `accel-lower` pass to `driver`. Calling it
+/// twice changes nothing.
+pub fn register(driver: &mut Driver) {
+    driver.add_dialects(register_dialects);
+    let passes = driver.passes_mut();
+    if passes.get(AccelLower.name()).is_none() {
+        // invariant: the name is free (checked just above) and valid, so this
+        // cannot fail.
+        let _ = passes.register(Arc::new(AccelLower));
+    }
+}
+
+#[cfg(test)]
+mod tests;
