@@ -18,6 +18,7 @@
 
 mod cli;
 mod diagnostics;
+pub mod golden;
 pub mod op_docs;
 mod output;
 
@@ -26,7 +27,7 @@ pub use diagnostics::{diagnostic_to_json, MAX_REPORTED_DIAGNOSTICS, PIPELINE_FIL
 pub use op_docs::{InterfaceDoc, STANDARD_INTERFACE_DOCS};
 pub use output::write_file_atomically;
 
-use clap::Parser as _;
+use clap::{CommandFactory as _, FromArgMatches as _};
 use diagnostics::Reporter;
 use qopt_ir_core::pass::pipeline::nearest_name;
 use qopt_ir_core::pass::{Instrumentation, PassFilter, PassManager, PassRegistry, TimingTree};
@@ -39,6 +40,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+use tracing_subscriber::fmt::format::FmtSpan;
 
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;
@@ -116,7 +118,11 @@ impl Driver {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let cli = match Cli::try_parse_from(args) {
+        // The command is named after the tool so `--version` says `myopt 1.2.0`
+        // for a downstream driver, not the name of this crate.
+        let parsed =
+            Cli::command().name(self.tool).try_get_matches_from(args).and_then(|m| Cli::from_arg_matches(&m));
+        let cli = match parsed {
             Ok(cli) => cli,
             Err(e) => {
                 let _ = e.print();
@@ -414,5 +420,12 @@ fn init_tracing(cli: &Cli) {
         (false, 2) => tracing::Level::DEBUG,
         _ => tracing::Level::TRACE,
     };
-    let _ = tracing_subscriber::fmt().with_max_level(level).with_writer(io::stderr).without_time().try_init();
+    // Span open and close events show each pass starting and (with its busy time)
+    // finishing from -v on; the pass manager's debug events come with -vv.
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_span_events(FmtSpan::NEW | FmtSpan::CLOSE)
+        .with_writer(io::stderr)
+        .without_time()
+        .try_init();
 }
