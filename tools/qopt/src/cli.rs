@@ -9,7 +9,7 @@ pub enum DiagnosticFormat {
     /// `file:line:col: error: message`, the source line and a caret.
     #[default]
     Human,
-    /// One JSON object per diagnostic and line.
+    /// one JSON object per diagnostic and line.
     Json,
 }
 
@@ -93,7 +93,7 @@ pub struct Cli {
     /// How diagnostics are written to stderr: `human`, or `json` (one object per line).
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = DiagnosticFormat::Human)]
     pub diagnostics: DiagnosticFormat,
-    /// More logging (-v: info, -vv: debug, -vvv: trace) on stderr.
+    /// More logging on stderr (-v: pass spans, -vv: debug events, -vvv: trace).
     #[arg(short = 'v', action = ArgAction::Count)]
     pub verbose: u8,
     /// Only errors on stderr.

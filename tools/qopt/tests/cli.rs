@@ -159,3 +159,227 @@ fn timing_and_statistics_go_to_stderr() {
     }
     assert_eq!(text(&out.stdout), CANONICAL);
 }
+
+#[test]
+fn list_dialects_prints_each_dialect_with_its_summary_sorted() {
+    let out = qopt(&["--list-dialects"], None);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let listing = text(&out.stdout);
+    let names: Vec<&str> = listing.lines().map(|l| l.split_whitespace().next().unwrap_or("")).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "{listing}");
+    for name in ["builtin", "fp", "func"] {
+        assert!(names.contains(&name), "{name} missing from:\n{listing}");
+    }
+    assert!(listing.lines().any(|l| l.starts_with("fp ") && l.contains("float tensor ops")), "{listing}");
+}
+
+#[test]
+fn list_ops_shows_arity_traits_and_summary_and_filters_by_dialect() {
+    let out = qopt(&["--list-ops"], None);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let listing = text(&out.stdout);
+    let names: Vec<&str> = listing.lines().map(|l| l.split_whitespace().next().unwrap_or("")).collect();
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    assert_eq!(names, sorted, "{listing}");
+    let add = listing.lines().find(|l| l.starts_with("fp.add ")).expect("fp.add is listed");
+    let add: Vec<&str> = add.split("  ").map(str::trim).filter(|c| !c.is_empty()).collect();
+    assert_eq!(
+        add,
+        [
+            "fp.add",
+            "2 operands -> 1 result",
+            "[Pure, Commutative, Elementwise]",
+            "elementwise addition with broadcasting"
+        ]
+    );
+    assert!(listing.contains("fp.conv2d") && listing.contains("2 to 3 operands -> 1 result"), "{listing}");
+    assert!(listing.contains("func.func") && listing.contains("0 results, 1 region"), "{listing}");
+
+    let out = qopt(&["--list-ops=fp"], None);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let listing = text(&out.stdout);
+    assert!(listing.lines().count() > 20, "{listing}");
+    assert!(listing.lines().all(|l| l.starts_with("fp.")), "{listing}");
+
+    let out = qopt(&["--list-ops=fq"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("unknown dialect 'fq'; did you mean 'fp'?"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn emit_op_docs_writes_one_markdown_file_per_dialect() {
+    let dir = scratch("op-docs").join("docs");
+    let out = qopt(&["--emit-op-docs", dir.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let fp = std::fs::read_to_string(dir.join("fp.md")).expect("fp.md is written");
+    assert!(fp.starts_with("# The `fp` dialect\n"), "{fp}");
+    assert!(fp.contains("- [fp.conv2d](#fpconv2d): "), "the table of contents links each op");
+    let conv = &fp[fp.find("\n## fp.conv2d\n").expect("an fp.conv2d section")..];
+    let conv = &conv[..conv[1..].find("\n## ").map_or(conv.len(), |end| end + 1)];
+    for expected in [
+        "- operands: 2 to 3\n",
+        "- results: 1\n",
+        "- regions: 0\n",
+        "- traits: `Pure`\n",
+        "`QuantizableOp`: activation operand 0; weight operand 1 (output channels on axis 0); bias operand 2",
+        "```\n%y = fp.conv2d(",
+    ] {
+        assert!(conv.contains(expected), "{expected:?} missing from:\n{conv}");
+    }
+    assert!(!dir.join("builtin.md").exists() && !dir.join("func.md").exists());
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| !name.ends_with(".md"))
+        .collect();
+    assert!(leftovers.is_empty(), "no temporary files are left: {leftovers:?}");
+}
+
+/// Each line of `stderr` is one JSON object.
+fn json_lines(stderr: &str) -> Vec<&str> {
+    let lines: Vec<&str> = stderr.lines().collect();
+    for line in &lines {
+        assert!(line.starts_with("{\"severity\":") && line.ends_with('}'), "not a JSON object: {line}");
+    }
+    lines
+}
+
+#[test]
+fn json_diagnostics_are_one_object_per_line() {
+    let out =
+        qopt(&["-", "--diagnostics=json"], Some("func.func @f() {\n  %0 = t.op(%nope) : (f32) -> f32\n}\n"));
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert_eq!(
+        json_lines(&err),
+        [
+            r#"{"severity":"error","file":"<stdin>","line":2,"col":13,"message":"use of undefined value %nope","notes":[]}"#
+        ]
+    );
+
+    let input = "func.func @f(%x: f32) -> f32 {\n  %0 = acc.op(%x) : (f32) -> f32\n  \
+                 %1 = acc.op2(%x) : (f32) -> f32\n  func.return %0 : f32\n}\n";
+    let out = qopt(&["-", "--diagnostics=json"], Some(input));
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    let lines = json_lines(&err);
+    assert_eq!(lines.len(), 2, "{err}");
+    assert!(lines[0].contains(r#""line":2,"col":8,"message":"unregistered op 'acc.op'"#), "{err}");
+    assert!(lines[1].contains(r#""line":3,"col":8,"#), "{err}");
+
+    let out = qopt(&["-", "--diagnostics=json", "--pass=cse,{"], Some(VALID));
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert_eq!(
+        json_lines(&err),
+        [
+            r#"{"severity":"error","file":"<pipeline>","line":1,"col":5,"message":"expected a pass name, found '{'","notes":[]}"#
+        ]
+    );
+
+    let out = qopt(&["/nonexistent/model.qir", "--diagnostics=json"], None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        json_lines(&err)[0].starts_with(
+            r#"{"severity":"error","file":"/nonexistent/model.qir","line":null,"col":null,"message":"cannot read"#
+        ),
+        "{err}"
+    );
+}
+
+/// A pass that fails with a located error, to see how pass failures are reported.
+struct FailingPass;
+
+impl qopt_ir_core::Pass for FailingPass {
+    fn name(&self) -> &'static str {
+        "test-fail"
+    }
+    fn summary(&self) -> &'static str {
+        "fail with an error at line 2"
+    }
+    fn run(
+        &self,
+        _cx: &mut qopt_ir_core::PassContext<'_>,
+        _module: &mut qopt_ir_core::Module,
+        _options: &qopt_ir_core::pass::PassOptions,
+    ) -> Result<qopt_ir_core::PassOutcome, qopt_ir_core::PassError> {
+        let pos = qopt_ir_core::SrcPos { line: 2, col: 3 };
+        Err(qopt_ir_core::Diagnostic::error(None, pos, "cannot handle \"this\"").into())
+    }
+}
+
+#[test]
+fn json_diagnostics_report_pass_failures_with_the_reproducer_as_a_note() {
+    use clap::Parser as _;
+    let dir = scratch("json-pass-failure");
+    let input = dir.join("in.qir");
+    std::fs::write(&input, VALID).unwrap();
+    let mut driver = qopt_driver::Driver::new("qopt");
+    driver.passes_mut().register(std::sync::Arc::new(FailingPass)).unwrap();
+    let args = [
+        "qopt",
+        input.to_str().unwrap(),
+        "--pass=test-fail",
+        "--diagnostics=json",
+        "--reproducer-dir",
+        dir.to_str().unwrap(),
+    ];
+    let cli = qopt_driver::Cli::try_parse_from(args).unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert_eq!(driver.run_cli(&cli, &mut out, &mut err), 1);
+    assert!(out.is_empty());
+    let err = text(&err);
+    let lines = json_lines(&err);
+    let file = input.to_str().unwrap();
+    assert_eq!(lines.len(), 2, "{err}");
+    assert_eq!(
+        lines[0],
+        format!(
+            r#"{{"severity":"error","file":"{file}","line":2,"col":3,"message":"cannot handle \"this\"","notes":[]}}"#
+        )
+    );
+    let headline = format!(
+        r#"{{"severity":"error","file":"{file}","line":null,"col":null,"message":"pass 'test-fail' failed","notes":[{{"severity":"note","file":null,"line":null,"col":null,"message":"reproducer written to "#
+    );
+    assert!(lines[1].starts_with(&headline), "{err}");
+    assert!(lines[1].contains("replay with: qopt "), "{err}");
+}
+
+#[test]
+fn verbose_flags_log_pass_spans_and_events_on_stderr() {
+    let out = qopt(&["-", "--pass=cse"], Some(VALID));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty(), "quiet by default: {}", text(&out.stderr));
+
+    let out = qopt(&["-", "--pass=cse", "-v"], Some(VALID));
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("INFO pipeline{passes=1}:pass{name=\"cse\" position=1}"), "{err}");
+    assert!(!err.contains("DEBUG"), "-v logs no debug events: {err}");
+
+    let out = qopt(&["-", "--pass=cse", "-vv"], Some(VALID));
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("pass{name=\"cse\" position=1}"), "the pass span: {err}");
+    assert!(err.contains("DEBUG") && err.contains("pass finished outcome=Unchanged"), "{err}");
+    assert_eq!(text(&out.stdout), CANONICAL, "logs never reach stdout");
+}
+
+#[test]
+fn help_mentions_the_registry_and_diagnostics_flags() {
+    let out = qopt(&["--help"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    for flag in
+        ["--list-dialects", "--list-ops=fp", "--emit-op-docs docs/dialects", "--diagnostics=json", "-vv"]
+    {
+        assert!(help.contains(flag), "{flag} missing from the examples:\n{help}");
+    }
+    let out = qopt(&["--version"], None);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).starts_with("qopt "), "{}", text(&out.stdout));
+}

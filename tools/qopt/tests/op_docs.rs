@@ -16,8 +16,8 @@ fn markdown_files(dir: &Path) -> BTreeMap<String, String> {
         let path = entry.expect("directory entry").path();
         if path.extension().is_some_and(|e| e == "md") {
             let name = path.file_name().expect("file name").to_string_lossy().into_owned();
-            let text =
-                std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
             files.insert(name, text);
         }
     }
