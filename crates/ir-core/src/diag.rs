@@ -42,7 +42,7 @@ pub struct Diagnostic {
     pub message: String,
     /// The file the position refers to, if known.
     pub file: Option<Arc<str>>,
-    /// Line and column in `file` (line 0 = unknown).
+    /// Line and column in `file` (line 0 = unknown; the column counts bytes from 1).
     pub pos: SrcPos,
     /// Further notes (e.g. the op's `loc(...)`, a previous definition).
     pub notes: Vec<Diagnostic>,
@@ -146,11 +146,12 @@ impl SourceMap {
             return;
         }
         let Some(line) = self.line(file, diag.pos.line) else { return };
-        let line = String::from_utf8_lossy(line);
-        out.push_str(&line);
+        out.push_str(&String::from_utf8_lossy(line));
         out.push('\n');
-        // Keep tabs so the caret lines up under the same column in a terminal.
-        for ch in line.chars().take(diag.pos.col.saturating_sub(1) as usize) {
+        // Columns count bytes; the caret goes under the character at that byte.
+        // Tabs are kept so it lines up in a terminal.
+        let before = &line[..(diag.pos.col.saturating_sub(1) as usize).min(line.len())];
+        for ch in String::from_utf8_lossy(before).chars() {
             out.push(if ch == '\t' { '\t' } else { ' ' });
         }
         out.push_str("^\n");

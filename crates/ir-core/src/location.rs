@@ -52,7 +52,7 @@ pub enum LocationData {
 pub struct SrcPos {
     /// 1-based line, 0 if none.
     pub line: u32,
-    /// 1-based column.
+    /// 1-based column, counted in bytes.
     pub col: u32,
 }
 

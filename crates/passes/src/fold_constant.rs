@@ -123,7 +123,10 @@ fn fold_constants(ctx: &mut Context, module: &mut Module, max_elements: u64) -> 
         if rewriter.module.is_erased(op) || rewriter.module.op_block(op).is_none() {
             continue;
         }
-        let Some(values) = fold_op(&mut rewriter, op, max_elements, &mut touched) else { continue };
+        let values = fold_op(&mut rewriter, op, max_elements, &mut touched);
+        // The worklist follows uses directly; the rewriter's change log is not needed.
+        let _ = rewriter.take_changes();
+        let Some(values) = values else { continue };
         folded += 1;
         // The ops that used the folded results use the constants now.
         let module = &*rewriter.module;
@@ -136,7 +139,6 @@ fn fold_constants(ctx: &mut Context, module: &mut Module, max_elements: u64) -> 
             }
         }
     }
-    let _ = rewriter.take_changes();
     erase_unused_constants(ctx, module, touched);
     folded
 }

@@ -33,8 +33,9 @@
 use qopt_dialect_fp::{attrs, shape};
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
-    constant_value, dense_values_f64, loc_to_string, type_to_string, AttrData, Attribute, Context, DenseElements, Diagnostic,
-    InsertPoint, Module, OpId, Pass, PassContext, PassError, PassOutcome, Rewriter, Traits, Type, ValueId,
+    constant_value, dense_values_f64, loc_to_string, type_to_string, AttrData, Attribute, Context,
+    DenseElements, Diagnostic, InsertPoint, Module, OpId, Pass, PassContext, PassError, PassOutcome,
+    Rewriter, Traits, Type, ValueId,
 };
 use smallvec::SmallVec;
 
@@ -201,18 +202,20 @@ fn build_affine(
     s: Attribute,
     b: Attribute,
 ) -> Result<ValueId, String> {
-    let mut constant = |rewriter: &mut Rewriter<'_>, value: Attribute| {
-        let attrs = rewriter.ctx.dict_attr(&[("value", value)]);
-        let op = rewriter.create_inferred("fp.constant", &[], attrs)?;
-        Ok::<ValueId, String>(rewriter.module.result(op, 0))
-    };
-    let s = constant(rewriter, s)?;
-    let b = constant(rewriter, b)?;
+    let s = create_constant(rewriter, s)?;
+    let b = create_constant(rewriter, b)?;
     let none = rewriter.ctx.dict_attr(&[]);
     let mul = rewriter.create_inferred("fp.mul", &[x, s], none)?;
     let scaled = rewriter.module.result(mul, 0);
     let add = rewriter.create_inferred("fp.add", &[scaled, b], none)?;
     Ok(rewriter.module.result(add, 0))
+}
+
+/// `fp.constant` holding `value`.
+fn create_constant(rewriter: &mut Rewriter<'_>, value: Attribute) -> Result<ValueId, String> {
+    let attrs = rewriter.ctx.dict_attr(&[("value", value)]);
+    let op = rewriter.create_inferred("fp.constant", &[], attrs)?;
+    Ok(rewriter.module.result(op, 0))
 }
 
 /// Erases the op defining `v` if it is a registered pure constant nobody uses.
@@ -221,9 +224,8 @@ fn erase_if_unused_constant(ctx: &Context, module: &mut Module, v: ValueId) {
     if def.is_none() || module.is_erased(def) || module.op_has_uses(def) {
         return;
     }
-    let constant = ctx
-        .op_def(module.op_name(def))
-        .is_some_and(|d| d.has(Traits::CONSTANT_LIKE) && d.has(Traits::PURE));
+    let constant =
+        ctx.op_def(module.op_name(def)).is_some_and(|d| d.has(Traits::CONSTANT_LIKE) && d.has(Traits::PURE));
     if constant {
         // invariant: no result is used, so erasing cannot fail.
         let _ = module.erase_op(def);
@@ -265,8 +267,13 @@ mod tests {
     #[test]
     fn per_channel_constants() {
         // var + ε = 4, 16, 0.25: square roots 2, 4, 0.5.
-        let (s, b) =
-            per_channel_affine(&[1.0, 8.0, 1.0], &[1.0, 0.0, -1.0], &[2.0, 1.0, 3.0], &[3.0, 15.0, -0.75], 1.0);
+        let (s, b) = per_channel_affine(
+            &[1.0, 8.0, 1.0],
+            &[1.0, 0.0, -1.0],
+            &[2.0, 1.0, 3.0],
+            &[3.0, 15.0, -0.75],
+            1.0,
+        );
         assert_eq!(s, [0.5, 2.0, 2.0]);
         assert_eq!(b, [0.0, -2.0, -7.0]);
     }
@@ -330,7 +337,10 @@ mod tests {
             assert!(!out.ir.contains("batch_norm"));
             assert!(!out.ir.contains("dense<1.0>"), "the shared parameters are erased");
             // s = 1 / sqrt(1 + 3) = 0.5, b = 1 - 1 · 0.5 = 0.5.
-            assert_eq!(out.ir.matches("fp.constant() {value = dense<[0.5, 0.5]> : tensor<2xf32>}").count(), 20_000);
+            assert_eq!(
+                out.ir.matches("fp.constant() {value = dense<[0.5, 0.5]> : tensor<2xf32>}").count(),
+                20_000
+            );
         });
     }
 }

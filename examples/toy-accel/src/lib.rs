@@ -35,7 +35,7 @@ mod accel_lower;
 mod ops;
 
 pub use accel_lower::AccelLower;
-pub use ops::conv::{check_conv, ConvContract, Stride, ACCEL_ROUNDING};
+pub use ops::conv::{check_conv, ConvContract, ConvParams, ACCEL_ROUNDING};
 pub use ops::dma::DmaOutIn;
 
 use qopt_driver::Driver;

@@ -171,10 +171,12 @@ impl<'s, 'c> Parser<'s, 'c> {
         self.pos_at(t.line, t.line_start as usize, t.start as usize)
     }
 
+    /// Columns are 1-based byte offsets in the line (O(1) however long the line
+    /// is; the diagnostic renderer maps them to characters for the caret).
     fn pos_at(&self, line: u32, line_start: usize, offset: usize) -> SrcPos {
         let offset = offset.min(self.src.len());
         let line_start = line_start.min(offset);
-        let col = self.src[line_start..offset].iter().filter(|&&b| (b & 0xC0) != 0x80).count() as u32 + 1;
+        let col = u32::try_from(offset - line_start).unwrap_or(u32::MAX - 1) + 1;
         SrcPos { line: line + self.line_offset, col }
     }
 

@@ -1,0 +1,222 @@
+//! `accel-lower`: hands each `qnn.conv2d_relu` the toy accelerator supports to
+//! it, and explains each one it keeps.
+//!
+//! An op is taken when [`crate::check_conv`] accepts its types and parameters
+//! (3x3 kernels with pad 1 or 1x1 with pad 0, dilation 1, one group, stride 1
+//! or 2, i8 storage, channel counts that are multiples of 8, batch 1, static
+//! shapes, the engine's rounding) and both channel counts are at most the
+//! `max-channels` option. It becomes `accel.dma_in` on each operand, the
+//! `accel.conv2d_relu`, and `accel.dma_out` on the result, all at the op's
+//! location; a missing bias becomes a zero `tensor<Oxi32>` constant
+//! (`fp.constant`), since the engine always adds one. Every other op stays as
+//! it is, with a warning at it that lists every reason.
+//!
+//! The rewrite is exact: `accel.conv2d_relu` computes `qnn.conv2d_relu` with
+//! the parameters the check demanded, and the transfers are identities.
+//!
+//! Statistics: `lowered`, `kept`.
+//!
+//! ```text
+//! // before
+//! %y = qnn.conv2d_relu(%x, %w, %b) {pad = [1, 1, 1, 1]} : (tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>, ...) -> ...
+//! // after
+//! %0 = accel.dma_in(%x) : ...
+//! %1 = accel.dma_in(%w) : ...
+//! %2 = accel.dma_in(%b) : ...
+//! %3 = accel.conv2d_relu(%0, %1, %2) {stride = [1, 1]} : ...
+//! %y = accel.dma_out(%3) : ...
+//! ```
+
+use crate::ops::conv::{check_conv, ConvContract, ConvParams};
+use qopt_dialect_fp::{attrs, FpDialect};
+use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::{
+    loc_to_string, Context, DenseElements, Diagnostic, Dialect, InsertPoint, Location, LocationData, Module,
+    OpId, OperationState, Pass, PassContext, PassError, PassOutcome, Rewriter, SrcPos, ValueId,
+};
+use std::sync::Arc;
+
+/// The `accel-lower` pass; see the module docs.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct AccelLower;
+
+/// The option that bounds channel counts.
+const MAX_CHANNELS: &str = "max-channels";
+
+impl Pass for AccelLower {
+    fn name(&self) -> &'static str {
+        "accel-lower"
+    }
+
+    fn summary(&self) -> &'static str {
+        "run each qnn.conv2d_relu the toy accelerator supports on it, between DMA transfers"
+    }
+
+    fn description(&self) -> &'static str {
+        "Rewrites each `qnn.conv2d_relu` the accelerator supports (3x3 kernels with pad 1 or 1x1 \
+         with pad 0, dilation 1, groups 1, stride 1 or 2, i8 storage, batch 1, static shapes, \
+         channels multiples of 8 and at most `max-channels`) into `accel.dma_in` on each operand, \
+         `accel.conv2d_relu` and `accel.dma_out`, keeping the op's location; a missing bias becomes \
+         a zero constant. Ops it cannot take stay, with a warning naming every reason. Run \
+         `canonicalize` after it to keep the data of chained convolutions on the device.\n\n\
+         ```\n\
+         // before\n\
+         %y = qnn.conv2d_relu(%x, %w, %b) {pad = [1, 1, 1, 1]} : (tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>, \
+         tensor<16x8x3x3x!qnn.uniform<i8:f32, 0.01:0>>, tensor<16xi32>) -> tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>\n\
+         // after\n\
+         %0 = accel.dma_in(%x) : (tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>) -> tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>\n\
+         %1 = accel.dma_in(%w) : (tensor<16x8x3x3x!qnn.uniform<i8:f32, 0.01:0>>) -> tensor<16x8x3x3x!qnn.uniform<i8:f32, 0.01:0>>\n\
+         %2 = accel.dma_in(%b) : (tensor<16xi32>) -> tensor<16xi32>\n\
+         %3 = accel.conv2d_relu(%0, %1, %2) {stride = [1, 1]} : (...) -> tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>\n\
+         %y = accel.dma_out(%3) : (tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>) -> tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>\n\
+         ```"
+    }
+
+    fn options(&self) -> Vec<OptionSpec> {
+        vec![OptionSpec {
+            name: MAX_CHANNELS,
+            kind: OptionKind::Int,
+            default: "512",
+            required: false,
+            help: "the most input or output channels the conv engine takes",
+        }]
+    }
+
+    fn preserves_semantics(&self) -> bool {
+        true
+    }
+
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        module: &mut Module,
+        options: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        let max_channels = options.int(MAX_CHANNELS);
+        if max_channels < 1 {
+            return Err(format!("'{MAX_CHANNELS}' must be at least 1, got {max_channels}").into());
+        }
+        let conv = cx.ctx.op_name("qnn.conv2d_relu");
+        let candidates: Vec<OpId> =
+            module.walk_preorder(module.root()).filter(|&op| module.op_name(op) == conv).collect();
+        let (mut lowered, mut kept) = (0u64, 0u64);
+        for op in candidates {
+            match supported(cx.ctx, module, op, max_channels) {
+                Ok(contract) => {
+                    lower(cx.ctx, module, op, &contract)
+                        .map_err(|e| op_diagnostic(cx.ctx, module, op, e, true))?;
+                    lowered += 1;
+                }
+                Err(reasons) => {
+                    let message = format!("not lowered to accel: {}", reasons.join("; "));
+                    cx.warn(op_diagnostic(cx.ctx, module, op, message, false));
+                    kept += 1;
+                }
+            }
+        }
+        cx.add_stat("lowered", lowered);
+        cx.add_stat("kept", kept);
+        Ok(PassOutcome::from_changed(lowered > 0))
+    }
+}
+
+/// What the engine would run for `op` (a verified `qnn.conv2d_relu`), or why not.
+fn supported(
+    ctx: &Context,
+    module: &Module,
+    op: OpId,
+    max_channels: i64,
+) -> Result<ConvContract, Vec<String>> {
+    let dict = module.op_attrs(op);
+    let read = || -> Result<_, String> {
+        let stride = attrs::int_array_in(ctx, dict, "stride", Some(2), &[1, 1])?;
+        let pad = attrs::int_array_in(ctx, dict, "pad", Some(4), &[0, 0, 0, 0])?;
+        let dilation = attrs::int_array_in(ctx, dict, "dilation", Some(2), &[1, 1])?;
+        let groups = attrs::int_in(ctx, dict, "groups", 1)?;
+        Ok((stride, pad, dilation, groups))
+    };
+    // The op verified, so its attributes read; a failure here is still a
+    // reason to keep it rather than a crash.
+    let (stride, pad, dilation, groups) = read().map_err(|e| vec![e])?;
+    let params = ConvParams {
+        stride: &stride,
+        pad: Some(&pad),
+        dilation: &dilation,
+        groups,
+        rounding: qopt_dialect_qnn::rounding_of(ctx, dict),
+    };
+    let operand = |i: usize| module.value_type(module.operand(op, i));
+    let bias = (module.num_operands(op) > 2).then(|| operand(2));
+    let result = module.value_type(module.result(op, 0));
+    let checked = check_conv(ctx, operand(0), operand(1), bias, result, &params);
+    let mut reasons = checked.as_ref().err().cloned().unwrap_or_default();
+    // The channel bound is this pass's option, not a rule of the op.
+    let channels = |d: usize, t| ctx.tensor_shape(operand(t)).and_then(|s| s.get(d).copied());
+    for (what, n) in [("input", channels(1, 0)), ("output", channels(0, 1))] {
+        if let Some(n) = n.filter(|&n| n > max_channels) {
+            reasons.push(format!("{n} {what} channels exceed {MAX_CHANNELS} = {max_channels}"));
+        }
+    }
+    match checked {
+        Ok(contract) if reasons.is_empty() => Ok(contract),
+        _ => Err(reasons),
+    }
+}
+
+/// Replaces `op` by transfers in, the accelerator op, and the transfer out.
+fn lower(ctx: &mut Context, module: &mut Module, op: OpId, contract: &ConvContract) -> Result<(), String> {
+    let loc = module.op_loc(op);
+    let result_type = module.value_type(module.result(op, 0));
+    let mut operands: Vec<ValueId> = module.operands(op).collect();
+    let mut rewriter = Rewriter::new(ctx, module);
+    rewriter.set_insertion_point(InsertPoint::Before(op));
+    rewriter.set_loc(loc);
+    if operands.len() == 2 {
+        operands.push(zero_bias(&mut rewriter, contract.out_channels, loc)?);
+    }
+    let no_attrs = rewriter.ctx.dict_attr(&[]);
+    let mut on_device = Vec::with_capacity(3);
+    for v in operands {
+        let dma = rewriter.create_inferred("accel.dma_in", &[v], no_attrs)?;
+        on_device.push(rewriter.module.result(dma, 0));
+    }
+    let stride = rewriter.ctx.i64_array_attr(&[contract.stride, contract.stride]);
+    let attrs = rewriter.ctx.dict_attr(&[("stride", stride)]);
+    let name = rewriter.ctx.op_name("accel.conv2d_relu");
+    let conv =
+        rewriter.create(OperationState::new(name).operands(&on_device).results(&[result_type]).attrs(attrs));
+    let computed = rewriter.module.result(conv, 0);
+    let out = rewriter.create_inferred("accel.dma_out", &[computed], no_attrs)?;
+    let back = rewriter.module.result(out, 0);
+    rewriter.replace_op(op, &[back]).map_err(|e| format!("cannot replace the op: {e:?}"))
+}
+
+/// A constant of zeros of type `tensor<Oxi32>` at the insertion point, made by
+/// the `fp` dialect the way its folders make constants (`fp.constant`).
+fn zero_bias(rewriter: &mut Rewriter<'_>, out_channels: i64, loc: Location) -> Result<ValueId, String> {
+    let i32_type = rewriter.ctx.common().i32;
+    let ty = rewriter.ctx.tensor_type(&[out_channels], i32_type);
+    let zeros = DenseElements { ty, splat: true, bytes: Arc::from([0u8; 4].as_slice()) };
+    let value = rewriter.ctx.dense_attr(zeros);
+    FpDialect
+        .materialize_constant(rewriter, value, ty, loc)
+        .ok_or_else(|| "cannot make a zero bias".to_string())
+}
+
+/// A warning (or error) at `op`: its parsed position when it has one, the
+/// module's file otherwise, plus its location as a note when that is a name
+/// (`loc("conv3")`), the name a model author knows the layer by.
+fn op_diagnostic(ctx: &Context, module: &Module, op: OpId, message: String, error: bool) -> Diagnostic {
+    let file = module.source_name().cloned();
+    let pos = module.op_pos(op);
+    let mut diag =
+        if error { Diagnostic::error(file, pos, message) } else { Diagnostic::warning(file, pos, message) };
+    let loc = module.op_loc(op);
+    let named = matches!(ctx.loc_data(loc), LocationData::Name { .. } | LocationData::Fused(_));
+    if named || (!loc.is_unknown() && !pos.is_some()) {
+        let note =
+            Diagnostic::warning(None, SrcPos::NONE, format!("op location: {}", loc_to_string(ctx, loc)));
+        diag = diag.with_note(note);
+    }
+    diag
+}
