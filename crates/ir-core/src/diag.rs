@@ -183,3 +183,53 @@ impl fmt::Display for Diagnostics {
 }
 
 impl std::error::Error for Diagnostics {}
+
+impl Diagnostic {
+    /// A diagnostic at `op`: its parsed position if it has one, else the first
+    /// `file:line:col` inside its location, else just the module's file; a name or
+    /// fused location is added as a note (`op location: loc("conv1")`), so
+    /// messages about imported models name the layer.
+    pub fn at_op(
+        ctx: &crate::Context,
+        module: &crate::Module,
+        op: crate::OpId,
+        severity: Severity,
+        message: impl Into<String>,
+    ) -> Diagnostic {
+        use crate::location::LocationData;
+        let loc = module.op_loc(op);
+        let pos = module.op_pos(op);
+        let (file, pos) = if pos.is_some() {
+            (module.source_name().cloned(), pos)
+        } else if let Some((file, line, col)) = first_file_line_col(ctx, loc) {
+            (Some(Arc::from(file)), SrcPos { line, col })
+        } else {
+            (module.source_name().cloned(), SrcPos::NONE)
+        };
+        let mut diag = Diagnostic { severity, message: message.into(), file, pos, notes: Vec::new() };
+        if matches!(ctx.loc_data(loc), LocationData::Name { .. } | LocationData::Fused(_)) {
+            let text = format!("op location: {}", crate::loc_to_string(ctx, loc));
+            diag = diag.with_note(Diagnostic::error(None, SrcPos::NONE, text));
+        }
+        diag
+    }
+}
+
+/// The first `file:line:col` inside a location (depth first, explicit stack).
+fn first_file_line_col(ctx: &crate::Context, loc: crate::Location) -> Option<(&str, u32, u32)> {
+    use crate::location::LocationData;
+    let mut stack = vec![loc];
+    let mut budget = 1024usize;
+    while let Some(l) = stack.pop() {
+        budget = budget.checked_sub(1)?;
+        match ctx.loc_data(l) {
+            LocationData::Unknown => {}
+            LocationData::FileLineCol { file, line, col } => {
+                return Some((ctx.symbol_str(*file), *line, *col))
+            }
+            LocationData::Name { child, .. } => stack.push(*child),
+            LocationData::Fused(parts) => stack.extend(parts.iter().rev()),
+        }
+    }
+    None
+}

@@ -79,11 +79,11 @@ use crate::context::{dialect_prefix, Context, OpName};
 use crate::dialect::{Arity, Dialect, InferTypesFn, OpDef, OpView, Traits, VerifyFn};
 use crate::entity::{BlockId, EntityId, OpId, UseId, ValueId};
 use crate::hash::FxHashMap;
-use crate::location::{Location, LocationData, SrcPos};
+use crate::location::SrcPos;
 use crate::module::{Module, SymbolTable, ValueDef};
 use crate::pass::pipeline::nearest_name;
 use crate::types::{IntType, Type, TypeData, DYNAMIC};
-use crate::{loc_to_string, type_to_string, Diagnostic, Diagnostics};
+use crate::{type_to_string, Diagnostic, Diagnostics, Severity};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -811,41 +811,8 @@ fn prefix_op(name: &str, msg: &str) -> String {
 
 // ---- locations --------------------------------------------------------------
 
-/// An error at `op`: its parsed position if known, else the file:line:col in its
-/// location; a name or fused location is added as a note.
 fn op_diagnostic(ctx: &Context, module: &Module, op: OpId, message: String) -> Diagnostic {
-    let loc = module.op_loc(op);
-    let pos = module.op_pos(op);
-    let mut diag = if pos.is_some() {
-        Diagnostic::error(module.source_name().cloned(), pos, message)
-    } else if let Some((file, line, col)) = first_file_line_col(ctx, loc) {
-        Diagnostic::error(Some(Arc::from(file)), SrcPos { line, col }, message)
-    } else {
-        Diagnostic::error(module.source_name().cloned(), SrcPos::NONE, message)
-    };
-    if matches!(ctx.loc_data(loc), LocationData::Name { .. } | LocationData::Fused(_)) {
-        let note = Diagnostic::error(None, SrcPos::NONE, format!("op location: {}", loc_to_string(ctx, loc)));
-        diag = diag.with_note(note);
-    }
-    diag
-}
-
-/// The first file:line:col inside a location (depth-first, explicit stack).
-fn first_file_line_col(ctx: &Context, loc: Location) -> Option<(&str, u32, u32)> {
-    let mut stack = vec![loc];
-    let mut budget = 1024usize;
-    while let Some(l) = stack.pop() {
-        budget = budget.checked_sub(1)?;
-        match ctx.loc_data(l) {
-            LocationData::Unknown => {}
-            LocationData::FileLineCol { file, line, col } => {
-                return Some((ctx.symbol_str(*file), *line, *col))
-            }
-            LocationData::Name { child, .. } => stack.push(*child),
-            LocationData::Fused(parts) => stack.extend(parts.iter().rev()),
-        }
-    }
-    None
+    Diagnostic::at_op(ctx, module, op, Severity::Error, message)
 }
 
 // ---- suggestions ------------------------------------------------------------
@@ -864,6 +831,7 @@ fn suggest_op(ctx: &Context, dialect: &str, unknown: &str) -> Option<&'static st
 mod tests {
     use super::*;
     use crate::types::{FloatKind, QuantParams, QuantType, Signedness};
+    use crate::{loc_to_string, LocationData};
     use crate::{Attribute, OperationState, RegionId};
     use smallvec::{smallvec, SmallVec};
 

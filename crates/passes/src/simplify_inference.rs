@@ -33,9 +33,8 @@
 use qopt_dialect_fp::{attrs, shape};
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
-    constant_value, dense_values_f64, loc_to_string, type_to_string, AttrData, Attribute, Context,
-    DenseElements, Diagnostic, InsertPoint, Module, OpId, Pass, PassContext, PassError, PassOutcome,
-    Rewriter, Traits, Type, ValueId,
+    constant_value, dense_values_f64, type_to_string, AttrData, Attribute, Context, DenseElements,
+    InsertPoint, Module, OpId, Pass, PassContext, PassError, PassOutcome, Rewriter, Traits, Type, ValueId,
 };
 use smallvec::SmallVec;
 
@@ -243,10 +242,8 @@ fn not_constants(names: &[&str]) -> String {
 
 /// Warns that the batch norm `op` is kept, naming its location.
 fn warn_kept(cx: &mut PassContext<'_>, module: &Module, op: OpId, reason: &str) {
-    let loc = loc_to_string(cx.ctx, module.op_loc(op));
-    let at = if loc.is_empty() { String::new() } else { format!(" at {loc}") };
-    let message = format!("simplify-inference: fp.batch_norm{at} kept: {reason}");
-    cx.warn(Diagnostic::warning(None, module.op_pos(op), message));
+    // The op's location (`loc("bn2")`) follows as a note.
+    cx.warn_at(module, op, format!("simplify-inference: fp.batch_norm kept: {reason}"));
 }
 
 #[cfg(test)]

@@ -31,8 +31,8 @@ use crate::ops::conv::{check_conv, ConvContract, ConvParams};
 use qopt_dialect_fp::{attrs, FpDialect};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
-    loc_to_string, Context, DenseElements, Diagnostic, Dialect, InsertPoint, Location, LocationData, Module,
-    OpId, OperationState, Pass, PassContext, PassError, PassOutcome, Rewriter, SrcPos, ValueId,
+    Context, DenseElements, Diagnostic, Dialect, InsertPoint, Location, Module, OpId, OperationState, Pass,
+    PassContext, PassError, PassOutcome, Rewriter, Severity, ValueId,
 };
 use std::sync::Arc;
 
@@ -104,12 +104,12 @@ impl Pass for AccelLower {
             match supported(cx.ctx, module, op, max_channels) {
                 Ok(contract) => {
                     lower(cx.ctx, module, op, &contract)
-                        .map_err(|e| op_diagnostic(cx.ctx, module, op, e, true))?;
+                        .map_err(|e| Diagnostic::at_op(cx.ctx, module, op, Severity::Error, e))?;
                     lowered += 1;
                 }
                 Err(reasons) => {
                     let message = format!("not lowered to accel: {}", reasons.join("; "));
-                    cx.warn(op_diagnostic(cx.ctx, module, op, message, false));
+                    cx.warn_at(module, op, message);
                     kept += 1;
                 }
             }
@@ -201,22 +201,4 @@ fn zero_bias(rewriter: &mut Rewriter<'_>, out_channels: i64, loc: Location) -> R
     FpDialect
         .materialize_constant(rewriter, value, ty, loc)
         .ok_or_else(|| "cannot make a zero bias".to_string())
-}
-
-/// A warning (or error) at `op`: its parsed position when it has one, the
-/// module's file otherwise, plus its location as a note when that is a name
-/// (`loc("conv3")`), the name a model author knows the layer by.
-fn op_diagnostic(ctx: &Context, module: &Module, op: OpId, message: String, error: bool) -> Diagnostic {
-    let file = module.source_name().cloned();
-    let pos = module.op_pos(op);
-    let mut diag =
-        if error { Diagnostic::error(file, pos, message) } else { Diagnostic::warning(file, pos, message) };
-    let loc = module.op_loc(op);
-    let named = matches!(ctx.loc_data(loc), LocationData::Name { .. } | LocationData::Fused(_));
-    if named || (!loc.is_unknown() && !pos.is_some()) {
-        let note =
-            Diagnostic::warning(None, SrcPos::NONE, format!("op location: {}", loc_to_string(ctx, loc)));
-        diag = diag.with_note(note);
-    }
-    diag
 }

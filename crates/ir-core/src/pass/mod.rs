@@ -128,6 +128,12 @@ impl PassContext<'_> {
         self.warnings.push(diagnostic);
     }
 
+    /// Records a warning located at `op` (see [`Diagnostic::at_op`]).
+    pub fn warn_at(&mut self, module: &Module, op: crate::OpId, message: impl Into<String>) {
+        let d = Diagnostic::at_op(self.ctx, module, op, crate::Severity::Warning, message);
+        self.warnings.push(d);
+    }
+
     /// The counters so far, sorted by name.
     pub fn statistics(&self) -> Vec<(&'static str, u64)> {
         let mut statistics = self.statistics.clone();
