@@ -34,7 +34,6 @@ use qopt_ir_core::{
     Context, DenseElements, Diagnostic, Dialect, InsertPoint, Location, Module, OpId, OperationState, Pass,
     PassContext, PassError, PassOutcome, Rewriter, Severity, ValueId,
 };
-use std::sync::Arc;
 
 /// The `accel-lower` pass; see the module docs.
 #[derive(Copy, Clone, Debug, Default)]
@@ -196,7 +195,7 @@ fn lower(ctx: &mut Context, module: &mut Module, op: OpId, contract: &ConvContra
 fn zero_bias(rewriter: &mut Rewriter<'_>, out_channels: i64, loc: Location) -> Result<ValueId, String> {
     let i32_type = rewriter.ctx.common().i32;
     let ty = rewriter.ctx.tensor_type(&[out_channels], i32_type);
-    let zeros = DenseElements { ty, splat: true, bytes: Arc::from([0u8; 4].as_slice()) };
+    let zeros = DenseElements::from_i128(rewriter.ctx, ty, &[0])?;
     let value = rewriter.ctx.dense_attr(zeros);
     FpDialect
         .materialize_constant(rewriter, value, ty, loc)

@@ -103,8 +103,7 @@ pub fn render_dialect_docs(ctx: &Context, dialect: &str, interfaces: &[Interface
     let mut out = String::new();
     let _ = writeln!(out, "# The `{dialect}` dialect\n");
     out.push_str(
-        "<!-- Generated from the dialect registry by `qopt --emit-op-docs`; do not edit.\n     \
-         Regenerate: cargo run -p qopt-tools --bin qopt -- --emit-op-docs docs/dialects -->\n\n",
+        "<!-- Generated from the dialect registry by the driver's `--emit-op-docs DIR`; do not edit. -->\n\n",
     );
     if !summary.is_empty() {
         let _ = writeln!(out, "{summary}\n");
