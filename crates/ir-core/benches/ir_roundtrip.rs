@@ -1,12 +1,12 @@
 //! IR speed and memory benchmark: generates modules of 100,000 and 1,000,000 ops
-//! (chains of elementwise and conv-like ops with small constants, some
+//! (chains of fp-dialect elementwise and convolution ops with small constants, some
 //! multi-result ops, several functions), writes each to `target/bench-ir/`, and
 //! reports parse, verify and print times and the peak resident memory of each
 //! phase separately.
 //!
 //! Run: `cargo bench -p qopt-ir-core --bench ir_roundtrip` (add `-- 1000000` to
 //! run one size). The end-to-end `qopt FILE` round trip on the written files is
-//! measured with `/usr/bin/time -v target/release/qopt target/bench-ir/ops-1000000.qir -o /dev/null --allow-unregistered-dialect`.
+//! measured with `/usr/bin/time -v target/release/qopt target/bench-ir/ops-1000000.qir -o /dev/null`.
 
 use qopt_ir_core::{parse_source, print_module, verify, Context, SourceText};
 use std::fmt::Write as _;
@@ -33,31 +33,33 @@ fn generate(ops: usize) -> String {
         while emitted < per_func {
             match n % 8 {
                 0 => {
-                    let _ = writeln!(s, "    %{n} = bench.const() {{value = dense<[0.5, -1.0, 2.0, 0.25, 1.0, 0.0, -0.5, 3.0]> : {b}}} : () -> {b}");
+                    let _ = writeln!(s, "    %{n} = fp.constant() {{value = dense<[0.5, -1.0, 2.0, 0.25, 1.0, 0.0, -0.5, 3.0]> : {b}}} : () -> {b}");
                 }
                 1 => {
-                    let _ = writeln!(s, "    %{n} = bench.conv({last}, %arg1, %{}) {{pad = [1, 1, 1, 1], stride = [1, 1]}} : ({t}, {w}, {b}) -> {t}", n - 1);
+                    let _ = writeln!(s, "    %{n} = fp.conv2d({last}, %arg1, %{}) {{pad = [1, 1, 1, 1], stride = [1, 1]}} : ({t}, {w}, {b}) -> {t}", n - 1);
                     last = format!("%{n}");
                 }
                 2 | 5 => {
-                    let _ = writeln!(s, "    %{n} = bench.relu({last}) : ({t}) -> {t}");
+                    let _ = writeln!(s, "    %{n} = fp.relu({last}) : ({t}) -> {t}");
                     last = format!("%{n}");
                 }
                 3 => {
-                    let _ =
-                        writeln!(s, "    %{n}:2 = bench.split({last}) {{axis = 1}} : ({t}) -> ({h}, {h})");
+                    let _ = writeln!(
+                        s,
+                        "    %{n}:2 = fp.split({last}) {{axis = 1, sizes = [4, 4]}} : ({t}) -> ({h}, {h})"
+                    );
                 }
                 4 => {
                     let _ = writeln!(
                         s,
-                        "    %{n} = bench.concat(%{}#0, %{}#1) {{axis = 1}} : ({h}, {h}) -> {t}",
+                        "    %{n} = fp.concat(%{}#0, %{}#1) {{axis = 1}} : ({h}, {h}) -> {t}",
                         n - 1,
                         n - 1
                     );
                     last = format!("%{n}");
                 }
                 _ => {
-                    let _ = writeln!(s, "    %{n} = bench.add({last}, %arg0) : ({t}, {t}) -> {t}");
+                    let _ = writeln!(s, "    %{n} = fp.add({last}, %arg0) : ({t}, {t}) -> {t}");
                     last = format!("%{n}");
                 }
             }
@@ -101,7 +103,9 @@ fn run(ops: usize, dir: &std::path::Path) {
         std::fs::write(&path, &text).expect("write the generated module");
     }
     let mut ctx = Context::new();
-    ctx.set_allow_unregistered(true);
+    if let Err(e) = qopt_dialect_fp::register(&mut ctx) {
+        panic!("registering the fp dialect: {e}");
+    }
     let base = current_rss();
 
     reset_peak();

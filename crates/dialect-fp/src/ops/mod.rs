@@ -10,7 +10,7 @@
 //! indexes operands beyond the count it has checked, since inference may be
 //! called with any list.
 
-use qopt_ir_core::{type_to_string, Attribute, Context, OpDef, OpView, RewritePattern, Type};
+use qopt_ir_core::{type_to_string, Attribute, Context, OpDef, RewritePattern, Type};
 use smallvec::SmallVec;
 
 pub(crate) mod constant;
@@ -66,11 +66,6 @@ pub(crate) trait Signature {
     fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String>;
 }
 
-/// The verifier of an op with signature `S`.
-pub(crate) fn verify<S: Signature>(v: &OpView<'_>) -> Result<(), String> {
-    S::check(v.ctx, &v.operand_types(), v.attrs()).map(drop)
-}
-
 /// The result-type inference of an op with signature `S`.
 pub(crate) fn infer<S: Signature>(
     ctx: &mut Context,
@@ -81,9 +76,11 @@ pub(crate) fn infer<S: Signature>(
     Ok(sigs.iter().map(|s| ctx.tensor_type(&s.shape, s.elem)).collect())
 }
 
-/// `def` with the verifier and inference of signature `S`.
+/// `def` with the inference of signature `S`. The check is the op's verifier
+/// too: the core verifier reports an inference error as the op's error and
+/// compares the inferred types with the declared ones, so one run checks all.
 pub(crate) fn with_signature<S: Signature>(def: OpDef) -> OpDef {
-    def.verifier(verify::<S>).infer(infer::<S>)
+    def.infer(infer::<S>)
 }
 
 /// One tensor operand, as a check sees it.
