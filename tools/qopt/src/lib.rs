@@ -358,9 +358,13 @@ impl Invocation<'_> {
             timing: cli.timing,
             statistics: cli.stats,
             reproducer_dir: Some(cli.reproducer_dir.clone().unwrap_or_else(std::env::temp_dir)),
+            // IR dumps stream to the run's own error output.
+            print_sink: Box::new(&mut *err),
             ..Instrumentation::default()
         };
-        match self.pipeline.run(&mut ctx, &mut module, &mut inst) {
+        let result = self.pipeline.run(&mut ctx, &mut module, &mut inst);
+        drop(inst);
+        match result {
             Ok(run) => {
                 for w in &run.warnings {
                     reporter.diagnostic(err, w);

@@ -97,7 +97,7 @@ pub trait PassInstrumentation {
 
 /// How a pipeline runs: checks, dumps, measurements. Fields are public; start from
 /// [`Instrumentation::default`] and change what you need.
-pub struct Instrumentation {
+pub struct Instrumentation<'a> {
     /// Run [`crate::verify`] after every pass; invalid IR fails the pipeline at that
     /// pass. Default: true.
     pub verify_each: bool,
@@ -115,7 +115,7 @@ pub struct Instrumentation {
     pub print_dir: Option<PathBuf>,
     /// Where dumps go without `print_dir`, each under a header line. Default:
     /// standard error.
-    pub print_sink: Box<dyn Write>,
+    pub print_sink: Box<dyn Write + 'a>,
     /// Collect a timing tree into [`RunReport::timing`](super::RunReport::timing).
     /// Default: false.
     pub timing: bool,
@@ -131,7 +131,7 @@ pub struct Instrumentation {
     pub hooks: Vec<Box<dyn PassInstrumentation>>,
 }
 
-impl Default for Instrumentation {
+impl Default for Instrumentation<'_> {
     fn default() -> Self {
         Instrumentation {
             verify_each: true,
@@ -149,7 +149,7 @@ impl Default for Instrumentation {
     }
 }
 
-impl fmt::Debug for Instrumentation {
+impl fmt::Debug for Instrumentation<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Instrumentation")
             .field("verify_each", &self.verify_each)
@@ -173,7 +173,7 @@ pub(super) enum DumpPoint {
     After,
 }
 
-impl Instrumentation {
+impl Instrumentation<'_> {
     /// Whether the IR is printed after `pass` when it changed it.
     pub(super) fn tracks_change(&self, pass: &str) -> bool {
         self.print_after_change && (self.print_after == PassFilter::None || self.print_after.matches(pass))

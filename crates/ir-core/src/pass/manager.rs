@@ -108,7 +108,7 @@ impl PassManager {
         &self,
         ctx: &mut Context,
         module: &mut Module,
-        inst: &mut Instrumentation,
+        inst: &mut Instrumentation<'_>,
     ) -> Result<RunReport, PipelineFailure> {
         let span = tracing::info_span!("pipeline", passes = self.num_passes);
         let _entered = span.enter();
@@ -322,16 +322,16 @@ impl fmt::Display for PipelineFailure {
 impl std::error::Error for PipelineFailure {}
 
 /// The state of one run.
-struct Runner<'r> {
+struct Runner<'r, 'i> {
     ctx: &'r mut Context,
     module: &'r mut Module,
-    inst: &'r mut Instrumentation,
+    inst: &'r mut Instrumentation<'i>,
     report: RunReport,
     /// Fingerprint of the printed module as the previous pass left it, if known.
     fingerprint: Option<(u64, u64)>,
 }
 
-impl Runner<'_> {
+impl Runner<'_, '_> {
     fn run_entries(&mut self, entries: &[Entry], nodes: &mut Vec<TimingNode>) -> Result<(), PipelineFailure> {
         for entry in entries {
             match entry {
@@ -534,7 +534,7 @@ mod tests {
     }
 
     /// Instrumentation that prints nothing and writes no reproducer.
-    fn quiet() -> Instrumentation {
+    fn quiet() -> Instrumentation<'static> {
         Instrumentation {
             print_sink: Box::new(io::sink()),
             reproducer_dir: None,
@@ -549,13 +549,16 @@ mod tests {
         (ctx, module)
     }
 
-    fn run(text: &str, inst: &mut Instrumentation) -> (Context, Module, Result<RunReport, PipelineFailure>) {
+    fn run(
+        text: &str,
+        inst: &mut Instrumentation<'_>,
+    ) -> (Context, Module, Result<RunReport, PipelineFailure>) {
         let (mut ctx, mut module) = fresh();
         let result = parse(text).run(&mut ctx, &mut module, inst);
         (ctx, module, result)
     }
 
-    fn run_ok(text: &str, inst: &mut Instrumentation) -> (Context, Module, RunReport) {
+    fn run_ok(text: &str, inst: &mut Instrumentation<'_>) -> (Context, Module, RunReport) {
         let (ctx, module, result) = run(text, inst);
         match result {
             Ok(report) => (ctx, module, report),
@@ -563,7 +566,7 @@ mod tests {
         }
     }
 
-    fn run_err(text: &str, inst: &mut Instrumentation) -> PipelineFailure {
+    fn run_err(text: &str, inst: &mut Instrumentation<'_>) -> PipelineFailure {
         match run(text, inst).2 {
             Ok(_) => panic!("{text:?} should fail"),
             Err(failure) => failure,
