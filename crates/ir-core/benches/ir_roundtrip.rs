@@ -6,7 +6,7 @@
 //!
 //! Run: `cargo bench -p qopt-ir-core --bench ir_roundtrip` (add `-- 1000000` to
 //! run one size). The end-to-end `qopt FILE` round trip on the written files is
-//! measured with `/usr/bin/time -v target/release/qopt target/bench-ir/ops-1000000.qir -o /dev/null`.
+//! measured with `/usr/bin/time -v target/release/qopt target/bench-ir/ops-1000000.qir -o target/bench-ir/out.qir`.
 
 use qopt_ir_core::{parse_source, print_module, verify, Context, SourceText};
 use std::fmt::Write as _;

@@ -1,6 +1,8 @@
 //! Writing results: to stdout, or to a file atomically (a temporary file in the
 //! same directory, renamed over the target only once everything was written), so
-//! a failed run never leaves a half-written or clobbered output file.
+//! a failed run never leaves a half-written or clobbered output file. A target
+//! that exists and is not a regular file (`/dev/null`, a pipe, a terminal) is
+//! written in place: renaming over it would replace the device itself.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -11,6 +13,13 @@ pub fn write_file_atomically(
     path: &Path,
     produce: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
+    if let Ok(meta) = std::fs::metadata(path) {
+        if !meta.is_file() {
+            let mut w = BufWriter::with_capacity(1 << 20, std::fs::OpenOptions::new().write(true).open(path)?);
+            produce(&mut w)?;
+            return w.flush();
+        }
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -54,5 +63,16 @@ mod tests {
         write_file_atomically(&target, |w| w.write_all(b"new")).unwrap();
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn special_files_are_written_in_place_not_replaced() {
+        let null = Path::new("/dev/null");
+        if !null.exists() {
+            return;
+        }
+        write_file_atomically(null, |w| w.write_all(b"discarded")).unwrap();
+        let meta = std::fs::metadata(null).unwrap();
+        assert!(!meta.is_file(), "/dev/null is still a device, not a regular file");
     }
 }
