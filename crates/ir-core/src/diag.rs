@@ -2,11 +2,13 @@
 //!
 //! Human form (what the CLI prints):
 //! ```text
-//! model.qir:12:9: error: use of undefined value %7
+//! model.qir:12:18: error: use of undefined value %7
 //!     %8 = fp.relu(%7) : (tensor<4xf32>) -> tensor<4xf32>
 //!                  ^
 //! ```
 //! The source line and caret appear when the [`SourceMap`] holds the file.
+//! Columns are 1-based byte offsets in the line (constant time to compute on
+//! any line length); the caret is placed under the character at that byte.
 
 use crate::location::SrcPos;
 use std::fmt;

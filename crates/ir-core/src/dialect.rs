@@ -235,7 +235,8 @@ impl Interfaces {
     }
 }
 
-/// The definition of one op. Build with [`OpDef::new`] and the `with_*` methods.
+/// The definition of one op. Build with [`OpDef::new`] and the builder methods
+/// (`.description(..)`, `.operands(..)`, `.traits(..)`, `.verifier(..)`, ...).
 pub struct OpDef {
     /// Full name, `dialect.op`.
     pub name: &'static str,

@@ -63,3 +63,5 @@ pub type FxBuild = BuildHasherDefault<FxHasher>;
 pub type FxHashMap<K, V> = std::collections::HashMap<K, V, FxBuild>;
 /// An insertion-ordered set keyed with [`FxHasher`]; the interners' storage.
 pub type FxIndexSet<T> = indexmap::IndexSet<T, FxBuild>;
+/// A `HashSet` keyed with [`FxHasher`].
+pub type FxHashSet<T> = std::collections::HashSet<T, FxBuild>;

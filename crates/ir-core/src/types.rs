@@ -5,8 +5,9 @@
 //! dims, [`DYNAMIC`] for `?`), floats, signless (`i8`) and unsigned (`u8`) integers
 //! of width 1..=64, `index`, function types, and uniform quantized element types
 //! (`!qnn.uniform<...>`): quantization parameters live in types so that
-//! propagating them is type propagation. The `qnn` dialect adds their semantic
-//! checks (scale > 0, zero point in range); here they are only data.
+//! propagating them is type propagation. Their structural checks (storage range,
+//! zero points in it, per-axis counts) are [`QuantType::check_structure`], which
+//! the verifier applies; the `qnn` dialect adds the semantic ones (scale > 0).
 //! Dialects outside the core may use opaque types `!dialect.name<body>`.
 
 use std::hash::{Hash, Hasher};

@@ -74,7 +74,7 @@
 //! its [`crate::Location`]. A name or fused location (`loc("conv1")`) is added as a
 //! note, so the user sees which layer the op came from.
 
-use crate::attributes::AttrData;
+use crate::attributes::{AttrData, Attribute};
 use crate::context::{dialect_prefix, Context, OpName};
 use crate::dialect::{Arity, Dialect, InferTypesFn, OpDef, OpView, Traits, VerifyFn};
 use crate::entity::{BlockId, EntityId, OpId, UseId, ValueId};
@@ -179,6 +179,11 @@ struct Verifier<'m> {
     type_stack: Vec<(Type, bool)>,
     /// Top-level symbols, for op verifiers that look them up (`func.call`).
     symbols: SymbolTable,
+    /// Attribute dictionaries whose types were already checked, and whether they
+    /// were all well formed.
+    checked_attrs: crate::hash::FxHashMap<Attribute, bool>,
+    /// Innermost bad types already reported (see [`Verifier::cause`]).
+    reported_causes: crate::hash::FxHashSet<Type>,
     diags: Vec<Diagnostic>,
 }
 
@@ -194,6 +199,8 @@ impl<'m> Verifier<'m> {
             operand_types: Vec::new(),
             type_stack: Vec::new(),
             symbols: SymbolTable::build(ctx, module),
+            checked_attrs: Default::default(),
+            reported_causes: Default::default(),
             diags: Vec::new(),
         }
     }
@@ -258,6 +265,19 @@ impl<'m> Verifier<'m> {
         }
 
         self.check_regions(ctx, op, facts);
+
+        // After the regions, so that a bad type a function's arguments already
+        // reported is not reported again through its `function_type`.
+        if attrs != Attribute::EMPTY_DICT {
+            sound &= match self.checked_attrs.get(&attrs) {
+                Some(&ok) => ok,
+                None => {
+                    let ok = self.check_attr_types(ctx, op, attrs);
+                    self.checked_attrs.insert(attrs, ok);
+                    ok
+                }
+            };
+        }
 
         let Some(f) = facts else { return };
 
@@ -713,8 +733,69 @@ impl<'m> Verifier<'m> {
         Ok(())
     }
 
-    /// `invalid type T: why`, for a type known to be bad.
-    fn bad_type_to_string(&self, ctx: &Context, t: Type) -> String {
+    /// Types held by attributes (`function_type`, type attributes, the type of a
+    /// dense constant), nested arrays and dictionaries included, are well formed.
+    /// Each attribute dictionary is walked once (see `checked_attrs`). Returns
+    /// whether all of them are.
+    fn check_attr_types(&mut self, ctx: &Context, op: OpId, attrs: Attribute) -> bool {
+        let mut ok = true;
+        let mut stack: Vec<(Attribute, crate::Symbol)> =
+            ctx.dict_entries(attrs).iter().map(|&(k, v)| (v, k)).collect();
+        while let Some((a, key)) = stack.pop() {
+            let ty = match ctx.attr_data(a) {
+                AttrData::Type(t) => Some(*t),
+                AttrData::Dense(d) => Some(d.ty),
+                AttrData::Array(items) => {
+                    stack.extend(items.iter().map(|&i| (i, key)));
+                    None
+                }
+                AttrData::Dict(entries) => {
+                    stack.extend(entries.iter().map(|&(_, v)| (v, key)));
+                    None
+                }
+                _ => None,
+            };
+            if let Some(t) = ty {
+                if !self.type_ok(ctx, t) {
+                    ok = false;
+                    if self.reported_causes.contains(&self.cause(ctx, t)) {
+                        continue;
+                    }
+                    let msg = format!(
+                        "attribute '{}' of '{}' holds an {}",
+                        ctx.symbol_str(key),
+                        self.op_text(ctx, op),
+                        self.bad_type_to_string(ctx, t)
+                    );
+                    self.error(ctx, op, msg);
+                }
+            }
+        }
+        ok
+    }
+
+    /// The innermost bad type inside the bad type `t`: the one whose own check
+    /// failed, as opposed to those that are bad because a component is.
+    fn cause(&self, ctx: &Context, mut t: Type) -> Type {
+        loop {
+            let mut bad_child = None;
+            for_each_child(ctx, t, |c| {
+                if bad_child.is_none() && self.state(c) == TYPE_BAD {
+                    bad_child = Some(c);
+                }
+            });
+            match bad_child {
+                Some(c) => t = c,
+                None => return t,
+            }
+        }
+    }
+
+    /// `invalid type T: why`, for a type known to be bad; remembers its cause as
+    /// reported.
+    fn bad_type_to_string(&mut self, ctx: &Context, t: Type) -> String {
+        let cause = self.cause(ctx, t);
+        self.reported_causes.insert(cause);
         let why = self.type_errors.get(&t).map_or("", String::as_str);
         format!("invalid type {}: {why}", type_to_string(ctx, t))
     }
@@ -960,6 +1041,37 @@ mod tests {
         // An empty entry block is a body without its return.
         func(&mut ctx, &mut m, "empty", &[t], &[t]);
         assert_eq!(check(&mut ctx, &m), ["'func.func' op function body must end with 'func.return'"]);
+    }
+
+    #[test]
+    fn types_inside_attributes_are_verified_once() {
+        let (mut ctx, mut m) = setup();
+        let bad = ctx.intern_type(TypeData::Opaque { name: "nodialect.t".into(), body: "".into() });
+        let bad = ctx.tensor_type(&[4], bad);
+        // A declaration has no arguments: its `function_type` is where the type is.
+        let fty = ctx.function_type(&[bad], &[]);
+        let fty = ctx.type_attr(fty);
+        let sym = ctx.string_attr("ext");
+        let attrs = ctx.dict_attr(&[("sym_name", sym), ("function_type", fty)]);
+        let decl = m.create_op(OperationState::new(OpName::FUNC).attrs(attrs).regions(1));
+        let body = m.body();
+        m.append_op(body, decl);
+        let errors = check(&mut ctx, &m);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with("attribute 'function_type' of 'func.func' holds an invalid type"),
+            "{errors:?}"
+        );
+        assert!(errors[0]
+            .ends_with("unregistered dialect 'nodialect' (use --allow-unregistered-dialect to accept it)"));
+        // A function with a body reports the argument, not its signature again.
+        let (mut ctx, mut m) = setup();
+        let bad = ctx.intern_type(TypeData::Opaque { name: "nodialect.t".into(), body: "".into() });
+        let (_, entry) = func(&mut ctx, &mut m, "main", &[bad], &[]);
+        op(&mut ctx, &mut m, entry, "func.return", &[], &[]);
+        let errors = check(&mut ctx, &m);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].starts_with("argument #0 of block #0 in region #0 of 'func.func'"), "{errors:?}");
     }
 
     #[test]

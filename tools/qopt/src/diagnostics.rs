@@ -12,7 +12,7 @@
 //! ```
 //!
 //! `file`, `line` and `col` are `null` when unknown; `line` and `col` are
-//! 1-based, `col` counted in characters as the parser counts it. Pipeline errors
+//! 1-based, `col` counted in bytes as the parser counts it. Pipeline errors
 //! have `"file":"<pipeline>"` and `"line":1`. Only diagnostics change form:
 //! `--timing`, `--stats`, IR dumps and `-v` logs print as they always do, and
 //! usage errors found by the flag parser are printed by it.

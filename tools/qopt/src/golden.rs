@@ -2,9 +2,10 @@
 //! passes, or a downstream backend's): the `.qir` equivalent of LLVM's lit and
 //! FileCheck, run through [`Driver::run_cli`] in process.
 //!
-//! A golden file opens with one or more `// RUN: qopt %s <flags>` lines: the
-//! command as typed (`'...'` and `"..."` group words as in a shell), `%s`
-//! standing for the file. [`Golden::run`] executes each and returns the text to
+//! A golden file opens with one or more `// RUN: qopt %s <flags>` lines (the
+//! driver's own name in place of `qopt` for a downstream tool): the command as
+//! typed (`'...'` and `"..."` group words as in a shell), `%s` standing for the
+//! file. [`Golden::run`] executes each and returns the text to
 //! snapshot (with `insta`): per RUN line the exit code, standard output and
 //! standard error, with the file shown relative to the repository, reproducer
 //! files in a scratch directory shown as `<reproducer-dir>` and the process id
@@ -59,7 +60,8 @@ impl<'a> Golden<'a> {
         let mut snapshot = String::new();
         for line in run_lines(&name, &source) {
             let mut args = split_words(&name, &line);
-            assert_eq!(args.first().map(String::as_str), Some("qopt"), "{name}: RUN lines start with `qopt`");
+            let tool = self.driver.tool();
+            assert_eq!(args.first().map(String::as_str), Some(tool), "{name}: RUN lines start with `{tool}`");
             for arg in &mut args {
                 *arg = arg.replace("%s", &absolute);
             }
@@ -103,7 +105,7 @@ impl<'a> Golden<'a> {
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         let file = dir.join(sanitize(name));
         std::fs::write(&file, printed).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        let mut args = vec!["qopt".to_string(), file.to_string_lossy().into_owned()];
+        let mut args = vec![self.driver.tool().to_string(), file.to_string_lossy().into_owned()];
         if split {
             args.push("--split-input-file".to_string());
         }

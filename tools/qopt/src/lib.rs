@@ -73,6 +73,11 @@ impl Driver {
         driver
     }
 
+    /// The tool's name (`qopt`, `myopt`): the first word of its golden RUN lines.
+    pub fn tool(&self) -> &'static str {
+        self.tool
+    }
+
     /// Adds a step that registers dialects in each new context.
     pub fn add_dialects(&mut self, setup: impl Fn(&mut Context) -> Result<(), String> + 'static) {
         self.dialects.push(Box::new(setup));
@@ -153,9 +158,9 @@ impl Driver {
                         let _ = writeln!(err, "{tool}: invalid pass pipeline\n{}", rendered.trim_end());
                     }
                     DiagnosticFormat::Json => {
-                        // The column in characters, as `PipelineError::render` places its caret.
-                        let col = pipeline_text.char_indices().take_while(|&(i, _)| i < e.offset).count();
-                        let pos = SrcPos { line: 1, col: col as u32 + 1 };
+                        // Byte columns, like every other diagnostic.
+                        let pos =
+                            SrcPos { line: 1, col: u32::try_from(e.offset).unwrap_or(u32::MAX - 1) + 1 };
                         reporter
                             .diagnostic(err, &Diagnostic::error(Some(PIPELINE_FILE.into()), pos, e.message));
                     }

@@ -15,7 +15,8 @@ pub fn write_file_atomically(
 ) -> io::Result<()> {
     if let Ok(meta) = std::fs::metadata(path) {
         if !meta.is_file() {
-            let mut w = BufWriter::with_capacity(1 << 20, std::fs::OpenOptions::new().write(true).open(path)?);
+            let mut w =
+                BufWriter::with_capacity(1 << 20, std::fs::OpenOptions::new().write(true).open(path)?);
             produce(&mut w)?;
             return w.flush();
         }

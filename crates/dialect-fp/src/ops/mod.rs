@@ -3,10 +3,11 @@
 //!
 //! Each op's checks live in one [`Signature::check`]: it reads the operand types
 //! and the attribute dictionary, rejects anything wrong with a message naming
-//! the operand or attribute, and computes the result types. The op's verifier
-//! runs it on the op ([`verify`]); result-type inference runs it on raw operand
-//! types ([`infer`]), so the two can never disagree, and the core's comparison of
-//! inferred and declared types catches every wrong result type. `check` never
+//! the operand or attribute, and computes the result types. It is registered as
+//! the op's result-type inference ([`infer`]), which the core verifier runs on
+//! every op: an error is reported as the op's error, and the comparison of
+//! inferred and declared types catches every wrong result type, so one check
+//! serves as both verifier and inference. `check` never
 //! indexes operands beyond the count it has checked, since inference may be
 //! called with any list.
 

@@ -14,7 +14,9 @@
 use super::lexer::{unescape, Lexer, Tok, Token};
 use crate::attributes::{AttrData, Attribute, DenseElements};
 use crate::context::{Context, OpName, Symbol};
-use crate::dense::{element_kind, encode_float_bits, encode_int, static_num_elements, ElementKind};
+use crate::dense::{
+    decode_int, element_kind, encode_float_bits, encode_int, static_num_elements, ElementKind,
+};
 use crate::diag::{Diagnostic, Diagnostics};
 use crate::dialect::Traits;
 use crate::entity::{BlockId, OpId, RegionId, ValueId};
@@ -1493,6 +1495,16 @@ impl<'s, 'c> Parser<'s, 'c> {
                             kind.bytes()
                         ),
                     );
+                }
+                // Narrow integers (i1, i4, i24...) must hold values their type can.
+                if let (ElementKind::Int { signed, .. }, Some((lo, hi))) = (kind, kind.int_range()) {
+                    let w = kind.bytes();
+                    if let Some(i) =
+                        bytes.chunks_exact(w).map(|c| decode_int(c, signed)).position(|v| v < lo || v > hi)
+                    {
+                        let shown = super::type_to_string(self.ctx, elem);
+                        return self.error(dense_tok, format!("hex element #{i} does not fit {shown}"));
+                    }
                 }
                 bytes
             }
