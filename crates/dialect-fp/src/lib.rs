@@ -19,6 +19,9 @@ pub mod attrs;
 mod ops;
 pub mod shape;
 
+/// Shape rules of the shape ops, shared with kernels that execute them.
+pub use ops::shape::{reshape_target, slice_axes, slice_len, transpose_perm, SliceAxis};
+
 use qopt_ir_core::{Attribute, Context, Dialect, Location, OpDef, RewritePattern, Rewriter, Type, ValueId};
 
 /// The `fp` dialect; see the crate docs.

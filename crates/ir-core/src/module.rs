@@ -914,12 +914,8 @@ impl Module {
     }
     /// The top-level op with `sym_name` = `name`.
     pub fn lookup_symbol(&self, ctx: &Context, name: &str) -> Option<OpId> {
-        let name_attr = ctx.lookup_symbol(name)?;
-        self.top_level_ops().find(|&op| {
-            self.op_attr(ctx, op, "sym_name")
-                .and_then(|a| ctx.attr_as_str(a))
-                .is_some_and(|s| ctx.lookup_symbol(s) == Some(name_attr))
-        })
+        self.top_level_ops()
+            .find(|&op| self.op_attr(ctx, op, "sym_name").and_then(|a| ctx.attr_as_str(a)) == Some(name))
     }
     /// Number of live ops (walks the module).
     pub fn count_ops(&self) -> usize {

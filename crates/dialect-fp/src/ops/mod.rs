@@ -20,7 +20,7 @@ mod elementwise;
 mod linear;
 mod norm;
 mod pool;
-mod shape;
+pub(crate) mod shape;
 
 /// Every op of the dialect.
 pub(crate) fn all() -> Vec<OpDef> {

@@ -140,7 +140,7 @@ impl Signature for Reshape {
 }
 
 /// The result shape of reshaping `input` to `target` (ONNX rules, see the op).
-fn reshape_target(input: &[i64], target: &[i64]) -> Result<SmallVec<[i64; 4]>, String> {
+pub fn reshape_target(input: &[i64], target: &[i64]) -> Result<SmallVec<[i64; 4]>, String> {
     let mut out: SmallVec<[i64; 4]> = SmallVec::with_capacity(target.len());
     let mut inferred = None;
     for (i, &t) in target.iter().enumerate() {
@@ -307,7 +307,7 @@ impl Signature for Transpose {
 }
 
 /// The checked permutation of a transpose of rank `rank`.
-fn transpose_perm(ctx: &Context, attrs: Attribute, rank: usize) -> Result<SmallVec<[usize; 4]>, String> {
+pub fn transpose_perm(ctx: &Context, attrs: Attribute, rank: usize) -> Result<SmallVec<[usize; 4]>, String> {
     let default: Vec<i64> = (0..rank as i64).rev().collect();
     let perm = attrs::int_array_in(ctx, attrs, "perm", Some(rank), &default)?;
     let mut seen = vec![false; rank];
@@ -486,15 +486,19 @@ fn fold_pad(
 struct StridedSlice;
 
 /// One axis of a slice, read from the attributes.
-struct SliceAxis {
-    axis: usize,
-    begin: i64,
-    end: i64,
-    stride: i64,
+pub struct SliceAxis {
+    /// The sliced dimension.
+    pub axis: usize,
+    /// First index (negative counts from the back).
+    pub begin: i64,
+    /// One past the last index (negative counts from the back).
+    pub end: i64,
+    /// Step, never 0 (negative walks backwards).
+    pub stride: i64,
 }
 
 /// The checked axes of a slice of a tensor of rank `rank`.
-fn slice_axes(ctx: &Context, attrs: Attribute, rank: usize) -> Result<Vec<SliceAxis>, String> {
+pub fn slice_axes(ctx: &Context, attrs: Attribute, rank: usize) -> Result<Vec<SliceAxis>, String> {
     let begin = attrs::opt_int_array_in(ctx, attrs, "begin", None)?.ok_or("needs a 'begin' attribute")?;
     let n = begin.len();
     let end = attrs::opt_int_array_in(ctx, attrs, "end", Some(n))?.ok_or("needs an 'end' attribute")?;
@@ -518,7 +522,7 @@ fn slice_axes(ctx: &Context, attrs: Attribute, rank: usize) -> Result<Vec<SliceA
 
 /// The number of elements a slice takes from a dimension of size `dim` (ONNX
 /// Slice: negative indices count from the back, then clamping).
-pub(crate) fn slice_len(dim: i64, begin: i64, end: i64, stride: i64) -> i64 {
+pub fn slice_len(dim: i64, begin: i64, end: i64, stride: i64) -> i64 {
     if dim <= 0 || stride == 0 {
         return 0;
     }

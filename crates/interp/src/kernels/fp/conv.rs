@@ -1,0 +1,327 @@
+//! `fp.conv2d` and `fp.conv1d` by im2col + GEMM (ONNX Conv, NCHW / NCL).
+//!
+//! For each sample and channel group the input patches are unrolled into a
+//! (C/groups·kH·kW) × (H'·W') matrix and multiplied by the group's weight rows
+//! (O/groups × C/groups·kH·kW) with ndarray's `general_mat_mul` (matrixmultiply
+//! underneath), into an output pre-filled with the bias. A 1×1 kernel with
+//! stride 1 and no padding multiplies the input directly. `fp.conv1d` is the 2-D
+//! case with H = 1.
+
+use super::{expect_rank, operand, to_usize, unsupported, Real};
+use crate::error::{bail, InterpError};
+use crate::registry::{KernelContext, KernelResults};
+use crate::tensor::Tensor;
+use ndarray::linalg::general_mat_mul;
+use ndarray::{s, ArrayD, ArrayView2, ArrayViewMut2, IxDyn};
+use qopt_dialect_fp::attrs::ConvAttrs;
+use qopt_dialect_fp::shape::conv_out;
+use smallvec::smallvec;
+
+/// Window parameters of a 2-D convolution, as sizes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window2 {
+    pub stride: [usize; 2],
+    /// top, left, bottom, right
+    pub pad: [usize; 4],
+    pub dilation: [usize; 2],
+    pub groups: usize,
+}
+
+impl Window2 {
+    fn from_attrs(a: &ConvAttrs, n: usize) -> Result<Window2, InterpError> {
+        let u = |v: i64| to_usize(v, "window parameters");
+        Ok(if n == 2 {
+            Window2 {
+                stride: [u(a.stride[0])?, u(a.stride[1])?],
+                pad: [u(a.pad[0])?, u(a.pad[1])?, u(a.pad[2])?, u(a.pad[3])?],
+                dilation: [u(a.dilation[0])?, u(a.dilation[1])?],
+                groups: u(a.groups)?,
+            }
+        } else {
+            Window2 {
+                stride: [1, u(a.stride[0])?],
+                pad: [0, u(a.pad[0])?, 0, u(a.pad[1])?],
+                dilation: [1, u(a.dilation[0])?],
+                groups: u(a.groups)?,
+            }
+        })
+    }
+}
+
+/// 2-D convolution of N×C×H×W `x` with O×(C/g)×kH×kW `w` and optional [O] bias.
+pub(crate) fn conv2d_real<T: Real>(
+    x: &ArrayD<T>,
+    w: &ArrayD<T>,
+    b: Option<&ArrayD<T>>,
+    win: &Window2,
+) -> Result<ArrayD<T>, InterpError> {
+    let (xs, ws) = (x.shape(), w.shape());
+    if xs.len() != 4 || ws.len() != 4 {
+        bail!("input and weight must have rank 4, got {xs:?} and {ws:?}");
+    }
+    let (n, c, h, wd) = (xs[0], xs[1], xs[2], xs[3]);
+    let (o, cg, kh, kw) = (ws[0], ws[1], ws[2], ws[3]);
+    let g = win.groups;
+    if g == 0 || c != cg * g || o % g != 0 {
+        bail!("input has {c} channels and weight {ws:?} with {g} group(s): need C = groups·{cg} and O divisible by groups");
+    }
+    if let Some(b) = b {
+        if b.shape() != [o] {
+            bail!("bias must have shape [{o}], got {:?}", b.shape());
+        }
+    }
+    let [sh, sw] = win.stride;
+    let [dh, dw] = win.dilation;
+    let [pt, pl, pb, pr] = win.pad;
+    let i = |v: usize| v as i64;
+    let oh = to_usize(conv_out(i(h), i(kh), i(sh), i(pt), i(pb), i(dh))?, "output height")?;
+    let ow = to_usize(conv_out(i(wd), i(kw), i(sw), i(pl), i(pr), i(dw))?, "output width")?;
+    let x = x.as_standard_layout();
+    let w = w.as_standard_layout();
+    let (Some(xd), Some(wdata)) = (x.as_slice(), w.as_slice()) else { bail!("non-contiguous operand") };
+    let og = o / g;
+    let k = cg * kh * kw;
+    let p = oh * ow;
+    let wmat = ArrayView2::from_shape((o, k), wdata).map_err(|e| InterpError::new(e.to_string()))?;
+    let mut out = vec![T::zero(); n * o * p];
+    if let Some(b) = b {
+        let b = b.as_standard_layout();
+        for (chunk, &bv) in out.chunks_mut(p.max(1)).zip(b.iter().cycle()) {
+            chunk.fill(bv);
+        }
+    }
+    let beta = if b.is_some() { T::one() } else { T::zero() };
+    let direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt + pl + pb + pr == 0;
+    let mut col = if direct { Vec::new() } else { vec![T::zero(); k * p] };
+    let plane = h * wd;
+    for ni in 0..n {
+        for gi in 0..g {
+            let xin = &xd[(ni * c + gi * cg) * plane..(ni * c + (gi + 1) * cg) * plane];
+            let cols = if direct {
+                ArrayView2::from_shape((k, p), xin)
+            } else {
+                im2col(xin, &mut col, [cg, h, wd], [kh, kw], [oh, ow], win);
+                ArrayView2::from_shape((k, p), &col[..])
+            }
+            .map_err(|e| InterpError::new(e.to_string()))?;
+            let wg = wmat.slice(s![gi * og..(gi + 1) * og, ..]);
+            let dst = &mut out[(ni * o + gi * og) * p..(ni * o + (gi + 1) * og) * p];
+            let mut dst =
+                ArrayViewMut2::from_shape((og, p), dst).map_err(|e| InterpError::new(e.to_string()))?;
+            general_mat_mul(T::one(), &wg, &cols, beta, &mut dst);
+        }
+    }
+    ArrayD::from_shape_vec(IxDyn(&[n, o, oh, ow]), out).map_err(|e| InterpError::new(e.to_string()))
+}
+
+/// Unrolls the patches of one channel group (`cg`×`h`×`w`, row-major in `x`)
+/// into `col`, (cg·kh·kw) rows of oh·ow, zeros where a patch reads padding.
+fn im2col<T: Real>(
+    x: &[T],
+    col: &mut [T],
+    [cg, h, w]: [usize; 3],
+    [kh, kw]: [usize; 2],
+    [oh, ow]: [usize; 2],
+    win: &Window2,
+) {
+    let [sh, sw] = win.stride;
+    let [dh, dw] = win.dilation;
+    let (pt, pl) = (win.pad[0] as isize, win.pad[1] as isize);
+    let p = oh * ow;
+    for ci in 0..cg {
+        let xc = &x[ci * h * w..(ci + 1) * h * w];
+        for ki in 0..kh {
+            for kj in 0..kw {
+                let row = &mut col[((ci * kh + ki) * kw + kj) * p..][..p];
+                // Output columns ox read input column ox·sw + off.
+                let off = (kj * dw) as isize - pl;
+                let lo = if off >= 0 { 0 } else { ((-off) as usize).div_ceil(sw) }.min(ow);
+                let hi = if (w as isize) <= off { 0 } else { (w as isize - off) as usize }
+                    .div_ceil(sw)
+                    .clamp(lo, ow);
+                for oy in 0..oh {
+                    let dst = &mut row[oy * ow..(oy + 1) * ow];
+                    let iy = (oy * sh + ki * dh) as isize - pt;
+                    if iy < 0 || iy >= h as isize {
+                        dst.fill(T::zero());
+                        continue;
+                    }
+                    let src = &xc[iy as usize * w..(iy as usize + 1) * w];
+                    dst[..lo].fill(T::zero());
+                    dst[hi..].fill(T::zero());
+                    let start = (lo as isize * sw as isize + off) as usize;
+                    if sw == 1 {
+                        dst[lo..hi].copy_from_slice(&src[start..start + (hi - lo)]);
+                    } else {
+                        for (d, s) in dst[lo..hi].iter_mut().zip(src[start..].iter().step_by(sw)) {
+                            *d = *s;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn conv(kc: &mut KernelContext<'_>, ops: &[&Tensor], n: usize) -> Result<KernelResults, InterpError> {
+    let attrs = ConvAttrs::read_in(kc.ctx, kc.attrs, n)?;
+    let win = Window2::from_attrs(&attrs, n)?;
+    let (x, w) = (operand(ops, 0)?, operand(ops, 1)?);
+    let b = ops.get(2).copied();
+    expect_rank(x, n + 2, "input")?;
+    expect_rank(w, n + 2, "weight")?;
+    // Views a 1-D operand (N×C×L) as 2-D (N×C×1×L).
+    fn lift<T: Clone>(a: &ArrayD<T>, n: usize) -> Result<ArrayD<T>, InterpError> {
+        if n == 2 {
+            return Ok(a.clone());
+        }
+        let s = a.shape();
+        a.as_standard_layout()
+            .into_owned()
+            .into_shape_with_order(IxDyn(&[s[0], s[1], 1, s[2]]))
+            .map_err(|e| InterpError::new(e.to_string()))
+    }
+    fn drop_h<T>(a: ArrayD<T>, n: usize) -> Result<ArrayD<T>, InterpError> {
+        if n == 2 {
+            return Ok(a);
+        }
+        let s = a.shape().to_vec();
+        a.into_shape_with_order(IxDyn(&[s[0], s[1], s[3]])).map_err(|e| InterpError::new(e.to_string()))
+    }
+    let out = match (x, w, b) {
+        (Tensor::F32(x), Tensor::F32(w), None) => {
+            Tensor::F32(drop_h(conv2d_real(&lift(x, n)?, &lift(w, n)?, None, &win)?, n)?)
+        }
+        (Tensor::F32(x), Tensor::F32(w), Some(Tensor::F32(b))) => {
+            Tensor::F32(drop_h(conv2d_real(&lift(x, n)?, &lift(w, n)?, Some(b), &win)?, n)?)
+        }
+        (Tensor::F64(x), Tensor::F64(w), None) => {
+            Tensor::F64(drop_h(conv2d_real(&lift(x, n)?, &lift(w, n)?, None, &win)?, n)?)
+        }
+        (Tensor::F64(x), Tensor::F64(w), Some(Tensor::F64(b))) => {
+            Tensor::F64(drop_h(conv2d_real(&lift(x, n)?, &lift(w, n)?, Some(b), &win)?, n)?)
+        }
+        _ if x.dtype() != w.dtype() || b.is_some_and(|b| b.dtype() != x.dtype()) => {
+            bail!("operands have different dtypes")
+        }
+        _ => return Err(unsupported("convolution", x)),
+    };
+    Ok(smallvec![out])
+}
+
+/// `fp.conv2d`.
+pub(crate) fn conv2d(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    conv(kc, ops, 2)
+}
+
+/// `fp.conv1d`.
+pub(crate) fn conv1d(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    conv(kc, ops, 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::fp::tests::{f32t, iota, run, run_err};
+    use qopt_ir_core::Context;
+
+    /// Direct (slow) convolution, the definition, to check im2col against.
+    fn naive(x: &Tensor, w: &Tensor, b: Option<&Tensor>, win: &Window2) -> Tensor {
+        let (x, w) = (x.as_f32().unwrap(), w.as_f32().unwrap());
+        let (n, c, h, wd) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
+        let (o, cg, kh, kw) = (w.shape()[0], w.shape()[1], w.shape()[2], w.shape()[3]);
+        let og = o / win.groups;
+        let oh = (h + win.pad[0] + win.pad[2] - win.dilation[0] * (kh - 1) - 1) / win.stride[0] + 1;
+        let ow = (wd + win.pad[1] + win.pad[3] - win.dilation[1] * (kw - 1) - 1) / win.stride[1] + 1;
+        let mut out = vec![0f32; n * o * oh * ow];
+        for ni in 0..n {
+            for oc in 0..o {
+                let gi = oc / og;
+                for y in 0..oh {
+                    for xx in 0..ow {
+                        let mut acc = b.map_or(0.0, |b| b.as_f32().unwrap()[[oc]]);
+                        for ci in 0..cg {
+                            for ki in 0..kh {
+                                for kj in 0..kw {
+                                    let iy = (y * win.stride[0] + ki * win.dilation[0]) as isize
+                                        - win.pad[0] as isize;
+                                    let ix = (xx * win.stride[1] + kj * win.dilation[1]) as isize
+                                        - win.pad[1] as isize;
+                                    if iy >= 0 && ix >= 0 && (iy as usize) < h && (ix as usize) < wd {
+                                        acc += x[[ni, gi * cg + ci, iy as usize, ix as usize]]
+                                            * w[[oc, ci, ki, kj]];
+                                    }
+                                }
+                            }
+                        }
+                        out[((ni * o + oc) * oh + y) * ow + xx] = acc;
+                    }
+                }
+            }
+        }
+        let _ = c;
+        f32t(&[n, o, oh, ow], &out)
+    }
+
+    #[test]
+    fn hand_computed() {
+        let mut ctx = Context::new();
+        // 1×1×3×3 input 0..8, 2×2 kernel of ones, pad 1 stride 2: windows at
+        // (-1,-1), (-1,1), (1,-1), (1,1).
+        let x = iota(&[1, 1, 3, 3]);
+        let w = f32t(&[1, 1, 2, 2], &[1.; 4]);
+        let y = run(&mut ctx, conv2d, &[&x, &w], "{pad = [1, 1, 1, 1], stride = [2, 2]}", &[]);
+        assert_eq!(y, f32t(&[1, 1, 2, 2], &[0., 1. + 2., 3. + 6., 4. + 5. + 7. + 8.]));
+        // Dilation 2 on a 3×3 kernel over 5×5 reads the corners and edges' middles.
+        let x = iota(&[1, 1, 5, 5]);
+        let w = f32t(&[1, 1, 2, 2], &[1., 0., 0., 1.]);
+        let y = run(&mut ctx, conv2d, &[&x, &w], "{dilation = [2, 2]}", &[]);
+        assert_eq!(y, f32t(&[1, 1, 3, 3], &[12., 14., 16., 22., 24., 26., 32., 34., 36.]));
+        // Bias, two groups (each output sees its own channel).
+        let x = iota(&[1, 2, 1, 2]);
+        let w = f32t(&[2, 1, 1, 1], &[10., 100.]);
+        let b = f32t(&[2], &[1., 2.]);
+        let y = run(&mut ctx, conv2d, &[&x, &w, &b], "{groups = 2}", &[]);
+        assert_eq!(y, f32t(&[1, 2, 1, 2], &[1., 11., 202., 302.]));
+        // conv1d, pad [1, 0].
+        let x = f32t(&[1, 1, 3], &[1., 2., 3.]);
+        let w = f32t(&[1, 1, 2], &[1., 10.]);
+        let y = run(&mut ctx, conv1d, &[&x, &w], "{pad = [1, 0]}", &[]);
+        assert_eq!(y, f32t(&[1, 1, 3], &[10., 21., 32.]));
+    }
+
+    #[test]
+    fn matches_direct_convolution() {
+        let cases = [
+            Window2 { stride: [1, 1], pad: [1, 1, 1, 1], dilation: [1, 1], groups: 1 },
+            Window2 { stride: [2, 3], pad: [0, 2, 1, 0], dilation: [1, 2], groups: 2 },
+            Window2 { stride: [1, 1], pad: [0, 0, 0, 0], dilation: [1, 1], groups: 1 },
+            Window2 { stride: [3, 1], pad: [2, 2, 2, 2], dilation: [2, 1], groups: 4 },
+        ];
+        for (i, win) in cases.iter().enumerate() {
+            let kernel = if i == 2 { 1 } else { 3 };
+            let x = Tensor::F32(iota(&[2, 4, 7, 6]).as_f32().unwrap().mapv(|v| (v * 0.37).sin()));
+            let w = Tensor::F32(
+                iota(&[8, 4 / win.groups, kernel, kernel]).as_f32().unwrap().mapv(|v| (v * 0.11).cos()),
+            );
+            let b = iota(&[8]);
+            let (Tensor::F32(xa), Tensor::F32(wa), Tensor::F32(ba)) = (&x, &w, &b) else { unreachable!() };
+            let got = Tensor::F32(conv2d_real(xa, wa, Some(ba), win).unwrap());
+            let want = naive(&x, &w, Some(&b), win);
+            assert!(got.all_close(&want, 1e-5, 1e-5), "case {i}: {got:?}\n{want:?}");
+        }
+    }
+
+    #[test]
+    fn bad_operands() {
+        let mut ctx = Context::new();
+        let x = iota(&[1, 3, 4, 4]);
+        let w = iota(&[2, 2, 3, 3]);
+        assert!(run_err(&mut ctx, conv2d, &[&x, &w], "{}").contains("channels"));
+        let w = iota(&[2, 3, 5, 5]);
+        assert!(run_err(&mut ctx, conv2d, &[&x, &w], "{}").contains("larger than the padded input"));
+        assert!(run_err(&mut ctx, conv2d, &[&x], "{}").contains("operand"));
+        let w = iota(&[2, 3, 3, 3]);
+        assert!(run_err(&mut ctx, conv2d, &[&x, &w], "{stride = [0, 1]}").contains("stride"));
+    }
+}

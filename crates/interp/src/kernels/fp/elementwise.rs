@@ -1,0 +1,213 @@
+//! Elementwise kernels: `fp.add`, `fp.sub`, `fp.mul`, `fp.div` with numpy
+//! broadcasting, and `fp.relu`, `fp.sigmoid`, `fp.tanh`, `fp.clip`. `fp.relu`
+//! also runs on quantized storage: values below the zero point become the zero
+//! point (per tensor or per axis), which is max(x, 0) in real terms.
+
+use super::{float_map, one, operand, unsupported, zero_points, Real};
+use crate::error::{bail, InterpError};
+use crate::registry::{KernelContext, KernelResults};
+use crate::tensor::Tensor;
+use ndarray::{ArrayD, Axis, IxDyn, Zip};
+use qopt_dialect_fp::{attrs, shape::broadcast};
+
+/// `f(a, b)` element by element with numpy broadcasting.
+pub(crate) fn broadcast_with<T: Copy, U>(
+    a: &ArrayD<T>,
+    b: &ArrayD<T>,
+    f: impl Fn(T, T) -> U,
+) -> Result<ArrayD<U>, InterpError> {
+    if a.shape() == b.shape() {
+        return Ok(Zip::from(a).and(b).map_collect(|&x, &y| f(x, y)));
+    }
+    let sa: Vec<i64> = a.shape().iter().map(|&d| d as i64).collect();
+    let sb: Vec<i64> = b.shape().iter().map(|&d| d as i64).collect();
+    let out: Vec<usize> = broadcast(&sa, &sb)?.iter().map(|&d| d as usize).collect();
+    let (Some(av), Some(bv)) = (a.broadcast(IxDyn(&out)), b.broadcast(IxDyn(&out))) else {
+        bail!("shapes {:?} and {:?} cannot be broadcast", a.shape(), b.shape());
+    };
+    Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
+}
+
+fn binary(
+    ops: &[&Tensor],
+    name: &str,
+    f32op: fn(f32, f32) -> f32,
+    f64op: fn(f64, f64) -> f64,
+) -> Result<KernelResults, InterpError> {
+    let (a, b) = (operand(ops, 0)?, operand(ops, 1)?);
+    match (a, b) {
+        (Tensor::F32(x), Tensor::F32(y)) => one(Tensor::F32(broadcast_with(x, y, f32op)?)),
+        (Tensor::F64(x), Tensor::F64(y)) => one(Tensor::F64(broadcast_with(x, y, f64op)?)),
+        _ if a.dtype() != b.dtype() => {
+            bail!("operands have different dtypes: {} and {}", a.dtype(), b.dtype())
+        }
+        _ => Err(unsupported(name, a)),
+    }
+}
+
+/// `fp.add`.
+pub(crate) fn add(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    binary(ops, "fp.add", |x, y| x + y, |x, y| x + y)
+}
+
+/// `fp.sub`.
+pub(crate) fn sub(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    binary(ops, "fp.sub", |x, y| x - y, |x, y| x - y)
+}
+
+/// `fp.mul`.
+pub(crate) fn mul(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    binary(ops, "fp.mul", |x, y| x * y, |x, y| x * y)
+}
+
+/// `fp.div` (IEEE division: x / 0 is ±inf or NaN).
+pub(crate) fn div(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    binary(ops, "fp.div", |x, y| x / y, |x, y| x / y)
+}
+
+fn relu_real<T: Real>(a: &ArrayD<T>) -> ArrayD<T> {
+    // `v < 0` is false for NaN, so NaN stays NaN.
+    a.mapv(|v| if v < T::zero() { T::zero() } else { v })
+}
+
+fn relu_int<T: Copy + Ord + TryFrom<i64>>(
+    a: &ArrayD<T>,
+    zps: &[i64],
+    axis: Option<usize>,
+) -> Result<ArrayD<T>, InterpError> {
+    let conv = |z: i64| {
+        T::try_from(z).map_err(|_| InterpError::new(format!("zero point {z} does not fit the storage type")))
+    };
+    match axis {
+        None => {
+            let z = conv(zps.first().copied().unwrap_or(0))?;
+            Ok(a.mapv(|v| v.max(z)))
+        }
+        Some(axis) => {
+            if axis >= a.ndim() || a.shape()[axis] != zps.len() {
+                bail!("per-axis zero points along axis {axis} do not fit shape {:?}", a.shape());
+            }
+            let mut out = a.clone();
+            for (i, mut lane) in out.axis_iter_mut(Axis(axis)).enumerate() {
+                let z = conv(zps[i])?;
+                lane.mapv_inplace(|v| v.max(z));
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// `fp.relu`: max(x, 0); on quantized storage, max(q, zero point).
+pub(crate) fn relu(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    let x = operand(ops, 0)?;
+    let out = match x {
+        Tensor::F32(a) => Tensor::F32(relu_real(a)),
+        Tensor::F64(a) => Tensor::F64(relu_real(a)),
+        _ => {
+            let elem = kc.result_element(0)?;
+            let (zps, axis) = zero_points(kc.ctx, elem).unwrap_or((vec![0], None));
+            match x {
+                Tensor::I8(a) => Tensor::I8(relu_int(a, &zps, axis)?),
+                Tensor::U8(a) => Tensor::U8(relu_int(a, &zps, axis)?),
+                Tensor::I16(a) => Tensor::I16(relu_int(a, &zps, axis)?),
+                Tensor::I32(a) => Tensor::I32(relu_int(a, &zps, axis)?),
+                Tensor::I64(a) => Tensor::I64(relu_int(a, &zps, axis)?),
+                other => return Err(unsupported("fp.relu", other)),
+            }
+        }
+    };
+    one(out)
+}
+
+fn sigmoid_real<T: Real>(a: &ArrayD<T>) -> ArrayD<T> {
+    a.mapv(|v| T::one() / (T::one() + (-v).exp()))
+}
+
+/// `fp.sigmoid`: 1 / (1 + exp(-x)).
+pub(crate) fn sigmoid(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    one(float_map!(operand(ops, 0)?, "fp.sigmoid", a => sigmoid_real(a)))
+}
+
+/// `fp.tanh`.
+pub(crate) fn tanh(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    one(float_map!(operand(ops, 0)?, "fp.tanh", a => a.mapv(Real::tanh)))
+}
+
+fn clip_real<T: Real>(a: &ArrayD<T>, lo: f64, hi: f64) -> ArrayD<T> {
+    let (lo, hi) = (T::from_f64(lo), T::from_f64(hi));
+    a.mapv(|v| {
+        if v < lo {
+            lo
+        } else if v > hi {
+            hi
+        } else {
+            v
+        }
+    })
+}
+
+/// `fp.clip {min, max}` (missing bounds are unbounded).
+pub(crate) fn clip(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    let lo = attrs::opt_float_in(kc.ctx, kc.attrs, "min")?.unwrap_or(f64::NEG_INFINITY);
+    let hi = attrs::opt_float_in(kc.ctx, kc.attrs, "max")?.unwrap_or(f64::INFINITY);
+    if lo > hi {
+        bail!("'min' {lo} is greater than 'max' {hi}");
+    }
+    one(float_map!(operand(ops, 0)?, "fp.clip", a => clip_real(a, lo, hi)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::fp::tests::{f32t, run};
+    use qopt_ir_core::Context;
+
+    #[test]
+    fn broadcasting_arithmetic() {
+        let a = f32t(&[2, 3], &[1., 2., 3., 4., 5., 6.]);
+        let b = f32t(&[3], &[10., 20., 30.]);
+        let c = f32t(&[2, 1], &[1., 2.]);
+        let mut ctx = Context::new();
+        assert_eq!(run(&mut ctx, add, &[&a, &b], "{}", &[]), f32t(&[2, 3], &[11., 22., 33., 14., 25., 36.]));
+        assert_eq!(run(&mut ctx, sub, &[&a, &c], "{}", &[]), f32t(&[2, 3], &[0., 1., 2., 2., 3., 4.]));
+        assert_eq!(run(&mut ctx, mul, &[&c, &b], "{}", &[]), f32t(&[2, 3], &[10., 20., 30., 20., 40., 60.]));
+        let s = f32t(&[], &[2.]);
+        assert_eq!(run(&mut ctx, div, &[&a, &s], "{}", &[]), f32t(&[2, 3], &[0.5, 1., 1.5, 2., 2.5, 3.]));
+        let bad = f32t(&[4], &[0.; 4]);
+        let mut kc = KernelContext::new(&ctx, qopt_ir_core::Attribute::EMPTY_DICT, &[]);
+        let e = add(&mut kc, &[&a, &bad]).unwrap_err();
+        assert!(e.message.contains("cannot be broadcast"), "{e}");
+        let i = Tensor::I32(ndarray::arr1(&[1]).into_dyn());
+        assert!(add(&mut kc, &[&i, &i]).is_err());
+        assert!(add(&mut kc, &[&a, &i]).is_err());
+    }
+
+    #[test]
+    fn activations() {
+        let mut ctx = Context::new();
+        let x = f32t(&[4], &[-2., -0.5, 0., 3.]);
+        assert_eq!(run(&mut ctx, relu, &[&x], "{}", &[]), f32t(&[4], &[0., 0., 0., 3.]));
+        let n = f32t(&[1], &[f32::NAN]);
+        assert!(run(&mut ctx, relu, &[&n], "{}", &[]).as_f32().unwrap()[[0]].is_nan());
+        assert_eq!(
+            run(&mut ctx, clip, &[&x], "{min = -1.0 : f32, max = 1.0 : f32}", &[]),
+            f32t(&[4], &[-1., -0.5, 0., 1.])
+        );
+        assert_eq!(run(&mut ctx, clip, &[&x], "{min = 0.0 : f32}", &[]), f32t(&[4], &[0., 0., 0., 3.]));
+        let s = run(&mut ctx, sigmoid, &[&f32t(&[3], &[0., 100., -100.])], "{}", &[]);
+        assert_eq!(s.to_f64_vec(), vec![0.5, 1.0, (1.0f32 / (1.0 + 100f32.exp())) as f64]);
+        let t = run(&mut ctx, tanh, &[&f32t(&[2], &[0., 1.])], "{}", &[]);
+        assert_eq!(t, f32t(&[2], &[0., 1f32.tanh()]));
+    }
+
+    #[test]
+    fn quantized_relu_clamps_at_zero_point() {
+        let mut ctx = Context::new();
+        let q = Tensor::I8(ndarray::arr1(&[-128i8, -3, 0, 5]).into_dyn());
+        let out = run(&mut ctx, relu, &[&q], "{}", &["tensor<4x!qnn.uniform<i8:f32, 0.5:-3>>"]);
+        assert_eq!(out, Tensor::I8(ndarray::arr1(&[-3i8, -3, 0, 5]).into_dyn()));
+        let q = Tensor::U8(ndarray::arr2(&[[0u8, 9], [0, 9]]).into_dyn());
+        let out = run(&mut ctx, relu, &[&q], "{}", &["tensor<2x2x!qnn.uniform<u8:f32:0, {0.1:1, 0.1:10}>>"]);
+        assert_eq!(out, Tensor::U8(ndarray::arr2(&[[1u8, 9], [10, 10]]).into_dyn()));
+    }
+}

@@ -1,0 +1,231 @@
+//! Kernels of the `fp` dialect, ONNX semantics in NCHW layout (see each op's
+//! description in `qopt-dialect-fp`). Float ops run on f32 and f64 tensors
+//! (f16/bf16 values arrive widened to f32); quant-agnostic ops (relu, max
+//! pooling, shape ops) also run on the integer storage of quantized tensors.
+//!
+//! Attributes are read with the dialect's own readers (`attrs::ConvAttrs::read_in`
+//! and friends) so the interpreter and the verifier agree on defaults.
+
+mod conv;
+mod elementwise;
+mod linear;
+mod norm;
+mod pool;
+mod shape;
+
+use crate::error::{bail, InterpError};
+use crate::registry::{KernelRegistry, KernelResults};
+use crate::tensor::Tensor;
+use qopt_ir_core::{Context, QuantParams, Type, TypeData};
+use smallvec::smallvec;
+
+/// Registers a kernel for every `fp` op (`fp.constant` too, though the executor
+/// serves constants from its cache).
+pub(crate) fn register(r: &mut KernelRegistry) {
+    r.register("fp.constant", shape::constant);
+    r.register("fp.add", elementwise::add);
+    r.register("fp.sub", elementwise::sub);
+    r.register("fp.mul", elementwise::mul);
+    r.register("fp.div", elementwise::div);
+    r.register("fp.relu", elementwise::relu);
+    r.register("fp.sigmoid", elementwise::sigmoid);
+    r.register("fp.tanh", elementwise::tanh);
+    r.register("fp.clip", elementwise::clip);
+    r.register("fp.conv2d", conv::conv2d);
+    r.register("fp.conv1d", conv::conv1d);
+    r.register("fp.dense", linear::dense);
+    r.register("fp.matmul", linear::matmul);
+    r.register("fp.batch_matmul", linear::batch_matmul);
+    r.register("fp.batch_norm", norm::batch_norm);
+    r.register("fp.bias_add", norm::bias_add);
+    r.register("fp.softmax", norm::softmax);
+    r.register("fp.max_pool2d", pool::max_pool2d);
+    r.register("fp.max_pool1d", pool::max_pool1d);
+    r.register("fp.avg_pool2d", pool::avg_pool2d);
+    r.register("fp.global_avg_pool2d", pool::global_avg_pool2d);
+    r.register("fp.reshape", shape::reshape);
+    r.register("fp.flatten", shape::flatten);
+    r.register("fp.transpose", shape::transpose);
+    r.register("fp.concat", shape::concat);
+    r.register("fp.split", shape::split);
+    r.register("fp.pad", shape::pad);
+    r.register("fp.strided_slice", shape::strided_slice);
+}
+
+/// A float element type the kernels compute in (f32, f64).
+pub(crate) trait Real:
+    ndarray::LinalgScalar + PartialOrd + std::fmt::Debug + Send + Sync + std::ops::Neg<Output = Self>
+{
+    fn from_f64(v: f64) -> Self;
+    fn exp(self) -> Self;
+    fn tanh(self) -> Self;
+}
+
+impl Real for f32 {
+    fn from_f64(v: f64) -> f32 {
+        v as f32
+    }
+    fn exp(self) -> f32 {
+        f32::exp(self)
+    }
+    fn tanh(self) -> f32 {
+        f32::tanh(self)
+    }
+}
+
+impl Real for f64 {
+    fn from_f64(v: f64) -> f64 {
+        v
+    }
+    fn exp(self) -> f64 {
+        f64::exp(self)
+    }
+    fn tanh(self) -> f64 {
+        f64::tanh(self)
+    }
+}
+
+/// An element type with a smallest value (the start of a max).
+pub(crate) trait Lowest: Copy + PartialOrd + 'static {
+    const LOWEST: Self;
+}
+
+macro_rules! lowest {
+    ($($t:ty => $v:expr),*) => {$(impl Lowest for $t { const LOWEST: $t = $v; })*};
+}
+lowest!(f32 => f32::NEG_INFINITY, f64 => f64::NEG_INFINITY, i8 => i8::MIN, u8 => u8::MIN,
+        i16 => i16::MIN, i32 => i32::MIN, i64 => i64::MIN, bool => false);
+
+/// One result.
+pub(crate) fn one(t: Tensor) -> Result<KernelResults, InterpError> {
+    Ok(smallvec![t])
+}
+
+/// Operand `i`, or an error if the op has fewer operands.
+pub(crate) fn operand<'t>(ops: &[&'t Tensor], i: usize) -> Result<&'t Tensor, InterpError> {
+    match ops.get(i) {
+        Some(t) => Ok(t),
+        None => bail!("expects at least {} operand(s), got {}", i + 1, ops.len()),
+    }
+}
+
+/// An error for an operand of a dtype the kernel does not handle.
+pub(crate) fn unsupported(what: &str, t: &Tensor) -> InterpError {
+    InterpError::new(format!("{what} does not support {} tensors", t.dtype()))
+}
+
+/// Checks that `t` has rank `rank`; `what` names it (`input`, `weight`).
+pub(crate) fn expect_rank(t: &Tensor, rank: usize, what: &str) -> Result<(), InterpError> {
+    if t.rank() != rank {
+        bail!("{what} must have rank {rank}, got shape {:?}", t.shape());
+    }
+    Ok(())
+}
+
+/// Zero points of a quantized element type: one per tensor (`axis` none) or
+/// one per index of `axis`. `None` for other element types.
+pub(crate) fn zero_points(ctx: &Context, elem: Type) -> Option<(Vec<i64>, Option<usize>)> {
+    match ctx.type_data(elem) {
+        TypeData::Quant(q) => Some(match &q.params {
+            QuantParams::PerTensor { zero_point, .. } => (vec![*zero_point], None),
+            QuantParams::PerAxis { axis, zero_points, .. } => (zero_points.to_vec(), Some(*axis as usize)),
+        }),
+        _ => None,
+    }
+}
+
+/// Numbers of a usize conversion of an IR size, with an error instead of a wrap.
+pub(crate) fn to_usize(v: i64, what: &str) -> Result<usize, InterpError> {
+    usize::try_from(v).map_err(|_| InterpError::new(format!("{what} must be non-negative, got {v}")))
+}
+
+/// Runs `$body` with `$a` bound to the array of a float tensor, wrapping the
+/// result array in the same variant; other dtypes are an error naming `$what`.
+macro_rules! float_map {
+    ($t:expr, $what:expr, $a:ident => $body:expr) => {
+        match $t {
+            $crate::tensor::Tensor::F32($a) => $crate::tensor::Tensor::F32($body),
+            $crate::tensor::Tensor::F64($a) => $crate::tensor::Tensor::F64($body),
+            other => return Err($crate::kernels::fp::unsupported($what, other)),
+        }
+    };
+}
+pub(crate) use float_map;
+
+#[cfg(test)]
+pub(crate) mod tests {
+    //! Helpers for kernel tests: build tensors and run a kernel on attributes
+    //! and result types written in `.qir` syntax.
+    use super::*;
+    use crate::registry::{Kernel, KernelContext};
+    use qopt_ir_core::parse_module;
+
+    /// An f32 tensor.
+    pub(crate) fn f32t(shape: &[usize], data: &[f32]) -> Tensor {
+        Tensor::from_f32(shape, data.to_vec()).unwrap()
+    }
+
+    /// An f32 tensor 0, 1, 2, ... of `shape`.
+    pub(crate) fn iota(shape: &[usize]) -> Tensor {
+        let n = shape.iter().product::<usize>();
+        f32t(shape, &(0..n).map(|i| i as f32).collect::<Vec<_>>())
+    }
+
+    /// Runs `kernel` and returns its results; `attrs` is an attribute dictionary
+    /// and `types` are result types, both in `.qir` syntax.
+    pub(crate) fn run_all(
+        ctx: &mut Context,
+        kernel: Kernel,
+        ops: &[&Tensor],
+        attrs: &str,
+        types: &[&str],
+    ) -> Result<KernelResults, InterpError> {
+        ctx.set_allow_unregistered(true);
+        let op = match types.len() {
+            0 => format!("test.k() {attrs} : () -> ()"),
+            1 => format!("%r = test.k() {attrs} : () -> {}", types[0]),
+            n => format!("%r:{n} = test.k() {attrs} : () -> ({})", types.join(", ")),
+        };
+        let text = format!("module {{\n  func.func @t() {{\n    {op}\n    func.return\n  }}\n}}\n");
+        let module = parse_module(ctx, text.as_bytes(), "t.qir").unwrap_or_else(|d| panic!("{d}\n{text}"));
+        let func = module.top_level_ops().next().unwrap();
+        let body = module.first_block(module.region(func, 0));
+        let k = module.first_op(body);
+        let result_types: Vec<_> = module.results(k).map(|v| module.value_type(v)).collect();
+        let mut kc = KernelContext::new(ctx, module.op_attrs(k), &result_types);
+        kernel(&mut kc, ops)
+    }
+
+    /// [`run_all`] with one result, panicking on error.
+    pub(crate) fn run(
+        ctx: &mut Context,
+        kernel: Kernel,
+        ops: &[&Tensor],
+        attrs: &str,
+        types: &[&str],
+    ) -> Tensor {
+        let mut r = run_all(ctx, kernel, ops, attrs, types).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.len(), 1);
+        r.remove(0)
+    }
+
+    /// [`run_all`], expecting an error; returns its message.
+    pub(crate) fn run_err(ctx: &mut Context, kernel: Kernel, ops: &[&Tensor], attrs: &str) -> String {
+        match run_all(ctx, kernel, ops, attrs, &[]) {
+            Ok(_) => panic!("expected an error"),
+            Err(e) => e.message,
+        }
+    }
+
+    #[test]
+    fn registry_covers_every_fp_op() {
+        let mut ctx = Context::new();
+        qopt_dialect_fp::register(&mut ctx).unwrap();
+        let r = KernelRegistry::with_fp();
+        for def in ctx.op_defs() {
+            if def.name.starts_with("fp.") {
+                assert!(r.contains(def.name), "no kernel for {}", def.name);
+            }
+        }
+    }
+}

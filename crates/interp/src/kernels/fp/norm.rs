@@ -1,0 +1,153 @@
+//! `fp.batch_norm` (inference), `fp.bias_add` and `fp.softmax`.
+
+use super::{one, operand, unsupported, Real};
+use crate::error::{bail, InterpError};
+use crate::registry::{KernelContext, KernelResults};
+use crate::tensor::Tensor;
+use ndarray::{ArrayD, Axis};
+use qopt_dialect_fp::attrs;
+use qopt_dialect_fp::shape::normalize_axis;
+
+/// Multiplies slice `i` of `x` along `axis` by `a[i]` and adds `b[i]`.
+fn scale_shift<T: Real>(x: &ArrayD<T>, axis: usize, a: &[T], b: &[T]) -> ArrayD<T> {
+    let mut out = x.as_standard_layout().into_owned();
+    let inner: usize = x.shape()[axis + 1..].iter().product();
+    let c = x.shape()[axis];
+    if let Some(data) = out.as_slice_mut() {
+        for (i, chunk) in data.chunks_mut(inner.max(1)).enumerate() {
+            let ch = i % c.max(1);
+            let (s, t) = (a[ch], b[ch]);
+            for v in chunk {
+                *v = *v * s + t;
+            }
+        }
+    }
+    out
+}
+
+fn vector<T: Real>(t: &Tensor, c: usize, what: &str) -> Result<Vec<f64>, InterpError> {
+    if t.shape() != [c] {
+        bail!("{what} must have shape [{c}], got {:?}", t.shape());
+    }
+    Ok(t.to_f64_vec())
+}
+
+fn batch_norm_real<T: Real>(x: &ArrayD<T>, params: &[&Tensor], eps: f64) -> Result<ArrayD<T>, InterpError> {
+    if x.ndim() < 2 {
+        bail!("input must have rank 2 or more, got {:?}", x.shape());
+    }
+    let c = x.shape()[1];
+    let scale = vector::<T>(params[0], c, "scale")?;
+    let bias = vector::<T>(params[1], c, "bias")?;
+    let mean = vector::<T>(params[2], c, "mean")?;
+    let var = vector::<T>(params[3], c, "variance")?;
+    // y = x·a + (bias - mean·a), a = scale / sqrt(var + eps); folded in f64.
+    let a: Vec<f64> = (0..c).map(|i| scale[i] / (var[i] + eps).sqrt()).collect();
+    let shift: Vec<T> = (0..c).map(|i| T::from_f64(bias[i] - mean[i] * a[i])).collect();
+    let a: Vec<T> = a.into_iter().map(T::from_f64).collect();
+    Ok(scale_shift(x, 1, &a, &shift))
+}
+
+/// `fp.batch_norm(x, scale, bias, mean, var) {epsilon}`.
+pub(crate) fn batch_norm(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    let eps = attrs::float_in(kc.ctx, kc.attrs, "epsilon", 1e-5)?;
+    let x = operand(ops, 0)?;
+    operand(ops, 4)?;
+    if ops[1..5].iter().any(|p| p.dtype() != x.dtype()) {
+        bail!("operands have different dtypes");
+    }
+    match x {
+        Tensor::F32(a) => one(Tensor::F32(batch_norm_real(a, &ops[1..5], eps)?)),
+        Tensor::F64(a) => one(Tensor::F64(batch_norm_real(a, &ops[1..5], eps)?)),
+        other => Err(unsupported("fp.batch_norm", other)),
+    }
+}
+
+/// `fp.bias_add(x, b) {axis}`.
+pub(crate) fn bias_add(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    let (x, b) = (operand(ops, 0)?, operand(ops, 1)?);
+    let axis = normalize_axis(attrs::int_in(kc.ctx, kc.attrs, "axis", 1)?, x.rank())?;
+    let c = x.shape()[axis];
+    if b.shape() != [c] {
+        bail!("bias must have shape [{c}], got {:?}", b.shape());
+    }
+    match (x, b) {
+        (Tensor::F32(x), Tensor::F32(b)) => {
+            one(Tensor::F32(scale_shift(x, axis, &vec![1.0; c], &b.iter().copied().collect::<Vec<_>>())))
+        }
+        (Tensor::F64(x), Tensor::F64(b)) => {
+            one(Tensor::F64(scale_shift(x, axis, &vec![1.0; c], &b.iter().copied().collect::<Vec<_>>())))
+        }
+        _ if x.dtype() != b.dtype() => bail!("operands have different dtypes"),
+        _ => Err(unsupported("fp.bias_add", x)),
+    }
+}
+
+fn softmax_real<T: Real>(x: &ArrayD<T>, axis: usize) -> ArrayD<T> {
+    let mut out = x.to_owned();
+    for mut lane in out.lanes_mut(Axis(axis)) {
+        // Subtracting the max keeps exp from overflowing.
+        let max = lane.iter().fold(None, |m: Option<T>, &v| match m {
+            Some(m) if v <= m => Some(m),
+            Some(m) if v > m => Some(v),
+            Some(m) => Some(m),
+            None => Some(v),
+        });
+        let Some(max) = max else { continue };
+        let mut sum = T::zero();
+        for v in lane.iter_mut() {
+            *v = (*v - max).exp();
+            sum = sum + *v;
+        }
+        for v in lane.iter_mut() {
+            *v = *v / sum;
+        }
+    }
+    out
+}
+
+/// `fp.softmax(x) {axis}` (default -1).
+pub(crate) fn softmax(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    let x = operand(ops, 0)?;
+    let axis = normalize_axis(attrs::int_in(kc.ctx, kc.attrs, "axis", -1)?, x.rank())?;
+    match x {
+        Tensor::F32(a) => one(Tensor::F32(softmax_real(a, axis))),
+        Tensor::F64(a) => one(Tensor::F64(softmax_real(a, axis))),
+        other => Err(unsupported("fp.softmax", other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::fp::tests::{f32t, iota, run, run_err};
+    use qopt_ir_core::Context;
+
+    #[test]
+    fn batch_norm_and_bias() {
+        let mut ctx = Context::new();
+        let x = iota(&[1, 2, 1, 2]);
+        let (s, b) = (f32t(&[2], &[2., 1.]), f32t(&[2], &[1., -1.]));
+        let (m, v) = (f32t(&[2], &[1., 0.]), f32t(&[2], &[4., 0.25]));
+        let y = run(&mut ctx, batch_norm, &[&x, &s, &b, &m, &v], "{epsilon = 0.0 : f32}", &[]);
+        // ch0: 2·(x-1)/2 + 1 = x; ch1: (x - 0)/0.5 - 1 = 2x - 1.
+        assert_eq!(y, f32t(&[1, 2, 1, 2], &[0., 1., 3., 5.]));
+        let y = run(&mut ctx, bias_add, &[&x, &b], "{}", &[]);
+        assert_eq!(y, f32t(&[1, 2, 1, 2], &[1., 2., 1., 2.]));
+        let b3 = f32t(&[2], &[10., 20.]);
+        let y = run(&mut ctx, bias_add, &[&iota(&[2, 2]), &b3], "{axis = -1}", &[]);
+        assert_eq!(y, f32t(&[2, 2], &[10., 21., 12., 23.]));
+        assert!(run_err(&mut ctx, bias_add, &[&x, &f32t(&[3], &[0.; 3])], "{}").contains("shape [2]"));
+    }
+
+    #[test]
+    fn softmax_stable() {
+        let mut ctx = Context::new();
+        let x = f32t(&[2, 2], &[0., 0., 1000., 1000. + 2f32.ln()]); // exp(1000) overflows f32 without the max shift; 1000 + ln 2 is rounded to f32
+        let y = run(&mut ctx, softmax, &[&x], "{}", &[]);
+        assert!(y.all_close(&f32t(&[2, 2], &[0.5, 0.5, 1. / 3., 2. / 3.]), 1e-4, 0.0), "{y:?}");
+        let y = run(&mut ctx, softmax, &[&f32t(&[2, 1], &[1., 3.])], "{axis = 0}", &[]);
+        let e = (2f32).exp();
+        assert!(y.all_close(&f32t(&[2, 1], &[1. / (1. + e), e / (1. + e)]), 1e-6, 0.0));
+    }
+}

@@ -1,0 +1,274 @@
+//! Pooling kernels: `fp.max_pool2d` / `fp.max_pool1d` (dilation, ceil_mode;
+//! padding never wins the max; also on quantized storage),
+//! `fp.avg_pool2d` (count_include_pad as ONNX Runtime: the window clipped to
+//! the padded input counts) and `fp.global_avg_pool2d`.
+//!
+//! Pools are direct loops over windows: their cost is linear in the output
+//! times the window, small next to the convolutions around them.
+
+use super::{expect_rank, one, operand, to_usize, unsupported, Lowest, Real};
+use crate::error::{bail, InterpError};
+use crate::registry::{KernelContext, KernelResults};
+use crate::tensor::Tensor;
+use ndarray::{ArrayD, IxDyn};
+use qopt_dialect_fp::attrs::PoolAttrs;
+use qopt_dialect_fp::shape::pool_out;
+
+/// Window geometry of a 2-D pool (1-D pools use H = 1).
+#[derive(Clone, Copy, Debug)]
+struct Geometry {
+    n: usize,
+    c: usize,
+    h: usize,
+    w: usize,
+    oh: usize,
+    ow: usize,
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    /// top, left, bottom, right
+    pad: [usize; 4],
+    dilation: [usize; 2],
+}
+
+fn geometry(shape: &[usize], a: &PoolAttrs, spatial: usize) -> Result<Geometry, InterpError> {
+    let u = |v: i64| to_usize(v, "pool parameters");
+    let (h, w) = if spatial == 2 { (shape[2], shape[3]) } else { (1, shape[2]) };
+    let (kernel, stride, pad, dilation) = if spatial == 2 {
+        (
+            [u(a.kernel[0])?, u(a.kernel[1])?],
+            [u(a.stride[0])?, u(a.stride[1])?],
+            [u(a.pad[0])?, u(a.pad[1])?, u(a.pad[2])?, u(a.pad[3])?],
+            [u(a.dilation[0])?, u(a.dilation[1])?],
+        )
+    } else {
+        (
+            [1, u(a.kernel[0])?],
+            [1, u(a.stride[0])?],
+            [0, u(a.pad[0])?, 0, u(a.pad[1])?],
+            [1, u(a.dilation[0])?],
+        )
+    };
+    let i = |v: usize| v as i64;
+    let oh = pool_out(i(h), i(kernel[0]), i(stride[0]), i(pad[0]), i(pad[2]), i(dilation[0]), a.ceil_mode)?;
+    let ow = pool_out(i(w), i(kernel[1]), i(stride[1]), i(pad[1]), i(pad[3]), i(dilation[1]), a.ceil_mode)?;
+    Ok(Geometry {
+        n: shape[0],
+        c: shape[1],
+        h,
+        w,
+        oh: to_usize(oh, "output height")?,
+        ow: to_usize(ow, "output width")?,
+        kernel,
+        stride,
+        pad,
+        dilation,
+    })
+}
+
+fn out_shape(g: &Geometry, spatial: usize) -> Vec<usize> {
+    if spatial == 2 {
+        vec![g.n, g.c, g.oh, g.ow]
+    } else {
+        vec![g.n, g.c, g.ow]
+    }
+}
+
+/// Input positions (along one axis) that window `o` covers.
+fn taps(
+    o: usize,
+    stride: usize,
+    pad: usize,
+    dilation: usize,
+    kernel: usize,
+    size: usize,
+) -> impl Iterator<Item = usize> {
+    let start = (o * stride) as isize - pad as isize;
+    (0..kernel).filter_map(move |k| {
+        let i = start + (k * dilation) as isize;
+        (i >= 0 && (i as usize) < size).then_some(i as usize)
+    })
+}
+
+fn max_pool_any<T: Lowest>(x: &ArrayD<T>, g: &Geometry, spatial: usize) -> Result<ArrayD<T>, InterpError> {
+    let x = x.as_standard_layout();
+    let Some(xs) = x.as_slice() else { bail!("non-contiguous input") };
+    let mut out = Vec::with_capacity(g.n * g.c * g.oh * g.ow);
+    for plane in xs.chunks(g.h * g.w).take(g.n * g.c) {
+        for oy in 0..g.oh {
+            for ox in 0..g.ow {
+                let mut m = T::LOWEST;
+                let mut first = true;
+                for iy in taps(oy, g.stride[0], g.pad[0], g.dilation[0], g.kernel[0], g.h) {
+                    for ix in taps(ox, g.stride[1], g.pad[1], g.dilation[1], g.kernel[1], g.w) {
+                        let v = plane[iy * g.w + ix];
+                        // The first tap seeds the max so a NaN input propagates.
+                        if first || v > m {
+                            m = v;
+                            first = false;
+                        }
+                    }
+                }
+                out.push(m);
+            }
+        }
+    }
+    ArrayD::from_shape_vec(IxDyn(&out_shape(g, spatial)), out).map_err(|e| InterpError::new(e.to_string()))
+}
+
+fn max_pool(
+    kc: &mut KernelContext<'_>,
+    ops: &[&Tensor],
+    spatial: usize,
+) -> Result<KernelResults, InterpError> {
+    let x = operand(ops, 0)?;
+    expect_rank(x, spatial + 2, "input")?;
+    let attrs = PoolAttrs::read_in(kc.ctx, kc.attrs, spatial, true)?;
+    let g = geometry(x.shape(), &attrs, spatial)?;
+    let out = match x {
+        Tensor::F32(a) => Tensor::F32(max_pool_any(a, &g, spatial)?),
+        Tensor::F64(a) => Tensor::F64(max_pool_any(a, &g, spatial)?),
+        Tensor::I8(a) => Tensor::I8(max_pool_any(a, &g, spatial)?),
+        Tensor::U8(a) => Tensor::U8(max_pool_any(a, &g, spatial)?),
+        Tensor::I16(a) => Tensor::I16(max_pool_any(a, &g, spatial)?),
+        Tensor::I32(a) => Tensor::I32(max_pool_any(a, &g, spatial)?),
+        Tensor::I64(a) => Tensor::I64(max_pool_any(a, &g, spatial)?),
+        other => return Err(unsupported("max pooling", other)),
+    };
+    one(out)
+}
+
+/// `fp.max_pool2d`.
+pub(crate) fn max_pool2d(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    max_pool(kc, ops, 2)
+}
+
+/// `fp.max_pool1d`.
+pub(crate) fn max_pool1d(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    max_pool(kc, ops, 1)
+}
+
+fn avg_pool_real<T: Real>(x: &ArrayD<T>, g: &Geometry, include_pad: bool) -> Result<ArrayD<T>, InterpError> {
+    let x = x.as_standard_layout();
+    let Some(xs) = x.as_slice() else { bail!("non-contiguous input") };
+    // Taps of the window clipped to the padded input (count_include_pad divisor).
+    let padded = |o: usize, axis: usize, size: usize| -> usize {
+        let start = (o * g.stride[axis]) as isize - g.pad[axis] as isize;
+        let end = (start + g.kernel[axis] as isize).min((size + g.pad[axis + 2]) as isize);
+        (end - start).max(0) as usize
+    };
+    let mut out = Vec::with_capacity(g.n * g.c * g.oh * g.ow);
+    for plane in xs.chunks(g.h * g.w).take(g.n * g.c) {
+        for oy in 0..g.oh {
+            for ox in 0..g.ow {
+                let mut sum = T::zero();
+                let mut count = 0usize;
+                for iy in taps(oy, g.stride[0], g.pad[0], 1, g.kernel[0], g.h) {
+                    for ix in taps(ox, g.stride[1], g.pad[1], 1, g.kernel[1], g.w) {
+                        sum = sum + plane[iy * g.w + ix];
+                        count += 1;
+                    }
+                }
+                if include_pad {
+                    count = padded(oy, 0, g.h) * padded(ox, 1, g.w);
+                }
+                out.push(if count == 0 { T::zero() } else { sum / T::from_f64(count as f64) });
+            }
+        }
+    }
+    ArrayD::from_shape_vec(IxDyn(&out_shape(g, 2)), out).map_err(|e| InterpError::new(e.to_string()))
+}
+
+/// `fp.avg_pool2d`.
+pub(crate) fn avg_pool2d(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    let x = operand(ops, 0)?;
+    expect_rank(x, 4, "input")?;
+    let attrs = PoolAttrs::read_in(kc.ctx, kc.attrs, 2, false)?;
+    let g = geometry(x.shape(), &attrs, 2)?;
+    match x {
+        Tensor::F32(a) => one(Tensor::F32(avg_pool_real(a, &g, attrs.count_include_pad)?)),
+        Tensor::F64(a) => one(Tensor::F64(avg_pool_real(a, &g, attrs.count_include_pad)?)),
+        other => Err(unsupported("fp.avg_pool2d", other)),
+    }
+}
+
+fn global_avg_real<T: Real>(x: &ArrayD<T>) -> Result<ArrayD<T>, InterpError> {
+    let s = x.shape();
+    let (n, c, hw) = (s[0], s[1], s[2] * s[3]);
+    let x = x.as_standard_layout();
+    let Some(xs) = x.as_slice() else { bail!("non-contiguous input") };
+    let out: Vec<T> = if hw == 0 {
+        vec![T::zero(); n * c]
+    } else {
+        xs.chunks(hw).map(|p| p.iter().fold(T::zero(), |a, &v| a + v) / T::from_f64(hw as f64)).collect()
+    };
+    ArrayD::from_shape_vec(IxDyn(&[n, c, 1, 1]), out).map_err(|e| InterpError::new(e.to_string()))
+}
+
+/// `fp.global_avg_pool2d`: N×C×H×W → N×C×1×1.
+pub(crate) fn global_avg_pool2d(
+    _: &mut KernelContext<'_>,
+    ops: &[&Tensor],
+) -> Result<KernelResults, InterpError> {
+    let x = operand(ops, 0)?;
+    expect_rank(x, 4, "input")?;
+    match x {
+        Tensor::F32(a) => one(Tensor::F32(global_avg_real(a)?)),
+        Tensor::F64(a) => one(Tensor::F64(global_avg_real(a)?)),
+        other => Err(unsupported("fp.global_avg_pool2d", other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::fp::tests::{f32t, iota, run, run_err};
+    use qopt_ir_core::Context;
+
+    #[test]
+    fn max_pools() {
+        let mut ctx = Context::new();
+        let x = iota(&[1, 1, 4, 4]);
+        let y = run(&mut ctx, max_pool2d, &[&x], "{kernel = [2, 2], stride = [2, 2]}", &[]);
+        assert_eq!(y, f32t(&[1, 1, 2, 2], &[5., 7., 13., 15.]));
+        // Padding never wins: a negative input padded with 1.
+        let neg = Tensor::F32(x.as_f32().unwrap().mapv(|v| -v - 1.));
+        let y =
+            run(&mut ctx, max_pool2d, &[&neg], "{kernel = [2, 2], stride = [2, 2], pad = [1, 1, 1, 1]}", &[]);
+        assert_eq!(y, f32t(&[1, 1, 3, 3], &[-1., -2., -4., -5., -6., -8., -13., -14., -16.]));
+        // ceil_mode: 5 wide, kernel 2 stride 2 gives 3 windows, the last one partial.
+        let x = f32t(&[1, 1, 5], &[1., 5., 2., 4., 3.]);
+        let y = run(&mut ctx, max_pool1d, &[&x], "{kernel = [2], stride = [2], ceil_mode = true}", &[]);
+        assert_eq!(y, f32t(&[1, 1, 3], &[5., 4., 3.]));
+        let y = run(&mut ctx, max_pool1d, &[&x], "{kernel = [2], stride = [2]}", &[]);
+        assert_eq!(y, f32t(&[1, 1, 2], &[5., 4.]));
+        // Dilation 2: taps i and i + 2.
+        let y = run(&mut ctx, max_pool1d, &[&x], "{kernel = [2], dilation = [2]}", &[]);
+        assert_eq!(y, f32t(&[1, 1, 3], &[2., 5., 3.]));
+        // Quantized storage.
+        let q = Tensor::I8(ndarray::arr3(&[[[-5i8, 3, -128, 7]]]).into_dyn());
+        let y = run(&mut ctx, max_pool1d, &[&q], "{kernel = [2], stride = [2]}", &[]);
+        assert_eq!(y, Tensor::I8(ndarray::arr3(&[[[3i8, 7]]]).into_dyn()));
+        assert!(run_err(&mut ctx, max_pool2d, &[&iota(&[1, 1, 4, 4])], "{}").contains("kernel"));
+    }
+
+    #[test]
+    fn avg_pools() {
+        let mut ctx = Context::new();
+        let x = iota(&[1, 1, 3, 3]);
+        let attrs = "{kernel = [2, 2], stride = [2, 2], pad = [1, 1, 1, 1]}";
+        // Windows: {0}, {1,2}, {3,6}, {4,5,7,8}.
+        let y = run(&mut ctx, avg_pool2d, &[&x], attrs, &[]);
+        assert_eq!(y, f32t(&[1, 1, 2, 2], &[0., 1.5, 4.5, 6.]));
+        let attrs = "{kernel = [2, 2], stride = [2, 2], pad = [1, 1, 1, 1], count_include_pad = true}";
+        let y = run(&mut ctx, avg_pool2d, &[&x], attrs, &[]);
+        assert_eq!(y, f32t(&[1, 1, 2, 2], &[0., 0.75, 2.25, 6.]));
+        // ceil_mode with count_include_pad: the last window is clipped to the
+        // padded input (3 + 0), so it divides by 1, not 2.
+        let x = f32t(&[1, 1, 1, 3], &[2., 4., 6.]);
+        let attrs = "{kernel = [1, 2], stride = [1, 2], ceil_mode = true, count_include_pad = true}";
+        let y = run(&mut ctx, avg_pool2d, &[&x], attrs, &[]);
+        assert_eq!(y, f32t(&[1, 1, 1, 2], &[3., 6.]));
+        let y = run(&mut ctx, global_avg_pool2d, &[&iota(&[1, 2, 2, 2])], "{}", &[]);
+        assert_eq!(y, f32t(&[1, 2, 1, 1], &[1.5, 5.5]));
+    }
+}

@@ -1,0 +1,3 @@
+//! Kernels, one module per dialect (`fp`), one file per op family inside it.
+
+pub(crate) mod fp;
