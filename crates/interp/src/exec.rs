@@ -75,6 +75,7 @@ struct Step {
     operands: SmallVec<[u32; 4]>,
     results: SmallVec<[u32; 2]>,
     result_types: SmallVec<[Type; 2]>,
+    operand_types: SmallVec<[Type; 4]>,
     /// Slots whose last use is this step (including unused results).
     release: SmallVec<[u32; 4]>,
 }
@@ -251,7 +252,16 @@ impl<'a> Interpreter<'a> {
             };
             let results = m.results(op).map(|v| new_slot(v, &mut slot_of)).collect();
             let result_types = m.results(op).map(|v| m.value_type(v)).collect();
-            steps.push(Step { op, action, operands, results, result_types, release: SmallVec::new() });
+            let operand_types = m.operands(op).map(|v| m.value_type(v)).collect();
+            steps.push(Step {
+                op,
+                action,
+                operands,
+                results,
+                result_types,
+                operand_types,
+                release: SmallVec::new(),
+            });
             if matches!(action, Action::Return) {
                 returned = true;
                 break;
@@ -372,7 +382,8 @@ impl<'a> Interpreter<'a> {
                     let operands =
                         gather(&frame.slots, &step.operands).map_err(|e| self.op_error(step.op, e))?;
                     let attrs = self.module.op_attrs(step.op);
-                    let mut kc = KernelContext::new(self.ctx, attrs, &step.result_types);
+                    let mut kc = KernelContext::new(self.ctx, attrs, &step.result_types)
+                        .with_operand_types(&step.operand_types);
                     kernel(&mut kc, &operands).map_err(|e| self.op_error(step.op, e))?
                 }
             };

@@ -3,20 +3,28 @@
 //!
 //! - [`Tensor`] / [`DType`]: one variant per storage type; quantized values are
 //!   their stored integers.
-//! - [`KernelRegistry`]: one [`Kernel`] per op name; [`KernelRegistry::with_fp`]
-//!   has every `fp` op, and downstream dialects [`KernelRegistry::register`]
-//!   theirs.
+//! - [`KernelRegistry`]: one [`Kernel`] per op name; [`KernelRegistry::standard`]
+//!   has every `fp` and `qnn` op ([`KernelRegistry::with_fp`] only the `fp`
+//!   ones), and downstream dialects [`KernelRegistry::register`] theirs. A
+//!   kernel reads attributes, operand types and result types through its
+//!   [`KernelContext`].
+//! - [`QuantConv2d`]: the quantized convolution of `qnn.conv2d` with explicit
+//!   parameters, for kernels of downstream ops that compute it.
 //! - [`run_function`] / [`run_function_with`] (a hook per op, for calibration
 //!   and per-layer comparison) and the reusable [`Interpreter`].
 //!
 //! The interpreter is the numeric ground truth for calibration, verification and
 //! the x86 backend: float kernels follow ONNX semantics (convolution by im2col +
-//! GEMM), and nothing reachable from IR or input data panics.
+//! GEMM); `qnn` kernels are bit-exact to `docs/quant-semantics.md` (integer
+//! convolution and dense by im2col + an exact GEMM), calling the rules
+//! implemented in `qopt-dialect-qnn`. Nothing reachable from IR or input data
+//! panics.
 
 #![warn(missing_docs)]
 
 mod error;
 mod exec;
+mod gemm;
 mod kernels;
 pub mod npy;
 mod registry;
@@ -24,5 +32,6 @@ mod tensor;
 
 pub use error::InterpError;
 pub use exec::{run_function, run_function_with, Interpreter, MAX_CALL_DEPTH};
+pub use kernels::qnn::QuantConv2d;
 pub use registry::{Kernel, KernelContext, KernelRegistry, KernelResults};
 pub use tensor::{DType, Tensor};

@@ -1,11 +1,12 @@
 //! The kernel registry: one [`Kernel`] per op name, open to every dialect.
 //!
 //! A kernel is a plain function from operand tensors to result tensors. It
-//! reads its attributes and result types through the [`KernelContext`]; it
-//! never sees the IR arena, so kernels are easy to test on their own and a
-//! downstream dialect adds its ops with [`KernelRegistry::register`] without
-//! touching this crate. Errors from a kernel carry a message only; the executor
-//! adds the op name and location.
+//! reads its attributes, operand types and result types through the
+//! [`KernelContext`] (the `qnn` kernels take scales and zero points from the
+//! quantized types); it never sees the IR arena, so kernels are easy to test
+//! on their own and a downstream dialect adds its ops with
+//! [`KernelRegistry::register`] without touching this crate. Errors from a
+//! kernel carry a message only; the executor adds the op name and location.
 
 use crate::error::InterpError;
 use crate::tensor::Tensor;
@@ -18,14 +19,33 @@ pub struct KernelContext<'a> {
     pub ctx: &'a Context,
     /// The op's attribute dictionary.
     pub attrs: Attribute,
+    /// The op's operand types (empty when the caller did not give them; see
+    /// [`KernelContext::with_operand_types`]).
+    pub operand_types: &'a [Type],
     /// The op's result types.
     pub result_types: &'a [Type],
 }
 
 impl<'a> KernelContext<'a> {
-    /// A kernel context over `attrs` and `result_types`.
+    /// A kernel context over `attrs` and `result_types`, without operand types.
     pub fn new(ctx: &'a Context, attrs: Attribute, result_types: &'a [Type]) -> KernelContext<'a> {
-        KernelContext { ctx, attrs, result_types }
+        KernelContext { ctx, attrs, operand_types: &[], result_types }
+    }
+
+    /// The same context with the op's operand types, which kernels of ops on
+    /// quantized operands need (the executor always gives them).
+    pub fn with_operand_types(self, operand_types: &'a [Type]) -> KernelContext<'a> {
+        KernelContext { operand_types, ..self }
+    }
+
+    /// The type of operand `i`, or an error if it is not known.
+    pub fn operand_type(&self, i: usize) -> Result<Type, InterpError> {
+        self.operand_types.get(i).copied().ok_or_else(|| {
+            InterpError::new(format!(
+                "the type of operand #{i} is not known (the op has {} operand type(s))",
+                self.operand_types.len()
+            ))
+        })
     }
 
     /// The type of result `i`, or an error if the op has fewer results.
@@ -64,6 +84,14 @@ impl KernelRegistry {
     pub fn with_fp() -> KernelRegistry {
         let mut r = KernelRegistry::new();
         crate::kernels::fp::register(&mut r);
+        r
+    }
+
+    /// A registry with a kernel for every `fp` and every `qnn` op: what a
+    /// quantized model needs.
+    pub fn standard() -> KernelRegistry {
+        let mut r = KernelRegistry::with_fp();
+        crate::kernels::qnn::register(&mut r);
         r
     }
 

@@ -224,7 +224,7 @@ impl Tensor {
             .ok_or_else(|| InterpError::new("dense constant has no element kind".to_string()))?;
         let w = kind.bytes();
         let stored = dense.bytes.len() / w.max(1);
-        if dense.bytes.len() % w.max(1) != 0 || (stored != n && !(dense.splat || stored == 1)) {
+        if !dense.bytes.len().is_multiple_of(w.max(1)) || (stored != n && !(dense.splat || stored == 1)) {
             bail!("dense constant has {} bytes for {n} elements of {w} bytes", dense.bytes.len());
         }
         if n > 0 && stored == 0 {

@@ -147,7 +147,7 @@ impl DenseElements {
         let kind = element_kind(ctx, ctx.element_type(ty)).ok_or("element type cannot hold dense data")?;
         let n = static_num_elements(ctx, ty).ok_or("dense elements need a statically shaped tensor type")?;
         let count = bytes.len() / kind.bytes();
-        if bytes.len() % kind.bytes() != 0 || (count as u64 != n && count != 1) {
+        if !bytes.len().is_multiple_of(kind.bytes()) || (count as u64 != n && count != 1) {
             return Err(format!(
                 "dense data has {} bytes; the type needs {} elements of {} bytes (or one for a splat)",
                 bytes.len(),

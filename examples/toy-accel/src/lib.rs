@@ -11,9 +11,13 @@
 //!   pattern (`dma-out-in`) that qopt's own `canonicalize` pass applies;
 //! - a pass, `accel-lower` ([`AccelLower`]), that hands each supported
 //!   `qnn.conv2d_relu` to the accelerator and says, per op it keeps, why;
-//! - [`register`], which adds both to a [`qopt_driver::Driver`], and the
-//!   `toy-opt` binary (`src/bin/toy-opt.rs`), three lines long, that is qopt's
-//!   driver with every qopt flag and pass plus these.
+//! - [`register_kernels`], interpreter kernels for the `accel` ops, so
+//!   `qopt-interp` runs a lowered module (`accel.conv2d_relu` calls qopt's own
+//!   quantized convolution, [`qopt_interp::QuantConv2d`]);
+//! - [`register`], which adds the dialect and the pass to a
+//!   [`qopt_driver::Driver`], and the `toy-opt` binary (`src/bin/toy-opt.rs`),
+//!   three lines long, that is qopt's driver with every qopt flag and pass
+//!   plus these.
 //!
 //! The accelerator's contract lives in one place, [`check_conv`]: the verifier
 //! of `accel.conv2d_relu` and `accel-lower` both call it, so the pass never
@@ -32,9 +36,11 @@
 #![warn(missing_docs)]
 
 mod accel_lower;
+mod kernels;
 mod ops;
 
 pub use accel_lower::AccelLower;
+pub use kernels::register_kernels;
 pub use ops::conv::{check_conv, ConvContract, ConvParams, ACCEL_ROUNDING};
 pub use ops::dma::DmaOutIn;
 

@@ -117,7 +117,7 @@ fn write_json(out: &mut String, d: &Diagnostic) {
 
 /// Appends `s` as a JSON string literal (RFC 8259: quote, backslash and control
 /// characters escaped; everything else, non-ASCII included, as is).
-fn json_string(out: &mut String, s: &str) {
+pub(crate) fn json_string(out: &mut String, s: &str) {
     out.push('"');
     for c in s.chars() {
         match c {

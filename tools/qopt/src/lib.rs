@@ -21,6 +21,7 @@ mod diagnostics;
 pub mod golden;
 pub mod op_docs;
 mod output;
+pub mod run;
 
 pub use cli::{Cli, DiagnosticFormat};
 pub use diagnostics::{diagnostic_to_json, MAX_REPORTED_DIAGNOSTICS, PIPELINE_FILE};

@@ -60,7 +60,7 @@ pub fn list_ops(ctx: &Context, dialect: Option<&str>) -> String {
     let rows: Vec<[String; 4]> = ctx
         .op_defs()
         .into_iter()
-        .filter(|def| dialect.map_or(true, |d| dialect_prefix(def.name) == d))
+        .filter(|def| dialect.is_none_or(|d| dialect_prefix(def.name) == d))
         .map(|def| {
             let traits = format!("[{}]", def.traits.names().join(", "));
             [def.name.to_string(), arity_summary(def), traits, def.summary.to_string()]

@@ -1,3 +1,4 @@
-//! Kernels, one module per dialect (`fp`), one file per op family inside it.
+//! Kernels, one module per dialect (`fp`, `qnn`), one file per op family inside it.
 
 pub(crate) mod fp;
+pub(crate) mod qnn;

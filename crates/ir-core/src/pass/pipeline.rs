@@ -1010,7 +1010,7 @@ pub fn nearest_name<'a>(query: &str, candidates: impl IntoIterator<Item = &'a st
             }
             (1, distance)
         };
-        if best.map_or(true, |(best_rank, _)| rank < best_rank) {
+        if best.is_none_or(|(best_rank, _)| rank < best_rank) {
             best = Some((rank, candidate));
         }
     }

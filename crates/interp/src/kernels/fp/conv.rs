@@ -2,16 +2,15 @@
 //!
 //! For each sample and channel group the input patches are unrolled into a
 //! (C/groups·kH·kW) × (H'·W') matrix and multiplied by the group's weight rows
-//! (O/groups × C/groups·kH·kW) with ndarray's `general_mat_mul` (matrixmultiply
-//! underneath), into an output pre-filled with the bias. A 1×1 kernel with
-//! stride 1 and no padding multiplies the input directly. `fp.conv1d` is the 2-D
-//! case with H = 1.
+//! (O/groups × C/groups·kH·kW) with [`Real::gemm`] (for f32 the AVX-512 GEMM of
+//! `crate::gemm` where the CPU has it, else matrixmultiply), accumulating into an
+//! output pre-filled with the bias. A 1×1 kernel with stride 1 and no padding
+//! multiplies the input directly. `fp.conv1d` is the 2-D case with H = 1.
 
 use super::{expect_rank, operand, to_usize, unsupported, Real};
 use crate::error::{bail, InterpError};
 use crate::registry::{KernelContext, KernelResults};
 use crate::tensor::Tensor;
-use ndarray::linalg::general_mat_mul;
 use ndarray::{s, ArrayD, ArrayView2, ArrayViewMut2, IxDyn};
 use qopt_dialect_fp::attrs::ConvAttrs;
 use qopt_dialect_fp::shape::conv_out;
@@ -28,7 +27,7 @@ pub(crate) struct Window2 {
 }
 
 impl Window2 {
-    fn from_attrs(a: &ConvAttrs, n: usize) -> Result<Window2, InterpError> {
+    pub(crate) fn from_attrs(a: &ConvAttrs, n: usize) -> Result<Window2, InterpError> {
         let u = |v: i64| to_usize(v, "window parameters");
         Ok(if n == 2 {
             Window2 {
@@ -48,6 +47,106 @@ impl Window2 {
     }
 }
 
+/// The sizes of a 2-D convolution of an N×C×H×W input with an O×(C/g)×kH×kW
+/// weight, checked against each other and the window.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConvShape {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub o: usize,
+    /// Input channels per group.
+    pub cg: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub oh: usize,
+    pub ow: usize,
+}
+
+impl ConvShape {
+    /// The sizes of a convolution of input shape `xs` with weight shape `ws`
+    /// under `win`, or an error naming the mismatch.
+    pub(crate) fn new(xs: &[usize], ws: &[usize], win: &Window2) -> Result<ConvShape, InterpError> {
+        let (&[n, c, h, w], &[o, cg, kh, kw]) = (xs, ws) else {
+            bail!("input and weight must have rank 4, got {xs:?} and {ws:?}");
+        };
+        let g = win.groups;
+        if g == 0 || cg.checked_mul(g) != Some(c) || o % g != 0 {
+            bail!("input has {c} channels and weight {ws:?} with {g} group(s): need C = groups·{cg} and O divisible by groups");
+        }
+        let [sh, sw] = win.stride;
+        let [dh, dw] = win.dilation;
+        let [pt, pl, pb, pr] = win.pad;
+        let i = |v: usize| i64::try_from(v).map_err(|_| InterpError::new(format!("size {v} is too large")));
+        let oh = to_usize(conv_out(i(h)?, i(kh)?, i(sh)?, i(pt)?, i(pb)?, i(dh)?)?, "output height")?;
+        let ow = to_usize(conv_out(i(w)?, i(kw)?, i(sw)?, i(pl)?, i(pr)?, i(dw)?)?, "output width")?;
+        // The patch matrix and the output are allocated: their sizes must fit
+        // (the input and weight sizes do, they are arrays already).
+        let sizes = || -> Option<()> {
+            let p = oh.checked_mul(ow)?;
+            cg.checked_mul(kh)?.checked_mul(kw)?.checked_mul(p)?;
+            n.checked_mul(o)?.checked_mul(p)?;
+            Some(())
+        };
+        if sizes().is_none() {
+            bail!("the convolution of {xs:?} with {ws:?} is too large");
+        }
+        Ok(ConvShape { n, c, h, w, o, cg, kh, kw, oh, ow })
+    }
+
+    /// Taps per output value: C/g·kH·kW.
+    pub(crate) fn taps(&self) -> usize {
+        self.cg * self.kh * self.kw
+    }
+}
+
+/// A 2-D convolution as GEMMs: for each sample and channel group, the group's
+/// input patches are unrolled into a (C/g·kH·kW) × (H'·W') matrix (`zero`
+/// where a patch reads padding) and `gemm(weights, patches, out)` computes the
+/// group's O/g × H'·W' block of `out` (N×O×H'×W', row-major) from its weight
+/// rows. A 1×1 kernel with stride 1 and no padding passes the input directly.
+/// `x` and `w` are row-major with the sizes of `shape`.
+pub(crate) fn conv2d_gemm<T: Copy>(
+    x: &[T],
+    w: &[T],
+    shape: &ConvShape,
+    win: &Window2,
+    zero: T,
+    out: &mut [T],
+    mut gemm: impl FnMut(ArrayView2<'_, T>, ArrayView2<'_, T>, ArrayViewMut2<'_, T>),
+) -> Result<(), InterpError> {
+    let ConvShape { n, c, h, w: wd, o, cg, kh, kw, oh, ow } = *shape;
+    let g = win.groups;
+    let og = o / g;
+    let k = shape.taps();
+    let p = oh * ow;
+    let wmat = ArrayView2::from_shape((o, k), w).map_err(|e| InterpError::new(e.to_string()))?;
+    if x.len() != n * c * h * wd || out.len() != n * o * p {
+        bail!("convolution buffers do not match shape {shape:?}");
+    }
+    let direct = kh == 1 && kw == 1 && win.stride == [1, 1] && win.pad == [0; 4];
+    let mut col = if direct { Vec::new() } else { vec![zero; k * p] };
+    let plane = h * wd;
+    for ni in 0..n {
+        for gi in 0..g {
+            let xin = &x[(ni * c + gi * cg) * plane..(ni * c + (gi + 1) * cg) * plane];
+            let cols = if direct {
+                ArrayView2::from_shape((k, p), xin)
+            } else {
+                im2col(xin, &mut col, [cg, h, wd], [kh, kw], [oh, ow], win, zero);
+                ArrayView2::from_shape((k, p), &col[..])
+            }
+            .map_err(|e| InterpError::new(e.to_string()))?;
+            let wg = wmat.slice(s![gi * og..(gi + 1) * og, ..]);
+            let dst = &mut out[(ni * o + gi * og) * p..(ni * o + (gi + 1) * og) * p];
+            let dst = ArrayViewMut2::from_shape((og, p), dst).map_err(|e| InterpError::new(e.to_string()))?;
+            gemm(wg, cols, dst);
+        }
+    }
+    Ok(())
+}
+
 /// 2-D convolution of N×C×H×W `x` with O×(C/g)×kH×kW `w` and optional [O] bias.
 pub(crate) fn conv2d_real<T: Real>(
     x: &ArrayD<T>,
@@ -55,34 +154,16 @@ pub(crate) fn conv2d_real<T: Real>(
     b: Option<&ArrayD<T>>,
     win: &Window2,
 ) -> Result<ArrayD<T>, InterpError> {
-    let (xs, ws) = (x.shape(), w.shape());
-    if xs.len() != 4 || ws.len() != 4 {
-        bail!("input and weight must have rank 4, got {xs:?} and {ws:?}");
-    }
-    let (n, c, h, wd) = (xs[0], xs[1], xs[2], xs[3]);
-    let (o, cg, kh, kw) = (ws[0], ws[1], ws[2], ws[3]);
-    let g = win.groups;
-    if g == 0 || c != cg * g || o % g != 0 {
-        bail!("input has {c} channels and weight {ws:?} with {g} group(s): need C = groups·{cg} and O divisible by groups");
-    }
+    let shape = ConvShape::new(x.shape(), w.shape(), win)?;
+    let (n, o, p) = (shape.n, shape.o, shape.oh * shape.ow);
     if let Some(b) = b {
         if b.shape() != [o] {
             bail!("bias must have shape [{o}], got {:?}", b.shape());
         }
     }
-    let [sh, sw] = win.stride;
-    let [dh, dw] = win.dilation;
-    let [pt, pl, pb, pr] = win.pad;
-    let i = |v: usize| v as i64;
-    let oh = to_usize(conv_out(i(h), i(kh), i(sh), i(pt), i(pb), i(dh))?, "output height")?;
-    let ow = to_usize(conv_out(i(wd), i(kw), i(sw), i(pl), i(pr), i(dw))?, "output width")?;
     let x = x.as_standard_layout();
     let w = w.as_standard_layout();
     let (Some(xd), Some(wdata)) = (x.as_slice(), w.as_slice()) else { bail!("non-contiguous operand") };
-    let og = o / g;
-    let k = cg * kh * kw;
-    let p = oh * ow;
-    let wmat = ArrayView2::from_shape((o, k), wdata).map_err(|e| InterpError::new(e.to_string()))?;
     let mut out = vec![T::zero(); n * o * p];
     if let Some(b) = b {
         let b = b.as_standard_layout();
@@ -90,39 +171,23 @@ pub(crate) fn conv2d_real<T: Real>(
             chunk.fill(bv);
         }
     }
-    let beta = if b.is_some() { T::one() } else { T::zero() };
-    let direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt + pl + pb + pr == 0;
-    let mut col = if direct { Vec::new() } else { vec![T::zero(); k * p] };
-    let plane = h * wd;
-    for ni in 0..n {
-        for gi in 0..g {
-            let xin = &xd[(ni * c + gi * cg) * plane..(ni * c + (gi + 1) * cg) * plane];
-            let cols = if direct {
-                ArrayView2::from_shape((k, p), xin)
-            } else {
-                im2col(xin, &mut col, [cg, h, wd], [kh, kw], [oh, ow], win);
-                ArrayView2::from_shape((k, p), &col[..])
-            }
-            .map_err(|e| InterpError::new(e.to_string()))?;
-            let wg = wmat.slice(s![gi * og..(gi + 1) * og, ..]);
-            let dst = &mut out[(ni * o + gi * og) * p..(ni * o + (gi + 1) * og) * p];
-            let mut dst =
-                ArrayViewMut2::from_shape((og, p), dst).map_err(|e| InterpError::new(e.to_string()))?;
-            general_mat_mul(T::one(), &wg, &cols, beta, &mut dst);
-        }
-    }
-    ArrayD::from_shape_vec(IxDyn(&[n, o, oh, ow]), out).map_err(|e| InterpError::new(e.to_string()))
+    conv2d_gemm(xd, wdata, &shape, win, T::zero(), &mut out, |wg, cols, dst| {
+        T::gemm(wg, cols, b.is_some(), dst)
+    })?;
+    ArrayD::from_shape_vec(IxDyn(&[n, o, shape.oh, shape.ow]), out)
+        .map_err(|e| InterpError::new(e.to_string()))
 }
 
 /// Unrolls the patches of one channel group (`cg`×`h`×`w`, row-major in `x`)
-/// into `col`, (cg·kh·kw) rows of oh·ow, zeros where a patch reads padding.
-fn im2col<T: Real>(
+/// into `col`, (cg·kh·kw) rows of oh·ow, `zero` where a patch reads padding.
+fn im2col<T: Copy>(
     x: &[T],
     col: &mut [T],
     [cg, h, w]: [usize; 3],
     [kh, kw]: [usize; 2],
     [oh, ow]: [usize; 2],
     win: &Window2,
+    zero: T,
 ) {
     let [sh, sw] = win.stride;
     let [dh, dw] = win.dilation;
@@ -143,12 +208,18 @@ fn im2col<T: Real>(
                     let dst = &mut row[oy * ow..(oy + 1) * ow];
                     let iy = (oy * sh + ki * dh) as isize - pt;
                     if iy < 0 || iy >= h as isize {
-                        dst.fill(T::zero());
+                        dst.fill(zero);
                         continue;
                     }
                     let src = &xc[iy as usize * w..(iy as usize + 1) * w];
-                    dst[..lo].fill(T::zero());
-                    dst[hi..].fill(T::zero());
+                    dst[..lo].fill(zero);
+                    dst[hi..].fill(zero);
+                    if lo == hi {
+                        // Every column of this tap reads padding (a tap left or
+                        // right of the whole input); there is no start to read from.
+                        continue;
+                    }
+                    // lo ≥ ⌈−off / sw⌉ and hi ≤ ⌈(w − off) / sw⌉ keep the reads in `src`.
                     let start = (lo as isize * sw as isize + off) as usize;
                     if sw == 1 {
                         dst[lo..hi].copy_from_slice(&src[start..start + (hi - lo)]);
@@ -171,14 +242,15 @@ fn conv(kc: &mut KernelContext<'_>, ops: &[&Tensor], n: usize) -> Result<KernelR
     expect_rank(x, n + 2, "input")?;
     expect_rank(w, n + 2, "weight")?;
     // Views a 1-D operand (N×C×L) as 2-D (N×C×1×L).
-    fn lift<T: Clone>(a: &ArrayD<T>, n: usize) -> Result<ArrayD<T>, InterpError> {
+    fn lift<T: Clone>(a: &ArrayD<T>, n: usize) -> Result<std::borrow::Cow<'_, ArrayD<T>>, InterpError> {
         if n == 2 {
-            return Ok(a.clone());
+            return Ok(std::borrow::Cow::Borrowed(a));
         }
         let s = a.shape();
         a.as_standard_layout()
             .into_owned()
             .into_shape_with_order(IxDyn(&[s[0], s[1], 1, s[2]]))
+            .map(std::borrow::Cow::Owned)
             .map_err(|e| InterpError::new(e.to_string()))
     }
     fn drop_h<T>(a: ArrayD<T>, n: usize) -> Result<ArrayD<T>, InterpError> {
@@ -190,16 +262,16 @@ fn conv(kc: &mut KernelContext<'_>, ops: &[&Tensor], n: usize) -> Result<KernelR
     }
     let out = match (x, w, b) {
         (Tensor::F32(x), Tensor::F32(w), None) => {
-            Tensor::F32(drop_h(conv2d_real(&lift(x, n)?, &lift(w, n)?, None, &win)?, n)?)
+            Tensor::F32(drop_h(conv2d_real(&*lift(x, n)?, &*lift(w, n)?, None, &win)?, n)?)
         }
         (Tensor::F32(x), Tensor::F32(w), Some(Tensor::F32(b))) => {
-            Tensor::F32(drop_h(conv2d_real(&lift(x, n)?, &lift(w, n)?, Some(b), &win)?, n)?)
+            Tensor::F32(drop_h(conv2d_real(&*lift(x, n)?, &*lift(w, n)?, Some(b), &win)?, n)?)
         }
         (Tensor::F64(x), Tensor::F64(w), None) => {
-            Tensor::F64(drop_h(conv2d_real(&lift(x, n)?, &lift(w, n)?, None, &win)?, n)?)
+            Tensor::F64(drop_h(conv2d_real(&*lift(x, n)?, &*lift(w, n)?, None, &win)?, n)?)
         }
         (Tensor::F64(x), Tensor::F64(w), Some(Tensor::F64(b))) => {
-            Tensor::F64(drop_h(conv2d_real(&lift(x, n)?, &lift(w, n)?, Some(b), &win)?, n)?)
+            Tensor::F64(drop_h(conv2d_real(&*lift(x, n)?, &*lift(w, n)?, Some(b), &win)?, n)?)
         }
         _ if x.dtype() != w.dtype() || b.is_some_and(|b| b.dtype() != x.dtype()) => {
             bail!("operands have different dtypes")
@@ -310,6 +382,19 @@ mod tests {
             let want = naive(&x, &w, Some(&b), win);
             assert!(got.all_close(&want, 1e-5, 1e-5), "case {i}: {got:?}\n{want:?}");
         }
+    }
+
+    #[test]
+    fn taps_entirely_in_the_padding() {
+        // A 1-wide input, a 1×2 kernel with dilation 2 and 2 columns of right
+        // padding: the second tap reads only padding. Likewise on the left.
+        let mut ctx = Context::new();
+        let x = f32t(&[1, 1, 1, 1], &[3.]);
+        let w = f32t(&[1, 1, 1, 2], &[1., 10.]);
+        let y = run(&mut ctx, conv2d, &[&x, &w], "{dilation = [1, 2], pad = [0, 0, 0, 2]}", &[]);
+        assert_eq!(y, f32t(&[1, 1, 1, 1], &[3.]));
+        let y = run(&mut ctx, conv2d, &[&x, &w], "{dilation = [1, 2], pad = [0, 2, 0, 0]}", &[]);
+        assert_eq!(y, f32t(&[1, 1, 1, 1], &[30.]));
     }
 
     #[test]

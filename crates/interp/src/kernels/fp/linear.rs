@@ -1,11 +1,10 @@
 //! `fp.dense` (x·Wᵀ + b), `fp.matmul` (numpy matmul with broadcast batch
-//! dimensions) and `fp.batch_matmul`, all by GEMM (`general_mat_mul`).
+//! dimensions) and `fp.batch_matmul`, all by GEMM ([`Real::gemm`]).
 
 use super::{one, operand, unsupported, Real};
 use crate::error::{bail, InterpError};
 use crate::registry::{KernelContext, KernelResults};
 use crate::tensor::Tensor;
-use ndarray::linalg::general_mat_mul;
 use ndarray::{Array2, ArrayD, ArrayView2, Axis, Dimension, Ix2, IxDyn};
 use qopt_dialect_fp::shape::broadcast;
 
@@ -42,8 +41,7 @@ pub(crate) fn dense_real<T: Real>(
         }
         None => Array2::zeros((rows, n)),
     };
-    let beta = if b.is_some() { T::one() } else { T::zero() };
-    general_mat_mul(T::one(), &xv, &wv.t(), beta, &mut out);
+    T::gemm(xv, wv.t(), b.is_some(), out.view_mut());
     let mut shape = x.shape().to_vec();
     if let Some(last) = shape.last_mut() {
         *last = n;
@@ -107,8 +105,8 @@ pub(crate) fn matmul_real<T: Real>(
         }
         let x = x.into_dimensionality::<Ix2>().map_err(shape_err)?;
         let y = y.into_dimensionality::<Ix2>().map_err(shape_err)?;
-        let mut z = z.into_dimensionality::<Ix2>().map_err(shape_err)?;
-        general_mat_mul(T::one(), &x, &y, T::zero(), &mut z);
+        let z = z.into_dimensionality::<Ix2>().map_err(shape_err)?;
+        T::gemm(x, y, false, z);
     }
     Ok(out)
 }

@@ -6,8 +6,8 @@
 //! Attributes are read with the dialect's own readers (`attrs::ConvAttrs::read_in`
 //! and friends) so the interpreter and the verifier agree on defaults.
 
-mod conv;
-mod elementwise;
+pub(crate) mod conv;
+pub(crate) mod elementwise;
 mod linear;
 mod norm;
 mod pool;
@@ -16,6 +16,8 @@ mod shape;
 use crate::error::{bail, InterpError};
 use crate::registry::{KernelRegistry, KernelResults};
 use crate::tensor::Tensor;
+use ndarray::linalg::general_mat_mul;
+use ndarray::{ArrayView2, ArrayViewMut2};
 use qopt_ir_core::{Context, QuantParams, Type, TypeData};
 use smallvec::smallvec;
 
@@ -59,6 +61,8 @@ pub(crate) trait Real:
     fn from_f64(v: f64) -> Self;
     fn exp(self) -> Self;
     fn tanh(self) -> Self;
+    /// `c = a·b`, or `c += a·b` when `accumulate` (shapes m×k, k×n, m×n).
+    fn gemm(a: ArrayView2<'_, Self>, b: ArrayView2<'_, Self>, accumulate: bool, c: ArrayViewMut2<'_, Self>);
 }
 
 impl Real for f32 {
@@ -71,6 +75,10 @@ impl Real for f32 {
     fn tanh(self) -> f32 {
         f32::tanh(self)
     }
+    /// The AVX-512 packed GEMM where available ([`crate::gemm`]).
+    fn gemm(a: ArrayView2<'_, f32>, b: ArrayView2<'_, f32>, accumulate: bool, c: ArrayViewMut2<'_, f32>) {
+        crate::gemm::sgemm_view(a, b, accumulate, c)
+    }
 }
 
 impl Real for f64 {
@@ -82,6 +90,9 @@ impl Real for f64 {
     }
     fn tanh(self) -> f64 {
         f64::tanh(self)
+    }
+    fn gemm(a: ArrayView2<'_, f64>, b: ArrayView2<'_, f64>, accumulate: bool, mut c: ArrayViewMut2<'_, f64>) {
+        general_mat_mul(1.0, &a, &b, if accumulate { 1.0 } else { 0.0 }, &mut c)
     }
 }
 
@@ -172,7 +183,8 @@ pub(crate) mod tests {
     }
 
     /// Runs `kernel` and returns its results; `attrs` is an attribute dictionary
-    /// and `types` are result types, both in `.qir` syntax.
+    /// and `types` are result types, both in `.qir` syntax. The kernel sees no
+    /// operand types.
     pub(crate) fn run_all(
         ctx: &mut Context,
         kernel: Kernel,
@@ -180,20 +192,72 @@ pub(crate) mod tests {
         attrs: &str,
         types: &[&str],
     ) -> Result<KernelResults, InterpError> {
+        run_all_typed(ctx, kernel, ops, &[], attrs, types)
+    }
+
+    /// [`run_all`] with operand types too (`.qir` syntax), as the executor
+    /// gives them: what kernels of ops on quantized operands need.
+    pub(crate) fn run_all_typed(
+        ctx: &mut Context,
+        kernel: Kernel,
+        ops: &[&Tensor],
+        operand_types: &[&str],
+        attrs: &str,
+        types: &[&str],
+    ) -> Result<KernelResults, InterpError> {
         ctx.set_allow_unregistered(true);
+        let args: Vec<String> =
+            operand_types.iter().enumerate().map(|(i, t)| format!("%a{i}: {t}")).collect();
+        let names: Vec<String> = (0..operand_types.len()).map(|i| format!("%a{i}")).collect();
+        let (names, inputs) = (names.join(", "), operand_types.join(", "));
         let op = match types.len() {
-            0 => format!("test.k() {attrs} : () -> ()"),
-            1 => format!("%r = test.k() {attrs} : () -> {}", types[0]),
-            n => format!("%r:{n} = test.k() {attrs} : () -> ({})", types.join(", ")),
+            0 => format!("test.k({names}) {attrs} : ({inputs}) -> ()"),
+            1 => format!("%r = test.k({names}) {attrs} : ({inputs}) -> {}", types[0]),
+            n => format!("%r:{n} = test.k({names}) {attrs} : ({inputs}) -> ({})", types.join(", ")),
         };
-        let text = format!("module {{\n  func.func @t() {{\n    {op}\n    func.return\n  }}\n}}\n");
+        let text = format!(
+            "module {{\n  func.func @t({}) {{\n    {op}\n    func.return\n  }}\n}}\n",
+            args.join(", ")
+        );
         let module = parse_module(ctx, text.as_bytes(), "t.qir").unwrap_or_else(|d| panic!("{d}\n{text}"));
         let func = module.top_level_ops().next().unwrap();
         let body = module.first_block(module.region(func, 0));
         let k = module.first_op(body);
         let result_types: Vec<_> = module.results(k).map(|v| module.value_type(v)).collect();
-        let mut kc = KernelContext::new(ctx, module.op_attrs(k), &result_types);
+        let operand_types: Vec<_> = module.operands(k).map(|v| module.value_type(v)).collect();
+        let mut kc =
+            KernelContext::new(ctx, module.op_attrs(k), &result_types).with_operand_types(&operand_types);
         kernel(&mut kc, ops)
+    }
+
+    /// [`run_all_typed`] with one result, panicking on error.
+    pub(crate) fn run_typed(
+        ctx: &mut Context,
+        kernel: Kernel,
+        ops: &[&Tensor],
+        operand_types: &[&str],
+        attrs: &str,
+        types: &[&str],
+    ) -> Tensor {
+        let mut r =
+            run_all_typed(ctx, kernel, ops, operand_types, attrs, types).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.len(), 1);
+        r.remove(0)
+    }
+
+    /// [`run_all_typed`], expecting an error; returns its message.
+    pub(crate) fn run_typed_err(
+        ctx: &mut Context,
+        kernel: Kernel,
+        ops: &[&Tensor],
+        operand_types: &[&str],
+        attrs: &str,
+        types: &[&str],
+    ) -> String {
+        match run_all_typed(ctx, kernel, ops, operand_types, attrs, types) {
+            Ok(_) => panic!("expected an error"),
+            Err(e) => e.message,
+        }
     }
 
     /// [`run_all`] with one result, panicking on error.

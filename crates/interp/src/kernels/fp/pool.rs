@@ -89,19 +89,35 @@ fn taps(
     })
 }
 
+/// For each output position along one axis, the input positions its window
+/// covers (padding dropped), computed once per pool instead of per window.
+fn tap_table(
+    out: usize,
+    stride: usize,
+    pad: usize,
+    dilation: usize,
+    kernel: usize,
+    size: usize,
+) -> Vec<Vec<usize>> {
+    (0..out).map(|o| taps(o, stride, pad, dilation, kernel, size).collect()).collect()
+}
+
 fn max_pool_any<T: Lowest>(x: &ArrayD<T>, g: &Geometry, spatial: usize) -> Result<ArrayD<T>, InterpError> {
     let x = x.as_standard_layout();
     let Some(xs) = x.as_slice() else { bail!("non-contiguous input") };
+    let rows = tap_table(g.oh, g.stride[0], g.pad[0], g.dilation[0], g.kernel[0], g.h);
+    let cols = tap_table(g.ow, g.stride[1], g.pad[1], g.dilation[1], g.kernel[1], g.w);
     let mut out = Vec::with_capacity(g.n * g.c * g.oh * g.ow);
     for plane in xs.chunks(g.h * g.w).take(g.n * g.c) {
-        for oy in 0..g.oh {
-            for ox in 0..g.ow {
+        for row_taps in &rows {
+            for col_taps in &cols {
                 let mut m = T::LOWEST;
                 let mut first = true;
-                for iy in taps(oy, g.stride[0], g.pad[0], g.dilation[0], g.kernel[0], g.h) {
-                    for ix in taps(ox, g.stride[1], g.pad[1], g.dilation[1], g.kernel[1], g.w) {
-                        let v = plane[iy * g.w + ix];
-                        // The first tap seeds the max so a NaN input propagates.
+                for &iy in row_taps {
+                    let line = &plane[iy * g.w..(iy + 1) * g.w];
+                    for &ix in col_taps {
+                        let v = line[ix];
+                        // The first tap seeds the max so a NaN there propagates.
                         if first || v > m {
                             m = v;
                             first = false;
@@ -156,18 +172,20 @@ fn avg_pool_real<T: Real>(x: &ArrayD<T>, g: &Geometry, include_pad: bool) -> Res
         let end = (start + g.kernel[axis] as isize).min((size + g.pad[axis + 2]) as isize);
         (end - start).max(0) as usize
     };
+    let rows = tap_table(g.oh, g.stride[0], g.pad[0], 1, g.kernel[0], g.h);
+    let cols = tap_table(g.ow, g.stride[1], g.pad[1], 1, g.kernel[1], g.w);
     let mut out = Vec::with_capacity(g.n * g.c * g.oh * g.ow);
     for plane in xs.chunks(g.h * g.w).take(g.n * g.c) {
-        for oy in 0..g.oh {
-            for ox in 0..g.ow {
+        for (oy, row_taps) in rows.iter().enumerate() {
+            for (ox, col_taps) in cols.iter().enumerate() {
                 let mut sum = T::zero();
-                let mut count = 0usize;
-                for iy in taps(oy, g.stride[0], g.pad[0], 1, g.kernel[0], g.h) {
-                    for ix in taps(ox, g.stride[1], g.pad[1], 1, g.kernel[1], g.w) {
-                        sum = sum + plane[iy * g.w + ix];
-                        count += 1;
+                for &iy in row_taps {
+                    let line = &plane[iy * g.w..(iy + 1) * g.w];
+                    for &ix in col_taps {
+                        sum = sum + line[ix];
                     }
                 }
+                let mut count = row_taps.len() * col_taps.len();
                 if include_pad {
                     count = padded(oy, 0, g.h) * padded(ox, 1, g.w);
                 }

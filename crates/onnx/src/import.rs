@@ -1,0 +1,528 @@
+//! The graph walk: an ONNX model becomes a verified [`Module`] holding one
+//! `func.func @main`.
+//!
+//! Steps, in order, each failing with one [`ImportError`]:
+//!
+//! 1. decode the file; find the standard opset (11 to 21);
+//! 2. list every node whose op type has no converter ([`crate::ops`]) and
+//!    report them all in one error;
+//! 3. graph inputs that are not initializers become `@main`'s arguments,
+//!    with static shapes (a dynamic batch dimension is fixed by
+//!    [`ImportOptions::batch`]; any other dynamic dimension is an error);
+//! 4. initializers and `Constant` outputs are kept as data and become an
+//!    `fp.constant` only where a node uses them as a tensor operand, placed
+//!    right before that first use with the location `loc("<name>")`; inputs
+//!    that must be constant (shapes, pads, axes, clip bounds, quantization
+//!    parameters) are read from the data and make no op;
+//! 5. nodes are converted in order (ONNX requires topological order; a use
+//!    before the definition is an error), every op located at
+//!    `loc("<node name>")` and typed by the op's own inference;
+//! 6. the graph outputs are returned; their declared shapes and those in
+//!    `value_info` are checked against the inferred types; the module is verified.
+//!
+//! The walk is a loop over the node list: nothing recurses over the graph.
+
+use crate::attrs::NodeAttrs;
+use crate::error::ImportError;
+use crate::onnx::{decode_model, Dim, GraphProto, ModelProto, NodeProto, ValueInfo};
+use crate::tensor::{element_type, TensorData};
+use qopt_ir_core::{
+    type_to_string, Attribute, BlockId, Context, FxHashMap, Location, Module, OpId, OpName, OperationState,
+    Type, ValueId, DYNAMIC,
+};
+use smallvec::SmallVec;
+
+/// The opsets of the standard domain the importer implements.
+pub const SUPPORTED_OPSETS: std::ops::RangeInclusive<i64> = 11..=21;
+
+/// How to import.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImportOptions {
+    /// The size of a dynamic batch dimension (dimension 0 of a graph input).
+    pub batch: Option<i64>,
+}
+
+/// Imports an ONNX model (the bytes of a `.onnx` file) into a verified module
+/// with one function, `@main`. Registers the `fp` and `qnn` dialects in `ctx`
+/// if they are not registered yet.
+pub fn import_model(ctx: &mut Context, bytes: &[u8], options: &ImportOptions) -> Result<Module, ImportError> {
+    let model = decode_model(bytes)?;
+    let graph = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| ImportError::Model("the file holds no graph (is it an ONNX model?)".to_string()))?;
+    let opset = standard_opset(&model)?;
+    crate::ops::check_supported(graph)?;
+    for (name, register) in [
+        ("fp", qopt_dialect_fp::register as fn(&mut Context) -> Result<(), String>),
+        ("qnn", qopt_dialect_qnn::register),
+    ] {
+        if ctx.dialect(name).is_none() {
+            register(ctx).map_err(ImportError::Model)?;
+        }
+    }
+    let mut importer = Importer::new(ctx, opset);
+    importer.add_initializers(graph)?;
+    let func = importer.add_function(graph, options)?;
+    for node in &graph.node {
+        importer.convert(node)?;
+    }
+    importer.finish(graph, func)
+}
+
+/// The version of the standard (`""` / `ai.onnx`) opset the model imports.
+fn standard_opset(model: &ModelProto<'_>) -> Result<i64, ImportError> {
+    let opset = model
+        .opset_import
+        .iter()
+        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .map(|o| o.version)
+        .ok_or_else(|| ImportError::Model("the model imports no standard ONNX opset".to_string()))?;
+    if !SUPPORTED_OPSETS.contains(&opset) {
+        return Err(ImportError::Model(format!(
+            "ONNX opset {opset} is not supported (qimport supports opsets {} to {})",
+            SUPPORTED_OPSETS.start(),
+            SUPPORTED_OPSETS.end()
+        )));
+    }
+    Ok(opset)
+}
+
+/// The name a node goes by in messages and locations.
+pub(crate) fn node_label(node: &NodeProto<'_>) -> String {
+    if !node.name.is_empty() {
+        return node.name.clone();
+    }
+    node.output
+        .iter()
+        .find(|o| !o.is_empty())
+        .cloned()
+        .unwrap_or_else(|| format!("<unnamed {}>", node.op_type))
+}
+
+/// What an ONNX value name stands for.
+#[derive(Copy, Clone, Debug)]
+enum Slot {
+    /// An IR value.
+    Value(ValueId),
+    /// Constant data (index into `Importer::constants`), made into an op on first use.
+    Constant(usize),
+}
+
+struct ConstEntry {
+    data: TensorData,
+    /// The `fp.constant` made for it, once a node used it as an operand.
+    value: Option<ValueId>,
+}
+
+/// The state of one import.
+pub(crate) struct Importer<'c> {
+    ctx: &'c mut Context,
+    module: Module,
+    block: BlockId,
+    slots: FxHashMap<String, Slot>,
+    constants: Vec<ConstEntry>,
+    opset: i64,
+}
+
+impl<'c> Importer<'c> {
+    fn new(ctx: &'c mut Context, opset: i64) -> Importer<'c> {
+        let module = Module::new();
+        let block = module.body();
+        Importer { ctx, module, block, slots: FxHashMap::default(), constants: Vec::new(), opset }
+    }
+
+    fn define(&mut self, name: &str, slot: Slot) -> Result<(), String> {
+        if self.slots.insert(name.to_string(), slot).is_some() {
+            return Err(format!("value '{name}' is defined twice"));
+        }
+        Ok(())
+    }
+
+    fn add_initializers(&mut self, graph: &GraphProto<'_>) -> Result<(), ImportError> {
+        for t in &graph.initializer {
+            let data = TensorData::from_proto(t).map_err(ImportError::Model)?;
+            let index = self.constants.len();
+            self.constants.push(ConstEntry { data, value: None });
+            self.define(&t.name, Slot::Constant(index)).map_err(ImportError::Model)?;
+        }
+        Ok(())
+    }
+
+    /// Creates `@main` with the graph inputs as arguments; later ops go into its body.
+    fn add_function(&mut self, graph: &GraphProto<'_>, options: &ImportOptions) -> Result<OpId, ImportError> {
+        let mut names = Vec::new();
+        let mut types = Vec::new();
+        for input in &graph.input {
+            if self.slots.contains_key(&input.name) {
+                continue;
+            }
+            types.push(self.input_type(input, options).map_err(ImportError::Model)?);
+            names.push(input.name.as_str());
+        }
+        let sym = self.ctx.string_attr("main");
+        let attrs = self.ctx.dict_attr(&[("sym_name", sym)]);
+        let func = self.module.create_op(OperationState::new(OpName::FUNC).attrs(attrs).regions(1));
+        let body = self.module.body();
+        self.module.append_op(body, func);
+        let region = self.module.region(func, 0);
+        self.block = self.module.append_block(region, &types);
+        let args = self.module.block_args(self.block).to_vec();
+        for (name, arg) in names.into_iter().zip(args) {
+            self.define(name, Slot::Value(arg)).map_err(ImportError::Model)?;
+        }
+        Ok(func)
+    }
+
+    /// The static tensor type of a graph input.
+    fn input_type(&mut self, input: &ValueInfo, options: &ImportOptions) -> Result<Type, String> {
+        let name = &input.name;
+        let Some(tensor) = &input.tensor else {
+            return Err(if input.not_a_tensor {
+                format!("input '{name}' is not a tensor; only tensor inputs are supported")
+            } else {
+                format!("input '{name}' has no type")
+            });
+        };
+        let elem = element_type(self.ctx, tensor.elem_type).map_err(|e| format!("input '{name}': {e}"))?;
+        let dims =
+            tensor.shape.as_ref().ok_or_else(|| format!("input '{name}' has no shape (unknown rank)"))?;
+        let mut shape = Vec::with_capacity(dims.len());
+        for (i, dim) in dims.iter().enumerate() {
+            let size = match (dim, i, options.batch) {
+                (Dim::Value(v), _, _) if *v >= 0 => *v,
+                (Dim::Value(v), _, _) => return Err(format!("input '{name}' has size {v} in dimension {i}")),
+                (_, 0, Some(batch)) => batch,
+                (dim, 0, None) => {
+                    return Err(format!(
+                        "input '{name}' has a dynamic batch dimension{} (dimension 0); \
+                         fix it with --batch N",
+                        describe_dim(dim)
+                    ))
+                }
+                (dim, _, _) => {
+                    return Err(format!(
+                        "input '{name}' has a dynamic size{} in dimension {i}; only the batch \
+                         dimension (0) may be dynamic, and it must be fixed with --batch N",
+                        describe_dim(dim)
+                    ))
+                }
+            };
+            shape.push(size);
+        }
+        Ok(self.ctx.tensor_type(&shape, elem))
+    }
+
+    fn convert(&mut self, node: &NodeProto<'_>) -> Result<(), ImportError> {
+        let fail = |message: String| ImportError::Node {
+            node: node_label(node),
+            op_type: node.op_type.clone(),
+            message,
+        };
+        if let Some(a) = node.attribute.iter().find(|a| a.has_subgraph) {
+            return Err(fail(format!("attribute '{}' is a subgraph; subgraphs are not supported", a.name)));
+        }
+        let convert =
+            crate::ops::converter(&node.op_type).ok_or_else(|| fail("op type is not supported".into()))?;
+        let loc = self.ctx.name_loc(&node_label(node));
+        let mut cx = NodeCx { imp: self, node, loc };
+        convert(&mut cx).map_err(fail)?;
+        for (i, output) in node.output.iter().enumerate() {
+            if !output.is_empty() && !self.slots.contains_key(output) {
+                return Err(fail(format!("output #{i} ('{output}') is not supported")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The IR value of `name`, making the `fp.constant` of constant data on first use.
+    fn value(&mut self, name: &str) -> Result<ValueId, String> {
+        match self.slots.get(name).copied() {
+            Some(Slot::Value(v)) => Ok(v),
+            Some(Slot::Constant(index)) => self.materialize(index),
+            None => Err(format!(
+                "value '{name}' is not defined before its use (not a graph input, an initializer or \
+                 the output of an earlier node; ONNX nodes must be in topological order)"
+            )),
+        }
+    }
+
+    fn materialize(&mut self, index: usize) -> Result<ValueId, String> {
+        if let Some(v) = self.constants[index].value {
+            return Ok(v);
+        }
+        let data = self.constants[index].data.clone();
+        let elem =
+            element_type(self.ctx, data.data_type).map_err(|e| format!("constant '{}': {e}", data.name))?;
+        let loc = self.ctx.name_loc(&data.name);
+        let v = self.constant_op(&data, elem, loc)?;
+        self.constants[index].value = Some(v);
+        Ok(v)
+    }
+
+    /// Appends `fp.constant` holding `data` as a tensor of element type `elem`.
+    fn constant_op(&mut self, data: &TensorData, elem: Type, loc: Location) -> Result<ValueId, String> {
+        let value = data.dense_attr(self.ctx, elem)?;
+        let attrs = self.ctx.dict_attr(&[("value", value)]);
+        self.append("fp.constant", &[], attrs, None, loc).map(|r| r[0])
+    }
+
+    /// Appends op `name`; result types are `types`, or inferred by the op when `None`.
+    fn append(
+        &mut self,
+        name: &str,
+        operands: &[ValueId],
+        attrs: Attribute,
+        types: Option<&[Type]>,
+        loc: Location,
+    ) -> Result<SmallVec<[ValueId; 1]>, String> {
+        let op_name = self.ctx.op_name(name);
+        let results: SmallVec<[Type; 1]> = match types {
+            Some(t) => t.into(),
+            None => {
+                let infer = self
+                    .ctx
+                    .op_def(op_name)
+                    .and_then(|d| d.infer_types)
+                    .ok_or_else(|| format!("op '{name}' has no result-type inference"))?;
+                let operand_types: SmallVec<[Type; 4]> =
+                    operands.iter().map(|&v| self.module.value_type(v)).collect();
+                infer(self.ctx, &operand_types, attrs).map_err(|e| format!("{name}: {e}"))?
+            }
+        };
+        let op = self.module.create_op(
+            OperationState::new(op_name).operands(operands).results(&results).attrs(attrs).loc(loc),
+        );
+        self.module.append_op(self.block, op);
+        Ok(self.module.results(op).collect())
+    }
+
+    fn finish(mut self, graph: &GraphProto<'_>, func: OpId) -> Result<Module, ImportError> {
+        let mut results = Vec::with_capacity(graph.output.len());
+        for output in &graph.output {
+            let v = self.value(&output.name).map_err(|e| ImportError::Model(format!("graph output: {e}")))?;
+            results.push(v);
+        }
+        let ret = self.module.create_op(OperationState::new(OpName::RETURN).operands(&results));
+        self.module.append_op(self.block, ret);
+        let inputs: Vec<Type> =
+            self.module.block_args(self.block).iter().map(|&a| self.module.value_type(a)).collect();
+        let outputs: Vec<Type> = results.iter().map(|&v| self.module.value_type(v)).collect();
+        let fty = self.ctx.function_type(&inputs, &outputs);
+        let fty = self.ctx.type_attr(fty);
+        let attrs = self.ctx.dict_set(self.module.op_attrs(func), "function_type", fty);
+        self.module.set_op_attrs(func, attrs);
+        for info in graph.output.iter().chain(&graph.value_info) {
+            if let Some(Slot::Value(v)) = self.slots.get(&info.name).copied() {
+                self.check_declared(info, self.module.value_type(v)).map_err(ImportError::Model)?;
+            }
+        }
+        qopt_ir_core::verify(self.ctx, &self.module).map_err(|diagnostics| {
+            let mut text = String::new();
+            for d in &diagnostics.0 {
+                text.push_str(&format!("{d}\n"));
+                for note in &d.notes {
+                    text.push_str(&format!("  {note}\n"));
+                }
+            }
+            ImportError::Verify(text)
+        })?;
+        Ok(self.module)
+    }
+
+    /// An error if the model declares a static size for `info` that differs from
+    /// the inferred type `ty` (element types are not compared: in QDQ models
+    /// ONNX types hold integers where the IR holds quantized types).
+    fn check_declared(&self, info: &ValueInfo, ty: Type) -> Result<(), String> {
+        let (Some(tensor), Some(shape)) = (&info.tensor, self.ctx.tensor_shape(ty)) else { return Ok(()) };
+        let Some(dims) = &tensor.shape else { return Ok(()) };
+        let differs = dims.len() != shape.len()
+            || dims.iter().zip(shape).any(|(d, &s)| matches!(d, Dim::Value(v) if *v != s && s != DYNAMIC));
+        if differs {
+            let declared: Vec<String> = dims
+                .iter()
+                .map(|d| match d {
+                    Dim::Value(v) => v.to_string(),
+                    _ => "?".to_string(),
+                })
+                .collect();
+            return Err(format!(
+                "value '{}' is declared with shape [{}] but the imported graph computes {}",
+                info.name,
+                declared.join(", "),
+                type_to_string(self.ctx, ty)
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn describe_dim(dim: &Dim) -> String {
+    match dim {
+        Dim::Param(p) => format!(" '{p}'"),
+        _ => String::new(),
+    }
+}
+
+/// One node being converted: what its converter in [`crate::ops`] reads and builds.
+pub(crate) struct NodeCx<'i, 'c> {
+    imp: &'i mut Importer<'c>,
+    node: &'i NodeProto<'i>,
+    loc: Location,
+}
+
+impl<'i> NodeCx<'i, '_> {
+    /// The standard opset version.
+    pub fn opset(&self) -> i64 {
+        self.imp.opset
+    }
+
+    /// The node's attributes.
+    pub fn attrs(&self) -> NodeAttrs<'i> {
+        NodeAttrs::new(self.node)
+    }
+
+    /// The context, to build attributes and types.
+    pub fn ctx(&mut self) -> &mut Context {
+        self.imp.ctx
+    }
+
+    /// The name of input `i`, `None` if absent or empty (an omitted optional input).
+    pub fn input_name(&self, i: usize) -> Option<&str> {
+        self.node.input.get(i).map(String::as_str).filter(|n| !n.is_empty())
+    }
+
+    /// The number of outputs the node lists.
+    pub fn num_outputs(&self) -> usize {
+        self.node.output.len()
+    }
+
+    /// The name of output `i` (empty if absent).
+    pub fn output_name(&self, i: usize) -> String {
+        self.node.output.get(i).cloned().unwrap_or_default()
+    }
+
+    /// True if output `i` is listed with a name (used or not).
+    pub fn has_output(&self, i: usize) -> bool {
+        self.node.output.get(i).is_some_and(|n| !n.is_empty())
+    }
+
+    /// The value of required input `i`.
+    pub fn input(&mut self, i: usize) -> Result<ValueId, String> {
+        let name = self.input_name(i).ok_or_else(|| format!("input #{i} is missing"))?.to_string();
+        self.imp.value(&name)
+    }
+
+    /// The value of optional input `i`.
+    pub fn opt_input(&mut self, i: usize) -> Result<Option<ValueId>, String> {
+        match self.input_name(i).map(str::to_string) {
+            Some(name) => self.imp.value(&name).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The data of input `i` if it is constant (an initializer or a `Constant`
+    /// output, possibly through `Identity`); `None` if absent; an error if present
+    /// but computed.
+    pub fn const_input(&self, i: usize) -> Result<Option<TensorData>, String> {
+        let Some(name) = self.input_name(i) else { return Ok(None) };
+        match self.imp.slots.get(name) {
+            Some(Slot::Constant(index)) => Ok(Some(self.imp.constants[*index].data.clone())),
+            _ => Err(format!("input #{i} ('{name}') must be a constant (an initializer or a Constant node)")),
+        }
+    }
+
+    /// True if input `i` is present and constant.
+    pub fn is_const_input(&self, i: usize) -> bool {
+        self.input_name(i).is_some_and(|n| matches!(self.imp.slots.get(n), Some(Slot::Constant(_))))
+    }
+
+    /// The integers of constant input `i`, `None` if absent.
+    pub fn const_ints(&self, i: usize) -> Result<Option<Vec<i64>>, String> {
+        self.const_input(i)?.map(|t| t.ints()).transpose()
+    }
+
+    /// The type of `v`.
+    pub fn value_type(&self, v: ValueId) -> Type {
+        self.imp.module.value_type(v)
+    }
+
+    /// The shape of tensor value `v`.
+    pub fn shape(&self, v: ValueId) -> Result<Vec<i64>, String> {
+        let ty = self.value_type(v);
+        self.imp
+            .ctx
+            .tensor_shape(ty)
+            .map(<[i64]>::to_vec)
+            .ok_or_else(|| format!("expected a tensor, got {}", type_to_string(self.imp.ctx, ty)))
+    }
+
+    /// The element type of tensor value `v`.
+    pub fn element(&self, v: ValueId) -> Type {
+        self.imp.ctx.element_type(self.value_type(v))
+    }
+
+    /// Appends op `name` at the node's location, its result types inferred.
+    pub fn emit(&mut self, name: &str, operands: &[ValueId], attrs: Attribute) -> Result<ValueId, String> {
+        Ok(self.emit_all(name, operands, attrs)?[0])
+    }
+
+    /// Like [`Self::emit`], for ops with several results.
+    pub fn emit_all(
+        &mut self,
+        name: &str,
+        operands: &[ValueId],
+        attrs: Attribute,
+    ) -> Result<SmallVec<[ValueId; 1]>, String> {
+        self.imp.append(name, operands, attrs, None, self.loc)
+    }
+
+    /// Appends op `name` with the written result type `ty` (ops without inference).
+    pub fn emit_typed(&mut self, name: &str, operands: &[ValueId], ty: Type) -> Result<ValueId, String> {
+        Ok(self.imp.append(name, operands, Attribute::EMPTY_DICT, Some(&[ty]), self.loc)?[0])
+    }
+
+    /// Appends `fp.constant` holding `data` with element type `elem`, located
+    /// at the data's name.
+    pub fn constant(&mut self, data: &TensorData, elem: Type) -> Result<ValueId, String> {
+        let loc = self.imp.ctx.name_loc(&data.name);
+        self.imp.constant_op(data, elem, loc)
+    }
+
+    /// Appends a rank-0 `fp.constant` of element type `elem` at the node's location.
+    pub fn scalar(&mut self, value: f64, elem: Type) -> Result<ValueId, String> {
+        let ty = self.imp.ctx.tensor_type(&[], elem);
+        let dense = qopt_ir_core::DenseElements::from_f64(self.imp.ctx, ty, &[value])?;
+        let value = self.imp.ctx.dense_attr(dense);
+        let attrs = self.imp.ctx.dict_attr(&[("value", value)]);
+        self.emit("fp.constant", &[], attrs)
+    }
+
+    /// Binds output `i` to `v`.
+    pub fn set_output(&mut self, i: usize, v: ValueId) -> Result<(), String> {
+        match self.node.output.get(i).filter(|n| !n.is_empty()) {
+            Some(name) => self.imp.define(name, Slot::Value(v)),
+            None => Ok(()),
+        }
+    }
+
+    /// Binds output `i` to constant data.
+    pub fn set_const_output(&mut self, i: usize, data: TensorData) -> Result<(), String> {
+        let Some(name) = self.node.output.get(i).filter(|n| !n.is_empty()) else { return Ok(()) };
+        self.imp.constants.push(ConstEntry { data, value: None });
+        let index = self.imp.constants.len() - 1;
+        self.imp.define(name, Slot::Constant(index))
+    }
+
+    /// Binds output 0 to whatever input 0 stands for (a value or constant data).
+    pub fn forward_input(&mut self) -> Result<(), String> {
+        let input = self.input_name(0).ok_or("input #0 is missing")?;
+        let slot = self.imp.slots.get(input).copied().ok_or_else(|| {
+            format!("value '{input}' is not defined before its use (ONNX nodes must be in topological order)")
+        })?;
+        match self.node.output.first().filter(|n| !n.is_empty()) {
+            Some(name) => self.imp.define(name, slot),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,38 @@
+//! The ONNX importer: reads an ONNX model file and builds a verified
+//! [`qopt_ir_core::Module`] in the `fp` dialect (and `qnn` for QDQ models),
+//! one `func.func @main` whose arguments and results are the graph's inputs
+//! and outputs. `docs/onnx-import.md` lists the supported ops and their
+//! mapping; the `qimport` tool is the command-line front end.
+//!
+//! Modules, one concern each:
+//! - `proto`: the protobuf wire format (decoding only, no `protoc`);
+//! - `onnx`: the ONNX messages read from it;
+//! - `tensor`: constant tensors as element bytes, ONNX element types as IR types;
+//! - `attrs`: typed node attributes;
+//! - `import`: the graph walk, constants, signature, verification;
+//! - `ops`: one converter per op type, by family;
+//! - `error`: [`ImportError`].
+//!
+//! Invariants: no input makes the importer panic (sizes use checked
+//! arithmetic, every read is bounds-checked), and nothing recurses over the
+//! input: messages nest only as deep as the ONNX schema, and the graph is a
+//! loop over its nodes.
+
+#![warn(missing_docs)]
+
+mod attrs;
+mod error;
+mod import;
+mod onnx;
+mod ops;
+mod proto;
+mod tensor;
+
+pub use error::{ImportError, UnsupportedOp};
+pub use import::{import_model, ImportOptions, SUPPORTED_OPSETS};
+pub use onnx::{
+    attr_type, data_type, decode_model, AttributeProto, Dim, GraphProto, ModelProto, NodeProto,
+    OperatorSetId, TensorProto, TensorType, ValueInfo,
+};
+pub use ops::supported_op_types;
+pub use proto::{DecodeError, Field, Reader, WireValue};

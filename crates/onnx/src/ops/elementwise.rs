@@ -1,0 +1,102 @@
+//! Elementwise ops: `Add`, `Sub`, `Mul`, `Div` → the fp ops of the same name
+//! (numpy broadcasting, as ONNX); `Relu`, `Sigmoid`, `Tanh` → `fp.relu`,
+//! `fp.sigmoid`, `fp.tanh`; `Clip` → `fp.clip` with constant bounds (inputs
+//! from opset 11, attributes before); `LeakyRelu`, which fp has no op for, as
+//! `relu(x) − alpha · relu(−x)` (with `−x` as `x · −1`, exact): for x ≥ 0
+//! that is `x − alpha · 0 = x` (+∞ included), for x < 0 it is
+//! `0 − alpha · (−x)`, the same rounding as ONNX's `alpha · x`.
+
+use super::AttrList;
+use crate::import::NodeCx;
+use qopt_ir_core::{Attribute, Context, Type, TypeData};
+
+fn binary(cx: &mut NodeCx<'_, '_>, op: &str) -> Result<(), String> {
+    let a = cx.input(0)?;
+    let b = cx.input(1)?;
+    let y = cx.emit(op, &[a, b], Attribute::EMPTY_DICT)?;
+    cx.set_output(0, y)
+}
+
+fn unary(cx: &mut NodeCx<'_, '_>, op: &str) -> Result<(), String> {
+    let x = cx.input(0)?;
+    let y = cx.emit(op, &[x], Attribute::EMPTY_DICT)?;
+    cx.set_output(0, y)
+}
+
+pub(super) fn add(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    binary(cx, "fp.add")
+}
+
+pub(super) fn sub(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    binary(cx, "fp.sub")
+}
+
+pub(super) fn mul(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    binary(cx, "fp.mul")
+}
+
+pub(super) fn div(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    binary(cx, "fp.div")
+}
+
+pub(super) fn relu(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    unary(cx, "fp.relu")
+}
+
+pub(super) fn sigmoid(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    unary(cx, "fp.sigmoid")
+}
+
+pub(super) fn tanh(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    unary(cx, "fp.tanh")
+}
+
+/// A float attribute of the element type `elem` (f32 if `elem` is not a float).
+pub(super) fn float_attr(ctx: &mut Context, value: f64, elem: Type) -> Attribute {
+    let ty = if matches!(ctx.type_data(elem), TypeData::Float(_)) { elem } else { ctx.common().f32 };
+    ctx.float_attr(value, ty)
+}
+
+pub(super) fn clip(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let attrs = cx.attrs();
+    let x = cx.input(0)?;
+    let elem = cx.element(x);
+    let bound = |cx: &NodeCx<'_, '_>, input: usize, attr: &str| -> Result<Option<f64>, String> {
+        if let Some(v) = attrs.opt_float(attr)? {
+            return Ok(Some(f64::from(v)));
+        }
+        let Some(data) = cx.const_input(input)? else { return Ok(None) };
+        match data.floats()?[..] {
+            [v] => Ok(Some(v)),
+            _ => Err(format!("input #{input} ('{}') must hold one value", data.name)),
+        }
+    };
+    let min = bound(cx, 1, "min")?;
+    let max = bound(cx, 2, "max")?;
+    let ctx = cx.ctx();
+    let mut list = AttrList::default();
+    for (name, value) in [("min", min), ("max", max)] {
+        if let Some(v) = value {
+            let a = float_attr(ctx, v, elem);
+            list.push(name, a);
+        }
+    }
+    let dict = list.dict(ctx);
+    let y = cx.emit("fp.clip", &[x], dict)?;
+    cx.set_output(0, y)
+}
+
+pub(super) fn leaky_relu(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let alpha = f64::from(cx.attrs().float("alpha", 0.01)?);
+    let x = cx.input(0)?;
+    let elem = cx.element(x);
+    let none = Attribute::EMPTY_DICT;
+    let positive = cx.emit("fp.relu", &[x], none)?;
+    let minus_one = cx.scalar(-1.0, elem)?;
+    let negated = cx.emit("fp.mul", &[x, minus_one], none)?;
+    let negative = cx.emit("fp.relu", &[negated], none)?;
+    let alpha = cx.scalar(alpha, elem)?;
+    let scaled = cx.emit("fp.mul", &[negative, alpha], none)?;
+    let y = cx.emit("fp.sub", &[positive, scaled], none)?;
+    cx.set_output(0, y)
+}

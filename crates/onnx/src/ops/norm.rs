@@ -1,0 +1,52 @@
+//! `BatchNormalization` (inference) → `fp.batch_norm`; `Softmax` →
+//! `fp.softmax`. Before opset 13 Softmax normalizes over all dimensions
+//! from `axis` on (default 1) as one: that is `fp.softmax` over the last
+//! axis when `axis` is the last dimension, and otherwise `fp.flatten` at
+//! `axis`, `fp.softmax` over the flattened tail, `fp.reshape` back.
+
+use super::shape::reshape_to;
+use super::{normalize_axis, AttrList};
+use crate::import::NodeCx;
+use qopt_ir_core::Attribute;
+
+pub(super) fn batch_normalization(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let attrs = cx.attrs();
+    if attrs.int("training_mode", 0)? != 0 || (1..cx.num_outputs()).any(|i| cx.has_output(i)) {
+        return Err("training mode (running mean and variance outputs) is not supported".into());
+    }
+    let epsilon = attrs.float("epsilon", 1e-5)?;
+    let operands = (0..5).map(|i| cx.input(i)).collect::<Result<Vec<_>, _>>()?;
+    let ctx = cx.ctx();
+    let f32 = ctx.common().f32;
+    let eps = ctx.float_attr(f64::from(epsilon), f32);
+    let dict = ctx.dict_attr(&[("epsilon", eps)]);
+    let y = cx.emit("fp.batch_norm", &operands, dict)?;
+    cx.set_output(0, y)
+}
+
+pub(super) fn softmax(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let x = cx.input(0)?;
+    let shape = cx.shape(x)?;
+    let rank = shape.len();
+    let opset13 = cx.opset() >= 13;
+    let axis = cx.attrs().int("axis", if opset13 { -1 } else { 1 })?;
+    let index = normalize_axis(axis, rank)?;
+    let mut list = AttrList::default();
+    if opset13 || index + 1 == rank {
+        let ctx = cx.ctx();
+        if axis != -1 {
+            let a = ctx.i64_attr(axis);
+            list.push("axis", a);
+        }
+        let dict = list.dict(ctx);
+        let y = cx.emit("fp.softmax", &[x], dict)?;
+        return cx.set_output(0, y);
+    }
+    let ctx = cx.ctx();
+    let a = ctx.i64_attr(index as i64);
+    let flatten_attrs = ctx.dict_attr(&[("axis", a)]);
+    let flat = cx.emit("fp.flatten", &[x], flatten_attrs)?;
+    let soft = cx.emit("fp.softmax", &[flat], Attribute::EMPTY_DICT)?;
+    let y = reshape_to(cx, soft, &shape)?;
+    cx.set_output(0, y)
+}

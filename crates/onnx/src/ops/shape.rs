@@ -1,0 +1,270 @@
+//! Shape ops: `Flatten`, `Reshape`, `Transpose`, `Concat`, `Split`, `Pad`,
+//! `Slice` → the fp op of the same job; `Squeeze` and `Unsqueeze` →
+//! `fp.reshape` to the computed shape; `Identity` forwards its input.
+//!
+//! Inputs that ONNX passes as tensors but fp holds as attributes (the
+//! target shape, split sizes, pads, slice bounds, axes) must be constants.
+//! Older opsets pass some of them as attributes; both forms are read.
+
+use super::elementwise::float_attr;
+use super::{normalize_axis, AttrList};
+use crate::import::NodeCx;
+use qopt_ir_core::ValueId;
+
+/// Appends `fp.reshape` of `x` to the static shape `target`. A 0 in `shape`
+/// means "copy the input size" to fp.reshape, so a zero-sized target
+/// dimension can only be spelled where the input has 0 at the same index.
+pub(super) fn reshape_to(cx: &mut NodeCx<'_, '_>, x: ValueId, target: &[i64]) -> Result<ValueId, String> {
+    let input = cx.shape(x)?;
+    if target.iter().enumerate().any(|(i, &d)| d == 0 && input.get(i) != Some(&0)) {
+        return Err("reshaping to a shape with zero-sized dimensions is not supported".into());
+    }
+    let ctx = cx.ctx();
+    let shape = ctx.i64_array_attr(target);
+    let dict = ctx.dict_attr(&[("shape", shape)]);
+    cx.emit("fp.reshape", &[x], dict)
+}
+
+pub(super) fn identity(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    cx.forward_input()
+}
+
+pub(super) fn flatten(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let axis = cx.attrs().int("axis", 1)?;
+    let x = cx.input(0)?;
+    let ctx = cx.ctx();
+    let mut list = AttrList::default();
+    if axis != 1 {
+        let a = ctx.i64_attr(axis);
+        list.push("axis", a);
+    }
+    let dict = list.dict(ctx);
+    let y = cx.emit("fp.flatten", &[x], dict)?;
+    cx.set_output(0, y)
+}
+
+pub(super) fn reshape(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let x = cx.input(0)?;
+    let shape = cx.const_ints(1)?.ok_or("input #1 (shape) is missing")?;
+    if cx.attrs().int("allowzero", 0)? != 0 && shape.contains(&0) {
+        return Err("allowzero = 1 with a 0 in the shape (a zero-sized dimension) is not supported".into());
+    }
+    let ctx = cx.ctx();
+    let target = ctx.i64_array_attr(&shape);
+    let dict = ctx.dict_attr(&[("shape", target)]);
+    let y = cx.emit("fp.reshape", &[x], dict)?;
+    cx.set_output(0, y)
+}
+
+pub(super) fn transpose(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let perm = cx.attrs().opt_ints("perm")?;
+    let x = cx.input(0)?;
+    let ctx = cx.ctx();
+    let mut list = AttrList::default();
+    if let Some(perm) = perm {
+        let p = ctx.i64_array_attr(&perm);
+        list.push("perm", p);
+    }
+    let dict = list.dict(ctx);
+    let y = cx.emit("fp.transpose", &[x], dict)?;
+    cx.set_output(0, y)
+}
+
+pub(super) fn concat(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let axis = cx.attrs().opt_int("axis")?.ok_or("attribute 'axis' is missing")?;
+    let mut operands = Vec::new();
+    let mut i = 0;
+    while cx.input_name(i).is_some() {
+        operands.push(cx.input(i)?);
+        i += 1;
+    }
+    let ctx = cx.ctx();
+    let a = ctx.i64_attr(axis);
+    let dict = ctx.dict_attr(&[("axis", a)]);
+    let y = cx.emit("fp.concat", &operands, dict)?;
+    cx.set_output(0, y)
+}
+
+pub(super) fn split(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let attrs = cx.attrs();
+    let x = cx.input(0)?;
+    let shape = cx.shape(x)?;
+    let axis = attrs.int("axis", 0)?;
+    let dim = shape[normalize_axis(axis, shape.len())?];
+    let parts = cx.num_outputs();
+    let sizes = if cx.opset() >= 13 { cx.const_ints(1)? } else { attrs.opt_ints("split")? };
+    let sizes = match (sizes, attrs.opt_int("num_outputs")?) {
+        (Some(sizes), _) => sizes,
+        // Opset 18: equal chunks of ⌈dim / n⌉, the last one smaller.
+        (None, Some(n)) => {
+            if n < 1 || n as usize != parts {
+                return Err(format!("attribute 'num_outputs' is {n} but the node has {parts} outputs"));
+            }
+            let (d, k) = (i128::from(dim), i128::from(n));
+            let chunk = (d + k - 1) / k;
+            let last = d - chunk * (k - 1);
+            if last < 0 {
+                return Err(format!("dimension {dim} cannot be split into {n} chunks of {chunk}"));
+            }
+            // Both fit: 0 ≤ last ≤ chunk ≤ dim.
+            let mut sizes = vec![chunk as i64; n as usize - 1];
+            sizes.push(last as i64);
+            sizes
+        }
+        (None, None) => {
+            let n = parts as i64;
+            if n == 0 || dim % n != 0 {
+                return Err(format!("dimension {dim} cannot be split evenly into {parts} outputs"));
+            }
+            vec![dim / n; parts]
+        }
+    };
+    if sizes.len() != parts {
+        return Err(format!("{} split sizes for {parts} outputs", sizes.len()));
+    }
+    let ctx = cx.ctx();
+    let mut list = AttrList::default();
+    if axis != 0 {
+        let a = ctx.i64_attr(axis);
+        list.push("axis", a);
+    }
+    let s = ctx.i64_array_attr(&sizes);
+    list.push("sizes", s);
+    let dict = list.dict(ctx);
+    let results = cx.emit_all("fp.split", &[x], dict)?;
+    for (i, v) in results.into_iter().enumerate() {
+        cx.set_output(i, v)?;
+    }
+    Ok(())
+}
+
+pub(super) fn pad(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let attrs = cx.attrs();
+    let mode = attrs.string("mode", "constant")?;
+    if !matches!(mode.as_str(), "constant" | "reflect" | "edge") {
+        return Err(format!("mode '{mode}' is not supported (constant, reflect and edge are)"));
+    }
+    let x = cx.input(0)?;
+    let rank = cx.shape(x)?.len();
+    let elem = cx.element(x);
+    // Opset 11 moved pads and the value from attributes to inputs.
+    let (pads, value) = match attrs.opt_ints("pads")? {
+        Some(pads) => (pads, f64::from(attrs.float("value", 0.0)?)),
+        None => {
+            let pads = cx.const_ints(1)?.ok_or("input #1 (pads) is missing")?;
+            let value = match cx.const_input(2)? {
+                Some(data) => match data.floats()?[..] {
+                    [v] => v,
+                    _ => return Err("input #2 (constant_value) must hold one value".into()),
+                },
+                None => 0.0,
+            };
+            (pads, value)
+        }
+    };
+    let axes = cx.const_ints(3)?;
+    let full = match axes {
+        None => pads,
+        Some(axes) => {
+            if pads.len() != 2 * axes.len() {
+                return Err(format!("{} pads for {} axes", pads.len(), axes.len()));
+            }
+            let mut full = vec![0; 2 * rank];
+            for (j, &axis) in axes.iter().enumerate() {
+                let a = normalize_axis(axis, rank)?;
+                full[a] = pads[j];
+                full[rank + a] = pads[axes.len() + j];
+            }
+            full
+        }
+    };
+    if full.iter().any(|&p| p < 0) {
+        return Err("negative pads (cropping) are not supported".into());
+    }
+    let ctx = cx.ctx();
+    let mut list = AttrList::default();
+    let p = ctx.i64_array_attr(&full);
+    list.push("pads", p);
+    if mode != "constant" {
+        let m = ctx.string_attr(&mode);
+        list.push("mode", m);
+    }
+    if value != 0.0 {
+        let v = float_attr(ctx, value, elem);
+        list.push("value", v);
+    }
+    let dict = list.dict(ctx);
+    let y = cx.emit("fp.pad", &[x], dict)?;
+    cx.set_output(0, y)
+}
+
+pub(super) fn slice(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let x = cx.input(0)?;
+    let begin = cx.const_ints(1)?.ok_or("input #1 (starts) is missing")?;
+    let end = cx.const_ints(2)?.ok_or("input #2 (ends) is missing")?;
+    let axes = cx.const_ints(3)?;
+    let steps = cx.const_ints(4)?;
+    let ctx = cx.ctx();
+    let mut list = AttrList::default();
+    for (name, values) in [("begin", Some(begin)), ("end", Some(end)), ("axes", axes), ("strides", steps)] {
+        if let Some(values) = values {
+            let a = ctx.i64_array_attr(&values);
+            list.push(name, a);
+        }
+    }
+    let dict = list.dict(ctx);
+    let y = cx.emit("fp.strided_slice", &[x], dict)?;
+    cx.set_output(0, y)
+}
+
+/// The `axes` of Squeeze / Unsqueeze: an input from opset 13, an attribute before.
+fn squeeze_axes(cx: &NodeCx<'_, '_>) -> Result<Option<Vec<i64>>, String> {
+    if cx.opset() >= 13 {
+        cx.const_ints(1)
+    } else {
+        cx.attrs().opt_ints("axes")
+    }
+}
+
+pub(super) fn squeeze(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let x = cx.input(0)?;
+    let shape = cx.shape(x)?;
+    let mut keep = vec![true; shape.len()];
+    match squeeze_axes(cx)? {
+        Some(axes) => {
+            for axis in axes {
+                let a = normalize_axis(axis, shape.len())?;
+                if shape[a] != 1 {
+                    return Err(format!("cannot squeeze dimension {a} of size {}", shape[a]));
+                }
+                keep[a] = false;
+            }
+        }
+        None => keep.iter_mut().zip(&shape).for_each(|(k, &d)| *k = d != 1),
+    }
+    let target: Vec<i64> = shape.iter().zip(&keep).filter(|(_, &k)| k).map(|(&d, _)| d).collect();
+    if target == shape {
+        return cx.forward_input();
+    }
+    let y = reshape_to(cx, x, &target)?;
+    cx.set_output(0, y)
+}
+
+pub(super) fn unsqueeze(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let x = cx.input(0)?;
+    let shape = cx.shape(x)?;
+    let axes = squeeze_axes(cx)?.ok_or("axes are missing")?;
+    let rank = shape.len() + axes.len();
+    let mut inserted = vec![false; rank];
+    for axis in axes {
+        let a = normalize_axis(axis, rank)?;
+        if std::mem::replace(&mut inserted[a], true) {
+            return Err(format!("axis {a} is listed twice"));
+        }
+    }
+    let mut dims = shape.iter();
+    let target: Vec<i64> =
+        inserted.iter().map(|&new| if new { 1 } else { dims.next().copied().unwrap_or(1) }).collect();
+    let y = reshape_to(cx, x, &target)?;
+    cx.set_output(0, y)
+}

@@ -1,0 +1,226 @@
+//! Inputs the importer rejects, each with its exact message: unsupported ops
+//! (all listed at once), files that are not ONNX, dynamic dimensions with and
+//! without a batch size, opsets, and node-level limits. Also keeps the small
+//! models in `tests/onnx/` (used by qimport's CLI tests) equal to their builders.
+
+mod common;
+
+use common::*;
+
+fn import_err(model: &Model, batch: Option<i64>) -> String {
+    match import_text(&model.bytes(), batch) {
+        Ok(text) => panic!("expected an error, got\n{text}"),
+        Err(e) => e,
+    }
+}
+
+/// Two unsupported op types, one used twice, and one of another domain.
+fn unsupported_ops_model() -> Model {
+    Model::new(17)
+        .input("x", &[4])
+        .node("Foo", "n1", &["x"], &["a"])
+        .node("Relu", "r", &["a"], &["b"])
+        .node("Bar", "n7", &["b"], &["c"])
+        .node("Foo", "n2", &["c"], &["d"])
+        .node("Foo", "", &["d"], &["unnamed_out"])
+        .node_in("com.example", "Relu", "n9", &["unnamed_out"], &["e"])
+        .output("e")
+}
+
+/// Input `x` is N×4 with a symbolic batch size.
+fn dynamic_batch_model() -> Model {
+    Model::new(17)
+        .input_dims("x", FLOAT, &[D::P("N"), D::V(4)])
+        .node("Relu", "relu", &["x"], &["y"])
+        .output("y")
+}
+
+/// Input `x` is 1×W with an unknown width.
+fn dynamic_width_model() -> Model {
+    Model::new(17)
+        .input_dims("x", FLOAT, &[D::V(1), D::Unknown])
+        .node("Relu", "relu", &["x"], &["y"])
+        .output("y")
+}
+
+#[test]
+fn unsupported_ops_are_listed_together() {
+    assert_eq!(
+        import_err(&unsupported_ops_model(), None),
+        "unsupported ONNX ops: Foo (nodes n1, n2, unnamed_out), Bar (node n7), com.example.Relu (node n9)"
+    );
+}
+
+#[test]
+fn dynamic_dimensions() {
+    assert_eq!(
+        import_err(&dynamic_batch_model(), None),
+        "input 'x' has a dynamic batch dimension 'N' (dimension 0); fix it with --batch N"
+    );
+    let text = import_text(&dynamic_batch_model().bytes(), Some(8)).unwrap();
+    assert!(text.contains("func.func @main(%arg0: tensor<8x4xf32>) -> tensor<8x4xf32>"), "{text}");
+    for batch in [None, Some(8)] {
+        assert_eq!(
+            import_err(&dynamic_width_model(), batch),
+            "input 'x' has a dynamic size in dimension 1; only the batch dimension (0) may be dynamic, \
+             and it must be fixed with --batch N"
+        );
+    }
+    let no_shape =
+        Model::new(17).input_dims("x", FLOAT, &[D::Unknown]).node("Relu", "r", &["x"], &["y"]).output("y");
+    assert_eq!(
+        import_err(&no_shape, None),
+        "input 'x' has a dynamic batch dimension (dimension 0); fix it with --batch N"
+    );
+}
+
+#[test]
+fn files_that_are_not_onnx_models() {
+    let cases: &[(&[u8], &str)] = &[
+        (b"", "the file holds no graph (is it an ONNX model?)"),
+        (
+            b"hello, this is not a model\n",
+            "not a valid ONNX model: at byte 2: field 13 uses the group wire type, which ONNX never uses \
+             (in ModelProto)",
+        ),
+        (&[0x3A, 0x05, 0x0A], "not a valid ONNX model: at byte 1: field 7 says it has 5 bytes but only 1 remain (in ModelProto)"),
+    ];
+    for (bytes, expected) in cases {
+        assert_eq!(import_text(bytes, None).unwrap_err(), *expected);
+    }
+    let model =
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/models/digits_mlp/model.onnx"))
+            .unwrap();
+    let truncated = import_text(&model[..model.len() / 2], None).unwrap_err();
+    assert!(truncated.starts_with("not a valid ONNX model: at byte "), "{truncated}");
+}
+
+#[test]
+fn opsets() {
+    let relu = |opset| Model::new(opset).input("x", &[2]).node("Relu", "r", &["x"], &["y"]).output("y");
+    for opset in [11, 21] {
+        assert!(import_text(&relu(opset).bytes(), None).is_ok(), "opset {opset}");
+    }
+    for opset in [10, 22] {
+        assert_eq!(
+            import_err(&relu(opset), None),
+            format!("ONNX opset {opset} is not supported (qimport supports opsets 11 to 21)")
+        );
+    }
+}
+
+#[test]
+fn node_errors_name_the_node() {
+    let cases: Vec<(Model, &str)> = vec![
+        (
+            Model::new(17).input("x", &[1, 1, 4, 4]).node_attrs("MaxPool", "pool", &["x"], &["y", "idx"], &[attr_ints("kernel_shape", &[2, 2])]).output("y"),
+            "node 'pool' (MaxPool): the Indices output is not supported",
+        ),
+        (
+            Model::new(17).input("x", &[2]).node_attrs("Relu", "r", &["x"], &["y"], &[attr_graph("body")]).output("y"),
+            "node 'r' (Relu): attribute 'body' is a subgraph; subgraphs are not supported",
+        ),
+        (
+            Model::new(17).input("x", &[2]).node("Relu", "r", &["later"], &["y"]).node("Relu", "s", &["x"], &["later"]).output("y"),
+            "node 'r' (Relu): value 'later' is not defined before its use (not a graph input, an initializer \
+             or the output of an earlier node; ONNX nodes must be in topological order)",
+        ),
+        (
+            Model::new(17).input("x", &[2, 3]).input("shape", &[2]).node("Reshape", "reshape", &["x", "shape"], &["y"]).output("y"),
+            "node 'reshape' (Reshape): input #1 ('shape') must be a constant (an initializer or a Constant node)",
+        ),
+        (
+            Model::new(17).input_dims("q", INT8, &[D::V(4)]).init(tensor_f32("s", &[], &[0.5])).node("DequantizeLinear", "dq", &["q", "s"], &["y"]).output("y"),
+            "node 'dq' (DequantizeLinear): input #0 has type tensor<4xi8>; it must be a constant or the output of a QuantizeLinear",
+        ),
+        (
+            Model::new(13)
+                .input("x", &[1, 2, 3, 3])
+                .init(tensor_f32("s", &[2], &[1.0, 1.0]))
+                .node_attrs("BatchNormalization", "bn", &["x", "s", "s", "s", "s"], &["y", "mean"], &[attr_int("training_mode", 1)])
+                .output("y"),
+            "node 'bn' (BatchNormalization): training mode (running mean and variance outputs) is not supported",
+        ),
+        (
+            Model::new(17).input("x", &[2, 3]).node("Relu", "r", &["x"], &["y"]).output_shape("y", &[3, 2]),
+            "value 'y' is declared with shape [3, 2] but the imported graph computes tensor<2x3xf32>",
+        ),
+        (
+            Model::new(17).input("x", &[1, 1, 4, 4]).node_attrs("AveragePool", "avg", &["x"], &["y"], &[attr_ints("kernel_shape", &[2, 2]), attr_str("auto_pad", "SAME")]).output("y"),
+            "node 'avg' (AveragePool): auto_pad 'SAME' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID",
+        ),
+        (
+            Model::new(17).input("x", &[2, 3]).node_attrs("Concat", "cat", &["x", "x"], &["y"], &[attr_float("axis", 1.0)]).output("y"),
+            "node 'cat' (Concat): attribute 'axis' must be INT, got FLOAT",
+        ),
+        (
+            Model::new(17).input("x", &[2, 3]).input("y", &[4]).node("Add", "add", &["x", "y"], &["z"]).output("z"),
+            "node 'add' (Add): fp.add: shapes 2x3 and 4 cannot be broadcast (dimension 1 of the result: 3 vs 4)",
+        ),
+    ];
+    for (model, expected) in cases {
+        assert_eq!(import_err(&model, None), expected);
+    }
+}
+
+#[test]
+fn bad_tensors() {
+    let external = Msg::new().packed_i64(1, &[2]).int(2, 1).str(8, "w").int(14, 1);
+    let model =
+        Model::new(17).input("x", &[2]).init(external).node("Add", "add", &["x", "w"], &["y"]).output("y");
+    assert_eq!(
+        import_err(&model, None),
+        "tensor 'w': its data is stored in an external file, which qimport does not read (save the model \
+         with its data inside the .onnx file)"
+    );
+    let short = tensor_raw("w", FLOAT, &[2], &[0, 0, 0, 0]);
+    let model =
+        Model::new(17).input("x", &[2]).init(short).node("Add", "add", &["x", "w"], &["y"]).output("y");
+    assert_eq!(import_err(&model, None), "tensor 'w': raw_data has 4 bytes but 2 elements of FLOAT need 8");
+    let huge = tensor_raw("w", FLOAT, &[i64::MAX, 4], &[]);
+    let model = Model::new(17).input("x", &[2]).init(huge).output("x");
+    assert_eq!(import_err(&model, None), "tensor 'w': the element count overflows");
+}
+
+#[test]
+fn fixtures_for_the_cli_tests_are_up_to_date() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/onnx");
+    for (name, model) in [
+        ("dynamic_batch.onnx", dynamic_batch_model()),
+        ("dynamic_width.onnx", dynamic_width_model()),
+        ("unsupported_ops.onnx", unsupported_ops_model()),
+    ] {
+        let path = dir.join(name);
+        if std::env::var_os("QOPT_UPDATE_FIXTURES").is_some() {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(&path, model.bytes()).unwrap();
+        }
+        let committed = std::fs::read(&path).unwrap_or_default();
+        assert!(committed == model.bytes(), "{name} is stale: rerun with QOPT_UPDATE_FIXTURES=1");
+    }
+}
+
+#[test]
+fn quantization_parameters_the_qnn_dialect_rejects() {
+    let quantize = |scale: f32, zp: Msg| {
+        Model::new(17)
+            .input("x", &[2])
+            .init(tensor_f32("s", &[], &[scale]))
+            .init(zp)
+            .node("QuantizeLinear", "q", &["x", "s", "zp"], &["y"])
+            .output("y")
+    };
+    assert_eq!(
+        import_err(&quantize(0.0, tensor_i8("zp", &[], &[0])), None),
+        "node 'q' (QuantizeLinear): scale 0.0 is not a positive finite number"
+    );
+    assert_eq!(
+        import_err(&quantize(1e-40, tensor_i8("zp", &[], &[0])), None),
+        "node 'q' (QuantizeLinear): scale 9.99994610111476e-41 is not a normal f32 number (quantize and \
+         dequantize compute in f32)"
+    );
+    assert_eq!(
+        import_err(&quantize(0.5, tensor_i64("zp", &[], &[0])), None),
+        "node 'q' (QuantizeLinear): quantized type INT64 is not supported"
+    );
+}

@@ -1,0 +1,361 @@
+//! Each supported op on small hand-built models: attribute forms, opset
+//! differences and the lowering choices, as golden snapshots of the imported
+//! IR (`check`). The reference models cover only a few ops; these cover the rest.
+
+mod common;
+
+use common::*;
+
+/// Imports `model` (which must succeed) and snapshots the IR under `name`.
+fn check(name: &str, model: Model) {
+    let text = import_text(&model.bytes(), None).unwrap_or_else(|e| panic!("{name}: {e}"));
+    insta::assert_snapshot!(name, text);
+}
+
+fn weights(n: usize) -> Vec<f32> {
+    (0..n).map(|i| i as f32 * 0.5 - 1.0).collect()
+}
+
+#[test]
+fn conv() {
+    // SAME_UPPER with stride 2 and kernel 2 on 5: output 3, one padding at the end.
+    check(
+        "conv_same_upper_groups",
+        Model::new(17)
+            .input("x", &[1, 4, 5, 5])
+            .init(tensor_f32("w", &[6, 2, 2, 2], &weights(48)))
+            .node_attrs(
+                "Conv",
+                "conv",
+                &["x", "w"],
+                &["y"],
+                &[attr_str("auto_pad", "SAME_UPPER"), attr_ints("strides", &[2, 2]), attr_int("group", 2)],
+            )
+            .output("y"),
+    );
+    check(
+        "conv_same_lower_dilated",
+        Model::new(17)
+            .input("x", &[1, 1, 6, 6])
+            .init(tensor_f32("w", &[1, 1, 2, 2], &weights(4)))
+            .node_attrs(
+                "Conv",
+                "conv",
+                &["x", "w"],
+                &["y"],
+                &[attr_str("auto_pad", "SAME_LOWER"), attr_ints("dilations", &[2, 2])],
+            )
+            .output("y"),
+    );
+    check(
+        "conv1d_bias",
+        Model::new(11)
+            .input("x", &[1, 2, 8])
+            .init(tensor_f32("w", &[3, 2, 3], &weights(18)))
+            .init(tensor_f32("b", &[3], &[0.1, 0.2, 0.3]))
+            .node_attrs("Conv", "conv", &["x", "w", "b"], &["y"], &[attr_ints("pads", &[1, 1])])
+            .output("y"),
+    );
+}
+
+#[test]
+fn gemm_and_matmul() {
+    check(
+        "gemm_constant_b_transposed_at_import",
+        Model::new(13)
+            .input("a", &[2, 3])
+            .init(tensor_f32("b", &[3, 4], &weights(12)))
+            .init(tensor_f32("c", &[1, 4], &[1.0, 2.0, 3.0, 4.0]))
+            .node("Gemm", "fc", &["a", "b", "c"], &["y"])
+            .output("y"),
+    );
+    check(
+        "gemm_general",
+        Model::new(13)
+            .input("a", &[3, 2])
+            .input("b", &[4, 3])
+            .input("c", &[2, 4])
+            .node_attrs(
+                "Gemm",
+                "fc",
+                &["a", "b", "c"],
+                &["y"],
+                &[
+                    attr_int("transA", 1),
+                    attr_int("transB", 1),
+                    attr_float("alpha", 0.5),
+                    attr_float("beta", 2.0),
+                ],
+            )
+            .output("y"),
+    );
+    check(
+        "gemm_computed_b",
+        Model::new(13)
+            .input("a", &[2, 3])
+            .input("b", &[3, 4])
+            .node("Gemm", "fc", &["a", "b"], &["y"])
+            .output("y"),
+    );
+    check(
+        "matmul_vectors",
+        Model::new(13)
+            .input("v", &[3])
+            .input("m", &[2, 3, 4])
+            .input("u", &[4])
+            .node("MatMul", "left", &["v", "m"], &["vm"])
+            .node("MatMul", "right", &["m", "u"], &["mu"])
+            .output("vm")
+            .output("mu"),
+    );
+}
+
+#[test]
+fn elementwise() {
+    check(
+        "arithmetic_and_activations",
+        Model::new(14)
+            .input("a", &[2, 3])
+            .input("b", &[3])
+            .init(tensor_f32("two", &[], &[2.0]))
+            .node("Add", "add", &["a", "b"], &["s"])
+            .node("Sub", "sub", &["s", "b"], &["d"])
+            .node("Mul", "mul", &["d", "two"], &["m"])
+            .node("Div", "div", &["m", "two"], &["q"])
+            .node("Sigmoid", "sigmoid", &["q"], &["g"])
+            .node("Tanh", "tanh", &["g"], &["t"])
+            .node_attrs("LeakyRelu", "leaky", &["t"], &["l"], &[attr_float("alpha", 0.2)])
+            .output("l"),
+    );
+    check(
+        "clip_forms",
+        Model::new(13)
+            .input("x", &[4])
+            .init(tensor_f32("lo", &[], &[0.0]))
+            .init(tensor_f32("hi", &[], &[6.0]))
+            .node("Clip", "relu6", &["x", "lo", "hi"], &["a"])
+            .node("Clip", "min_only", &["a", "lo"], &["b"])
+            .node("Clip", "max_only", &["b", "", "hi"], &["c"])
+            .node_attrs("Clip", "attr_form", &["c"], &["d"], &[attr_float("min", -1.0)])
+            .output("d"),
+    );
+}
+
+#[test]
+fn norms_and_pools() {
+    check(
+        "batch_norm_and_softmax",
+        Model::new(13)
+            .input("x", &[1, 2, 3, 3])
+            .init(tensor_f32("s", &[2], &[1.0, 2.0]))
+            .init(tensor_f32("b", &[2], &[0.0, 1.0]))
+            .init(tensor_f32("m", &[2], &[0.5, 0.5]))
+            .init(tensor_f32("v", &[2], &[1.0, 4.0]))
+            .node_attrs(
+                "BatchNormalization",
+                "bn",
+                &["x", "s", "b", "m", "v"],
+                &["n"],
+                &[attr_float("epsilon", 1e-3)],
+            )
+            .node_attrs("Softmax", "softmax", &["n"], &["y"], &[attr_int("axis", 1)])
+            .output("y"),
+    );
+    // Before opset 13, Softmax normalizes over every dimension from `axis` on.
+    check(
+        "softmax_opset11",
+        Model::new(11)
+            .input("x", &[2, 3, 4])
+            .node("Softmax", "coerced", &["x"], &["a"])
+            .node_attrs("Softmax", "last", &["a"], &["b"], &[attr_int("axis", -1)])
+            .output("b"),
+    );
+    check(
+        "pools",
+        Model::new(17)
+            .input("x", &[1, 2, 7, 7])
+            .input("l", &[1, 2, 9])
+            .node_attrs(
+                "AveragePool",
+                "avg",
+                &["x"],
+                &["a"],
+                &[
+                    attr_ints("kernel_shape", &[3, 3]),
+                    attr_ints("strides", &[2, 2]),
+                    attr_ints("pads", &[1, 1, 1, 1]),
+                    attr_int("ceil_mode", 1),
+                    attr_int("count_include_pad", 1),
+                ],
+            )
+            .node_attrs(
+                "MaxPool",
+                "max_same",
+                &["a"],
+                &["m"],
+                &[attr_ints("kernel_shape", &[2, 2]), attr_str("auto_pad", "SAME_UPPER")],
+            )
+            .node("GlobalAveragePool", "gap", &["m"], &["g"])
+            .node_attrs(
+                "MaxPool",
+                "max1d",
+                &["l"],
+                &["p"],
+                &[attr_ints("kernel_shape", &[2]), attr_ints("strides", &[2]), attr_ints("dilations", &[2])],
+            )
+            .output("g")
+            .output("p"),
+    );
+}
+
+#[test]
+fn shape_ops() {
+    check(
+        "reshape_transpose_flatten_concat",
+        Model::new(14)
+            .input("x", &[2, 3, 4])
+            .init(tensor_i64("shape", &[2], &[0, -1]))
+            .node("Reshape", "reshape", &["x", "shape"], &["r"])
+            .node_attrs("Transpose", "transpose", &["r"], &["t"], &[attr_ints("perm", &[1, 0])])
+            .node("Transpose", "reverse", &["t"], &["u"])
+            .node_attrs("Flatten", "flatten", &["x"], &["f"], &[attr_int("axis", 2)])
+            .node_attrs("Concat", "concat", &["u", "u"], &["c"], &[attr_int("axis", -1)])
+            .output("c")
+            .output("f"),
+    );
+    check(
+        "split_forms",
+        Model::new(18)
+            .input("x", &[2, 8])
+            .init(tensor_i64("sizes", &[2], &[5, 3]))
+            .node_attrs("Split", "by_input", &["x", "sizes"], &["a", "b"], &[attr_int("axis", 1)])
+            .node_attrs(
+                "Split",
+                "by_count",
+                &["x"],
+                &["c", "d", "e"],
+                &[attr_int("axis", 1), attr_int("num_outputs", 3)],
+            )
+            .node("Split", "even", &["x"], &["f", "g"])
+            .output("a")
+            .output("b")
+            .output("e")
+            .output("g"),
+    );
+    check(
+        "split_opset11_attribute",
+        Model::new(11)
+            .input("x", &[6])
+            .node_attrs("Split", "split", &["x"], &["a", "b"], &[attr_ints("split", &[2, 4])])
+            .output("a")
+            .output("b"),
+    );
+    check(
+        "pad_and_slice",
+        Model::new(18)
+            .input("x", &[1, 3, 4, 4])
+            .init(tensor_i64("pads", &[8], &[0, 0, 1, 2, 0, 0, 1, 2]))
+            .init(tensor_f32("value", &[], &[0.5]))
+            .init(tensor_i64("axes_pads", &[2], &[2, 3]))
+            .init(tensor_i64("pads2", &[4], &[1, 1, 1, 1]))
+            .init(tensor_i64("starts", &[2], &[1, -1]))
+            .init(tensor_i64("ends", &[2], &[3, i64::MIN]))
+            .init(tensor_i64("axes", &[2], &[1, 3]))
+            .init(tensor_i64("steps", &[2], &[1, -2]))
+            .node("Pad", "pad_const", &["x", "pads", "value"], &["p"])
+            .node_attrs(
+                "Pad",
+                "pad_reflect",
+                &["p", "pads2", "", "axes_pads"],
+                &["q"],
+                &[attr_str("mode", "reflect")],
+            )
+            .node_attrs("Pad", "pad_edge", &["q", "pads"], &["e"], &[attr_str("mode", "edge")])
+            .node("Slice", "slice", &["e", "starts", "ends", "axes", "steps"], &["s"])
+            .output("s"),
+    );
+    check(
+        "squeeze_unsqueeze_identity",
+        Model::new(13)
+            .input("x", &[1, 3, 1, 2])
+            .init(tensor_i64("axes", &[1], &[0]))
+            .init(tensor_i64("new_axes", &[2], &[0, -1]))
+            .node("Squeeze", "squeeze_all", &["x"], &["a"])
+            .node("Squeeze", "squeeze_0", &["x", "axes"], &["b"])
+            .node("Unsqueeze", "unsqueeze", &["a", "new_axes"], &["c"])
+            .node("Identity", "identity", &["c"], &["d"])
+            .output("d")
+            .output("b"),
+    );
+    check(
+        "squeeze_opset11_attribute",
+        Model::new(11)
+            .input("x", &[1, 3])
+            .node_attrs("Squeeze", "squeeze", &["x"], &["a"], &[attr_ints("axes", &[0])])
+            .node_attrs("Unsqueeze", "unsqueeze", &["a"], &["b"], &[attr_ints("axes", &[1])])
+            .output("b"),
+    );
+}
+
+#[test]
+fn constants() {
+    check(
+        "constant_nodes",
+        Model::new(13)
+            .input("x", &[2, 3])
+            .node_attrs("Constant", "scale", &[], &["s"], &[attr_floats("value_floats", &[1.0, 2.0, 3.0])])
+            .node_attrs("Constant", "shape", &[], &["shape"], &[attr_ints("value_ints", &[3, 2])])
+            .node_attrs("Constant", "one", &[], &["one"], &[attr_float("value_float", 1.0)])
+            .node_attrs(
+                "Constant",
+                "bias",
+                &[],
+                &["b"],
+                &[attr_tensor("value", &tensor_f32("", &[3], &[0.0, 0.5, 1.0]))],
+            )
+            .node("Identity", "shape_alias", &["shape"], &["shape2"])
+            .node("Mul", "mul", &["x", "s"], &["m"])
+            .node("Add", "add", &["m", "b"], &["a"])
+            .node("Sub", "sub", &["a", "one"], &["d"])
+            .node("Reshape", "reshape", &["d", "shape2"], &["y"])
+            .output("y"),
+    );
+}
+
+#[test]
+fn quantize_dequantize() {
+    check(
+        "qdq_conv_per_channel",
+        Model::new(13)
+            .input("x", &[1, 2, 3, 3])
+            .init(tensor_f32("x_scale", &[], &[0.5]))
+            .init(tensor_raw("x_zp", UINT8, &[], &[128]))
+            .init(tensor_i8("w_q", &[2, 2, 1, 1], &[1, -2, 3, -4]))
+            .init(tensor_f32("w_scale", &[2], &[0.25, 0.125]))
+            .init(tensor_i8("w_zp", &[2], &[0, 0]))
+            .init(tensor_i32("b_q", &[2], &[100, -100]))
+            .init(tensor_f32("b_scale", &[2], &[0.125, 0.0625]))
+            .init(tensor_i32("b_zp", &[2], &[0, 0]))
+            .init(tensor_f32("y_scale", &[], &[0.1]))
+            .node("QuantizeLinear", "x_q", &["x", "x_scale", "x_zp"], &["xq"])
+            .node("DequantizeLinear", "x_dq", &["xq", "x_scale", "x_zp"], &["xd"])
+            .node_attrs(
+                "DequantizeLinear",
+                "w_dq",
+                &["w_q", "w_scale", "w_zp"],
+                &["w"],
+                &[attr_int("axis", 0)],
+            )
+            .node_attrs(
+                "DequantizeLinear",
+                "b_dq",
+                &["b_q", "b_scale", "b_zp"],
+                &["b"],
+                &[attr_int("axis", 0)],
+            )
+            .node("Conv", "conv", &["xd", "w", "b"], &["c"])
+            .node("QuantizeLinear", "y_q", &["c", "y_scale"], &["yq"])
+            .node("DequantizeLinear", "y_dq", &["yq", "y_scale"], &["y"])
+            .output("y"),
+    );
+}

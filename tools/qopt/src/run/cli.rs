@@ -1,0 +1,68 @@
+//! Command-line flags of `qrun` and of every run driver built on
+//! [`RunDriver`](super::RunDriver). `docs/qrun.md` describes each with an example.
+
+use clap::Parser;
+use std::path::PathBuf;
+
+/// Flags of the run driver.
+#[derive(Parser, Debug)]
+#[command(
+    version,
+    about = "Run a function of a .qir model on .npy inputs, time it, or compare two models layer by layer",
+    after_help = "Examples:\n  \
+        qrun model.qir --input x.npy                     one line per output: shape, dtype, min/max/mean\n  \
+        qrun model.qir --inputs in.npz --print           print every output's values\n  \
+        qrun model.qir --input x.npy -o out.npz          write the outputs as out0, out1, ...\n  \
+        qrun model.qir --input test.npy --batch          run [N, ...] samples in model-sized chunks\n  \
+        qrun model.qir --random-inputs --seed 3 --bench 20\n  \
+        qrun model.qir --input x.npy --compare quant.qir SQNR, cosine, errors per located op\n  \
+        qrun model.qir --input x.npy --json              one JSON document on stdout"
+)]
+pub struct RunCli {
+    /// The model, a `.qir` file.
+    #[arg(value_name = "MODEL.qir")]
+    pub model: PathBuf,
+    /// The function to run.
+    #[arg(long = "func", value_name = "NAME", default_value = "main")]
+    pub func: String,
+    /// An input `.npy` file; repeat once per function argument, in order.
+    #[arg(long = "input", value_name = "FILE.npy", conflicts_with_all = ["inputs", "random_inputs"])]
+    pub input: Vec<PathBuf>,
+    /// A `.npz` archive of inputs: members `arg0`, `arg1`, ... by name if any
+    /// member has such a name, else one member per argument in archive order.
+    #[arg(long, value_name = "FILE.npz", conflicts_with = "random_inputs")]
+    pub inputs: Option<PathBuf>,
+    /// Generate deterministic inputs: floats standard normal, integers uniform
+    /// over their storage range, dynamic dimensions of size 1.
+    #[arg(long)]
+    pub random_inputs: bool,
+    /// The seed of `--random-inputs`.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "random_inputs")]
+    pub seed: u64,
+    /// Run float inputs holding NaN or ±inf (a warning instead of an error).
+    #[arg(long)]
+    pub allow_nonfinite: bool,
+    /// The inputs hold many samples along dimension 0: run them in chunks of
+    /// the model's batch size on every core and stack the outputs.
+    #[arg(long, conflicts_with = "random_inputs")]
+    pub batch: bool,
+    /// Write the outputs to this `.npz` file as `out0`, `out1`, ... (atomically).
+    #[arg(short = 'o', long, value_name = "OUT.npz")]
+    pub output: Option<PathBuf>,
+    /// Print every output's dtype, shape and values (summarized when large).
+    #[arg(long)]
+    pub print: bool,
+    /// Time N runs of the function after one warm-up run.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub bench: Option<u32>,
+    /// Compare with another model on the same inputs, per located op (this
+    /// model is the reference).
+    #[arg(long, value_name = "OTHER.qir", conflicts_with_all = ["output", "print", "bench"])]
+    pub compare: Option<PathBuf>,
+    /// Write one JSON document to standard output instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Accept ops of dialects that are not registered (they still need kernels to run).
+    #[arg(long)]
+    pub allow_unregistered_dialect: bool,
+}

@@ -1,0 +1,298 @@
+//! The run driver as a library: `qrun` is `RunDriver::new("qrun").main()`,
+//! and a downstream crate builds its own run tool the same way after adding
+//! its dialects (through the [`Driver`] it wraps, as for `myopt`) and kernels:
+//!
+//! ```no_run
+//! use qopt_driver::run::RunDriver;
+//! let mut run = RunDriver::new("toy-run");
+//! run.driver_mut().add_dialects(|ctx| { let _ = ctx; /* ctx.register_dialect(MyDialect) */ Ok(()) });
+//! // run.kernels_mut().register("accel.conv", my_conv_kernel);
+//! std::process::exit(run.run(std::env::args_os()));
+//! ```
+//!
+//! A run parses and verifies the model (`model`), gathers and checks its
+//! inputs (`inputs`, `prng`), cuts them into chunks with `--batch`
+//! (`samples`) run on every core (`parallel`, with a `progress` bar on a
+//! terminal), then does one of:
+//!
+//! - run: print a summary line or the values of each output, write them with
+//!   `--output`;
+//! - `--bench N`: time N runs after a warm-up (`bench`);
+//! - `--compare OTHER`: run both models, compare every located value
+//!   (`compare`, `metrics`).
+//!
+//! `report` writes the text or `--json` document (`json`, numbers and
+//! tensors by `tensor_text`). `docs/qrun.md` is the user's reference.
+//!
+//! Exit codes: 0 success; 1 a bad model, bad inputs or a failing run (messages
+//! name the argument, or the op and its location); 2 usage errors.
+
+mod bench;
+mod cli;
+mod compare;
+mod inputs;
+mod json;
+mod metrics;
+mod model;
+mod parallel;
+mod prng;
+mod progress;
+mod report;
+mod samples;
+mod tensor_text;
+
+pub use cli::RunCli;
+
+use crate::diagnostics::Reporter;
+use crate::{write_file_atomically, DiagnosticFormat, Driver, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use bench::Latency;
+use clap::{CommandFactory as _, FromArgMatches as _};
+use compare::{Comparison, Pair};
+use inputs::InputSource;
+use model::{LoadError, Model, Signature};
+use progress::Progress;
+use qopt_interp::npy::{self, RawArray};
+use qopt_interp::{Interpreter, KernelRegistry, Tensor};
+use report::Header;
+use samples::Samples;
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::path::Path;
+
+/// The kernels `qrun` runs with: every `fp` and `qnn` op.
+pub fn standard_kernels() -> KernelRegistry {
+    KernelRegistry::standard()
+}
+
+/// A configurable run driver; see the module docs.
+pub struct RunDriver {
+    driver: Driver,
+    kernels: KernelRegistry,
+}
+
+/// Why a run stopped: a message to print, or diagnostics already printed.
+enum Failure {
+    Message(String),
+    Reported,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Failure {
+        Failure::Message(message)
+    }
+}
+
+impl RunDriver {
+    /// A driver named `tool` with qopt's dialects and [`standard_kernels`].
+    pub fn new(tool: &'static str) -> RunDriver {
+        RunDriver::with_parts(Driver::new(tool), standard_kernels())
+    }
+
+    /// A driver whose models are parsed with `driver`'s dialects and run with
+    /// `kernels`; the tool is named after `driver`.
+    pub fn with_parts(driver: Driver, kernels: KernelRegistry) -> RunDriver {
+        RunDriver { driver, kernels }
+    }
+
+    /// The tool's name.
+    pub fn tool(&self) -> &'static str {
+        self.driver.tool()
+    }
+
+    /// The wrapped opt driver, to add dialects.
+    pub fn driver_mut(&mut self) -> &mut Driver {
+        &mut self.driver
+    }
+
+    /// The kernel registry, to add kernels.
+    pub fn kernels_mut(&mut self) -> &mut KernelRegistry {
+        &mut self.kernels
+    }
+
+    /// Runs with the process's arguments and exits with the driver's code.
+    pub fn main(&self) -> std::process::ExitCode {
+        let code = self.run(std::env::args_os());
+        std::process::ExitCode::from(code as u8)
+    }
+
+    /// Runs with `args` (the first is the program name) and returns the exit code.
+    pub fn run<I, T>(&self, args: I) -> i32
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let parsed = RunCli::command()
+            .name(self.tool())
+            .try_get_matches_from(args)
+            .and_then(|m| RunCli::from_arg_matches(&m));
+        let cli = match parsed {
+            Ok(cli) => cli,
+            Err(e) => {
+                let _ = e.print();
+                return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            }
+        };
+        let stdout = io::stdout();
+        let stderr = io::stderr();
+        self.run_cli(&cli, &mut stdout.lock(), &mut stderr.lock())
+    }
+
+    /// Runs a parsed command line, writing results to `out` and messages to
+    /// `err` (the progress bar, on a terminal only, goes to the process's
+    /// standard error).
+    pub fn run_cli(&self, cli: &RunCli, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+        match self.execute(cli, out, err) {
+            Ok(()) => EXIT_OK,
+            Err(Failure::Reported) => EXIT_FAILURE,
+            Err(Failure::Message(message)) => {
+                let _ = writeln!(err, "{}: error: {message}", self.tool());
+                EXIT_FAILURE
+            }
+        }
+    }
+
+    fn execute(&self, cli: &RunCli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), Failure> {
+        let reference = self.load(&cli.model, cli, err)?;
+        let sig = reference.signature(&cli.func)?;
+        let source = match (&cli.inputs, cli.random_inputs) {
+            (_, true) => InputSource::Random(cli.seed),
+            (Some(archive), false) => InputSource::Archive(archive.clone()),
+            (None, false) => InputSource::Files(cli.input.clone()),
+        };
+        let inputs = inputs::gather(&reference, &sig, &source)?;
+        for warning in inputs::check(&reference, &sig, &inputs, cli.batch, cli.allow_nonfinite)? {
+            let _ = writeln!(err, "{}: warning: {warning}", self.tool());
+        }
+        let other = match &cli.compare {
+            Some(path) => {
+                let other = self.load(path, cli, err)?;
+                let other_sig = other.signature(&cli.func)?;
+                // Warnings were given for the reference already.
+                inputs::check(&other, &other_sig, &inputs, cli.batch, cli.allow_nonfinite)?;
+                Some((other, other_sig))
+            }
+            None => None,
+        };
+        let tensors: Vec<Tensor> = inputs.into_iter().map(|i| i.tensor).collect();
+        let samples =
+            if cli.batch { Samples::batched(&reference, &sig, tensors)? } else { Samples::Whole(tensors) };
+        let header = Header { model: &reference.name, func: &sig.func };
+        let text = match &other {
+            Some((other, other_sig)) => {
+                let pair = Pair { reference: &reference, other, reference_sig: &sig, other_sig };
+                let cmp = self.compare(&pair, &samples)?;
+                if cli.json {
+                    report::compare_json(&header, &other.name, samples.chunks(), &cmp)
+                } else {
+                    report::compare_text(&cmp, &other.name)
+                }
+            }
+            None => self.run_model(cli, &reference, &sig, &samples, &header)?,
+        };
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .map_err(|e| Failure::Message(format!("cannot write standard output: {e}")))
+    }
+
+    /// Parses and verifies a model; parse and verification errors are printed
+    /// like qopt's.
+    fn load(&self, path: &Path, cli: &RunCli, err: &mut dyn Write) -> Result<Model, Failure> {
+        Model::load(&self.driver, path, cli.allow_unregistered_dialect).map_err(|e| match e {
+            LoadError::Message(message) => Failure::Message(message),
+            LoadError::Diagnostics(sources, diagnostics) => {
+                let reporter =
+                    Reporter { tool: self.tool(), format: DiagnosticFormat::Human, sources: &sources };
+                reporter.diagnostics(err, &diagnostics);
+                Failure::Reported
+            }
+        })
+    }
+
+    /// Runs the model (and `--bench`, `--output`); returns the text to print.
+    fn run_model(
+        &self,
+        cli: &RunCli,
+        model: &Model,
+        sig: &Signature,
+        samples: &Samples,
+        header: &Header<'_>,
+    ) -> Result<String, Failure> {
+        let mut workers: Vec<Interpreter<'_>> = (0..parallel::threads().min(samples.chunks()))
+            .map(|_| Interpreter::new(&model.ctx, &model.module, &self.kernels))
+            .collect();
+        let progress = Progress::new(samples.chunks());
+        let outputs = run_all(&mut workers, model, sig, samples, &progress);
+        progress.finish();
+        let outputs = outputs?;
+        if let Some(path) = &cli.output {
+            write_outputs(path, &outputs)?;
+        }
+        let Some(runs) = cli.bench else {
+            return Ok(if cli.json {
+                report::run_json(header, &outputs, cli.print)
+            } else {
+                report::run_text(&outputs, cli.print)
+            });
+        };
+        // The run above was the warm-up: plans and constants are built.
+        let hidden = Progress::hidden();
+        let latency = Latency::measure(runs as usize, || {
+            run_all(&mut workers, model, sig, samples, &hidden).map(drop)
+        })?;
+        Ok(if cli.json {
+            report::bench_json(header, &latency)
+        } else {
+            let values = if cli.print { report::run_text(&outputs, true) } else { String::new() };
+            format!("{values}{}\n", latency.line())
+        })
+    }
+
+    /// Runs both models of `pair` on every chunk and merges the comparisons.
+    fn compare(&self, pair: &Pair<'_>, samples: &Samples) -> Result<Comparison, Failure> {
+        let (a, b) = (pair.reference, pair.other);
+        let mut workers: Vec<_> = (0..parallel::threads().min(samples.chunks()))
+            .map(|_| {
+                let reference = Interpreter::new(&a.ctx, &a.module, &self.kernels);
+                (reference, Interpreter::new(&b.ctx, &b.module, &self.kernels))
+            })
+            .collect();
+        let progress = Progress::new(samples.chunks());
+        let per_run = parallel::run_chunks(&mut workers, samples.chunks(), &progress, |(a, b), i| {
+            let inputs = samples.chunk(i)?;
+            pair.compare_run(a, b, &inputs, |m, e| m.failure(samples.describe(i), &e))
+        });
+        progress.finish();
+        let mut runs = per_run?.into_iter();
+        let mut cmp = runs.next().unwrap_or_default();
+        for more in runs {
+            cmp.merge(more);
+        }
+        Ok(cmp)
+    }
+}
+
+/// Runs every chunk of `samples` and returns the (stacked) outputs.
+fn run_all(
+    workers: &mut [Interpreter<'_>],
+    model: &Model,
+    sig: &Signature,
+    samples: &Samples,
+    progress: &Progress,
+) -> Result<Vec<Tensor>, String> {
+    let runs = parallel::run_chunks(workers, samples.chunks(), progress, |interpreter, i| {
+        let inputs = samples.chunk(i)?;
+        interpreter.run(&sig.func, &inputs).map_err(|e| model.failure(samples.describe(i), &e))
+    })?;
+    match samples {
+        Samples::Whole(_) => Ok(runs.into_iter().next().unwrap_or_default()),
+        Samples::Batched { .. } => samples::stack(runs),
+    }
+}
+
+/// Writes `outputs` to `path` as `out0`, `out1`, ... of a `.npz`, atomically.
+fn write_outputs(path: &Path, outputs: &[Tensor]) -> Result<(), String> {
+    let arrays: Vec<(String, RawArray)> =
+        outputs.iter().enumerate().map(|(k, t)| (report::output_name(k), t.to_raw())).collect();
+    write_file_atomically(path, |w| npy::write_npz(&arrays, w))
+        .map_err(|e| format!("cannot write '{}': {e}", path.display()))
+}

@@ -1,0 +1,277 @@
+//! What `qrun` writes on standard output for each mode: text for people, or
+//! with `--json` one JSON document (see [`super::json`] for numbers).
+//!
+//! JSON documents (keys in this order):
+//!
+//! ```text
+//! run:     {"mode":"run","model":M,"function":F,"outputs":[OUT...]}
+//!          OUT = {"name":"out0","dtype":"float32","shape":[1,10],"min":x,"max":x,
+//!                 "mean":x,"argmax":k|null[,"values":[...]]}   values with --print
+//! bench:   {"mode":"bench","model":M,"function":F,"runs":N,
+//!           "median_ms":x,"min_ms":x,"max_ms":x}
+//! compare: {"mode":"compare","reference":M,"other":M2,"function":F,"runs":K,
+//!           "rows":[ROW...],"unmatched_other":["loc(\"x\")",...]}
+//!          ROW = {"value":"loc(\"fc1\")","op":"fp.dense","kind":"op"|"output",
+//!                 "shape":[1,8],"sqnr_db":x,"cosine":x,"max_abs_error":x,
+//!                 "mean_abs_error":x,"note":null|"..."}
+//! ```
+//!
+//! `min`, `max`, `mean` are `null` for an empty tensor; `argmax` is given for
+//! outputs of shape `[1, N]` only. In a compare row the four metrics are `null`
+//! when the value could not be compared, and `note` says why.
+
+use super::bench::Latency;
+use super::compare::{Comparison, Outcome, Row};
+use super::json::Json;
+use super::tensor_text::{number, tensor};
+use qopt_interp::Tensor;
+use std::fmt::Write as _;
+
+/// Names the run and its inputs for the JSON documents.
+pub(crate) struct Header<'a> {
+    pub model: &'a str,
+    pub func: &'a str,
+}
+
+/// Minimum, maximum, mean and (for `[1, N]`) argmax of a tensor's values.
+struct Summary {
+    min: Option<f64>,
+    max: Option<f64>,
+    mean: Option<f64>,
+    argmax: Option<usize>,
+}
+
+fn summarize(t: &Tensor) -> Summary {
+    let values = t.to_f64_vec();
+    if values.is_empty() {
+        return Summary { min: None, max: None, mean: None, argmax: None };
+    }
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    // The first largest value; NaN never wins.
+    let argmax = (t.rank() == 2 && t.shape()[0] == 1).then(|| {
+        values
+            .iter()
+            .enumerate()
+            .fold(0, |best, (i, &v)| if v > values[best] || values[best].is_nan() { i } else { best })
+    });
+    Summary { min: Some(min), max: Some(max), mean: Some(mean), argmax }
+}
+
+/// `out0`: the name of output `k` in summaries and `--output` archives.
+pub(crate) fn output_name(k: usize) -> String {
+    format!("out{k}")
+}
+
+/// One line per output, or with `print` its header line and values.
+pub(crate) fn run_text(outputs: &[Tensor], print: bool) -> String {
+    let mut out = String::new();
+    for (k, t) in outputs.iter().enumerate() {
+        let _ = write!(out, "{}: {}", output_name(k), t.describe());
+        if print {
+            let _ = writeln!(out, "\n{}", tensor(t));
+            continue;
+        }
+        let s = summarize(t);
+        let show = |v: Option<f64>| v.map_or("-".to_string(), number);
+        let _ = write!(out, "  min {} max {} mean {}", show(s.min), show(s.max), show(s.mean));
+        if let Some(i) = s.argmax {
+            let _ = write!(out, " argmax {i}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The `run` JSON document.
+pub(crate) fn run_json(header: &Header<'_>, outputs: &[Tensor], print: bool) -> String {
+    let outputs = outputs
+        .iter()
+        .enumerate()
+        .map(|(k, t)| {
+            let s = summarize(t);
+            let num = |v: Option<f64>| v.map_or(Json::Null, Json::Num);
+            let mut fields = vec![
+                ("name", Json::str(output_name(k))),
+                ("dtype", Json::str(t.dtype().name())),
+                ("shape", Json::sizes(t.shape())),
+                ("min", num(s.min)),
+                ("max", num(s.max)),
+                ("mean", num(s.mean)),
+                ("argmax", s.argmax.map_or(Json::Null, |i| Json::Int(i as i64))),
+            ];
+            if print {
+                fields.push(("values", Json::Arr(t.to_f64_vec().into_iter().map(Json::Num).collect())));
+            }
+            Json::Obj(fields)
+        })
+        .collect();
+    document(vec![
+        ("mode", Json::str("run")),
+        ("model", Json::str(header.model)),
+        ("function", Json::str(header.func)),
+        ("outputs", Json::Arr(outputs)),
+    ])
+}
+
+/// The `bench` JSON document.
+pub(crate) fn bench_json(header: &Header<'_>, latency: &Latency) -> String {
+    document(vec![
+        ("mode", Json::str("bench")),
+        ("model", Json::str(header.model)),
+        ("function", Json::str(header.func)),
+        ("runs", Json::Int(latency.runs as i64)),
+        ("median_ms", Json::Num(latency.median_ms)),
+        ("min_ms", Json::Num(latency.min_ms)),
+        ("max_ms", Json::Num(latency.max_ms)),
+    ])
+}
+
+/// Why a row has no metrics, if it has none.
+fn note(row: &Row, other: &str) -> Option<String> {
+    match &row.outcome {
+        Outcome::Stats(_) => None,
+        Outcome::Missing => Some(format!("not in {other}")),
+        Outcome::ShapeMismatch(shape) => Some(format!("shape {shape:?} in {other}")),
+    }
+}
+
+/// The comparison table with a line listing unmatched values of `other`.
+pub(crate) fn compare_text(cmp: &Comparison, other: &str) -> String {
+    let header = ["value", "op", "shape", "SQNR dB", "cosine", "max abs err", "mean abs err", ""];
+    let mut lines: Vec<[String; 8]> = vec![header.map(String::from)];
+    for row in &cmp.rows {
+        let metrics = match &row.outcome {
+            Outcome::Stats(s) => [
+                sqnr_text(s.sqnr_db()),
+                format!("{:.6}", s.cosine()),
+                number(s.max_abs_error()),
+                number(s.mean_abs_error()),
+            ],
+            _ => ["-", "-", "-", "-"].map(String::from),
+        };
+        let [sqnr, cosine, max_abs, mean_abs] = metrics;
+        let shape = format!("{:?}", row.shape);
+        let note = note(row, other).unwrap_or_default();
+        lines.push([row.value.clone(), row.op.clone(), shape, sqnr, cosine, max_abs, mean_abs, note]);
+    }
+    let mut widths = [0usize; 8];
+    for line in &lines {
+        for (w, cell) in widths.iter_mut().zip(line) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for line in &lines {
+        let mut text = String::new();
+        for (i, (cell, &w)) in line.iter().zip(&widths).enumerate() {
+            // Names left-aligned, numbers right-aligned, two spaces apart.
+            let _ = match i {
+                0..=2 => write!(text, "{cell:<w$}  "),
+                7 => write!(text, "{cell}"),
+                _ => write!(text, "{cell:>w$}  "),
+            };
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    }
+    if !cmp.unmatched_other.is_empty() {
+        const SHOWN: usize = 10;
+        let names = cmp.unmatched_other.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+        let more = cmp.unmatched_other.len().saturating_sub(SHOWN);
+        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        let _ =
+            writeln!(out, "{} value(s) of {other} match nothing: {names}{more}", cmp.unmatched_other.len());
+    }
+    out
+}
+
+fn sqnr_text(db: f64) -> String {
+    if db.is_finite() {
+        format!("{db:.2}")
+    } else {
+        number(db)
+    }
+}
+
+/// The `compare` JSON document.
+pub(crate) fn compare_json(header: &Header<'_>, other: &str, runs: usize, cmp: &Comparison) -> String {
+    let rows = cmp
+        .rows
+        .iter()
+        .map(|row| {
+            let kind = if row.output { "output" } else { "op" };
+            let metric = |f: fn(&super::metrics::ErrorStats) -> f64| match &row.outcome {
+                Outcome::Stats(s) => Json::Num(f(s)),
+                _ => Json::Null,
+            };
+            Json::Obj(vec![
+                ("value", Json::str(&row.value)),
+                ("op", Json::str(&row.op)),
+                ("kind", Json::str(kind)),
+                ("shape", Json::sizes(&row.shape)),
+                ("sqnr_db", metric(|s| s.sqnr_db())),
+                ("cosine", metric(|s| s.cosine())),
+                ("max_abs_error", metric(|s| s.max_abs_error())),
+                ("mean_abs_error", metric(|s| s.mean_abs_error())),
+                ("note", note(row, other).map_or(Json::Null, Json::Str)),
+            ])
+        })
+        .collect();
+    document(vec![
+        ("mode", Json::str("compare")),
+        ("reference", Json::str(header.model)),
+        ("other", Json::str(other)),
+        ("function", Json::str(header.func)),
+        ("runs", Json::Int(runs as i64)),
+        ("rows", Json::Arr(rows)),
+        ("unmatched_other", Json::Arr(cmp.unmatched_other.iter().map(Json::str).collect())),
+    ])
+}
+
+/// One JSON document and a line break.
+fn document(fields: Vec<(&'static str, Json)>) -> String {
+    Json::Obj(fields).to_text() + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::metrics::ErrorStats;
+
+    #[test]
+    fn summary_lines_give_range_mean_and_argmax() {
+        let t = Tensor::from_f32(&[1, 4], vec![0.5, 2.0, -1.0, 2.0]).unwrap();
+        assert_eq!(run_text(&[t], false), "out0: float32 [1, 4]  min -1 max 2 mean 0.875 argmax 1\n");
+        let t = Tensor::from_f32(&[2, 2], vec![0.0; 4]).unwrap();
+        assert_eq!(run_text(&[t], false), "out0: float32 [2, 2]  min 0 max 0 mean 0\n");
+    }
+
+    #[test]
+    fn compare_rows_align_and_say_why_metrics_are_missing() {
+        let row = |value: &str, outcome| Row {
+            value: value.into(),
+            op: "fp.dense".into(),
+            shape: vec![1, 2],
+            output: false,
+            outcome,
+        };
+        let cmp = Comparison {
+            rows: vec![
+                row("loc(\"fc1\")", Outcome::Stats(ErrorStats::of(&[1.0, 2.0], &[1.0, 2.0]))),
+                row("loc(\"fc2\")", Outcome::Missing),
+            ],
+            unmatched_other: vec!["loc(\"extra\")".into()],
+        };
+        let text = compare_text(&cmp, "b.qir");
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("value       op        shape   SQNR dB"), "{text}");
+        assert!(lines[1].contains("inf  1.000000"), "{text}");
+        assert!(lines[2].ends_with("-  not in b.qir"), "{text}");
+        assert_eq!(lines[3], "1 value(s) of b.qir match nothing: loc(\"extra\")");
+        let json = compare_json(&Header { model: "a.qir", func: "main" }, "b.qir", 1, &cmp);
+        assert!(json.contains(r#""sqnr_db":"inf","cosine":1,"#), "{json}");
+        assert!(json.contains(r#""sqnr_db":null"#), "{json}");
+    }
+}

@@ -1,0 +1,120 @@
+//! The `qimport` binary's contract: exit codes (0 ok, 1 bad input, 2 usage),
+//! output to stdout or atomically to `-o`, `--batch`, and error messages that
+//! name the model file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn qimport(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_qimport")).args(args).output().expect("qimport runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn repo(path: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path).to_string_lossy().into_owned()
+}
+
+/// A fresh directory under the temp dir for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qimport-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+#[test]
+fn imports_to_stdout_and_exits_0() {
+    let out = qimport(&[&repo("tests/models/digits_mlp/model.onnx")]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let expected = std::fs::read_to_string(repo("examples/digits_mlp.qir")).unwrap();
+    assert_eq!(text(&out.stdout), expected);
+    assert!(out.stderr.is_empty());
+}
+
+#[test]
+fn writes_output_file_atomically() {
+    let dir = scratch("output");
+    let target = dir.join("out.qir");
+    let out =
+        qimport(&[&repo("tests/models/digits_cnn/ort_qdq_minmax.onnx"), "-o", target.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(out.stdout.is_empty());
+    let written = std::fs::read_to_string(&target).unwrap();
+    assert!(written.contains("qnn.quantize"));
+    // A failed import leaves an existing output untouched.
+    let out = qimport(&[&repo("tests/onnx/unsupported_ops.onnx"), "-o", target.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), written);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_models_exit_1_naming_the_file() {
+    let dir = scratch("bad");
+    let not_onnx = dir.join("notes.onnx");
+    std::fs::write(&not_onnx, "hello, this is not a model\n").unwrap();
+    let truncated = dir.join("truncated.onnx");
+    let model = std::fs::read(repo("tests/models/digits_mlp/model.onnx")).unwrap();
+    std::fs::write(&truncated, &model[..1000]).unwrap();
+    let missing = dir.join("missing.onnx");
+    let unsupported = repo("tests/onnx/unsupported_ops.onnx");
+    let cases = [
+        (
+            not_onnx.to_str().unwrap().to_string(),
+            "not a valid ONNX model: at byte 2: field 13 uses the group wire type, which ONNX never uses (in ModelProto)",
+        ),
+        (
+            truncated.to_str().unwrap().to_string(),
+            "not a valid ONNX model: at byte 15: field 7 says it has 69332 bytes but only 982 remain (in ModelProto)",
+        ),
+        (missing.to_str().unwrap().to_string(), "cannot read the file: No such file or directory (os error 2)"),
+        (
+            unsupported.clone(),
+            "unsupported ONNX ops: Foo (nodes n1, n2, unnamed_out), Bar (node n7), com.example.Relu (node n9)",
+        ),
+    ];
+    for (path, message) in cases {
+        let out = qimport(&[&path]);
+        assert_eq!(out.status.code(), Some(1), "{path}");
+        assert_eq!(text(&out.stderr), format!("qimport: error: {path}: {message}\n"));
+        assert!(out.stdout.is_empty());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn batch_fixes_a_dynamic_batch_dimension() {
+    let model = repo("tests/onnx/dynamic_batch.onnx");
+    let out = qimport(&[&model]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "qimport: error: {model}: input 'x' has a dynamic batch dimension 'N' (dimension 0); fix it with --batch N\n"
+        )
+    );
+    let out = qimport(&[&model, "--batch", "3"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("func.func @main(%arg0: tensor<3x4xf32>) -> tensor<3x4xf32>"));
+    let out = qimport(&[&repo("tests/onnx/dynamic_width.onnx"), "--batch", "3"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("input 'x' has a dynamic size in dimension 1"));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let model = repo("tests/models/digits_mlp/model.onnx");
+    for args in [&[][..], &[model.as_str(), "--batch", "0"], &[model.as_str(), "--batch", "x"], &["--bogus"]]
+    {
+        let out = qimport(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert!(out.stdout.is_empty());
+    }
+    let out = qimport(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("--batch <N>"));
+}

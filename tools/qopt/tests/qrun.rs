@@ -1,0 +1,428 @@
+//! The `qrun` binary's contract: outputs of hand-checked models, `--output`,
+//! `--batch`, `--bench`, `--compare`, `--json`, `--random-inputs`, and every
+//! error path with its exit code and message.
+
+use qopt_interp::npy::{self, NpyElement, RawArray};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn qrun(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_qrun")).args(args).stdin(Stdio::null()).output().expect("qrun starts")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs qrun, expects exit code `code`, returns (stdout, stderr).
+fn expect(code: i32, args: &[&str]) -> (String, String) {
+    let out = qrun(args);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(code), "qrun {args:?}\nstdout: {stdout}\nstderr: {stderr}");
+    (stdout, stderr)
+}
+
+/// A model under `tests/qrun/`.
+fn model(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/qrun").join(name).display().to_string()
+}
+
+/// A fresh directory under the temp dir for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qrun-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+fn array<T: NpyElement>(shape: &[usize], values: &[T]) -> RawArray {
+    RawArray::from_elements(shape.to_vec(), values).expect("values fill the shape")
+}
+
+/// Writes `a` as `dir/name` and returns the path as a string.
+fn npy_file(dir: &Path, name: &str, a: &RawArray) -> String {
+    let path = dir.join(name);
+    npy::write_npy_file(&path, a).expect("write .npy");
+    path.display().to_string()
+}
+
+fn read_npz(path: &Path) -> Vec<(String, RawArray)> {
+    npy::read_npz_file(path).expect("read .npz")
+}
+
+fn f32s(a: &RawArray) -> Vec<f32> {
+    a.to_vec::<f32>().expect("float32 data")
+}
+
+/// The MLP input x = [1, 2, 3, 4].
+fn mlp_input(dir: &Path) -> String {
+    npy_file(dir, "x.npy", &array(&[1, 4], &[1.0f32, 2.0, 3.0, 4.0]))
+}
+
+/// The conv net input: 0..15 as one 4x4 image.
+fn conv_image(offset: f32) -> Vec<f32> {
+    (0..16).map(|i| i as f32 + offset).collect()
+}
+
+// ---- running -----------------------------------------------------------------
+
+#[test]
+fn mlp_output_matches_the_hand_computed_values() {
+    let dir = scratch("mlp");
+    let x = mlp_input(&dir);
+    let (stdout, stderr) = expect(0, &[&model("mlp.qir"), "--input", &x]);
+    assert_eq!(stdout, "out0: float32 [1, 2]  min 1.75 max 4 mean 2.875 argmax 0\n");
+    assert!(stderr.is_empty(), "{stderr}");
+    let (stdout, _) = expect(0, &[&model("mlp.qir"), "--input", &x, "--print"]);
+    assert_eq!(stdout, "out0: float32 [1, 2]\n[[   4, 1.75]]\n");
+}
+
+#[test]
+fn output_archive_round_trips_and_inputs_come_from_an_archive() {
+    let dir = scratch("output");
+    let inputs = dir.join("in.npz");
+    npy::write_npz_file(&inputs, &[("x".to_string(), array(&[1, 1, 4, 4], &conv_image(0.0)))]).unwrap();
+    let out = dir.join("out.npz");
+    let (stdout, _) =
+        expect(0, &[&model("conv.qir"), "--inputs", inputs.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(stdout.lines().count(), 2, "{stdout}");
+    let arrays = read_npz(&out);
+    let names: Vec<&str> = arrays.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["out0", "out1"]);
+    assert_eq!(arrays[0].1.shape, [1, 1]);
+    assert_eq!(f32s(&arrays[0].1), [67.5]);
+    assert_eq!(f32s(&arrays[1].1), [7.0]);
+    // No temporary file is left beside the output.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+}
+
+#[test]
+fn archive_members_named_argk_match_by_name() {
+    let dir = scratch("argk");
+    let archive = dir.join("in.npz");
+    let members = [
+        ("other".to_string(), array(&[3], &[0.0f32; 3])),
+        ("arg0".to_string(), array(&[1, 4], &[1.0f32, 2.0, 3.0, 4.0])),
+    ];
+    npy::write_npz_file(&archive, &members).unwrap();
+    let (stdout, _) = expect(0, &[&model("mlp.qir"), "--inputs", archive.to_str().unwrap()]);
+    assert!(stdout.contains("max 4 mean 2.875"), "{stdout}");
+    // A name that is not arg0 leaves argument #0 without input.
+    npy::write_npz_file(&archive, &[("arg1".to_string(), array(&[1, 4], &[0.0f32; 4]))]).unwrap();
+    let (_, stderr) = expect(1, &[&model("mlp.qir"), "--inputs", archive.to_str().unwrap()]);
+    assert!(stderr.contains("missing input for argument #0 of @main: "), "{stderr}");
+}
+
+#[test]
+fn batch_runs_every_sample_and_stacks_the_outputs() {
+    let dir = scratch("batch");
+    let samples = 5;
+    let images: Vec<f32> = (0..samples).flat_map(|s| conv_image(s as f32)).collect();
+    let all = npy_file(&dir, "all.npy", &array(&[samples, 1, 4, 4], &images));
+    let out = dir.join("out.npz");
+    let (stdout, stderr) =
+        expect(0, &[&model("conv.qir"), "--input", &all, "--batch", "-o", out.to_str().unwrap()]);
+    assert!(stdout.starts_with("out0: float32 [5, 1]"), "{stdout}");
+    assert!(stderr.is_empty(), "no progress bar outside a terminal: {stderr}");
+    let stacked = read_npz(&out);
+    assert_eq!(stacked[0].1.shape, [samples, 1]);
+    // Each row equals a run on that sample alone.
+    for s in 0..samples {
+        let one = npy_file(&dir, &format!("x{s}.npy"), &array(&[1, 1, 4, 4], &conv_image(s as f32)));
+        let single = dir.join(format!("out{s}.npz"));
+        expect(0, &[&model("conv.qir"), "--input", &one, "-o", single.to_str().unwrap()]);
+        let single = read_npz(&single);
+        for k in 0..2 {
+            assert_eq!(f32s(&stacked[k].1)[s], f32s(&single[k].1)[0], "output {k} sample {s}");
+        }
+    }
+    // Box filter sums grow by 9 per unit of offset: 67.5 + 9·s.
+    assert_eq!(f32s(&stacked[0].1), [67.5, 76.5, 85.5, 94.5, 103.5]);
+}
+
+#[test]
+fn batch_needs_a_multiple_of_the_model_batch() {
+    let dir = scratch("batch-shape");
+    let bad = npy_file(&dir, "bad.npy", &array(&[3, 5], &[0.0f32; 15]));
+    let (_, stderr) = expect(1, &[&model("mlp.qir"), "--input", &bad, "--batch"]);
+    assert!(
+        stderr.contains("argument #0 of @main expects tensor<1x4xf32> (with --batch, dimension 0 may be any positive multiple), got float32 [3, 5]"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn bench_prints_one_latency_line() {
+    let dir = scratch("bench");
+    let x = mlp_input(&dir);
+    let (stdout, _) = expect(0, &[&model("mlp.qir"), "--input", &x, "--bench", "3"]);
+    let line = stdout.strip_suffix('\n').expect("one line");
+    let rest = line.strip_prefix("latency: median ").expect("prefix");
+    let (median, rest) = rest.split_once(" ms, min ").expect("min");
+    let (min, rest) = rest.split_once(" ms, max ").expect("max");
+    let (max, rest) = rest.split_once(" ms (").expect("runs");
+    assert_eq!(rest, "3 runs)");
+    let ms = |s: &str| -> f64 {
+        let (_, decimals) = s.split_once('.').expect("a decimal point");
+        assert_eq!(decimals.len(), 2, "two decimals in {s}");
+        s.parse().expect("a number")
+    };
+    let (median, min, max) = (ms(median), ms(min), ms(max));
+    assert!(min <= median && median <= max, "{line}");
+    let (json, _) = expect(0, &[&model("mlp.qir"), "--input", &x, "--bench", "2", "--json"]);
+    assert!(json.starts_with("{\"mode\":\"bench\",") && json.contains("\"runs\":2,\"median_ms\":"), "{json}");
+}
+
+#[test]
+fn random_inputs_are_deterministic_and_in_range() {
+    let dir = scratch("random");
+    let run = |seed: &str, name: &str| {
+        let out = dir.join(name);
+        expect(0, &[&model("types.qir"), "--random-inputs", "--seed", seed, "-o", out.to_str().unwrap()]);
+        read_npz(&out)
+    };
+    let (a, b, c) = (run("7", "a.npz"), run("7", "b.npz"), run("8", "c.npz"));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    let q = a[0].1.to_vec::<i8>().unwrap();
+    assert!(q.iter().all(|&v| v >= -127), "narrowed storage range: {q:?}");
+    assert_eq!(a[1].1.dtype, npy::DType::Bool);
+    assert_eq!(a[2].1.dtype, npy::DType::U8);
+    assert_eq!(a[3].1.shape, [1, 3], "a dynamic dimension gets size 1");
+    assert!(f32s(&a[3].1).iter().all(|v| v.is_finite() && v.abs() < 10.0));
+}
+
+// ---- comparing ----------------------------------------------------------------
+
+#[test]
+fn a_model_compared_with_itself_has_infinite_sqnr() {
+    let dir = scratch("self");
+    let x = mlp_input(&dir);
+    let (stdout, _) = expect(0, &[&model("mlp.qir"), "--input", &x, "--compare", &model("mlp.qir")]);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(lines[0].starts_with("value") && lines[0].contains("SQNR dB"), "{stdout}");
+    let values: Vec<&str> = lines[1..].iter().map(|l| l.split("  ").next().unwrap().trim()).collect();
+    assert_eq!(
+        values,
+        [
+            "loc(\"fc1.weight\")",
+            "loc(\"fc1.bias\")",
+            "loc(\"fc1\")",
+            "loc(\"relu1\")",
+            "loc(\"fc2.weight\")",
+            "loc(\"fc2.bias\")",
+            "loc(\"fc2\")",
+            "output #0"
+        ]
+    );
+    for line in &lines[1..] {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        let n = cells.len();
+        assert_eq!(&cells[n - 4..], ["inf", "1.000000", "0", "0"], "{line}");
+    }
+}
+
+#[test]
+fn a_perturbed_copy_has_finite_sqnr_where_it_differs() {
+    let dir = scratch("perturbed");
+    let x = mlp_input(&dir);
+    let other = model("mlp_perturbed.qir");
+    let (stdout, _) = expect(0, &[&model("mlp.qir"), "--input", &x, "--compare", &other]);
+    // The cells of a row, counted from the right: SQNR, cosine, max and mean abs error.
+    let metrics = |name: &str| -> Vec<String> {
+        let line = stdout.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name}: {stdout}"));
+        let cells: Vec<String> = line.split_whitespace().map(String::from).collect();
+        cells[cells.len() - 4..].to_vec()
+    };
+    assert_eq!(metrics("loc(\"fc1\")")[0], "inf");
+    // fc2: reference [4, 1.75], other [4.15, 1.75] (2.1 · 1.5 adds 0.15):
+    // SQNR = 10·log10(19.0625 / 0.0225) = 29.28 dB (f32 rounding aside).
+    assert_eq!(metrics("loc(\"fc2\")"), ["29.28", "0.999911", "0.15", "0.0749998"], "{stdout}");
+    assert!(stdout.contains("loc(\"fc2\")         fp.dense"), "{stdout}");
+    assert_eq!(metrics("output #0")[0], "29.28");
+    let unmatched = format!("1 value(s) of {other} match nothing: loc(\"extra\")\n");
+    assert!(stdout.ends_with(&unmatched), "{stdout}");
+
+    let (json, _) = expect(0, &[&model("mlp.qir"), "--input", &x, "--compare", &other, "--json"]);
+    assert_eq!(json.lines().count(), 1);
+    assert_balanced(&json);
+    for key in [
+        "\"mode\":\"compare\"",
+        "\"rows\":[",
+        "\"sqnr_db\":\"inf\"",
+        "\"kind\":\"output\"",
+        "\"unmatched_other\":[\"loc(\\\"extra\\\")\"]",
+    ] {
+        assert!(json.contains(key), "{key} in {json}");
+    }
+}
+
+#[test]
+fn quantized_values_are_dequantized_before_comparing() {
+    let dir = scratch("quant");
+    let x = npy_file(&dir, "x.npy", &array(&[2], &[-1.0f32, 1.0]));
+    let (stdout, _) =
+        expect(0, &[&model("weights.qir"), "--input", &x, "--compare", &model("quant_weights.qir")]);
+    let w = stdout.lines().find(|l| l.starts_with("loc(\"w\")")).expect("a row for w");
+    assert!(w.contains("inf  1.000000"), "{stdout}");
+    let out1 = stdout.lines().find(|l| l.starts_with("output #1")).expect("a row for output #1");
+    assert!(out1.contains("inf  1.000000"), "{stdout}");
+}
+
+#[test]
+fn quantized_activations_are_dequantized_and_matched_by_location() {
+    let dir = scratch("quant-activations");
+    let x = mlp_input(&dir);
+    let (stdout, _) = expect(0, &[&model("mlp.qir"), "--input", &x, "--compare", &model("mlp_quant.qir")]);
+    // fc1 is [1.5, -1, 1] in mlp.qir; in mlp_quant.qir the i8 values [4, -2, 2]
+    // at scale 0.4 stand for [1.6, -0.8, 0.8]: errors -0.1, -0.2, 0.2 give
+    // 10·log10(4.25 / 0.09) = 16.74 dB.
+    let fc1 = stdout.lines().find(|l| l.starts_with("loc(\"fc1\")")).expect("a row for fc1");
+    let cells: Vec<&str> = fc1.split_whitespace().collect();
+    assert_eq!(cells[cells.len() - 4..], ["16.74", "0.990148", "0.2", "0.166667"], "{stdout}");
+    assert!(stdout.contains("match nothing: loc(\"fc1.float\"), loc(\"fc1.dequantize\")"), "{stdout}");
+}
+
+#[test]
+fn batch_compare_merges_the_statistics_of_every_sample() {
+    let dir = scratch("batch-compare");
+    let images: Vec<f32> = (0..4).flat_map(|s| conv_image(s as f32)).collect();
+    let all = npy_file(&dir, "all.npy", &array(&[4, 1, 4, 4], &images));
+    let (json, _) = expect(
+        0,
+        &[&model("conv.qir"), "--input", &all, "--batch", "--compare", &model("conv.qir"), "--json"],
+    );
+    assert_balanced(&json);
+    assert!(json.contains("\"runs\":4"), "{json}");
+    assert!(json.contains("{\"value\":\"loc(\\\"heads\\\")#1\",\"op\":\"fp.split\",\"kind\":\"op\",\"shape\":[1,1],\"sqnr_db\":\"inf\",\"cosine\":1,"), "{json}");
+}
+
+// ---- JSON ---------------------------------------------------------------------
+
+/// Brackets and braces outside strings nest properly.
+fn assert_balanced(json: &str) {
+    let mut stack = Vec::new();
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.trim_end().chars() {
+        match (in_string, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (true, false, '"') => in_string = false,
+            (true, false, _) => {}
+            (false, _, '"') => in_string = true,
+            (false, _, '{' | '[') => stack.push(c),
+            (false, _, '}') => assert_eq!(stack.pop(), Some('{'), "{json}"),
+            (false, _, ']') => assert_eq!(stack.pop(), Some('['), "{json}"),
+            _ => {}
+        }
+    }
+    assert!(stack.is_empty() && !in_string, "{json}");
+}
+
+#[test]
+fn json_summary_has_every_output() {
+    let dir = scratch("json");
+    let x = npy_file(&dir, "x.npy", &array(&[1, 1, 4, 4], &conv_image(0.0)));
+    let (json, _) = expect(0, &[&model("conv.qir"), "--input", &x, "--json", "--print"]);
+    assert_balanced(&json);
+    assert!(json.starts_with("{\"mode\":\"run\",\"model\":"), "{json}");
+    assert!(json.contains("\"function\":\"main\""), "{json}");
+    assert!(
+        json.contains("{\"name\":\"out0\",\"dtype\":\"float32\",\"shape\":[1,1],\"min\":67.5,\"max\":67.5,\"mean\":67.5,\"argmax\":0,\"values\":[67.5]}"),
+        "{json}"
+    );
+    assert!(json.contains("\"name\":\"out1\""), "{json}");
+}
+
+// ---- errors -------------------------------------------------------------------
+
+#[test]
+fn wrong_shape_and_dtype_name_the_argument() {
+    let dir = scratch("wrong");
+    let shape = npy_file(&dir, "shape.npy", &array(&[1, 5], &[0.0f32; 5]));
+    let (stdout, stderr) = expect(1, &[&model("mlp.qir"), "--input", &shape]);
+    assert!(stdout.is_empty());
+    assert_eq!(
+        stderr,
+        format!(
+            "qrun: error: argument #0 of @main expects tensor<1x4xf32>, got float32 [1, 5] ('{shape}')\n"
+        )
+    );
+    let dtype = npy_file(&dir, "dtype.npy", &array(&[1, 4], &[0.0f64; 4]));
+    let (_, stderr) = expect(1, &[&model("mlp.qir"), "--input", &dtype]);
+    assert!(stderr.contains("argument #0 of @main expects tensor<1x4xf32>, got float64 [1, 4]"), "{stderr}");
+}
+
+#[test]
+fn missing_and_extra_inputs_are_errors() {
+    let dir = scratch("missing");
+    let (_, stderr) = expect(1, &[&model("mlp.qir")]);
+    assert_eq!(stderr, "qrun: error: missing input for argument #0 of @main (tensor<1x4xf32>)\n");
+    let x = mlp_input(&dir);
+    let (_, stderr) = expect(1, &[&model("mlp.qir"), "--input", &x, "--input", &x]);
+    assert!(stderr.contains("2 inputs given, but @main takes 1 argument(s)"), "{stderr}");
+}
+
+#[test]
+fn nonfinite_inputs_are_errors_unless_allowed() {
+    let dir = scratch("nan");
+    let x = npy_file(&dir, "nan.npy", &array(&[1, 4], &[1.0f32, 2.0, f32::NAN, f32::INFINITY]));
+    let (_, stderr) = expect(1, &[&model("mlp.qir"), "--input", &x]);
+    assert!(
+        stderr.contains("argument #0 of @main ('")
+            && stderr.contains("has NaN at element [0, 2] (2 non-finite element(s)); pass --allow-nonfinite"),
+        "{stderr}"
+    );
+    let (stdout, stderr) = expect(0, &[&model("mlp.qir"), "--input", &x, "--allow-nonfinite"]);
+    assert!(stderr.starts_with("qrun: warning: argument #0 of @main"), "{stderr}");
+    assert!(stdout.starts_with("out0: float32 [1, 2]"), "{stdout}");
+}
+
+#[test]
+fn an_op_without_kernel_is_named_with_its_location() {
+    let dir = scratch("no-kernel");
+    let x = npy_file(&dir, "x.npy", &array(&[2], &[1.0f32, -1.0]));
+    let m = model("no_kernel.qir");
+    let (_, stderr) = expect(1, &[&m, "--input", &x, "--allow-unregistered-dialect"]);
+    assert_eq!(
+        stderr,
+        format!("qrun: error: {m}: at loc(\"mystery\") ('test.mystery'): no kernel for 'test.mystery'\n")
+    );
+}
+
+#[test]
+fn bad_models_and_missing_files_exit_1() {
+    let (_, stderr) = expect(1, &[&model("bad.qir")]);
+    assert!(
+        stderr.starts_with(&format!("{}:2:16: error: use of undefined value %nope\n", model("bad.qir"))),
+        "{stderr}"
+    );
+    let (_, stderr) = expect(1, &[&model("no_kernel.qir")]);
+    assert!(
+        stderr.contains("error:") && stderr.contains("test.mystery"),
+        "unregistered ops need the flag: {stderr}"
+    );
+    let (_, stderr) = expect(1, &["/nonexistent/model.qir"]);
+    assert!(stderr.starts_with("qrun: error: cannot read '/nonexistent/model.qir': "), "{stderr}");
+    let (_, stderr) = expect(1, &[&model("mlp.qir"), "--input", "/nonexistent/x.npy"]);
+    assert!(stderr.starts_with("qrun: error: cannot read '/nonexistent/x.npy': "), "{stderr}");
+    let (_, stderr) = expect(1, &[&model("mlp.qir"), "--func", "nope", "--random-inputs"]);
+    assert!(stderr.contains("no function @nope in"), "{stderr}");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let m = model("mlp.qir");
+    for args in [
+        vec![m.as_str(), "--no-such-flag"],
+        vec![m.as_str(), "--bench", "0"],
+        vec![m.as_str(), "--random-inputs", "--input", "x.npy"],
+        vec![m.as_str(), "--seed", "3"],
+        vec![m.as_str(), "--compare", "b.qir", "--print"],
+        vec![],
+    ] {
+        let out = qrun(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert!(out.stdout.is_empty());
+    }
+}
