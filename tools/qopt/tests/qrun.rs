@@ -328,7 +328,7 @@ fn json_summary_has_every_output() {
     assert!(json.starts_with("{\"mode\":\"run\",\"model\":"), "{json}");
     assert!(json.contains("\"function\":\"main\""), "{json}");
     assert!(
-        json.contains("{\"name\":\"out0\",\"dtype\":\"float32\",\"shape\":[1,1],\"min\":67.5,\"max\":67.5,\"mean\":67.5,\"argmax\":0,\"values\":[67.5]}"),
+        json.contains("{\"name\":\"out0\",\"dtype\":\"float32\",\"shape\":[1,1],\"min\":67.5,\"max\":67.5,\"mean\":67.5,\"argmax\":0,\"nan_count\":0,\"values\":[67.5]}"),
         "{json}"
     );
     assert!(json.contains("\"name\":\"out1\""), "{json}");

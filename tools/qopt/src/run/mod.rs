@@ -184,7 +184,7 @@ impl RunDriver {
                 if cli.json {
                     report::compare_json(&header, &other.name, samples.chunks(), &cmp)
                 } else {
-                    report::compare_text(&cmp, &other.name)
+                    report::compare_text(&cmp, &reference.name, &other.name)
                 }
             }
             None => self.run_model(cli, &reference, &sig, &samples, &header)?,

@@ -6,7 +6,8 @@
 //! ```text
 //! run:     {"mode":"run","model":M,"function":F,"outputs":[OUT...]}
 //!          OUT = {"name":"out0","dtype":"float32","shape":[1,10],"min":x,"max":x,
-//!                 "mean":x,"argmax":k|null[,"values":[...]]}   values with --print
+//!                 "mean":x,"argmax":k|null,"nan_count":n[,"values":[...]]}
+//!                                                  values with --print
 //! bench:   {"mode":"bench","model":M,"function":F,"runs":N,
 //!           "median_ms":x,"min_ms":x,"max_ms":x}
 //! compare: {"mode":"compare","reference":M,"other":M2,"function":F,"runs":K,
@@ -16,8 +17,9 @@
 //!                 "mean_abs_error":x,"note":null|"..."}
 //! ```
 //!
-//! `min`, `max`, `mean` are `null` for an empty tensor; `argmax` is given for
-//! outputs of shape `[1, N]` only. In a compare row the four metrics are `null`
+//! `min`, `max`, `mean` and `argmax` leave NaN out and are `null` when every
+//! value is NaN (or there is none); `argmax` is given for outputs of shape
+//! `[1, N]` only. In a compare row the four metrics are `null`
 //! when the value could not be compared, and `note` says why.
 
 use super::bench::Latency;
@@ -33,22 +35,26 @@ pub(crate) struct Header<'a> {
     pub func: &'a str,
 }
 
-/// Minimum, maximum, mean and (for `[1, N]`) argmax of a tensor's values.
+/// Minimum, maximum, mean and (for `[1, N]`) argmax of a tensor's values other
+/// than NaN, and how many are NaN.
 struct Summary {
     min: Option<f64>,
     max: Option<f64>,
     mean: Option<f64>,
     argmax: Option<usize>,
+    nans: usize,
 }
 
 fn summarize(t: &Tensor) -> Summary {
     let values = t.to_f64_vec();
-    if values.is_empty() {
-        return Summary { min: None, max: None, mean: None, argmax: None };
+    let nans = values.iter().filter(|v| v.is_nan()).count();
+    let numbers = || values.iter().copied().filter(|v| !v.is_nan());
+    if nans == values.len() {
+        return Summary { min: None, max: None, mean: None, argmax: None, nans };
     }
-    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let mean = values.iter().sum::<f64>() / values.len() as f64;
+    let min = numbers().fold(f64::INFINITY, f64::min);
+    let max = numbers().fold(f64::NEG_INFINITY, f64::max);
+    let mean = numbers().sum::<f64>() / (values.len() - nans) as f64;
     // The first largest value; NaN never wins.
     let argmax = (t.rank() == 2 && t.shape()[0] == 1).then(|| {
         values
@@ -56,7 +62,7 @@ fn summarize(t: &Tensor) -> Summary {
             .enumerate()
             .fold(0, |best, (i, &v)| if v > values[best] || values[best].is_nan() { i } else { best })
     });
-    Summary { min: Some(min), max: Some(max), mean: Some(mean), argmax }
+    Summary { min: Some(min), max: Some(max), mean: Some(mean), argmax, nans }
 }
 
 /// `out0`: the name of output `k` in summaries and `--output` archives.
@@ -79,6 +85,9 @@ pub(crate) fn run_text(outputs: &[Tensor], print: bool) -> String {
         if let Some(i) = s.argmax {
             let _ = write!(out, " argmax {i}");
         }
+        if s.nans > 0 {
+            let _ = write!(out, " ({} NaN)", s.nans);
+        }
         out.push('\n');
     }
     out
@@ -100,6 +109,7 @@ pub(crate) fn run_json(header: &Header<'_>, outputs: &[Tensor], print: bool) -> 
                 ("max", num(s.max)),
                 ("mean", num(s.mean)),
                 ("argmax", s.argmax.map_or(Json::Null, |i| Json::Int(i as i64))),
+                ("nan_count", Json::Int(s.nans as i64)),
             ];
             if print {
                 fields.push(("values", Json::Arr(t.to_f64_vec().into_iter().map(Json::Num).collect())));
@@ -137,11 +147,14 @@ fn note(row: &Row, other: &str) -> Option<String> {
     }
 }
 
-/// The comparison table with a line listing unmatched values of `other`.
-pub(crate) fn compare_text(cmp: &Comparison, other: &str) -> String {
+/// The comparison table of the values both models have, then a line for each
+/// model listing its values that match nothing in the other.
+pub(crate) fn compare_text(cmp: &Comparison, reference: &str, other: &str) -> String {
     let header = ["value", "op", "shape", "SQNR dB", "cosine", "max abs err", "mean abs err", ""];
     let mut lines: Vec<[String; 8]> = vec![header.map(String::from)];
-    for row in &cmp.rows {
+    let unmatched_reference: Vec<String> =
+        cmp.rows.iter().filter(|r| matches!(r.outcome, Outcome::Missing)).map(|r| r.value.clone()).collect();
+    for row in cmp.rows.iter().filter(|r| !matches!(r.outcome, Outcome::Missing)) {
         let metrics = match &row.outcome {
             Outcome::Stats(s) => [
                 sqnr_text(s.sqnr_db()),
@@ -176,13 +189,14 @@ pub(crate) fn compare_text(cmp: &Comparison, other: &str) -> String {
         out.push_str(text.trim_end());
         out.push('\n');
     }
-    if !cmp.unmatched_other.is_empty() {
-        const SHOWN: usize = 10;
-        let names = cmp.unmatched_other.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
-        let more = cmp.unmatched_other.len().saturating_sub(SHOWN);
-        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
-        let _ =
-            writeln!(out, "{} value(s) of {other} match nothing: {names}{more}", cmp.unmatched_other.len());
+    for (model, unmatched) in [(reference, &unmatched_reference), (other, &cmp.unmatched_other)] {
+        if !unmatched.is_empty() {
+            const SHOWN: usize = 10;
+            let names = unmatched.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+            let more = unmatched.len().saturating_sub(SHOWN);
+            let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+            let _ = writeln!(out, "{} value(s) of {model} match nothing: {names}{more}", unmatched.len());
+        }
     }
     out
 }
@@ -246,6 +260,10 @@ mod tests {
         assert_eq!(run_text(&[t], false), "out0: float32 [1, 4]  min -1 max 2 mean 0.875 argmax 1\n");
         let t = Tensor::from_f32(&[2, 2], vec![0.0; 4]).unwrap();
         assert_eq!(run_text(&[t], false), "out0: float32 [2, 2]  min 0 max 0 mean 0\n");
+        let t = Tensor::from_f32(&[1, 3], vec![f32::NAN, 2.0, f32::NAN]).unwrap();
+        assert_eq!(run_text(&[t], false), "out0: float32 [1, 3]  min 2 max 2 mean 2 argmax 1 (2 NaN)\n");
+        let t = Tensor::from_f32(&[1, 2], vec![f32::NAN; 2]).unwrap();
+        assert_eq!(run_text(&[t], false), "out0: float32 [1, 2]  min - max - mean - (2 NaN)\n");
     }
 
     #[test]
@@ -264,11 +282,11 @@ mod tests {
             ],
             unmatched_other: vec!["loc(\"extra\")".into()],
         };
-        let text = compare_text(&cmp, "b.qir");
+        let text = compare_text(&cmp, "a.qir", "b.qir");
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("value       op        shape   SQNR dB"), "{text}");
         assert!(lines[1].contains("inf  1.000000"), "{text}");
-        assert!(lines[2].ends_with("-  not in b.qir"), "{text}");
+        assert_eq!(lines[2], "1 value(s) of a.qir match nothing: loc(\"fc2\")");
         assert_eq!(lines[3], "1 value(s) of b.qir match nothing: loc(\"extra\")");
         let json = compare_json(&Header { model: "a.qir", func: "main" }, "b.qir", 1, &cmp);
         assert!(json.contains(r#""sqnr_db":"inf","cosine":1,"#), "{json}");
