@@ -26,6 +26,11 @@ use std::sync::Arc;
 /// The deepest chain of `func.call`s the interpreter follows.
 pub const MAX_CALL_DEPTH: usize = 256;
 
+/// The most elements a value may have (2^31, 8 GiB of f32). A larger result
+/// type is reported when the function is planned, before anything runs, rather
+/// than failing an allocation in the middle of a run.
+pub const MAX_ELEMENTS: u64 = 1 << 31;
+
 /// Runs function `func` of `module` on `inputs` and returns its results.
 pub fn run_function(
     ctx: &Context,
@@ -251,7 +256,19 @@ impl<'a> Interpreter<'a> {
                 },
             };
             let results = m.results(op).map(|v| new_slot(v, &mut slot_of)).collect();
-            let result_types = m.results(op).map(|v| m.value_type(v)).collect();
+            let result_types: SmallVec<[Type; 2]> = m.results(op).map(|v| m.value_type(v)).collect();
+            for (i, &ty) in result_types.iter().enumerate() {
+                let Some(shape) = ctx.tensor_shape(ty) else { continue };
+                let elements =
+                    shape.iter().filter(|&&d| d >= 0).try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
+                if elements.is_none_or(|n| n > MAX_ELEMENTS) {
+                    let msg = format!(
+                        "result #{i} has type {}, more than the interpreter's limit of {MAX_ELEMENTS} elements",
+                        qopt_ir_core::type_to_string(ctx, ty)
+                    );
+                    return Err(self.op_error(op, InterpError::new(msg)));
+                }
+            }
             let operand_types = m.operands(op).map(|v| m.value_type(v)).collect();
             steps.push(Step {
                 op,

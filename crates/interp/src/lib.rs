@@ -31,7 +31,7 @@ mod registry;
 mod tensor;
 
 pub use error::InterpError;
-pub use exec::{run_function, run_function_with, Interpreter, MAX_CALL_DEPTH};
+pub use exec::{run_function, run_function_with, Interpreter, MAX_CALL_DEPTH, MAX_ELEMENTS};
 pub use kernels::qnn::QuantConv2d;
 pub use registry::{Kernel, KernelContext, KernelRegistry, KernelResults};
 pub use tensor::{DType, Tensor};

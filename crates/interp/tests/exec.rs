@@ -139,3 +139,25 @@ module {
         .unwrap_err();
     assert!(e.message.contains("calls nest deeper than 256"), "{e}");
 }
+
+#[test]
+fn huge_results_are_refused_before_running() {
+    let (ctx, m) = load(
+        r#"
+module {
+  func.func @main(%x: tensor<1x1x2x2xf32>) -> tensor<1x1x200002x200002xf32> {
+    %w = fp.constant() {value = dense<1.0> : tensor<1x1x1x1xf32>} : () -> tensor<1x1x1x1xf32>
+    %y = fp.conv2d(%x, %w) {pad = [100000, 100000, 100000, 100000]} : (tensor<1x1x2x2xf32>, tensor<1x1x1x1xf32>) -> tensor<1x1x200002x200002xf32> loc("blowup")
+    func.return %y : tensor<1x1x200002x200002xf32>
+  }
+}
+"#,
+    );
+    let x = Tensor::zeros(DType::F32, &[1, 1, 2, 2]);
+    let e = run_function(&ctx, &m, "main", &[x], &KernelRegistry::with_fp()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "error at loc(\"blowup\") ('fp.conv2d'): result #0 has type tensor<1x1x200002x200002xf32>, more than the \
+         interpreter's limit of 2147483648 elements"
+    );
+}
