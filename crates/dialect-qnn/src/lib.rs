@@ -26,7 +26,7 @@ mod ops;
 pub mod quant_params;
 
 pub use fixed_point::Rounding;
-pub use ops::observe::OBSERVERS;
+pub use ops::observe::BUILTIN_OBSERVERS;
 pub use ops::rounding_of;
 
 use qopt_ir_core::{Context, Dialect, OpDef, Type, TypeData};

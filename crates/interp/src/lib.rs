@@ -12,6 +12,8 @@
 //!   parameters, for kernels of downstream ops that compute it.
 //! - [`run_function`] / [`run_function_with`] (a hook per op, for calibration
 //!   and per-layer comparison) and the reusable [`Interpreter`].
+//! - [`dataset::Dataset`]: calibration samples streamed from `.npy` / `.npz` files
+//!   or directories of them, one batch at a time.
 //!
 //! The interpreter is the numeric ground truth for calibration, verification and
 //! the x86 backend: float kernels follow ONNX semantics (convolution by im2col +
@@ -22,11 +24,13 @@
 
 #![warn(missing_docs)]
 
+pub mod dataset;
 mod error;
 mod exec;
 mod gemm;
 mod kernels;
 pub mod npy;
+pub mod progress;
 mod registry;
 mod tensor;
 

@@ -12,12 +12,17 @@
 //! * `.npz` archives whose members are STORED (`np.savez`) or DEFLATE-compressed
 //!   (`np.savez_compressed`), including the ZIP64 extra fields numpy writes.
 //!
+//! For streaming readers ([`crate::dataset`]), [`read_npy_header`] parses a header alone and
+//! [`npz_members`] locates `.npz` members without reading them, so STORED data can be read in
+//! place (e.g. from a memory map).
+//!
 //! Writing always produces `.npy` version 1.0 (2.0 for huge headers), little-endian, C order,
 //! with the header padded to a 64-byte boundary exactly like numpy, and `.npz` archives with
 //! STORED members and CRC-32 checksums.
 //!
 //! Parsing is strict and never panics on malformed input: every failure is an [`NpyError`].
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Write};
 use std::path::Path;
@@ -356,8 +361,27 @@ struct Header {
     shape: Vec<usize>,
 }
 
-/// Parses a complete `.npy` file held in memory.
-pub fn read_npy(bytes: &[u8]) -> Result<RawArray, NpyError> {
+/// What a `.npy` header says about the data after it (see [`read_npy_header`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NpyHeader {
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions; empty for a 0-d array.
+    pub shape: Vec<usize>,
+    /// The data is in column-major order (`fortran_order: True`).
+    pub fortran_order: bool,
+    /// The elements are stored big-endian (`>f4`, ...); never set for single-byte types.
+    pub big_endian: bool,
+    /// Offset of the first data byte from the start of the `.npy` bytes.
+    pub data_offset: usize,
+    /// Number of data bytes the shape needs: `shape.iter().product() * dtype.size()`.
+    pub data_len: usize,
+}
+
+/// Parses only the header of `.npy` bytes: `bytes` may be the whole file or any prefix that
+/// holds the header. The data is neither read nor checked (see [`NpyHeader::data_offset`] and
+/// [`NpyHeader::data_len`]); a shape whose byte count overflows `usize` is an error.
+pub fn read_npy_header(bytes: &[u8]) -> Result<NpyHeader, NpyError> {
     if bytes.len() < 8 {
         let n = bytes.len().min(MAGIC.len());
         return Err(if bytes[..n] == MAGIC[..n] {
@@ -398,9 +422,53 @@ pub fn read_npy(bytes: &[u8]) -> Result<RawArray, NpyError> {
         header_bytes.iter().map(|&b| char::from(b)).collect()
     };
     let header = parse_header(&header_text)?;
+    let data_len = byte_count(header.dtype, &header.shape)?;
+    Ok(NpyHeader {
+        dtype: header.dtype,
+        shape: header.shape,
+        fortran_order: header.fortran_order,
+        big_endian: header.big_endian,
+        data_offset: data_start,
+        data_len,
+    })
+}
 
-    let expected = byte_count(header.dtype, &header.shape)?;
-    let body = &bytes[data_start..];
+/// Like [`read_npy_header`], for `.npy` bytes of length `len` that `read_at(offset, buf)` reads
+/// piecewise (filling all of `buf` from `offset`, like `FileExt::read_exact_at`): only the
+/// header is read.
+pub fn read_npy_header_with(
+    len: u64,
+    read_at: impl Fn(u64, &mut [u8]) -> io::Result<()>,
+) -> Result<NpyHeader, NpyError> {
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
+    let mut buf = vec![0u8; len.min(12)];
+    read_at(0, &mut buf)?;
+    // Where the header ends, if the prefix says.
+    let end = match (buf.get(..6), buf.get(6..8)) {
+        (Some(magic), Some(&[1, 0])) if magic == MAGIC => {
+            buf.get(8..10).map(|b| 10 + usize::from(u16::from_le_bytes([b[0], b[1]])))
+        }
+        (Some(magic), Some(&[2 | 3, 0])) if magic == MAGIC => buf
+            .get(8..12)
+            .and_then(|b| usize::try_from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])).ok())
+            .and_then(|n| n.checked_add(12)),
+        _ => None,
+    };
+    if let Some(end) = end {
+        let end = end.min(len);
+        if end > buf.len() {
+            buf = vec![0u8; end];
+            read_at(0, &mut buf)?;
+        }
+    }
+    read_npy_header(&buf)
+}
+
+/// Parses a complete `.npy` file held in memory.
+pub fn read_npy(bytes: &[u8]) -> Result<RawArray, NpyError> {
+    let header = read_npy_header(bytes)?;
+    let expected = header.data_len;
+    let body = &bytes[header.data_offset..];
     if body.len() < expected {
         return Err(NpyError::Truncated { what: "array data", expected, got: body.len() });
     }
@@ -730,22 +798,68 @@ const SIG_EOCD: u32 = 0x0605_4b50;
 const SIG_ZIP64_EOCD: u32 = 0x0606_4b50;
 const SIG_ZIP64_LOCATOR: u32 = 0x0706_4b50;
 
-/// Bounds-checked little-endian reads over a byte slice.
-struct Cursor<'a> {
-    bytes: &'a [u8],
+/// Random access to the bytes of an archive: a slice in memory, or a file read piecewise
+/// ([`npz_members_with`]).
+trait ArchiveBytes {
+    /// Total length.
+    fn size(&self) -> usize;
+    /// Bytes `start .. start + n`, which the caller has checked lie within `size()`.
+    fn read(&self, start: usize, n: usize) -> Result<Cow<'_, [u8]>, NpyError>;
+}
+
+impl ArchiveBytes for [u8] {
+    fn size(&self) -> usize {
+        self.len()
+    }
+
+    fn read(&self, start: usize, n: usize) -> Result<Cow<'_, [u8]>, NpyError> {
+        Ok(Cow::Borrowed(&self[start..start + n]))
+    }
+}
+
+/// An archive of `len` bytes read through positioned reads.
+struct ReadAt<F> {
+    len: usize,
+    read_at: F,
+}
+
+impl<F: Fn(u64, &mut [u8]) -> io::Result<()>> ArchiveBytes for ReadAt<F> {
+    fn size(&self) -> usize {
+        self.len
+    }
+
+    fn read(&self, start: usize, n: usize) -> Result<Cow<'_, [u8]>, NpyError> {
+        let mut buf = vec![0u8; n];
+        (self.read_at)(start as u64, &mut buf)?;
+        Ok(Cow::Owned(buf))
+    }
+}
+
+/// Bounds-checked little-endian reads over archive bytes.
+struct Cursor<'a, A: ArchiveBytes + ?Sized> {
+    bytes: &'a A,
     pos: usize,
 }
 
-impl<'a> Cursor<'a> {
-    fn at(bytes: &'a [u8], pos: usize) -> Self {
+impl<'a, A: ArchiveBytes + ?Sized> Cursor<'a, A> {
+    fn at(bytes: &'a A, pos: usize) -> Self {
         Cursor { bytes, pos }
     }
 
-    fn take(&mut self, n: usize) -> Result<&'a [u8], NpyError> {
+    /// Advances over `n` bytes, returning their range (checked against the length).
+    fn skip(&mut self, n: usize) -> Result<std::ops::Range<usize>, NpyError> {
         let end = self.pos.checked_add(n).ok_or_else(|| bad_zip("offset overflow"))?;
-        let s = self.bytes.get(self.pos..end).ok_or_else(|| bad_zip("unexpected end of archive"))?;
+        if end > self.bytes.size() {
+            return Err(bad_zip("unexpected end of archive"));
+        }
+        let range = self.pos..end;
         self.pos = end;
-        Ok(s)
+        Ok(range)
+    }
+
+    fn take(&mut self, n: usize) -> Result<Cow<'a, [u8]>, NpyError> {
+        let range = self.skip(n)?;
+        self.bytes.read(range.start, n)
     }
 
     fn u16(&mut self) -> Result<u16, NpyError> {
@@ -761,7 +875,7 @@ impl<'a> Cursor<'a> {
     fn u64(&mut self) -> Result<u64, NpyError> {
         let b = self.take(8)?;
         let mut buf = [0u8; 8];
-        buf.copy_from_slice(b);
+        buf.copy_from_slice(&b);
         Ok(u64::from_le_bytes(buf))
     }
 }
@@ -771,17 +885,20 @@ fn to_usize(v: u64) -> Result<usize, NpyError> {
 }
 
 /// Locates the central directory: returns (entry count, offset).
-fn find_central_directory(bytes: &[u8]) -> Result<(u64, u64), NpyError> {
+fn find_central_directory<A: ArchiveBytes + ?Sized>(bytes: &A) -> Result<(u64, u64), NpyError> {
     const EOCD_LEN: usize = 22;
-    if bytes.len() < EOCD_LEN {
+    let len = bytes.size();
+    if len < EOCD_LEN {
         return Err(bad_zip("too short to be a zip archive"));
     }
     // The end record is followed by a comment of at most 65535 bytes.
-    let lowest = bytes.len().saturating_sub(EOCD_LEN + usize::from(u16::MAX));
-    let eocd = (lowest..=bytes.len() - EOCD_LEN)
+    let lowest = len.saturating_sub(EOCD_LEN + usize::from(u16::MAX));
+    let tail = bytes.read(lowest, len - lowest)?;
+    let eocd = (0..=tail.len() - EOCD_LEN)
         .rev()
-        .find(|&i| bytes[i..i + 4] == SIG_EOCD.to_le_bytes())
-        .ok_or_else(|| bad_zip("end of central directory record not found"))?;
+        .find(|&i| tail[i..i + 4] == SIG_EOCD.to_le_bytes())
+        .ok_or_else(|| bad_zip("end of central directory record not found"))?
+        + lowest;
     let mut c = Cursor::at(bytes, eocd + 4);
     let disk = c.u16()?;
     let cd_disk = c.u16()?;
@@ -822,12 +939,33 @@ fn find_central_directory(bytes: &[u8]) -> Result<(u64, u64), NpyError> {
     Ok((u64::from(entries), u64::from(cd_offset)))
 }
 
-/// Parses a `.npz` archive. Members must be `.npy` files; their names are returned without
-/// the `.npy` suffix, in archive order.
-pub fn read_npz(bytes: &[u8]) -> Result<Vec<(String, RawArray)>, NpyError> {
+/// One `.npy` member of a `.npz` archive, located by [`npz_members`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NpzMember {
+    /// The array name: the member name without `.npy`.
+    pub name: String,
+    /// The member is DEFLATE-compressed (`np.savez_compressed`); otherwise it is STORED and
+    /// its bytes are the `.npy` file itself.
+    pub compressed: bool,
+    /// Offset of the member's (possibly compressed) bytes from the start of the archive.
+    pub data_offset: usize,
+    /// Number of (possibly compressed) bytes at `data_offset`; inside the archive.
+    pub compressed_size: usize,
+    /// Size of the member's `.npy` bytes once decompressed (equals `compressed_size` when
+    /// STORED).
+    pub size: usize,
+    /// The CRC-32 the archive records for the decompressed bytes.
+    pub crc32: u32,
+}
+
+/// Walks the central directory, calling `f` for each `.npy` member in archive order. Every
+/// check of the directory entry and local header of a member happens before `f` sees it.
+fn walk_npz<A: ArchiveBytes + ?Sized>(
+    bytes: &A,
+    mut f: impl FnMut(NpzMember) -> Result<(), NpyError>,
+) -> Result<(), NpyError> {
     let (entries, cd_offset) = find_central_directory(bytes)?;
     let mut c = Cursor::at(bytes, to_usize(cd_offset)?);
-    let mut arrays = Vec::new();
     for _ in 0..entries {
         if c.u32()? != SIG_CENTRAL {
             return Err(bad_zip("bad central directory entry signature"));
@@ -848,9 +986,10 @@ pub fn read_npz(bytes: &[u8]) -> Result<Vec<(String, RawArray)>, NpyError> {
         let _internal_attr = c.u16()?;
         let _external_attr = c.u32()?;
         let mut local_offset = u64::from(c.u32()?);
-        let name = String::from_utf8_lossy(c.take(name_len)?).into_owned();
+        let name = String::from_utf8_lossy(&c.take(name_len)?).into_owned();
         let extra = c.take(extra_len)?;
-        c.take(comment_len)?;
+        let extra: &[u8] = &extra;
+        c.skip(comment_len)?;
 
         // ZIP64 extended information replaces the saturated 32-bit fields, in this order.
         let mut e = Cursor::at(extra, 0);
@@ -859,7 +998,7 @@ pub fn read_npz(bytes: &[u8]) -> Result<Vec<(String, RawArray)>, NpyError> {
             let len = usize::from(e.u16()?);
             let field = e.take(len)?;
             if id == 0x0001 {
-                let mut f = Cursor::at(field, 0);
+                let mut f = Cursor::at(&*field, 0);
                 if size == u64::from(u32::MAX) {
                     size = f.u64()?;
                 }
@@ -887,44 +1026,111 @@ pub fn read_npz(bytes: &[u8]) -> Result<Vec<(String, RawArray)>, NpyError> {
         if l.u32()? != SIG_LOCAL {
             return Err(bad_zip(format!("bad local header signature for member '{name}'")));
         }
-        l.take(22)?;
+        l.skip(22)?;
         let local_name_len = usize::from(l.u16()?);
         let local_extra_len = usize::from(l.u16()?);
-        l.take(local_name_len)?;
-        l.take(local_extra_len)?;
-        let compressed = l.take(to_usize(compressed_size)?)?;
+        l.skip(local_name_len)?;
+        l.skip(local_extra_len)?;
+        let data_offset = l.pos;
+        let compressed = l.skip(to_usize(compressed_size)?)?;
         let size = to_usize(size)?;
-        let data = match method {
+        match method {
             0 => {
                 if compressed.len() != size {
                     return Err(bad_zip(format!("stored member '{name}' has inconsistent sizes")));
                 }
-                compressed.to_vec()
             }
-            8 => {
-                let data = miniz_oxide::inflate::decompress_to_vec_with_limit(compressed, size)
-                    .map_err(|e| bad_zip(format!("cannot inflate member '{name}': {e}")))?;
-                if data.len() != size {
-                    return Err(bad_zip(format!(
-                        "member '{name}' inflated to {} bytes, expected {size}",
-                        data.len()
-                    )));
-                }
-                data
-            }
+            8 => {}
             m => {
                 return Err(bad_zip(format!(
                     "member '{name}' uses unsupported compression method {m} (only STORED and DEFLATE)"
                 )));
             }
-        };
-        if crc32(&data) != crc {
-            return Err(bad_zip(format!("CRC-32 mismatch in member '{name}'")));
         }
-        let array = read_npy(&data)
-            .map_err(|e| NpyError::Member { name: array_name.to_string(), source: Box::new(e) })?;
-        arrays.push((array_name.to_string(), array));
+        f(NpzMember {
+            name: array_name.to_string(),
+            compressed: method == 8,
+            data_offset,
+            compressed_size: compressed.len(),
+            size,
+            crc32: crc,
+        })?;
     }
+    Ok(())
+}
+
+/// Locates the `.npy` members of a `.npz` archive, in archive order, without reading their
+/// data: the central directory and local headers are checked, member data (and its CRC) is
+/// not. Get a member's `.npy` bytes with [`npz_member_data`], or, for a STORED member, read
+/// them in place at `data_offset .. data_offset + size`.
+pub fn npz_members(bytes: &[u8]) -> Result<Vec<NpzMember>, NpyError> {
+    let mut members = Vec::new();
+    walk_npz(bytes, |m| {
+        members.push(m);
+        Ok(())
+    })?;
+    Ok(members)
+}
+
+/// Like [`npz_members`], for an archive of `len` bytes that `read_at(offset, buf)` reads
+/// piecewise (filling all of `buf` from `offset`, like `FileExt::read_exact_at`): only the end
+/// records, the central directory and the local headers are read, never member data.
+pub fn npz_members_with(
+    len: u64,
+    read_at: impl Fn(u64, &mut [u8]) -> io::Result<()>,
+) -> Result<Vec<NpzMember>, NpyError> {
+    let archive = ReadAt { len: to_usize(len)?, read_at };
+    let mut members = Vec::new();
+    walk_npz(&archive, |m| {
+        members.push(m);
+        Ok(())
+    })?;
+    Ok(members)
+}
+
+/// The `.npy` bytes of `member` of the archive `bytes`: borrowed for a STORED member,
+/// inflated for a DEFLATE one; the CRC-32 is checked either way.
+pub fn npz_member_data<'a>(bytes: &'a [u8], member: &NpzMember) -> Result<Cow<'a, [u8]>, NpyError> {
+    let name = format!("{}.npy", member.name);
+    let compressed = member
+        .data_offset
+        .checked_add(member.compressed_size)
+        .and_then(|end| bytes.get(member.data_offset..end))
+        .ok_or_else(|| bad_zip("unexpected end of archive"))?;
+    let size = member.size;
+    let data: Cow<'a, [u8]> = if member.compressed {
+        let data = miniz_oxide::inflate::decompress_to_vec_with_limit(compressed, size)
+            .map_err(|e| bad_zip(format!("cannot inflate member '{name}': {e}")))?;
+        if data.len() != size {
+            return Err(bad_zip(format!(
+                "member '{name}' inflated to {} bytes, expected {size}",
+                data.len()
+            )));
+        }
+        data.into()
+    } else {
+        if compressed.len() != size {
+            return Err(bad_zip(format!("stored member '{name}' has inconsistent sizes")));
+        }
+        compressed.into()
+    };
+    if crc32(&data) != member.crc32 {
+        return Err(bad_zip(format!("CRC-32 mismatch in member '{name}'")));
+    }
+    Ok(data)
+}
+
+/// Parses a `.npz` archive. Members must be `.npy` files; their names are returned without
+/// the `.npy` suffix, in archive order.
+pub fn read_npz(bytes: &[u8]) -> Result<Vec<(String, RawArray)>, NpyError> {
+    let mut arrays = Vec::new();
+    walk_npz(bytes, |member| {
+        let data = npz_member_data(bytes, &member)?;
+        let array = read_npy(&data)
+            .map_err(|e| NpyError::Member { name: member.name.clone(), source: Box::new(e) })?;
+        arrays.push((member.name, array));
+        Ok(())
+    })?;
     Ok(arrays)
 }
 
@@ -1505,6 +1711,75 @@ mod tests {
 
     fn unhex(s: &str) -> Vec<u8> {
         (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    /// A `read_at` over bytes in memory.
+    fn reader(bytes: &[u8]) -> impl Fn(u64, &mut [u8]) -> io::Result<()> + '_ {
+        move |offset, buf| {
+            let start = usize::try_from(offset).map_err(|_| io::ErrorKind::InvalidInput)?;
+            let src = start
+                .checked_add(buf.len())
+                .and_then(|end| bytes.get(start..end))
+                .ok_or(io::ErrorKind::UnexpectedEof)?;
+            buf.copy_from_slice(src);
+            Ok(())
+        }
+    }
+
+    fn same<T: PartialEq + fmt::Debug>(a: Result<T, NpyError>, b: Result<T, NpyError>) {
+        match (a, b) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => panic!("{a:?} vs {b:?}"),
+        }
+    }
+
+    #[test]
+    fn headers_and_members_in_place() {
+        // The header alone, from a prefix or piecewise, agrees with the full reader.
+        for dtype in DType::ALL {
+            for shape in SHAPES {
+                let array = sample(dtype, shape);
+                let bytes = npy_bytes(&array).unwrap();
+                let header = read_npy_header(&bytes).unwrap();
+                assert_eq!((header.dtype, &header.shape), (dtype, &array.shape));
+                assert_eq!(header.data_offset + header.data_len, bytes.len());
+                assert_eq!(&bytes[header.data_offset..], &array.data[..]);
+                assert_eq!(read_npy_header(&bytes[..header.data_offset]).unwrap(), header);
+                same(read_npy_header_with(bytes.len() as u64, reader(&bytes)), Ok(header));
+            }
+        }
+        let npy = npy_bytes(&sample(DType::F64, &[3, 2])).unwrap();
+        for cut in 0..npy.len() {
+            let part = &npy[..cut];
+            same(read_npy_header_with(cut as u64, reader(part)), read_npy_header(part));
+        }
+        // Members located in place, from the slice or piecewise, give what read_npz reads.
+        let x = sample(DType::F32, &[4, 8]);
+        let y = sample(DType::I64, &[3]);
+        let stored = npz_bytes(&[("x".into(), x.clone()), ("y".into(), y.clone())]);
+        let deflated =
+            deflate_zip(&[("x.npy", npy_bytes(&x).unwrap()), ("y.npy", npy_bytes(&y).unwrap())], true);
+        for zip in
+            [stored.clone(), deflated, unhex(PY_SAVEZ), unhex(PY_SAVEZ_COMPRESSED), unhex(PY_SAVEZ_STREAMED)]
+        {
+            let members = npz_members(&zip).unwrap();
+            same(npz_members_with(zip.len() as u64, reader(&zip)), Ok(members.clone()));
+            let arrays: Vec<(String, RawArray)> = members
+                .iter()
+                .map(|m| (m.name.clone(), read_npy(&npz_member_data(&zip, m).unwrap()).unwrap()))
+                .collect();
+            assert_eq!(arrays, read_npz(&zip).unwrap());
+        }
+        let members = npz_members(&stored).unwrap();
+        assert!(members.iter().all(|m| !m.compressed && m.size == m.compressed_size));
+        let m = &members[1];
+        assert_eq!(read_npy(&stored[m.data_offset..m.data_offset + m.size]).unwrap(), y);
+        // Truncated archives fail alike.
+        for cut in 0..stored.len() {
+            let part = &stored[..cut];
+            same(npz_members_with(cut as u64, reader(part)), npz_members(part));
+        }
     }
 
     #[test]

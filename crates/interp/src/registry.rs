@@ -95,6 +95,23 @@ impl KernelRegistry {
         r
     }
 
+    /// The kernels installed in `ctx` (see [`KernelRegistry::install`]), or
+    /// `None` when none were: tools then use [`KernelRegistry::standard`].
+    pub fn of(ctx: &Context) -> Option<&KernelRegistry> {
+        ctx.extension::<KernelRegistry>()
+    }
+
+    /// The kernels of `ctx` for adding to, installing [`KernelRegistry::standard`]
+    /// first if there are none. A downstream crate calls this from the setup
+    /// that registers its dialect, so passes that run the interpreter
+    /// (`calibrate`) find its kernels.
+    pub fn install(ctx: &mut Context) -> &mut KernelRegistry {
+        if ctx.extension::<KernelRegistry>().is_none() {
+            ctx.set_extension(KernelRegistry::standard());
+        }
+        ctx.extension_mut::<KernelRegistry>()
+    }
+
     /// Registers (or replaces) the kernel of op `name`.
     pub fn register(&mut self, name: &str, kernel: Kernel) {
         self.kernels.insert(name.to_string(), kernel);

@@ -6,9 +6,16 @@
 //! needs `&mut Context`; reading needs `&Context`, so analyses can share a context
 //! across threads. Nothing here knows a dialect beyond the builtin `module` op and
 //! the `func` dialect, which [`Context::new`] registers.
+//!
+//! Besides dialects, a context holds **extensions**: registries keyed by their
+//! Rust type that crates above ir-core consult, such as the interpreter's kernel
+//! table or the calibration observers and range methods of the quantization
+//! passes. They are installed by the same setup code that registers dialects, so
+//! a downstream driver adds kernels or a calibration method exactly where it adds
+//! its dialect, and a pass finds them through the `&mut Context` it is given.
 
 use crate::attributes::{AttrData, Attribute, DenseElements};
-use crate::dialect::{Dialect, OpDef};
+use crate::dialect::{Dialect, Interfaces, OpDef};
 use crate::hash::{FxHashMap, FxIndexSet};
 use crate::location::{Location, LocationData};
 use crate::types::{FloatKind, IntType, QuantType, Signedness, Type, TypeData};
@@ -70,6 +77,7 @@ pub struct Context {
     dialect_index: FxHashMap<Box<str>, u32>,
     allow_unregistered: bool,
     common: CommonTypes,
+    extensions: Interfaces,
 }
 
 impl Default for Context {
@@ -92,6 +100,7 @@ impl Context {
             dialects: Vec::new(),
             dialect_index: FxHashMap::default(),
             allow_unregistered: false,
+            extensions: Interfaces::default(),
             common: CommonTypes {
                 f32: placeholder,
                 f64: placeholder,
@@ -130,6 +139,27 @@ impl Context {
     #[inline]
     pub fn common(&self) -> CommonTypes {
         self.common
+    }
+
+    // ---- extensions -------------------------------------------------------
+
+    /// The extension of type `E`, if one was installed (see the module docs).
+    pub fn extension<E: std::any::Any>(&self) -> Option<&E> {
+        self.extensions.get::<E>()
+    }
+
+    /// Installs `value` as the extension of its type, replacing any earlier one.
+    pub fn set_extension<E: std::any::Any + Send + Sync>(&mut self, value: E) {
+        self.extensions.insert(value);
+    }
+
+    /// The extension of type `E`, installing `E::default()` first if there is none.
+    pub fn extension_mut<E: std::any::Any + Send + Sync + Default>(&mut self) -> &mut E {
+        if self.extensions.get::<E>().is_none() {
+            self.extensions.insert(E::default());
+        }
+        // invariant: inserted just above if it was missing.
+        self.extensions.get_mut::<E>().expect("extension present")
     }
 
     // ---- dialect registry -------------------------------------------------

@@ -233,6 +233,11 @@ impl Interfaces {
         let id = TypeId::of::<I>();
         self.entries.iter().find(|(t, _)| *t == id).and_then(|(_, v)| v.downcast_ref())
     }
+    /// Interface `I` for editing, if present.
+    pub fn get_mut<I: Any>(&mut self) -> Option<&mut I> {
+        let id = TypeId::of::<I>();
+        self.entries.iter_mut().find(|(t, _)| *t == id).and_then(|(_, v)| v.downcast_mut())
+    }
 }
 
 /// The definition of one op. Build with [`OpDef::new`] and the builder methods

@@ -22,12 +22,34 @@ pub struct QuantizableOp {
     pub bias: Option<usize>,
     /// The weight's output-channel axis, for per-channel quantization.
     pub weight_channel_axis: Option<usize>,
+    /// Every operand is an activation, however many there are (concat).
+    pub variadic: bool,
 }
 
 impl QuantizableOp {
     /// An op whose listed operands are all activations (add, concat, pooling...).
     pub fn activations(operands: &[usize]) -> QuantizableOp {
-        QuantizableOp { activations: operands.to_vec(), weight: None, bias: None, weight_channel_axis: None }
+        QuantizableOp {
+            activations: operands.to_vec(),
+            weight: None,
+            bias: None,
+            weight_channel_axis: None,
+            variadic: false,
+        }
+    }
+
+    /// An op all of whose operands, however many, are activations (concat).
+    pub fn variadic() -> QuantizableOp {
+        QuantizableOp { variadic: true, ..QuantizableOp::activations(&[]) }
+    }
+
+    /// The activation operands of an op with `num_operands` operands.
+    pub fn activation_operands(&self, num_operands: usize) -> Vec<usize> {
+        if self.variadic {
+            (0..num_operands).collect()
+        } else {
+            self.activations.iter().copied().filter(|&i| i < num_operands).collect()
+        }
     }
 
     /// An op with one activation, a weight (channel axis `axis`) and maybe a bias.
@@ -37,6 +59,13 @@ impl QuantizableOp {
             weight: Some(weight),
             bias,
             weight_channel_axis: Some(axis),
+            variadic: false,
         }
     }
 }
+
+/// An activation function that quantized kernels apply in the epilogue of the
+/// op before it (relu, clip): quantization observes its result, not its
+/// operand, so that `conv → relu` becomes one quantized op with one output range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct FusedActivation;

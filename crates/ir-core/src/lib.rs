@@ -49,7 +49,7 @@ pub use dialect::{
 };
 pub use entity::{Arena, BlockId, EntityId, OpId, RegionId, UseId, ValueId};
 pub use float_text::{bits_to_f64, f64_to_bits};
-pub use hash::{FxBuild, FxHashMap, FxHasher, FxIndexSet};
+pub use hash::{FxBuild, FxHashMap, FxHashSet, FxHasher, FxIndexSet};
 pub use location::{Location, LocationData, SrcPos};
 pub use module::{EraseError, Module, OperationState, SymbolTable, Use, ValueDef};
 pub use rewrite::{

@@ -23,6 +23,7 @@ mod canonicalize;
 mod cse;
 mod dce;
 mod fold_constant;
+pub mod quant;
 mod simplify_inference;
 mod symbol_dce;
 
@@ -56,5 +57,5 @@ pub fn register_generic_passes(registry: &mut PassRegistry) -> Result<(), String
     for pass in passes {
         registry.register(pass)?;
     }
-    Ok(())
+    quant::register_quant_passes(registry)
 }

@@ -14,6 +14,10 @@
 //! - [`register_kernels`], interpreter kernels for the `accel` ops, so
 //!   `qopt-interp` runs a lowered module (`accel.conv2d_relu` calls qopt's own
 //!   quantized convolution, [`qopt_interp::QuantConv2d`]);
+//! - [`AccelHeadroom`], the vendor's own calibration method, added to qopt's
+//!   range-method registry (`insert-fakeq{method=accel-headroom}`), and the
+//!   same kernels installed in the context so the `calibrate` pass can run
+//!   `accel` ops ([`register_extensions`]);
 //! - [`register`], which adds the dialect and the pass to a
 //!   [`qopt_driver::Driver`], and the `toy-opt` binary (`src/bin/toy-opt.rs`),
 //!   three lines long, that is qopt's driver with every qopt flag and pass
@@ -36,16 +40,19 @@
 #![warn(missing_docs)]
 
 mod accel_lower;
+mod calibration;
 mod kernels;
 mod ops;
 
 pub use accel_lower::AccelLower;
+pub use calibration::AccelHeadroom;
 pub use kernels::register_kernels;
 pub use ops::conv::{check_conv, ConvContract, ConvParams, ACCEL_ROUNDING};
 pub use ops::dma::DmaOutIn;
 
 use qopt_driver::Driver;
 use qopt_ir_core::{Context, Dialect, OpDef, Pass, RewritePattern};
+use qopt_passes::quant::RangeMethod as _;
 use std::sync::Arc;
 
 /// The `accel` dialect; see the crate docs.
@@ -79,6 +86,19 @@ pub fn register_dialects(ctx: &mut Context) -> Result<(), String> {
     }
     if ctx.dialect("accel").is_none() {
         ctx.register_dialect(AccelDialect)?;
+    }
+    register_extensions(ctx)
+}
+
+/// Adds what qopt's passes look up in the context: the `accel` kernels (so
+/// `calibrate` runs modules with `accel` ops) and the vendor's calibration
+/// method [`AccelHeadroom`] (`insert-fakeq{method=accel-headroom}`). Calling it
+/// twice changes nothing.
+pub fn register_extensions(ctx: &mut Context) -> Result<(), String> {
+    register_kernels(qopt_interp::KernelRegistry::install(ctx));
+    let methods = qopt_passes::quant::QuantMethods::install(ctx);
+    if methods.range_method(AccelHeadroom.name()).is_none() {
+        methods.add_range_method(Arc::new(AccelHeadroom))?;
     }
     Ok(())
 }

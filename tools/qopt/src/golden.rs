@@ -5,7 +5,7 @@
 //! A golden file opens with one or more `// RUN: qopt %s <flags>` lines (the
 //! driver's own name in place of `qopt` for a downstream tool): the command as
 //! typed (`'...'` and `"..."` group words as in a shell), `%s` standing for the
-//! file. [`Golden::run`] executes each and returns the text to
+//! file and `%S` for its directory (as in lit; data files beside a test). [`Golden::run`] executes each and returns the text to
 //! snapshot (with `insta`): per RUN line the exit code, standard output and
 //! standard error, with the file shown relative to the repository, reproducer
 //! files in a scratch directory shown as `<reproducer-dir>` and the process id
@@ -49,13 +49,19 @@ impl<'a> Golden<'a> {
         let name = self.relative(path);
         let source = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{name}: {e}"));
         let absolute = path.to_string_lossy().into_owned();
+        let directory = path.parent().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
+        let relative_directory =
+            Path::new(&name).parent().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
         let expected = expectations(&name, &source);
         let scratch =
             std::env::temp_dir().join(format!("qopt-golden-{}-{}", std::process::id(), sanitize(&name)));
         let scratch_text = scratch.to_string_lossy().into_owned();
         let pid = format!("-{}-", std::process::id());
         let clean = |text: String| {
-            text.replace(&absolute, &name).replace(&scratch_text, "<reproducer-dir>").replace(&pid, "-<pid>-")
+            let text = text.replace(&absolute, &name).replace(&scratch_text, "<reproducer-dir>");
+            let text =
+                if directory.is_empty() { text } else { text.replace(&directory, &relative_directory) };
+            text.replace(&pid, "-<pid>-")
         };
         let mut snapshot = String::new();
         for line in run_lines(&name, &source) {
@@ -63,7 +69,7 @@ impl<'a> Golden<'a> {
             let tool = self.driver.tool();
             assert_eq!(args.first().map(String::as_str), Some(tool), "{name}: RUN lines start with `{tool}`");
             for arg in &mut args {
-                *arg = arg.replace("%s", &absolute);
+                *arg = arg.replace("%s", &absolute).replace("%S", &directory);
             }
             args.extend(["--reproducer-dir".to_string(), scratch_text.clone()]);
             let split = args.iter().any(|a| a == "--split-input-file");

@@ -13,7 +13,7 @@
 //! [`crate::Driver::add_interface_doc`].
 
 use crate::output::write_file_atomically;
-use qopt_ir_core::interfaces::QuantizableOp;
+use qopt_ir_core::interfaces::{FusedActivation, QuantizableOp};
 use qopt_ir_core::{dialect_prefix, Arity, Context, OpDef};
 use std::fmt::Write as _;
 use std::io;
@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 pub type InterfaceDoc = fn(&OpDef) -> Option<String>;
 
 /// Descriptions of the interfaces in `qopt_ir_core::interfaces`.
-pub const STANDARD_INTERFACE_DOCS: &[InterfaceDoc] = &[quantizable_op_doc];
+pub const STANDARD_INTERFACE_DOCS: &[InterfaceDoc] = &[quantizable_op_doc, fused_activation_doc];
 
 /// Dialects that get no op reference: they are part of the `.qir` format itself
 /// (`docs/qir-syntax.md`).
@@ -173,6 +173,9 @@ fn heading_anchor(heading: &str) -> String {
 fn quantizable_op_doc(def: &OpDef) -> Option<String> {
     let q = def.interfaces.get::<QuantizableOp>()?;
     let mut parts = Vec::new();
+    if q.variadic {
+        parts.push("every operand is an activation".to_string());
+    }
     if !q.activations.is_empty() {
         let list: Vec<String> = q.activations.iter().map(usize::to_string).collect();
         let noun = if list.len() == 1 { "operand" } else { "operands" };
@@ -191,6 +194,13 @@ fn quantizable_op_doc(def: &OpDef) -> Option<String> {
         return Some("`QuantizableOp`".to_string());
     }
     Some(format!("`QuantizableOp`: {}", parts.join("; ")))
+}
+
+/// [`FusedActivation`]: quantization observes the op's result, fusing it into its producer.
+fn fused_activation_doc(def: &OpDef) -> Option<String> {
+    def.interfaces.get::<FusedActivation>().map(|_| {
+        "`FusedActivation`: quantized kernels apply it in the epilogue of the op before it".to_string()
+    })
 }
 
 #[cfg(test)]

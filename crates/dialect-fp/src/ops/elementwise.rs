@@ -14,7 +14,7 @@ use super::{
 };
 use crate::attrs;
 use crate::shape::broadcast;
-use qopt_ir_core::interfaces::QuantizableOp;
+use qopt_ir_core::interfaces::{FusedActivation, QuantizableOp};
 use qopt_ir_core::{
     dense_values_f64, static_num_elements, Arity, AttrData, Attribute, Context, FoldFn, FoldResult, Module,
     OpDef, OpId, RewritePattern, Rewriter, Traits, Type,
@@ -87,6 +87,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
              ```\n%y = fp.relu(%x) : (tensor<1x64x56x56xf32>) -> tensor<1x64x56x56xf32>\n```",
             Traits::QUANT_AGNOSTIC,
         )
+        .interface(FusedActivation)
         .folder(fold_relu),
         unary(
             "fp.sigmoid",
@@ -114,6 +115,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 )
                 .operands(Arity::Exact(1))
                 .traits(Traits::ELEMENTWISE | Traits::PURE | Traits::SAME_OPERANDS_AND_RESULT_TYPE)
+                .interface(FusedActivation)
                 .folder(fold_clip),
         ),
     ]

@@ -7,6 +7,7 @@
 use super::{common_element, tensor_operands, variadic_operands, Elements, Operand, Sig, Signature, Sigs};
 use crate::attrs;
 use crate::shape::{dims_compatible, is_dynamic, normalize_axis, num_elements, shape_to_string};
+use qopt_ir_core::interfaces::QuantizableOp;
 use qopt_ir_core::{
     Arity, Attribute, Context, FoldResult, Module, OpDef, OpId, OperationState, RewritePattern, Rewriter,
     Traits, Type, DYNAMIC,
@@ -64,6 +65,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 )
                 .operands(Arity::AtLeast(1))
                 .traits(traits)
+                .interface(QuantizableOp::variadic())
                 .folder(fold_to_operand_if_same_type),
         ),
         super::with_signature::<Split>(

@@ -13,16 +13,18 @@ use qopt_ir_core::{
 };
 use qopt_ir_core::{Arity, DenseElements};
 
-/// The observer kinds `observer` may name, default first.
-pub const OBSERVERS: [&str; 5] = ["minmax", "moving-average", "histogram", "percentile", "mse"];
+/// The observer kinds qopt's calibration passes provide, default first. The
+/// `observer` attribute may also name one a downstream crate registers, so the
+/// verifier checks only that it is a name; `calibrate` rejects unknown ones.
+pub const BUILTIN_OBSERVERS: [&str; 3] = ["minmax", "moving-average", "histogram"];
 
 pub(crate) fn ops() -> Vec<OpDef> {
     vec![OpDef::new("qnn.observe", "identity that records statistics of the values passing through")
         .description(
             "`qnn.observe(x)` returns `x` unchanged. Its attributes configure and hold calibration \
              statistics (`docs/quant-semantics.md` §8); they never change values. All are optional:\n\n\
-             - `observer`: `\"minmax\"` (default), `\"moving-average\"`, `\"histogram\"`, `\"percentile\"` \
-             or `\"mse\"`;\n\
+             - `observer`: `\"minmax\"` (default), `\"moving-average\"`, `\"histogram\"`, or the name of \
+             an observer a downstream crate registers (letters, digits, `-`, `_`, `.`);\n\
              - `axis`: per-channel statistics along this dimension (negative counts from the back);\n\
              - `min`, `max`: the running minimum and maximum of the real values, given together, \
              `min ≤ max`; floats, or with `axis` a `dense<...> : tensor<Cxf32>` with one entry per channel;\n\
@@ -32,7 +34,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
              - `histogram`: `dense<...> : tensor<Bxi64>` counts ≥ 0 over [`hist_min`, `hist_max`] in `B` \
              equal bins (`B = bins` when both are given); `hist_min ≤ hist_max` are floats and come \
              with `histogram`;\n\
-             - `percentile`: the percentile the `percentile` observer keeps, in (0, 100].\n\n\
+             - `percentile`: the percentile `insert-fakeq{method=percentile}` uses for this value (instead \
+             of the pass's `percentile` option), in (0, 100].\n\n\
              The operand is a float or quantized tensor (statistics are of the real values); the result \
              has its type.\n\n\
              ```\n%o = qnn.observe(%x) {observer = \"histogram\", bins = 4, min = -1.5 : f32, max = 3.0 : f32, \
@@ -58,7 +61,13 @@ fn verify_observe(v: &OpView<'_>) -> Result<(), String> {
             qopt_ir_core::type_to_string(ctx, x.ty)
         ));
     }
-    attrs::one_of_in(ctx, dict, "observer", OBSERVERS[0], &OBSERVERS)?;
+    let kind = attrs::string_in(ctx, dict, "observer", BUILTIN_OBSERVERS[0])?;
+    let name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if kind.is_empty() || !kind.chars().all(name_char) {
+        return Err(format!(
+            "'observer' must name an observer (letters, digits, '-', '_', '.'), like \"minmax\", got \"{kind}\""
+        ));
+    }
     let axis = match attrs::opt_int_in(ctx, dict, "axis")? {
         Some(a) => Some(shape::normalize_axis(a, x.rank()).map_err(|e| format!("'axis': {e}"))?),
         None => None,

@@ -604,6 +604,21 @@ pub struct OptionSpec {
 }
 
 impl OptionSpec {
+    /// An optional option with a default (in pipeline value syntax) and no help yet.
+    pub fn new(name: &'static str, kind: OptionKind, default: &'static str) -> OptionSpec {
+        OptionSpec { name, kind, default, required: false, help: "" }
+    }
+
+    /// The same option with its one-line help.
+    pub fn help(self, help: &'static str) -> OptionSpec {
+        OptionSpec { help, ..self }
+    }
+
+    /// The same option, required.
+    pub fn required(self) -> OptionSpec {
+        OptionSpec { required: true, ..self }
+    }
+
     /// The kind as shown by `--list-passes`: `bool`, `int`, `float`, `string`,
     /// `one of minmax|histogram`, `list of int`.
     pub fn kind_name(&self) -> String {

@@ -36,7 +36,6 @@ mod metrics;
 mod model;
 mod parallel;
 mod prng;
-mod progress;
 mod report;
 mod samples;
 mod tensor_text;
@@ -50,8 +49,8 @@ use clap::{CommandFactory as _, FromArgMatches as _};
 use compare::{Comparison, Pair};
 use inputs::InputSource;
 use model::{LoadError, Model, Signature};
-use progress::Progress;
 use qopt_interp::npy::{self, RawArray};
+use qopt_interp::progress::Progress;
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
 use report::Header;
 use samples::Samples;
@@ -220,7 +219,7 @@ impl RunDriver {
         let mut workers: Vec<Interpreter<'_>> = (0..parallel::threads().min(samples.chunks()))
             .map(|_| Interpreter::new(&model.ctx, &model.module, &self.kernels))
             .collect();
-        let progress = Progress::new(samples.chunks());
+        let progress = Progress::new(samples.chunks(), "batches");
         let outputs = run_all(&mut workers, model, sig, samples, &progress);
         progress.finish();
         let outputs = outputs?;
@@ -256,7 +255,7 @@ impl RunDriver {
                 (reference, Interpreter::new(&b.ctx, &b.module, &self.kernels))
             })
             .collect();
-        let progress = Progress::new(samples.chunks());
+        let progress = Progress::new(samples.chunks(), "batches");
         let per_run = parallel::run_chunks(&mut workers, samples.chunks(), &progress, |(a, b), i| {
             let inputs = samples.chunk(i)?;
             pair.compare_run(a, b, &inputs, |m, e| m.failure(samples.describe(i), &e))

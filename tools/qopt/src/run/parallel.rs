@@ -10,7 +10,7 @@
 //! thread, which needs `Context`, `Module` and `KernelRegistry` to be `Sync`:
 //! they are (interned data behind plain collections, no interior mutability).
 
-use super::progress::{Progress, REDRAW_EVERY};
+use qopt_interp::progress::{Progress, REDRAW_EVERY};
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 

@@ -1,0 +1,501 @@
+//! `calibrate{data=PATH}`: runs a function (`@main`) in the reference
+//! interpreter over a data set and accumulates statistics into the attributes
+//! of every `qnn.observe` it passes through.
+//!
+//! - **Data** (`qopt_interp::dataset`): a `.npy` whose leading dimension counts
+//!   samples, an `.npz` with one member per argument, or a directory of such
+//!   files taken in name order. Each interpreter call takes the function's
+//!   batch of samples (`batch-size` sets it when the batch dimension is
+//!   dynamic); `batches=N` stops after N calls.
+//! - **Streaming.** Files are memory-mapped and read one batch at a time; only
+//!   the observers' statistics persist, so memory does not grow with the
+//!   number of samples.
+//! - **Parallel and deterministic.** Calls are grouped into chunks of
+//!   [`CHUNK_CALLS`] in sample order; worker threads (`threads`, default: every
+//!   core) each run their own interpreter on whole chunks, every chunk starting
+//!   from empty statistics, and this thread folds the chunks into the stored
+//!   statistics strictly in chunk order ([`Observer::merge`]). The chunking does
+//!   not depend on the thread count, so 1 and 2 threads write the same bytes.
+//! - **Incremental.** Statistics already in the IR are the starting point:
+//!   calibrating on A, saving, and calibrating on B gives the IR of one run on
+//!   A followed by B (observers merge exactly, see `histogram.rs`).
+//! - **Any IR.** Observers may sit behind `qnn.fake_quant` ops (calibrating a
+//!   partly quantized graph) or see quantized values (recorded dequantized).
+//!
+//! Errors write nothing: non-finite input data (naming file, sample and
+//! element), data of the wrong shape or dtype (naming the argument and its
+//! type), an empty data set, a non-finite value reaching an observer (naming
+//! its location), an unknown observer kind. An observer that saw no data gets a
+//! warning at its location. Statistics: `calibration-samples`,
+//! `calibration-batches`, `observers`. A progress bar (samples, samples/s, ETA)
+//! is drawn on standard error only when it is a terminal.
+//!
+//! ```text
+//! // before
+//! %o = qnn.observe(%x) {observer = "minmax"} : (tensor<1x8xf32>) -> tensor<1x8xf32> loc("main.arg0")
+//! // after calibrate{data=calib.npy}
+//! %o = qnn.observe(%x) {max = 3.5 : f32, min = -1.25 : f32, observer = "minmax", samples = 200} : ...
+//! ```
+
+use super::methods::{ObservedBatch, Observer, QuantMethods};
+use super::stats::ObserverStats;
+use super::util::{op_named, OBSERVE};
+use qopt_dialect_qnn::fixed_point::{dequantize_f32, scale_f32};
+use qopt_dialect_qnn::quant_params::{axis as quant_axis, params};
+use qopt_interp::dataset::{ArgSpec, Dataset};
+use qopt_interp::progress::Progress;
+use qopt_interp::{DType, Interpreter, KernelRegistry, Tensor};
+use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::{
+    type_to_string, AttrData, Context, Diagnostic, FxHashMap, Module, OpId, Pass, PassContext, PassError,
+    PassOutcome, QuantType, Severity, TypeData, DYNAMIC,
+};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+
+/// Interpreter calls per chunk: the unit of parallel work and of merging.
+pub const CHUNK_CALLS: usize = 8;
+
+/// The `calibrate` pass; see the module docs.
+pub struct Calibrate;
+
+impl Pass for Calibrate {
+    fn name(&self) -> &'static str {
+        "calibrate"
+    }
+
+    fn summary(&self) -> &'static str {
+        "run @main over a data set and record statistics in the qnn.observe ops"
+    }
+
+    fn description(&self) -> &'static str {
+        "Runs the function (`@main`) in the reference interpreter over the samples of `data` (a \
+         .npy with samples along dimension 0, an .npz with one member per argument, or a directory \
+         of such files) and folds what every `qnn.observe` sees into its attributes (`min`, `max`, \
+         `samples`, `histogram`, ...). Statistics already present are merged with, so calibrating \
+         again on more data adds to them. Both cores are used; the result does not depend on the \
+         thread count.\n\n\
+         ```\n\
+         %o = qnn.observe(%x) {observer = \"minmax\"} ...\n\
+         // -> %o = qnn.observe(%x) {max = 3.5 : f32, min = -1.25 : f32, observer = \"minmax\", samples = 200} ...\n\
+         ```"
+    }
+
+    fn options(&self) -> Vec<OptionSpec> {
+        vec![
+            OptionSpec::new("data", OptionKind::String, "")
+                .required()
+                .help("calibration data: a .npy, an .npz (one member per argument) or a directory of them"),
+            OptionSpec::new("batches", OptionKind::Int, "0")
+                .help("stop after this many interpreter calls (0: use every sample)"),
+            OptionSpec::new("batch-size", OptionKind::Int, "0").help(
+                "samples per call when the batch dimension is dynamic (0: 1); must match a static batch",
+            ),
+            OptionSpec::new("func", OptionKind::String, "main").help("the function to run"),
+            OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)"),
+        ]
+    }
+
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        module: &mut Module,
+        options: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        let settings = Settings::read(options)?;
+        let ctx: &Context = cx.ctx;
+        let observers = find_observers(ctx, module)?;
+        if observers.is_empty() {
+            cx.warn(Diagnostic::warning(
+                None,
+                qopt_ir_core::SrcPos::NONE,
+                "calibrate found no qnn.observe op; run insert-observers first",
+            ));
+            return Ok(PassOutcome::Unchanged);
+        }
+        let func = lookup_function(ctx, module, &settings.func)?;
+        let specs = arg_specs(ctx, module, func, settings.batch_size)?;
+        let dataset = Dataset::open(Path::new(&settings.data), &specs).map_err(|e| e.to_string())?;
+        let per_call = dataset.batch().max(1);
+        let mut calls = dataset.len() / per_call;
+        if calls == 0 {
+            return Err(format!(
+                "'{}' has {} sample(s), fewer than one batch of {per_call}",
+                settings.data,
+                dataset.len()
+            )
+            .into());
+        }
+        let leftover = dataset.len() % per_call;
+        let mut warnings = Vec::new();
+        if settings.batches > 0 {
+            calls = calls.min(settings.batches);
+        } else if leftover > 0 {
+            warnings.push(Diagnostic::warning(
+                None,
+                qopt_ir_core::SrcPos::NONE,
+                format!("the last {leftover} sample(s) do not fill a batch of {per_call} and are not used"),
+            ));
+        }
+
+        let run = CalibrationRun {
+            ctx,
+            module,
+            func_name: &settings.func,
+            dataset: &dataset,
+            per_call,
+            calls,
+            observers: &observers,
+        };
+        let merged = run.execute(settings.threads)?;
+        warnings.into_iter().for_each(|w| cx.warn(w));
+
+        let mut unobserved = Vec::new();
+        for (observer, stats) in observers.iter().zip(merged) {
+            if !stats.has_data() && stats.samples == 0 {
+                unobserved.push(observer.op);
+            }
+            stats.store(cx.ctx, module, observer.op).map_err(|e| at_op(cx.ctx, module, observer.op, e))?;
+        }
+        for op in unobserved {
+            cx.warn_at(
+                module,
+                op,
+                "this observer saw no data (it is not reached from the calibrated function)",
+            );
+        }
+        cx.add_stat("calibration-samples", (calls * per_call) as u64);
+        cx.add_stat("calibration-batches", calls as u64);
+        cx.add_stat("observers", observers.len() as u64);
+        Ok(PassOutcome::Changed)
+    }
+}
+
+/// The options, checked.
+struct Settings {
+    data: String,
+    batches: usize,
+    batch_size: usize,
+    func: String,
+    threads: usize,
+}
+
+impl Settings {
+    fn read(options: &PassOptions) -> Result<Settings, PassError> {
+        let non_negative = |name: &str| -> Result<usize, PassError> {
+            let v = options.int(name);
+            usize::try_from(v).map_err(|_| format!("'{name}' must be at least 0, got {v}").into())
+        };
+        let data = options.string("data").to_string();
+        if data.is_empty() {
+            return Err("'data' must name a .npy, .npz or directory".into());
+        }
+        let threads = match non_negative("threads")? {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        Ok(Settings {
+            data,
+            batches: non_negative("batches")?,
+            batch_size: non_negative("batch-size")?,
+            func: options.string("func").trim_start_matches('@').to_string(),
+            threads,
+        })
+    }
+}
+
+/// One `qnn.observe` to calibrate.
+struct ObserverSite {
+    op: OpId,
+    stats: ObserverStats,
+    observer: Arc<dyn Observer>,
+    /// The observed value's quantized element type, if it is quantized.
+    quant: Option<QuantType>,
+}
+
+/// Every `qnn.observe` of the module, with its stored statistics and observer.
+fn find_observers(ctx: &Context, module: &Module) -> Result<Vec<ObserverSite>, PassError> {
+    let methods = QuantMethods::of(ctx);
+    let mut sites = Vec::new();
+    let mut errors = Vec::new();
+    for op in module.walk_preorder(module.root()) {
+        if !op_named(ctx, module, op, OBSERVE) || module.num_operands(op) != 1 {
+            continue;
+        }
+        let site = ObserverStats::load(ctx, module, op).and_then(|stats| {
+            let observer = methods.find_observer(&stats.observer)?.clone();
+            observer.check(&stats)?;
+            let elem = ctx.element_type(module.value_type(module.operand(op, 0)));
+            let quant = match ctx.type_data(elem) {
+                TypeData::Quant(q) => Some(q.clone()),
+                _ => None,
+            };
+            Ok(ObserverSite { op, stats, observer, quant })
+        });
+        match site {
+            Ok(site) => sites.push(site),
+            Err(e) => errors.push(Diagnostic::at_op(ctx, module, op, Severity::Error, e)),
+        }
+    }
+    if errors.is_empty() {
+        Ok(sites)
+    } else {
+        Err(qopt_ir_core::Diagnostics(errors).into())
+    }
+}
+
+fn at_op(ctx: &Context, module: &Module, op: OpId, message: String) -> PassError {
+    Diagnostic::at_op(ctx, module, op, Severity::Error, message).into()
+}
+
+/// The `func.func` named `name`.
+fn lookup_function(ctx: &Context, module: &Module, name: &str) -> Result<OpId, PassError> {
+    match module.lookup_symbol(ctx, name) {
+        Some(op) if module.op_name(op) == qopt_ir_core::OpName::FUNC && module.num_regions(op) == 1 => Ok(op),
+        Some(_) => Err(format!("@{name} is not a function with a body").into()),
+        None => Err(format!("there is no function @{name} to calibrate (set 'func')").into()),
+    }
+}
+
+/// What each argument of `func` expects from the data set.
+fn arg_specs(
+    ctx: &Context,
+    module: &Module,
+    func: OpId,
+    batch_size: usize,
+) -> Result<Vec<ArgSpec>, PassError> {
+    let inputs = match module.op_attr(ctx, func, "function_type").map(|a| ctx.attr_data(a)) {
+        Some(AttrData::Type(t)) => match ctx.type_data(*t) {
+            TypeData::Function { inputs, .. } => inputs.to_vec(),
+            _ => return Err("the function has no function type".into()),
+        },
+        _ => return Err("the function has no function type".into()),
+    };
+    let mut specs = Vec::new();
+    for (i, ty) in inputs.into_iter().enumerate() {
+        let shape = ctx.tensor_shape(ty).ok_or_else(|| format!("argument {i} is not a tensor"))?.to_vec();
+        let dtype = DType::of_element(ctx, ctx.element_type(ty)).map_err(|e| e.message)?;
+        let mut dims = Vec::with_capacity(shape.len());
+        for (d, &size) in shape.iter().enumerate() {
+            match (d, size) {
+                (0, DYNAMIC) => dims.push(batch_size.max(1)),
+                (_, DYNAMIC) => return Err(format!(
+                    "argument {i} ({}) has a dynamic dimension {d}; only the batch dimension may be dynamic",
+                    type_to_string(ctx, ty)
+                )
+                .into()),
+                (0, b) if batch_size > 0 && b as usize != batch_size => {
+                    return Err(format!(
+                        "'batch-size' is {batch_size}, but argument {i} has the static batch {b} ({}); \
+                         leave 'batch-size' unset or use a function with a dynamic batch",
+                        type_to_string(ctx, ty)
+                    )
+                    .into())
+                }
+                (_, n) => dims.push(n as usize),
+            }
+        }
+        specs.push(ArgSpec::new(format!("arg{i}"), dtype, dims));
+    }
+    Ok(specs)
+}
+
+/// One calibration over a data set.
+struct CalibrationRun<'a> {
+    ctx: &'a Context,
+    module: &'a Module,
+    func_name: &'a str,
+    dataset: &'a Dataset,
+    per_call: usize,
+    calls: usize,
+    observers: &'a [ObserverSite],
+}
+
+/// What went wrong in a chunk: a message, at an observer when one is to blame.
+struct ChunkError {
+    op: Option<OpId>,
+    message: String,
+}
+
+impl From<String> for ChunkError {
+    fn from(message: String) -> ChunkError {
+        ChunkError { op: None, message }
+    }
+}
+
+/// What a chunk produced: statistics per observer, or the first error.
+type ChunkResult = Result<Vec<ObserverStats>, ChunkError>;
+
+impl CalibrationRun<'_> {
+    /// Runs every call and returns each observer's stored statistics merged
+    /// with everything seen, in sample order.
+    fn execute(&self, threads: usize) -> Result<Vec<ObserverStats>, PassError> {
+        let chunks = self.calls.div_ceil(CHUNK_CALLS);
+        let workers = threads.clamp(1, chunks.max(1));
+        let standard;
+        let kernels = match KernelRegistry::of(self.ctx) {
+            Some(k) => k,
+            None => {
+                standard = KernelRegistry::standard();
+                &standard
+            }
+        };
+        let index: FxHashMap<OpId, usize> =
+            self.observers.iter().enumerate().map(|(i, o)| (o.op, i)).collect();
+        let mut merged: Vec<ObserverStats> = self.observers.iter().map(|o| o.stats.clone()).collect();
+        let progress = Progress::new(self.calls * self.per_call, "samples");
+        let next = AtomicUsize::new(0);
+        let abort = AtomicBool::new(false);
+        let (sender, receiver) = mpsc::channel::<(usize, ChunkResult)>();
+        let mut first_error: Option<(usize, ChunkError)> = None;
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                let sender = sender.clone();
+                let (next, abort, index, progress) = (&next, &abort, &index, &progress);
+                scope.spawn(move || {
+                    let mut interp = Interpreter::new(self.ctx, self.module, kernels);
+                    loop {
+                        let chunk = next.fetch_add(1, Ordering::Relaxed);
+                        if chunk >= chunks || abort.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let result = self.run_chunk(&mut interp, index, chunk, progress);
+                        if result.is_err() {
+                            abort.store(true, Ordering::Relaxed);
+                        }
+                        if sender.send((chunk, result)).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            drop(sender);
+            let mut pending: BTreeMap<usize, Vec<ObserverStats>> = BTreeMap::new();
+            let mut next_to_merge = 0;
+            for (chunk, result) in receiver {
+                progress.redraw();
+                match result {
+                    Ok(partials) => {
+                        pending.insert(chunk, partials);
+                    }
+                    Err(e) => {
+                        if first_error.as_ref().is_none_or(|(c, _)| chunk < *c) {
+                            first_error = Some((chunk, e));
+                        }
+                        continue;
+                    }
+                }
+                while let Some(partials) = pending.remove(&next_to_merge) {
+                    if first_error.is_none() {
+                        if let Err(e) = self.merge(&mut merged, partials) {
+                            first_error = Some((next_to_merge, e));
+                            abort.store(true, Ordering::Relaxed);
+                        }
+                    }
+                    next_to_merge += 1;
+                }
+            }
+        });
+        progress.finish();
+        match first_error {
+            Some((_, ChunkError { op: Some(op), message })) => Err(at_op(self.ctx, self.module, op, message)),
+            Some((_, ChunkError { op: None, message })) => Err(message.into()),
+            None => Ok(merged),
+        }
+    }
+
+    /// Folds one chunk's statistics into `merged`.
+    fn merge(&self, merged: &mut [ObserverStats], partials: Vec<ObserverStats>) -> Result<(), ChunkError> {
+        for ((site, stats), partial) in self.observers.iter().zip(merged.iter_mut()).zip(partials) {
+            site.observer
+                .merge(stats, partial)
+                .map_err(|message| ChunkError { op: Some(site.op), message })?;
+        }
+        Ok(())
+    }
+
+    /// Runs the calls of `chunk` from empty statistics.
+    fn run_chunk(
+        &self,
+        interp: &mut Interpreter<'_>,
+        index: &FxHashMap<OpId, usize>,
+        chunk: usize,
+        progress: &Progress,
+    ) -> ChunkResult {
+        let mut partials: Vec<ObserverStats> = self.observers.iter().map(|o| o.stats.empty_like()).collect();
+        let first = chunk * CHUNK_CALLS;
+        for call in first..(first + CHUNK_CALLS).min(self.calls) {
+            let start = call * self.per_call;
+            let inputs = self.dataset.read(start, self.per_call).map_err(|e| e.to_string())?;
+            let mut failure: Option<ChunkError> = None;
+            let mut hook = |op: OpId, results: &[Tensor]| {
+                if failure.is_some() {
+                    return;
+                }
+                let Some(&i) = index.get(&op) else { return };
+                let site = &self.observers[i];
+                let Some(tensor) = results.first() else { return };
+                let observed = match real_values(tensor, site.quant.as_ref()) {
+                    Ok(values) => values,
+                    Err(message) => {
+                        failure = Some(ChunkError { op: Some(site.op), message });
+                        return;
+                    }
+                };
+                if let Some(at) = observed.iter().position(|v| !v.is_finite()) {
+                    let samples = format!("samples {start}..{}", start + self.per_call);
+                    let message = format!("element {at} is {} in the batch of {samples}", observed[at]);
+                    failure = Some(ChunkError { op: Some(site.op), message });
+                    return;
+                }
+                let batch = ObservedBatch { values: &observed, shape: tensor.shape() };
+                if let Err(message) = site.observer.observe(&mut partials[i], &batch) {
+                    failure = Some(ChunkError { op: Some(site.op), message });
+                }
+            };
+            interp.run_with(self.func_name, &inputs, &mut hook).map_err(|e| {
+                format!("running @{} on samples {start}..{}: {e}", self.func_name, start + self.per_call)
+            })?;
+            if let Some(e) = failure {
+                return Err(e);
+            }
+            (0..self.per_call).for_each(|_| progress.advance());
+        }
+        Ok(partials)
+    }
+}
+
+/// The real values of an observed tensor: float values as f32, quantized
+/// values dequantized with their type's parameters (`quant-semantics.md` §3.2).
+fn real_values(tensor: &Tensor, quant: Option<&QuantType>) -> Result<Vec<f32>, String> {
+    let Some(q) = quant else {
+        return match tensor {
+            Tensor::F32(a) => Ok(match a.as_slice() {
+                Some(s) => s.to_vec(),
+                None => a.iter().copied().collect(),
+            }),
+            Tensor::F64(a) => Ok(a.iter().map(|&v| v as f32).collect()),
+            other => Err(format!("observed a {} tensor where floats were expected", other.dtype())),
+        };
+    };
+    let stored: Vec<i64> = tensor.to_f64_vec().into_iter().map(|v| v as i64).collect();
+    let entries = params(q);
+    let Some(axis) = quant_axis(q) else {
+        let p = entries.first().ok_or("quantized type without parameters")?;
+        let scale = scale_f32(p.scale);
+        return Ok(stored.iter().map(|&v| dequantize_f32(v, p.zero_point, scale)).collect());
+    };
+    let shape = tensor.shape();
+    let inner: usize = shape.get(axis + 1..).map_or(1, |s| s.iter().product::<usize>().max(1));
+    let channels = shape.get(axis).copied().unwrap_or(1).max(1);
+    Ok(stored
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| {
+            let p = &entries[(i / inner) % channels % entries.len().max(1)];
+            dequantize_f32(v, p.zero_point, scale_f32(p.scale))
+        })
+        .collect())
+}

@@ -1,0 +1,519 @@
+//! `insert-fakeq`: turns every `qnn.observe` into a `qnn.fake_quant` whose
+//! parameters come from the observer's statistics, and fake-quantizes the
+//! weight of every quantized op from its constant values.
+//!
+//! **Activations.** The range method (`method`, a [`RangeMethod`] from the
+//! registry: `minmax`, `percentile`, `entropy`, `mse`, or a downstream one)
+//! turns the statistics into a range `[lo, hi]`; the range is widened to
+//! contain 0 (so zero padding and relu stay exact) and converted to scale and
+//! zero point for `activation-type` with `activation-scheme`
+//! (`docs/quantization.md` gives the formulas). An observer without
+//! statistics is an error at its location; an observer of an already
+//! quantized value is removed (it is the identity).
+//!
+//! **Weights.** An op with the `QuantizableOp` interface whose activation
+//! operands are quantized (observed or fake-quantized) gets its constant weight
+//! fake-quantized with `weight-type` and `weight-scheme`, per channel along the
+//! interface's `weight_channel_axis` when `per-channel` is set, from the
+//! constant's own min and max. Biases stay float (Quantization II quantizes
+//! them to i32). Constants in activation positions of quantized ops (a matmul
+//! by a constant, an add of one) are fake-quantized per tensor with the
+//! activation settings. Values already behind a `qnn.fake_quant` are left as
+//! they are.
+//!
+//! ```text
+//! // before
+//! %o = qnn.observe(%x) {max = 2.0 : f32, min = -1.0 : f32, samples = 4} : (tensor<1x8xf32>) -> tensor<1x8xf32>
+//! %y = fp.dense(%o, %w, %b) : ...
+//! // after insert-fakeq (i8 asymmetric: scale 3/255, zero point round(-128 + 1/(3/255)) = -43)
+//! %o = qnn.fake_quant(%x) {type = !qnn.uniform<i8:f32, 0.0117647061:-43>} : ...
+//! %wq = qnn.fake_quant(%w) {type = !qnn.uniform<i8:f32:0, {...}>} : ...
+//! %y = fp.dense(%o, %wq, %b) : ...
+//! ```
+
+use super::methods::{QuantMethods, RangeMethod, RangeTarget};
+use super::stats::ObserverStats;
+use super::util::{is_float_tensor, op_named, quantizable, FAKE_QUANT, OBSERVE};
+use qopt_dialect_qnn::fixed_point::{fake_quant_f32, scale_f32};
+use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::{
+    constant_value, dense_values_f64, AttrData, Context, Diagnostic, Diagnostics, FloatKind, FxHashMap,
+    IntType, Module, OpId, OperationState, Pass, PassContext, PassError, PassOutcome, QuantParams, QuantType,
+    Severity, Signedness, Type, TypeData, ValueDef, ValueId,
+};
+use std::sync::Arc;
+
+/// The `insert-fakeq` pass; see the module docs.
+pub struct InsertFakeq;
+
+/// The scale of an all-zero range (PyTorch's choice: f32's machine epsilon).
+const DEGENERATE_SCALE: f32 = f32::EPSILON;
+
+/// The smallest scale chosen for a non-zero range (2^−100), far from f32's subnormals.
+const MIN_SCALE: f32 = 7.888609e-31;
+
+impl Pass for InsertFakeq {
+    fn name(&self) -> &'static str {
+        "insert-fakeq"
+    }
+
+    fn summary(&self) -> &'static str {
+        "replace observers by qnn.fake_quant with calibrated parameters and fake-quantize weights"
+    }
+
+    fn description(&self) -> &'static str {
+        "Replaces each `qnn.observe` by a `qnn.fake_quant` whose type comes from the observer's \
+         statistics through a range method (`method`), widened to contain 0, for `activation-type` \
+         and `activation-scheme`. The constant weight of every op whose activations are quantized \
+         gets a `qnn.fake_quant` too (`weight-type`, `weight-scheme`, per channel by default). \
+         Biases stay float.\n\n\
+         ```\n\
+         %o = qnn.observe(%x) {max = 2.0 : f32, min = -1.0 : f32, samples = 4} ...\n\
+         // -> %o = qnn.fake_quant(%x) {type = !qnn.uniform<i8:f32, 0.0117647061:-43>} ...\n\
+         ```"
+    }
+
+    fn options(&self) -> Vec<OptionSpec> {
+        let string_list = || OptionKind::Enum(&["asymmetric", "symmetric"]);
+        vec![
+            OptionSpec::new("activation-type", OptionKind::String, "i8")
+                .help("storage of activations: iN or uN with N from 2 to 16"),
+            OptionSpec::new("weight-type", OptionKind::String, "i8")
+                .help("storage of weights: iN or uN with N from 2 to 16"),
+            OptionSpec::new("activation-scheme", string_list(), "asymmetric")
+                .help("asymmetric (a zero point) or symmetric (real 0 at the middle of the range)"),
+            OptionSpec::new("weight-scheme", OptionKind::Enum(&["symmetric", "asymmetric"]), "symmetric")
+                .help("asymmetric (a zero point) or symmetric (real 0 at the middle of the range)"),
+            OptionSpec::new("per-channel", OptionKind::Bool, "true")
+                .help("weights get one scale per output channel (the op's weight channel axis)"),
+            OptionSpec::new("narrow-range", OptionKind::Bool, "false")
+                .help("signed types drop their most negative value (i8<-127:127>), so symmetric ranges are symmetric"),
+            OptionSpec::new("power-of-two-scales", OptionKind::Bool, "false")
+                .help("round every scale up to a power of two (hardware that rescales by shifting)"),
+            OptionSpec::new("weight-method", OptionKind::Enum(&["mse", "minmax"]), "mse").help(
+                "weight ranges: mse (per channel, the clipping of the min-max range with the least squared error) or minmax",
+            ),
+            OptionSpec::new("method", OptionKind::String, "minmax")
+                .help("range method for activations: minmax, percentile, entropy, mse, or a registered one"),
+            OptionSpec::new("percentile", OptionKind::Float, "99.99").help("the percentile of method=percentile"),
+        ]
+    }
+
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        module: &mut Module,
+        options: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        let config = Config::read(cx.ctx, options)?;
+        let observers: Vec<OpId> = module
+            .walk_preorder(module.root())
+            .filter(|&op| op_named(cx.ctx, module, op, OBSERVE) && module.num_operands(op) == 1)
+            .collect();
+        let fake_quant = cx.ctx.op_name(FAKE_QUANT);
+
+        // Decide every observer's type first, so errors are reported together and nothing changes on failure.
+        let mut errors = Vec::new();
+        let mut plans: Vec<(OpId, Option<Type>)> = Vec::new();
+        for &op in &observers {
+            let operand = module.operand(op, 0);
+            if !is_float_tensor(cx.ctx, module.value_type(operand)) {
+                plans.push((op, None));
+                continue;
+            }
+            match observer_type(cx.ctx, module, op, &config) {
+                Ok(ty) => plans.push((op, Some(ty))),
+                Err(e) => errors.push(Diagnostic::at_op(cx.ctx, module, op, Severity::Error, e)),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(Diagnostics(errors).into());
+        }
+        // Ops whose activations are quantized, found before the observers go.
+        let quantized_ops = quantized_ops(cx.ctx, module);
+
+        let mut activations = 0u64;
+        for (op, ty) in plans {
+            let input = module.operand(op, 0);
+            let output = module.result(op, 0);
+            match ty {
+                Some(ty) => {
+                    let attrs = {
+                        let t = cx.ctx.type_attr(ty);
+                        cx.ctx.dict_attr(&[("type", t)])
+                    };
+                    let value_ty = module.value_type(input);
+                    let loc = module.op_loc(op);
+                    let fq = module.create_op(
+                        OperationState::new(fake_quant)
+                            .operands(&[input])
+                            .results(&[value_ty])
+                            .attrs(attrs)
+                            .loc(loc),
+                    );
+                    module.insert_op_before(op, fq);
+                    module.replace_all_uses(output, module.result(fq, 0));
+                    activations += 1;
+                }
+                None => module.replace_all_uses(output, input),
+            }
+            module.erase_op(op).map_err(|e| format!("cannot remove an observer: {e:?}"))?;
+        }
+
+        let mut weights = 0u64;
+        let mut constants = 0u64;
+        let mut cache: FxHashMap<(ValueId, Type), ValueId> = FxHashMap::default();
+        for op in quantized_ops {
+            let Some(q) = quantizable(cx.ctx, module, op).cloned() else { continue };
+            if let Some(w) = q.weight.filter(|&w| w < module.num_operands(op)) {
+                let axis = if config.per_channel { q.weight_channel_axis } else { None };
+                let weight = WeightPlan { scheme: &config.weight, axis, mse: config.weight_mse };
+                match fake_quantize_operand(cx.ctx, module, op, w, &weight, &mut cache) {
+                    Ok(true) => weights += 1,
+                    Ok(false) => {}
+                    Err(e) => cx.warn_at(module, op, format!("weight left float: {e}")),
+                }
+            }
+            for i in q.activation_operands(module.num_operands(op)) {
+                if constant_value(cx.ctx, module, module.operand(op, i)).is_some() {
+                    let constant = WeightPlan { scheme: &config.activation, axis: None, mse: false };
+                    match fake_quantize_operand(cx.ctx, module, op, i, &constant, &mut cache) {
+                        Ok(true) => constants += 1,
+                        Ok(false) => {}
+                        Err(e) => cx.warn_at(module, op, format!("constant operand {i} left float: {e}")),
+                    }
+                }
+            }
+        }
+        cx.add_stat("activations", activations);
+        cx.add_stat("weights", weights);
+        cx.add_stat("constant-operands", constants);
+        Ok(PassOutcome::from_changed(!observers.is_empty() || weights + constants > 0))
+    }
+}
+
+/// How to quantize one class of values.
+#[derive(Clone, Debug)]
+struct Scheme {
+    storage: IntType,
+    qmin: i64,
+    qmax: i64,
+    symmetric: bool,
+    power_of_two: bool,
+}
+
+impl Scheme {
+    fn read(options: &PassOptions, type_option: &str, scheme_option: &str) -> Result<Scheme, String> {
+        let text = options.string(type_option);
+        let (signedness, bits) = match text.split_at_checked(1) {
+            Some(("i", bits)) => (Signedness::Signless, bits),
+            Some(("u", bits)) => (Signedness::Unsigned, bits),
+            _ => return Err(format!("'{type_option}' must be iN or uN (like i8), got '{text}'")),
+        };
+        let width: u8 = match bits.parse() {
+            Ok(w) if (2..=16).contains(&w) => w,
+            _ => return Err(format!("'{type_option}' must have 2 to 16 bits (like i8 or u4), got '{text}'")),
+        };
+        let storage = IntType { width, signedness };
+        let (mut qmin, qmax) = (storage.min_value() as i64, storage.max_value() as i64);
+        if options.bool("narrow-range") && signedness == Signedness::Signless {
+            qmin += 1;
+        }
+        Ok(Scheme {
+            storage,
+            qmin,
+            qmax,
+            symmetric: options.string(scheme_option) == "symmetric",
+            power_of_two: options.bool("power-of-two-scales"),
+        })
+    }
+
+    /// Scale and zero point covering `[lo, hi]` widened to contain 0.
+    ///
+    /// The arithmetic is f32, in the order ONNX Runtime's quantizer uses, so the
+    /// same range gives the same parameters bit for bit:
+    /// asymmetric `s = (hi − lo) ⊘ (qmax − qmin)`, `zp = rne(qmin − lo ⊘ s)`;
+    /// symmetric `s = max(|lo|, |hi|) ⊘ min(zp − qmin, qmax − zp)` with `zp` = 0
+    /// (signed) or the middle of the range (unsigned), so the largest magnitude
+    /// lands exactly on the nearer end of the storage range and is not clipped.
+    fn params(&self, lo: f64, hi: f64) -> (f64, i64) {
+        let (lo, hi) = ((lo as f32).min(0.0), (hi as f32).max(0.0));
+        let (qmin, qmax) = (self.qmin as f32, self.qmax as f32);
+        let mut scale = if self.symmetric {
+            let zp = self.symmetric_zero_point() as f32;
+            lo.abs().max(hi.abs()) / (zp - qmin).min(qmax - zp).max(1.0)
+        } else {
+            (hi - lo) / (qmax - qmin)
+        };
+        scale = if scale > 0.0 && scale.is_finite() {
+            scale.max(MIN_SCALE)
+        } else if scale.is_finite() {
+            DEGENERATE_SCALE
+        } else {
+            f32::MAX
+        };
+        if self.power_of_two {
+            scale = f32::powi(2.0, scale.log2().ceil().clamp(-100.0, 127.0) as i32);
+        }
+        let zero_point = if self.symmetric {
+            self.symmetric_zero_point()
+        } else {
+            (qmin - lo / scale).round_ties_even().clamp(qmin, qmax) as i64
+        };
+        (scale as f64, zero_point.clamp(self.qmin, self.qmax))
+    }
+
+    /// The zero point of the symmetric scheme: 0 for signed storage, the middle
+    /// of the range (128 for u8) for unsigned.
+    fn symmetric_zero_point(&self) -> i64 {
+        if self.storage.signedness == Signedness::Unsigned {
+            (self.qmin + self.qmax + 1) / 2
+        } else {
+            0
+        }
+    }
+
+    /// The quantized element type with `params` for `expressed` values.
+    fn quant_type(&self, expressed: FloatKind, params: QuantParams) -> QuantType {
+        QuantType { storage: self.storage, storage_min: self.qmin, storage_max: self.qmax, expressed, params }
+    }
+}
+
+/// The pass's options, checked.
+struct Config {
+    activation: Scheme,
+    weight: Scheme,
+    method: Arc<dyn RangeMethod>,
+    percentile: f64,
+    per_channel: bool,
+    weight_mse: bool,
+}
+
+impl Config {
+    fn read(ctx: &Context, options: &PassOptions) -> Result<Config, PassError> {
+        let activation = Scheme::read(options, "activation-type", "activation-scheme")?;
+        let weight = Scheme::read(options, "weight-type", "weight-scheme")?;
+        let method = QuantMethods::of(ctx).find_range_method(options.string("method"))?.clone();
+        let percentile = options.float("percentile");
+        if !(percentile > 0.0 && percentile <= 100.0) {
+            return Err(format!("'percentile' must be in (0, 100], got {percentile}").into());
+        }
+        Ok(Config {
+            activation,
+            weight,
+            method,
+            percentile,
+            per_channel: options.bool("per-channel"),
+            weight_mse: options.string("weight-method") == "mse",
+        })
+    }
+}
+
+/// The `qnn.fake_quant` type for observer `op`, from its statistics.
+fn observer_type(ctx: &mut Context, module: &Module, op: OpId, config: &Config) -> Result<Type, String> {
+    let stats = ObserverStats::load(ctx, module, op)?;
+    if !stats.has_data() {
+        return Err("this observer has no statistics; run calibrate before insert-fakeq".into());
+    }
+    if config.method.needs_histogram() && stats.histogram.as_ref().is_none_or(|h| h.total() == 0) {
+        return Err(format!(
+            "method '{}' needs a histogram, but this observer has none; use insert-observers{{observer=histogram}}",
+            config.method.name()
+        ));
+    }
+    let scheme = &config.activation;
+    let target = RangeTarget {
+        qmin: scheme.qmin,
+        qmax: scheme.qmax,
+        symmetric: scheme.symmetric,
+        percentile: stats.percentile.unwrap_or(config.percentile),
+    };
+    let ranges = config.method.range(&stats, &target)?;
+    if ranges.len() != stats.channels
+        || ranges.iter().any(|(lo, hi)| !(lo.is_finite() && hi.is_finite() && lo <= hi))
+    {
+        return Err(format!("range method '{}' returned an invalid range {ranges:?}", config.method.name()));
+    }
+    let value_ty = module.value_type(module.operand(op, 0));
+    let expressed = float_kind(ctx, value_ty).ok_or("the observed value is not a float tensor")?;
+    let params = params_for(scheme, &ranges, stats.axis);
+    let q = scheme.quant_type(expressed, params);
+    Ok(ctx.quant_type(q))
+}
+
+/// Per-tensor parameters for one range, per-axis for several.
+fn params_for(scheme: &Scheme, ranges: &[(f64, f64)], axis: Option<usize>) -> QuantParams {
+    match (axis, ranges) {
+        (Some(axis), _) => {
+            let (scales, zero_points): (Vec<f64>, Vec<i64>) =
+                ranges.iter().map(|&(lo, hi)| scheme.params(lo, hi)).unzip();
+            QuantParams::PerAxis { axis: axis as u32, scales: scales.into(), zero_points: zero_points.into() }
+        }
+        (None, [(lo, hi), ..]) => {
+            let (scale, zero_point) = scheme.params(*lo, *hi);
+            QuantParams::PerTensor { scale, zero_point }
+        }
+        (None, []) => QuantParams::PerTensor { scale: DEGENERATE_SCALE as f64, zero_point: 0 },
+    }
+}
+
+/// The float kind of a float tensor type's elements.
+fn float_kind(ctx: &Context, ty: Type) -> Option<FloatKind> {
+    match ctx.type_data(ctx.element_type(ty)) {
+        TypeData::Float(k @ (FloatKind::F32 | FloatKind::F16 | FloatKind::BF16)) => Some(*k),
+        _ => None,
+    }
+}
+
+/// Ops with the `QuantizableOp` interface whose activation operands are all
+/// quantized (come from `qnn.observe` or `qnn.fake_quant`, or are constants).
+fn quantized_ops(ctx: &Context, module: &Module) -> Vec<OpId> {
+    let quantized_value = |v: ValueId| match module.value_def(v) {
+        ValueDef::Result { op, .. } => {
+            op_named(ctx, module, op, OBSERVE)
+                || op_named(ctx, module, op, FAKE_QUANT)
+                || constant_value(ctx, module, v).is_some()
+        }
+        ValueDef::BlockArg { .. } => false,
+    };
+    module
+        .walk_preorder(module.root())
+        .filter(|&op| {
+            let Some(q) = quantizable(ctx, module, op) else { return false };
+            let activations = q.activation_operands(module.num_operands(op));
+            let real: Vec<usize> = activations
+                .iter()
+                .copied()
+                .filter(|&i| constant_value(ctx, module, module.operand(op, i)).is_none())
+                .collect();
+            !real.is_empty() && activations.iter().all(|&i| quantized_value(module.operand(op, i)))
+        })
+        .collect()
+}
+
+/// How a constant operand is quantized.
+struct WeightPlan<'a> {
+    scheme: &'a Scheme,
+    /// Per channel along this axis.
+    axis: Option<usize>,
+    /// Search each channel's range for the least squared error ([`mse_range`]).
+    mse: bool,
+}
+
+/// Puts a `qnn.fake_quant` on constant operand `index` of `op`, with
+/// parameters from the constant's values (per channel along the plan's axis).
+/// Returns whether it did; `Ok(false)` when the operand is already fake-quantized.
+fn fake_quantize_operand(
+    ctx: &mut Context,
+    module: &mut Module,
+    op: OpId,
+    index: usize,
+    plan: &WeightPlan<'_>,
+    cache: &mut FxHashMap<(ValueId, Type), ValueId>,
+) -> Result<bool, String> {
+    let (scheme, axis) = (plan.scheme, plan.axis);
+    let value = module.operand(op, index);
+    let def = module.defining_op(value);
+    if !def.is_none() && op_named(ctx, module, def, FAKE_QUANT) {
+        return Ok(false);
+    }
+    let value_ty = module.value_type(value);
+    let expressed = float_kind(ctx, value_ty).ok_or("it is not an f32, f16 or bf16 tensor")?;
+    let attr = constant_value(ctx, module, value).ok_or("it is not a constant")?;
+    let values = match ctx.attr_data(attr) {
+        AttrData::Dense(d) => {
+            dense_values_f64(ctx, d, ctx.element_type(d.ty)).ok_or("its values cannot be read")?
+        }
+        _ => return Err("it is not a dense constant".into()),
+    };
+    if values.iter().any(|v| !v.is_finite()) {
+        return Err("it holds NaN or infinity".into());
+    }
+    let shape = ctx.tensor_shape(value_ty).ok_or("it is not a ranked tensor")?.to_vec();
+    let axis = axis.filter(|&a| a < shape.len() && shape[a] > 0);
+    let channels = channel_values(&values, &shape, axis);
+    let ranges: Vec<(f64, f64)> = channels
+        .iter()
+        .map(|c| {
+            let range = c.iter().fold((0.0f64, 0.0f64), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+            if plan.mse {
+                mse_range(scheme, c, range)
+            } else {
+                range
+            }
+        })
+        .collect();
+    let params = params_for(scheme, &ranges, axis);
+    let q = scheme.quant_type(expressed, params);
+    let elem = ctx.quant_type(q);
+    let key = (value, elem);
+    let fake = match cache.get(&key) {
+        Some(&v) => v,
+        None => {
+            let name = ctx.op_name(FAKE_QUANT);
+            let attrs = {
+                let t = ctx.type_attr(elem);
+                ctx.dict_attr(&[("type", t)])
+            };
+            let loc = if def.is_none() { module.op_loc(op) } else { module.op_loc(def) };
+            let fq = module.create_op(
+                OperationState::new(name).operands(&[value]).results(&[value_ty]).attrs(attrs).loc(loc),
+            );
+            if def.is_none() {
+                module.insert_op_before(op, fq);
+            } else {
+                module.insert_op_after(def, fq);
+            }
+            let v = module.result(fq, 0);
+            cache.insert(key, v);
+            v
+        }
+    };
+    module.set_operand(op, index, fake);
+    Ok(true)
+}
+
+/// The values of each index along `axis` (all values as one channel without one).
+fn channel_values(values: &[f64], shape: &[i64], axis: Option<usize>) -> Vec<Vec<f64>> {
+    let Some(axis) = axis else { return vec![values.to_vec()] };
+    let channels = shape[axis].max(1) as usize;
+    let inner: usize = shape[axis + 1..].iter().map(|&d| d.max(1) as usize).product::<usize>().max(1);
+    let mut out = vec![Vec::with_capacity(values.len() / channels); channels];
+    for (i, &v) in values.iter().enumerate() {
+        out[(i / inner) % channels].push(v);
+    }
+    out
+}
+
+/// Candidate shrink factors of the min-max range tried by [`mse_range`]: 1.0
+/// down to 0.5 in steps of 1/128.
+const MSE_STEPS: u32 = 64;
+
+/// The range `[α·lo, α·hi]`, α in (0.5, 1], whose fake quantization of `values`
+/// (exactly as `qnn.fake_quant` computes it) has the least squared error; ties
+/// keep the wider range. Clipping a few outliers buys a finer step for the rest.
+fn mse_range(scheme: &Scheme, values: &[f64], (lo, hi): (f64, f64)) -> (f64, f64) {
+    let values: Vec<f32> = values.iter().map(|&v| v as f32).collect();
+    let error = |lo: f64, hi: f64| -> f64 {
+        let (scale, zp) = scheme.params(lo, hi);
+        let s = scale_f32(scale);
+        values
+            .iter()
+            .map(|&v| {
+                let d = (fake_quant_f32(v, s, zp, scheme.qmin, scheme.qmax) - v) as f64;
+                d * d
+            })
+            .sum()
+    };
+    let mut best = (lo, hi);
+    let mut best_error = error(lo, hi);
+    for step in 1..=MSE_STEPS {
+        let alpha = 1.0 - step as f64 / (2 * MSE_STEPS) as f64;
+        let e = error(lo * alpha, hi * alpha);
+        if e < best_error {
+            best = (lo * alpha, hi * alpha);
+            best_error = e;
+        }
+    }
+    best
+}

@@ -1,0 +1,303 @@
+//! `insert-observers`: puts one `qnn.observe` on every float value that a
+//! quantized op would consume or produce, so that `calibrate` can record its
+//! range.
+//!
+//! Observed values:
+//! - the arguments of every function (graph inputs);
+//! - the activation operands and the results of ops with the
+//!   `QuantizableOp` interface (conv, dense, matmul, add, mul, concat, the
+//!   average pools, ...). A result whose only user is a [`FusedActivation`]
+//!   (relu, clip) is observed after that activation instead, since the
+//!   quantized op applies it before its output is quantized.
+//!
+//! Not observed: weights and biases (their ranges come from the constants in
+//! `insert-fakeq`), constants in activation positions, values that are not
+//! float tensors, and values already taken care of in the IR:
+//! - a value produced or used by `qnn.fake_quant` (a person quantized it by
+//!   hand) or by `qnn.observe` (already observed: the pass is idempotent);
+//! - a value produced or used by `qnn.cast_hint {kind = "float"}` (kept float).
+//!
+//! Options narrow what is quantized: `skip=[names]` leaves ops whose location
+//! names one of `names` alone, and `ops=[op names]` quantizes only ops of
+//! those kinds. A value with several users gets one observer, placed right
+//! after its definition (at the start of the body for an argument), with the
+//! location of its defining op (`loc("<func>.arg<N>")` for arguments).
+//!
+//! ```text
+//! // before
+//! %0 = fp.conv2d(%x, %w, %b) ... loc("conv1")
+//! %1 = fp.relu(%0) ... loc("relu1")
+//! // after insert-observers
+//! %o0 = qnn.observe(%x) {observer = "minmax"} ... loc("main.arg0")
+//! %0 = fp.conv2d(%o0, %w, %b) ... loc("conv1")
+//! %1 = fp.relu(%0) ... loc("relu1")
+//! %o1 = qnn.observe(%1) {observer = "minmax"} ... loc("relu1")
+//! ```
+
+use super::methods::QuantMethods;
+use super::util::{
+    is_float_tensor, is_kept_float, loc_names, op_named, quantizable, users, FAKE_QUANT, OBSERVE,
+};
+use qopt_ir_core::interfaces::FusedActivation;
+use qopt_ir_core::pass::pipeline::nearest_name;
+use qopt_ir_core::pass::{OptionKind, OptionSpec, OptionValue, PassOptions};
+use qopt_ir_core::{
+    Attribute, Context, FxHashSet, Location, Module, OpId, OpName, OperationState, Pass, PassContext,
+    PassError, PassOutcome, Traits, ValueDef, ValueId,
+};
+
+/// The `insert-observers` pass; see the module docs.
+pub struct InsertObservers;
+
+/// Largest `bins` accepted (keeps histogram edges exact in f32).
+pub const MAX_BINS: i64 = 1 << 20;
+
+impl Pass for InsertObservers {
+    fn name(&self) -> &'static str {
+        "insert-observers"
+    }
+
+    fn summary(&self) -> &'static str {
+        "put a qnn.observe on every float value a quantized op would consume or produce"
+    }
+
+    fn description(&self) -> &'static str {
+        "Inserts one `qnn.observe` on each function argument and on each activation operand and \
+         result of an op with the QuantizableOp interface (a result used only by a relu or clip is \
+         observed after it). Weights, biases, constants, values already fake-quantized or observed, \
+         and values marked `qnn.cast_hint {kind = \"float\"}` are left alone. `calibrate` fills the \
+         observers with statistics; `insert-fakeq` turns them into `qnn.fake_quant`.\n\n\
+         ```\n\
+         %0 = fp.conv2d(%x, %w, %b) ...\n\
+         // -> %o = qnn.observe(%x) {observer = \"minmax\"} ...; %0 = fp.conv2d(%o, %w, %b) ...\n\
+         ```"
+    }
+
+    fn options(&self) -> Vec<OptionSpec> {
+        vec![
+            OptionSpec::new("observer", OptionKind::String, "minmax").help(
+                "how statistics are gathered: minmax, moving-average, histogram, or a registered observer",
+            ),
+            OptionSpec::new("bins", OptionKind::Int, "2048").help("histogram bins (observer=histogram)"),
+            OptionSpec::new("averaging-constant", OptionKind::Float, "0.01")
+                .help("weight of the newest batch (observer=moving-average), in (0, 1]"),
+            OptionSpec::new("skip", OptionKind::List(Box::new(OptionKind::String)), "[]")
+                .help("location names of ops to leave unquantized"),
+            OptionSpec::new("ops", OptionKind::List(Box::new(OptionKind::String)), "[]")
+                .help("op names to quantize (default: every op with the QuantizableOp interface)"),
+        ]
+    }
+
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        module: &mut Module,
+        options: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        let config = Config::read(cx.ctx, options)?;
+        let attrs = config.observer_attrs(cx.ctx);
+        let observe = cx.ctx.op_name(OBSERVE);
+        let funcs: Vec<OpId> =
+            module.top_level_ops().filter(|&op| module.op_name(op) == OpName::FUNC).collect();
+        let mut inserted = 0u64;
+        for func in funcs {
+            if module.num_regions(func) == 0 {
+                continue;
+            }
+            let region = module.region(func, 0);
+            let Some(body) = module.blocks(region).next() else { continue };
+            let func_name = module
+                .op_attr(cx.ctx, func, "sym_name")
+                .and_then(|a| cx.ctx.attr_as_str(a))
+                .unwrap_or("func")
+                .to_string();
+            for value in observed_values(cx.ctx, module, body, &config) {
+                let loc = match module.value_def(value) {
+                    ValueDef::Result { op, .. } => module.op_loc(op),
+                    ValueDef::BlockArg { index, .. } => cx.ctx.name_loc(&format!("{func_name}.arg{index}")),
+                };
+                insert_observer(module, value, body, observe, attrs, loc);
+                inserted += 1;
+            }
+        }
+        cx.add_stat("observers", inserted);
+        Ok(PassOutcome::from_changed(inserted > 0))
+    }
+}
+
+/// The pass's options, checked.
+struct Config {
+    observer: String,
+    bins: i64,
+    averaging_constant: f64,
+    skip: Vec<String>,
+    ops: Vec<OpName>,
+}
+
+impl Config {
+    fn read(ctx: &mut Context, options: &PassOptions) -> Result<Config, PassError> {
+        let observer = options.string("observer").to_string();
+        QuantMethods::of(ctx).find_observer(&observer)?;
+        let bins = options.int("bins");
+        if !(1..=MAX_BINS).contains(&bins) {
+            return Err(format!("'bins' must be between 1 and {MAX_BINS}, got {bins}").into());
+        }
+        let averaging_constant = options.float("averaging-constant");
+        if !(averaging_constant > 0.0 && averaging_constant <= 1.0) {
+            return Err(format!("'averaging-constant' must be in (0, 1], got {averaging_constant}").into());
+        }
+        let strings = |name: &str| -> Vec<String> {
+            options
+                .list(name)
+                .iter()
+                .filter_map(|v| match v {
+                    OptionValue::String(s) => Some(s.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+        let skip = strings("skip");
+        let mut ops = Vec::new();
+        for name in strings("ops") {
+            match ctx.lookup_op_name(&name).filter(|&op| ctx.op_def(op).is_some()) {
+                Some(op) => ops.push(op),
+                None => {
+                    let known: Vec<&str> = ctx.op_defs().iter().map(|d| d.name).collect();
+                    let hint = nearest_name(&name, known.iter().copied())
+                        .map(|n| format!("; did you mean '{n}'?"))
+                        .unwrap_or_default();
+                    return Err(format!("'ops' names an unknown op '{name}'{hint}").into());
+                }
+            }
+        }
+        Ok(Config { observer, bins, averaging_constant, skip, ops })
+    }
+
+    /// The attributes of each new observer.
+    fn observer_attrs(&self, ctx: &mut Context) -> Attribute {
+        let kind = ctx.string_attr(&self.observer);
+        let mut entries: Vec<(&str, Attribute)> = vec![("observer", kind)];
+        if self.observer == "histogram" {
+            entries.push(("bins", ctx.i64_attr(self.bins)));
+        }
+        if self.observer == "moving-average" {
+            let f32_ty = ctx.common().f32;
+            entries.push(("averaging_constant", ctx.float_attr(self.averaging_constant, f32_ty)));
+        }
+        ctx.dict_attr(&entries)
+    }
+
+    /// Whether `op` is to be quantized under `skip` and `ops`.
+    fn selects(&self, ctx: &Context, module: &Module, op: OpId) -> bool {
+        if !self.ops.is_empty() && !self.ops.contains(&module.op_name(op)) {
+            return false;
+        }
+        self.skip.is_empty()
+            || !loc_names(ctx, module.op_loc(op)).iter().any(|n| self.skip.iter().any(|s| s == n))
+    }
+}
+
+/// The values of `body` to observe, in program order, without repeats.
+fn observed_values(
+    ctx: &Context,
+    module: &Module,
+    body: qopt_ir_core::BlockId,
+    config: &Config,
+) -> Vec<ValueId> {
+    let mut seen = FxHashSet::default();
+    let mut values = Vec::new();
+    let mut take = |v: ValueId, values: &mut Vec<ValueId>| {
+        if seen.insert(v) && wants_observer(ctx, module, v) {
+            values.push(v);
+        }
+    };
+    for &arg in module.block_args(body) {
+        take(arg, &mut values);
+    }
+    let ops: Vec<OpId> = module.block_ops(body).collect();
+    for op in ops {
+        let Some(q) = quantizable(ctx, module, op) else { continue };
+        if !config.selects(ctx, module, op) {
+            continue;
+        }
+        for i in q.activation_operands(module.num_operands(op)) {
+            take(module.operand(op, i), &mut values);
+        }
+        for result in module.results(op) {
+            take(after_fused_activations(ctx, module, result, config), &mut values);
+        }
+    }
+    values
+}
+
+/// `value`, or the result of the chain of fused activations (relu, clip) that
+/// is its only user.
+fn after_fused_activations(ctx: &Context, module: &Module, mut value: ValueId, config: &Config) -> ValueId {
+    loop {
+        let [user] = users(module, value)[..] else { return value };
+        let fused =
+            ctx.op_def(module.op_name(user)).is_some_and(|d| d.interfaces.get::<FusedActivation>().is_some());
+        if !fused || module.num_results(user) != 1 || !config.selects(ctx, module, user) {
+            return value;
+        }
+        value = module.result(user, 0);
+    }
+}
+
+/// Whether `value` needs an observer (see the module docs).
+fn wants_observer(ctx: &Context, module: &Module, value: ValueId) -> bool {
+    if !is_float_tensor(ctx, module.value_type(value)) {
+        return false;
+    }
+    let def = module.defining_op(value);
+    if !def.is_none() {
+        let is_constant =
+            ctx.op_def(module.op_name(def)).is_some_and(|d| d.traits.contains(Traits::CONSTANT_LIKE));
+        if is_constant || op_named(ctx, module, def, FAKE_QUANT) || op_named(ctx, module, def, OBSERVE) {
+            return false;
+        }
+        if is_kept_float(ctx, module, def) {
+            return false;
+        }
+    }
+    !users(module, value).iter().any(|&u| {
+        op_named(ctx, module, u, FAKE_QUANT)
+            || op_named(ctx, module, u, OBSERVE)
+            || is_kept_float(ctx, module, u)
+    })
+}
+
+/// Inserts `qnn.observe(value)` after its definition and routes every other use through it.
+fn insert_observer(
+    module: &mut Module,
+    value: ValueId,
+    body: qopt_ir_core::BlockId,
+    observe: OpName,
+    attrs: Attribute,
+    loc: Location,
+) {
+    let ty = module.value_type(value);
+    let op = module
+        .create_op(OperationState::new(observe).operands(&[value]).results(&[ty]).attrs(attrs).loc(loc));
+    match module.value_def(value) {
+        ValueDef::Result { op: def, .. } => module.insert_op_after(def, op),
+        ValueDef::BlockArg { .. } => {
+            // After the observers already placed at the top, so arguments keep their order.
+            let mut anchor = module.first_op(body);
+            while !anchor.is_none()
+                && module.op_name(anchor) == observe
+                && module.num_operands(anchor) == 1
+                && { matches!(module.value_def(module.operand(anchor, 0)), ValueDef::BlockArg { .. }) }
+            {
+                anchor = module.next_op(anchor);
+            }
+            if anchor.is_none() {
+                module.append_op(body, op);
+            } else {
+                module.insert_op_before(anchor, op);
+            }
+        }
+    }
+    let observed = module.result(op, 0);
+    module.replace_uses_where(value, observed, |u| u.op != op);
+}

@@ -1,0 +1,53 @@
+//! The quantization passes, one module per flag, and the calibration
+//! registries they share.
+//!
+//! | flag | does |
+//! |---|---|
+//! | `fold-bn` | folds batch norms (and per-channel constant scales and shifts) into the conv or dense before them |
+//! | `insert-observers` | puts a `qnn.observe` on every float value a quantized op would consume or produce |
+//! | `calibrate` | runs `@main` over a data set and accumulates statistics into the observers' attributes |
+//! | `insert-fakeq` | turns observers into `qnn.fake_quant` with parameters from their statistics, and fake-quantizes weights |
+//!
+//! Every pass reads only the IR it is given: all statistics and decisions live
+//! in attributes, so a user can stop after any pass, edit the `.qir`, and go on.
+//! Observers and range methods are open registries ([`QuantMethods`]), found in
+//! the [`qopt_ir_core::Context`] the passes run with.
+
+mod calibrate;
+mod fold_bn;
+mod histogram;
+mod insert_fakeq;
+mod insert_observers;
+mod methods;
+mod observers;
+mod ranges;
+mod stats;
+mod util;
+
+pub use calibrate::Calibrate;
+pub use fold_bn::FoldBn;
+pub use histogram::Histogram;
+pub use insert_fakeq::InsertFakeq;
+pub use insert_observers::InsertObservers;
+pub use methods::{ObservedBatch, Observer, QuantMethods, RangeMethod, RangeTarget};
+pub use observers::{DEFAULT_AVERAGING_CONSTANT, DEFAULT_BINS};
+pub use stats::ObserverStats;
+
+use qopt_ir_core::{Pass, PassRegistry};
+use std::sync::Arc;
+
+/// The quantization passes, in pipeline order.
+pub fn quant_passes() -> Vec<Arc<dyn Pass>> {
+    vec![
+        Arc::new(FoldBn),
+        Arc::new(InsertObservers),
+        Arc::new(Calibrate),
+        Arc::new(InsertFakeq),
+        // one line per pass
+    ]
+}
+
+/// Registers every pass of [`quant_passes`]. Fails only if a name is taken.
+pub fn register_quant_passes(registry: &mut PassRegistry) -> Result<(), String> {
+    quant_passes().into_iter().try_for_each(|pass| registry.register(pass))
+}

@@ -1,0 +1,62 @@
+//! Queries the quantization passes share: which ops are quantizable, which
+//! values are kept float, the users of a value, the names in a location.
+
+use qopt_dialect_fp::shape;
+use qopt_ir_core::interfaces::QuantizableOp;
+use qopt_ir_core::{Context, FxHashSet, Location, LocationData, Module, OpId, Type, TypeData, ValueId};
+
+/// `qnn.observe`.
+pub const OBSERVE: &str = "qnn.observe";
+/// `qnn.fake_quant`.
+pub const FAKE_QUANT: &str = "qnn.fake_quant";
+/// `qnn.cast_hint`.
+pub const CAST_HINT: &str = "qnn.cast_hint";
+
+/// Whether `op` is the op named `name`.
+pub fn op_named(ctx: &Context, module: &Module, op: OpId, name: &str) -> bool {
+    ctx.op_name_str(module.op_name(op)) == name
+}
+
+/// The [`QuantizableOp`] interface of `op`'s definition, if it has one.
+pub fn quantizable<'c>(ctx: &'c Context, module: &Module, op: OpId) -> Option<&'c QuantizableOp> {
+    ctx.op_def(module.op_name(op))?.interfaces.get::<QuantizableOp>()
+}
+
+/// The ops using `value`, each once, in use order.
+pub fn users(module: &Module, value: ValueId) -> Vec<OpId> {
+    let mut seen = FxHashSet::default();
+    module.uses(value).map(|u| u.op).filter(|&op| seen.insert(op)).collect()
+}
+
+/// Whether `ty` is a ranked tensor of f32, f16 or bf16.
+pub fn is_float_tensor(ctx: &Context, ty: Type) -> bool {
+    matches!(ctx.type_data(ty), TypeData::Tensor { .. })
+        && shape::is_float_element(ctx, ctx.element_type(ty))
+        && {
+            // f64 has no quantized form (its expressed types are f32, f16, bf16).
+            ctx.element_type(ty) != ctx.common().f64
+        }
+}
+
+/// Whether `op` is `qnn.cast_hint {kind = "float"}`: its operand and result stay float.
+pub fn is_kept_float(ctx: &Context, module: &Module, op: OpId) -> bool {
+    op_named(ctx, module, op, CAST_HINT)
+        && module.op_attr(ctx, op, "kind").and_then(|k| ctx.attr_as_str(k)) == Some("float")
+}
+
+/// Every name in `loc` (names nest and fuse).
+pub fn loc_names(ctx: &Context, loc: Location) -> Vec<&str> {
+    let mut names = Vec::new();
+    let mut stack = vec![loc];
+    while let Some(l) = stack.pop() {
+        match ctx.loc_data(l) {
+            LocationData::Name { name, child } => {
+                names.push(ctx.symbol_str(*name));
+                stack.push(*child);
+            }
+            LocationData::Fused(parts) => stack.extend(parts.iter().copied()),
+            _ => {}
+        }
+    }
+    names
+}

@@ -1,0 +1,311 @@
+//! Property test of `fold-bn`: a random `fp.conv2d` (shapes, stride, padding,
+//! dilation, groups including depthwise, with or without a bias), `fp.conv1d` or
+//! `fp.dense` followed by an `fp.batch_norm` with random parameters (var ≥ 0)
+//! computes the same, up to f32 rounding, before and after the pass, and the
+//! batch norm is gone after it.
+//!
+//! Each case is built as `.qir` text with its constants as hex blobs (exact f32
+//! bits), parsed twice into one context with the `fp` and `qnn` dialects, one
+//! copy run through `fold-bn` (verified after the pass), and both run through
+//! the interpreter on the same random input. Outputs must agree to
+//! `|a - b| ≤ 1e-5 · max(1, max |reference|)`.
+
+use proptest::prelude::*;
+use qopt_interp::{run_function, KernelRegistry, Tensor};
+use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
+use qopt_ir_core::{module_to_string, parse_module, verify, Context};
+use qopt_passes::quant::FoldBn;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+/// Relative tolerance of the comparison.
+const TOLERANCE: f32 = 1e-5;
+
+/// splitmix64: a small deterministic generator for the tensors' values, seeded
+/// by proptest.
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [lo, hi).
+    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        let unit = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        lo + (hi - lo) * unit
+    }
+    fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
+        (0..n).map(|_| self.uniform(lo, hi)).collect()
+    }
+    /// Variances: ≥ 0, exactly 0 about one time in eight.
+    fn variances(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| if self.next_u64().is_multiple_of(8) { 0.0 } else { self.uniform(0.0, 2.0) }).collect()
+    }
+}
+
+/// `tensor<2x3xf32>`.
+fn tensor_type(shape: &[usize]) -> String {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    format!("tensor<{}xf32>", dims.join("x"))
+}
+
+/// `%name = fp.constant() {value = dense<"0x..."> : T} : () -> T`, exact bits.
+fn constant(text: &mut String, name: &str, shape: &[usize], values: &[f32]) {
+    let ty = tensor_type(shape);
+    let mut hex = String::with_capacity(values.len() * 8);
+    for v in values {
+        for byte in v.to_le_bytes() {
+            let _ = write!(hex, "{byte:02X}");
+        }
+    }
+    let _ = writeln!(text, "  %{name} = fp.constant() {{value = dense<\"0x{hex}\"> : {ty}}} : () -> {ty}");
+}
+
+/// The layer before the batch norm.
+#[derive(Clone, Debug)]
+enum Layer {
+    /// `fp.conv2d` (`spatial.len() == 2`) or `fp.conv1d` (`== 1`).
+    Conv {
+        batch: usize,
+        groups: usize,
+        in_per_group: usize,
+        out_per_group: usize,
+        kernel: Vec<usize>,
+        stride: Vec<usize>,
+        dilation: Vec<usize>,
+        /// Every begin padding, then every end padding.
+        pad: Vec<usize>,
+        spatial: Vec<usize>,
+    },
+    /// `fp.dense`, `x` is batch×K.
+    Dense { batch: usize, features: usize, outputs: usize },
+}
+
+/// One case: the layer, its bias, the batch norm's epsilon (None: the default)
+/// and the seed of every value.
+#[derive(Clone, Debug)]
+struct Case {
+    layer: Layer,
+    bias: bool,
+    epsilon: Option<f32>,
+    seed: u64,
+}
+
+impl Case {
+    /// Input shape, weight shape, output channels, output shape.
+    fn shapes(&self) -> (Vec<usize>, Vec<usize>, usize, Vec<usize>) {
+        match &self.layer {
+            Layer::Conv {
+                batch,
+                groups,
+                in_per_group,
+                out_per_group,
+                kernel,
+                stride,
+                dilation,
+                pad,
+                spatial,
+            } => {
+                let n = spatial.len();
+                let (c, o) = (groups * in_per_group, groups * out_per_group);
+                let mut x = vec![*batch, c];
+                x.extend(spatial);
+                let mut w = vec![o, *in_per_group];
+                w.extend(kernel);
+                let mut y = vec![*batch, o];
+                for i in 0..n {
+                    let span = dilation[i] * (kernel[i] - 1) + 1;
+                    y.push((spatial[i] + pad[i] + pad[n + i] - span) / stride[i] + 1);
+                }
+                (x, w, o, y)
+            }
+            Layer::Dense { batch, features, outputs } => {
+                (vec![*batch, *features], vec![*outputs, *features], *outputs, vec![*batch, *outputs])
+            }
+        }
+    }
+
+    /// The `.qir` text of `@main` and its input.
+    fn build(&self) -> (String, Vec<usize>, Vec<f32>) {
+        let mut rng = Rng(self.seed);
+        let (x_shape, w_shape, channels, y_shape) = self.shapes();
+        let mut text =
+            format!("func.func @main(%x: {}) -> {} {{\n", tensor_type(&x_shape), tensor_type(&y_shape));
+        let w: Vec<f32> = rng.vec(w_shape.iter().product(), -1.0, 1.0);
+        constant(&mut text, "w", &w_shape, &w);
+        let mut operands = vec!["%x", "%w"];
+        let mut types = vec![tensor_type(&x_shape), tensor_type(&w_shape)];
+        if self.bias {
+            constant(&mut text, "b", &[channels], &rng.vec(channels, -1.0, 1.0));
+            operands.push("%b");
+            types.push(tensor_type(&[channels]));
+        }
+        constant(&mut text, "scale", &[channels], &rng.vec(channels, -2.0, 2.0));
+        constant(&mut text, "beta", &[channels], &rng.vec(channels, -1.0, 1.0));
+        constant(&mut text, "mean", &[channels], &rng.vec(channels, -1.0, 1.0));
+        constant(&mut text, "var", &[channels], &rng.variances(channels));
+        let (name, attrs) = match &self.layer {
+            Layer::Conv { groups, stride, dilation, pad, spatial, .. } => {
+                let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(", ");
+                let name = if spatial.len() == 2 { "fp.conv2d" } else { "fp.conv1d" };
+                (
+                    name,
+                    format!(
+                        " {{dilation = [{}], groups = {groups}, pad = [{}], stride = [{}]}}",
+                        list(dilation),
+                        list(pad),
+                        list(stride)
+                    ),
+                )
+            }
+            Layer::Dense { .. } => ("fp.dense", String::new()),
+        };
+        let y_ty = tensor_type(&y_shape);
+        let _ = writeln!(
+            text,
+            "  %y = {name}({}){attrs} : ({}) -> {y_ty}",
+            operands.join(", "),
+            types.join(", ")
+        );
+        let c_ty = tensor_type(&[channels]);
+        let epsilon = self.epsilon.map_or(String::new(), |e| format!(" {{epsilon = {e:e} : f32}}"));
+        let _ = writeln!(
+            text,
+            "  %z = fp.batch_norm(%y, %scale, %beta, %mean, %var){epsilon} : ({y_ty}, {c_ty}, {c_ty}, {c_ty}, {c_ty}) -> {y_ty}"
+        );
+        let _ = writeln!(text, "  func.return %z : {y_ty}\n}}");
+        let input = rng.vec(x_shape.iter().product(), -1.0, 1.0);
+        (text, x_shape, input)
+    }
+}
+
+/// Builds, folds, runs and compares one case.
+fn check(case: &Case) -> Result<(), TestCaseError> {
+    let (text, x_shape, input) = case.build();
+    let mut ctx = Context::new();
+    qopt_dialect_fp::register(&mut ctx).map_err(TestCaseError::fail)?;
+    qopt_dialect_qnn::register(&mut ctx).map_err(TestCaseError::fail)?;
+    let parse = |ctx: &mut Context| {
+        parse_module(ctx, text.as_bytes(), "case.qir")
+            .map_err(|d| TestCaseError::fail(format!("{d:?}\n{text}")))
+    };
+    let reference = parse(&mut ctx)?;
+    let mut folded = parse(&mut ctx)?;
+    verify(&mut ctx, &reference).map_err(|d| TestCaseError::fail(format!("{d:?}\n{text}")))?;
+
+    let mut registry = PassRegistry::new();
+    registry.register(Arc::new(FoldBn)).map_err(TestCaseError::fail)?;
+    let manager =
+        PassManager::parse(&registry, "fold-bn").map_err(|e| TestCaseError::fail(e.render("fold-bn")))?;
+    let mut inst = Instrumentation { statistics: true, reproducer_dir: None, ..Instrumentation::default() };
+    let report = manager
+        .run(&mut ctx, &mut folded, &mut inst)
+        .map_err(|f| TestCaseError::fail(format!("{}\n{text}", f.message())))?;
+    verify(&mut ctx, &folded).map_err(|d| TestCaseError::fail(format!("{d:?}")))?;
+    let printed = module_to_string(&ctx, &folded);
+    prop_assert!(!printed.contains("fp.batch_norm"), "the batch norm is still there:\n{printed}");
+    let stats: Vec<(&str, u64)> = report.statistics.into_iter().flat_map(|(_, counters)| counters).collect();
+    prop_assert!(stats.contains(&("folded-batch-norms", 1)), "statistics {stats:?}");
+
+    let kernels = KernelRegistry::standard();
+    let inputs = [Tensor::from_f32(&x_shape, input).map_err(|e| TestCaseError::fail(format!("{e:?}")))?];
+    let run = |module| {
+        run_function(&ctx, module, "main", &inputs, &kernels)
+            .map_err(|e| TestCaseError::fail(format!("{e:?}")))
+    };
+    let want = run(&reference)?;
+    let got = run(&folded)?;
+    prop_assert_eq!(want.len(), 1);
+    prop_assert_eq!(got.len(), 1);
+    let (want, got) = match (want[0].as_f32(), got[0].as_f32()) {
+        (Some(w), Some(g)) => (w.clone(), g.clone()),
+        _ => return Err(TestCaseError::fail("the outputs are not f32 tensors")),
+    };
+    prop_assert_eq!(want.shape(), got.shape());
+    let bound = TOLERANCE * want.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+    for (i, (a, b)) in want.iter().zip(got.iter()).enumerate() {
+        prop_assert!(
+            (a - b).abs() <= bound,
+            "element {i}: reference {a}, folded {b} (bound {bound})\n{text}\n{printed}"
+        );
+    }
+    Ok(())
+}
+
+/// Random conv2d and conv1d layers: groups 1..=3 with 1..=3 channels in and out
+/// per group, or depthwise (1 input channel per group, 1..=4 groups).
+fn conv_layer(spatial_dims: usize) -> impl Strategy<Value = Layer> {
+    let dims = proptest::collection::vec(
+        (1usize..=3, 1usize..=2, 1usize..=2, 0usize..=2, 0usize..=2, 0usize..=3),
+        spatial_dims,
+    );
+    (1usize..=2, any::<bool>(), 1usize..=4, 1usize..=3, 1usize..=3, dims).prop_map(
+        move |(batch, depthwise, groups, in_per_group, out_per_group, dims)| {
+            let (groups, in_per_group) = if depthwise { (groups, 1) } else { (groups.min(3), in_per_group) };
+            let n = dims.len();
+            let mut layer_pad = vec![0; 2 * n];
+            let (mut kernel, mut stride, mut dilation, mut spatial) = (vec![], vec![], vec![], vec![]);
+            for (i, &(k, s, d, begin, end, extra)) in dims.iter().enumerate() {
+                let span = d * (k - 1) + 1;
+                layer_pad[i] = begin;
+                layer_pad[n + i] = end;
+                kernel.push(k);
+                stride.push(s);
+                dilation.push(d);
+                spatial.push(span.saturating_sub(begin + end).max(1) + extra);
+            }
+            Layer::Conv {
+                batch,
+                groups,
+                in_per_group,
+                out_per_group,
+                kernel,
+                stride,
+                dilation,
+                pad: layer_pad,
+                spatial,
+            }
+        },
+    )
+}
+
+fn dense_layer() -> impl Strategy<Value = Layer> {
+    (1usize..=4, 1usize..=8, 1usize..=6).prop_map(|(batch, features, outputs)| Layer::Dense {
+        batch,
+        features,
+        outputs,
+    })
+}
+
+fn case(layer: impl Strategy<Value = Layer>) -> impl Strategy<Value = Case> {
+    let epsilon = prop_oneof![Just(None), Just(Some(1e-3f32)), Just(Some(0.5f32))];
+    (layer, any::<bool>(), epsilon, any::<u64>()).prop_map(|(layer, bias, epsilon, seed)| Case {
+        layer,
+        bias,
+        epsilon,
+        seed,
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn conv2d_then_batch_norm(case in case(conv_layer(2))) {
+        check(&case)?;
+    }
+
+    #[test]
+    fn conv1d_then_batch_norm(case in case(conv_layer(1))) {
+        check(&case)?;
+    }
+
+    #[test]
+    fn dense_then_batch_norm(case in case(dense_layer())) {
+        check(&case)?;
+    }
+}
