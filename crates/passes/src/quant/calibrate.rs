@@ -281,11 +281,13 @@ fn arg_specs(
         for (d, &size) in shape.iter().enumerate() {
             match (d, size) {
                 (0, DYNAMIC) => dims.push(batch_size.max(1)),
-                (_, DYNAMIC) => return Err(format!(
+                (_, DYNAMIC) => {
+                    return Err(format!(
                     "argument {i} ({}) has a dynamic dimension {d}; only the batch dimension may be dynamic",
                     type_to_string(ctx, ty)
                 )
-                .into()),
+                    .into())
+                }
                 (0, b) if batch_size > 0 && b as usize != batch_size => {
                     return Err(format!(
                         "'batch-size' is {batch_size}, but argument {i} has the static batch {b} ({}); \
