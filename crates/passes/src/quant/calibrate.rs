@@ -50,6 +50,7 @@ use qopt_ir_core::{
     type_to_string, AttrData, Context, Diagnostic, FxHashMap, Module, OpId, Pass, PassContext, PassError,
     PassOutcome, QuantType, Severity, TypeData, DYNAMIC,
 };
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -471,14 +472,14 @@ impl CalibrationRun<'_> {
 
 /// The real values of an observed tensor: float values as f32, quantized
 /// values dequantized with their type's parameters (`quant-semantics.md` §3.2).
-fn real_values(tensor: &Tensor, quant: Option<&QuantType>) -> Result<Vec<f32>, String> {
+fn real_values<'t>(tensor: &'t Tensor, quant: Option<&QuantType>) -> Result<Cow<'t, [f32]>, String> {
     let Some(q) = quant else {
         return match tensor {
             Tensor::F32(a) => Ok(match a.as_slice() {
-                Some(s) => s.to_vec(),
-                None => a.iter().copied().collect(),
+                Some(s) => Cow::Borrowed(s),
+                None => Cow::Owned(a.iter().copied().collect()),
             }),
-            Tensor::F64(a) => Ok(a.iter().map(|&v| v as f32).collect()),
+            Tensor::F64(a) => Ok(Cow::Owned(a.iter().map(|&v| v as f32).collect())),
             other => Err(format!("observed a {} tensor where floats were expected", other.dtype())),
         };
     };
@@ -487,17 +488,19 @@ fn real_values(tensor: &Tensor, quant: Option<&QuantType>) -> Result<Vec<f32>, S
     let Some(axis) = quant_axis(q) else {
         let p = entries.first().ok_or("quantized type without parameters")?;
         let scale = scale_f32(p.scale);
-        return Ok(stored.iter().map(|&v| dequantize_f32(v, p.zero_point, scale)).collect());
+        return Ok(Cow::Owned(stored.iter().map(|&v| dequantize_f32(v, p.zero_point, scale)).collect()));
     };
     let shape = tensor.shape();
     let inner: usize = shape.get(axis + 1..).map_or(1, |s| s.iter().product::<usize>().max(1));
     let channels = shape.get(axis).copied().unwrap_or(1).max(1);
-    Ok(stored
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            let p = &entries[(i / inner) % channels % entries.len().max(1)];
-            dequantize_f32(v, p.zero_point, scale_f32(p.scale))
-        })
-        .collect())
+    Ok(Cow::Owned(
+        stored
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| {
+                let p = &entries[(i / inner) % channels % entries.len().max(1)];
+                dequantize_f32(v, p.zero_point, scale_f32(p.scale))
+            })
+            .collect(),
+    ))
 }

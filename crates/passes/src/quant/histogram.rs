@@ -143,33 +143,42 @@ impl Histogram {
         !matches!(self.layout, Layout::Fixed { .. })
     }
 
-    /// Counts `values` (all finite). On an error the histogram is unchanged.
+    /// Counts `values`, which must all be finite. On an error the histogram is
+    /// unchanged.
     pub fn add(&mut self, values: &[f32]) -> Result<(), String> {
-        let Some((lo, hi)) = min_max(values)? else { return Ok(()) };
+        self.add_observed(values).map(|_| ())
+    }
+
+    /// [`Histogram::add`], also returning the smallest and largest value
+    /// counted (`None` for no values), which observers keep anyway.
+    pub fn add_observed(&mut self, values: &[f32]) -> Result<Option<(f32, f32)>, String> {
+        let Some((lo, hi)) = min_max(values)? else { return Ok(None) };
         self.check_total(values.len() as i64)?;
-        self.cover(lo, hi, MIN_EXPONENT)?;
+        self.cover(lo as f64, hi as f64, MIN_EXPONENT)?;
         match self.layout {
             Layout::Empty => unreachable!("cover sets a layout"),
             Layout::Grid { exponent, offset } => {
                 let inv = pow2(-exponent);
+                let first = offset as f64;
                 let last = self.counts.len() - 1;
                 for &v in values {
-                    // x · 2^−e is exact, so the floor is the exact bin of x.
-                    let bin = ((v as f64 * inv).floor() as i64 - offset).clamp(0, last as i64);
-                    self.counts[bin as usize] += 1;
+                    // x · 2^−e is exact and at least the first edge, so truncating
+                    // the shifted value is the exact floor: the bin of x.
+                    let bin = ((v as f64 * inv - first) as usize).min(last);
+                    self.counts[bin] += 1;
                 }
             }
-            Layout::Fixed { lo, hi } => {
-                let scale = self.counts.len() as f64 / (hi - lo);
+            Layout::Fixed { lo: from, hi: to } => {
+                let scale = self.counts.len() as f64 / (to - from);
                 let last = self.counts.len() - 1;
                 for &v in values {
                     // NaN (from a zero-width range) goes to bin 0 through max.
-                    let bin = (((v as f64 - lo) * scale).floor().max(0.0) as usize).min(last);
+                    let bin = (((v as f64 - from) * scale).floor().max(0.0) as usize).min(last);
                     self.counts[bin] += 1;
                 }
             }
         }
-        Ok(())
+        Ok(Some((lo, hi)))
     }
 
     /// Adds the counts of `other` (same number of bins). On an error the
@@ -355,11 +364,13 @@ fn grid_layout(lo: f64, hi: f64, bins: usize) -> Option<Layout> {
 
 /// The smallest and largest of `values` as f64, `None` when empty, or an
 /// error if one is not finite.
-fn min_max(values: &[f32]) -> Result<Option<(f64, f64)>, String> {
+fn min_max(values: &[f32]) -> Result<Option<(f32, f32)>, String> {
     let Some(&first) = values.first() else { return Ok(None) };
-    let (lo, hi) = values.iter().fold((first, first), |(lo, hi), &v| (lo.min(v), hi.max(v)));
-    if !(lo.is_finite() && hi.is_finite()) || values.iter().any(|v| v.is_nan()) {
+    let (lo, hi, finite) = values
+        .iter()
+        .fold((first, first, true), |(lo, hi, finite), &v| (lo.min(v), hi.max(v), finite & v.is_finite()));
+    if !finite {
         return Err("a histogram only counts finite values (got NaN or an infinity)".into());
     }
-    Ok(Some((lo as f64, hi as f64)))
+    Ok(Some((lo, hi)))
 }

@@ -36,7 +36,8 @@ use std::sync::{Arc, OnceLock};
 /// One batch of observed values: what one interpreter call produced for the
 /// observed value, as f32 in C order (quantized values already dequantized).
 pub struct ObservedBatch<'a> {
-    /// The values.
+    /// The values; every one is finite (`calibrate` reports NaN and ±inf at
+    /// the observer before any observer sees them).
     pub values: &'a [f32],
     /// The tensor's shape.
     pub shape: &'a [usize],

@@ -125,9 +125,13 @@ impl Observer for HistogramObserver {
         Ok(())
     }
     fn observe(&self, partial: &mut ObserverStats, batch: &ObservedBatch<'_>) -> Result<(), String> {
-        MinMax.observe(partial, batch)?;
         let bins = partial.bins.unwrap_or(DEFAULT_BINS);
-        partial.histogram.get_or_insert_with(|| Histogram::empty(bins)).add(batch.values)
+        let histogram = partial.histogram.get_or_insert_with(|| Histogram::empty(bins));
+        if let Some((lo, hi)) = histogram.add_observed(batch.values)? {
+            partial.widen(&[lo], &[hi]);
+            partial.samples += 1;
+        }
+        Ok(())
     }
     fn merge(&self, stats: &mut ObserverStats, later: ObserverStats) -> Result<(), String> {
         if let Some(h) = &later.histogram {
