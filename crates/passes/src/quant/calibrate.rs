@@ -43,7 +43,7 @@ use super::util::{op_named, OBSERVE};
 use qopt_dialect_qnn::fixed_point::{dequantize_f32, scale_f32};
 use qopt_dialect_qnn::quant_params::{axis as quant_axis, params};
 use qopt_interp::dataset::{ArgSpec, Dataset};
-use qopt_interp::progress::Progress;
+use qopt_interp::progress::{Progress, REDRAW_EVERY};
 use qopt_interp::{DType, Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
@@ -51,10 +51,9 @@ use qopt_ir_core::{
     PassOutcome, QuantType, Severity, TypeData, DYNAMIC,
 };
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 /// Interpreter calls per chunk: the unit of parallel work and of merging.
 pub const CHUNK_CALLS: usize = 8;
@@ -331,6 +330,23 @@ impl From<String> for ChunkError {
 /// What a chunk produced: statistics per observer, or the first error.
 type ChunkResult = Result<Vec<ObserverStats>, ChunkError>;
 
+/// The merge that chunks take turns at, in chunk order.
+struct MergeState {
+    /// The chunk whose turn it is.
+    next: usize,
+    /// The stored statistics with every chunk before `next` folded in.
+    merged: Vec<ObserverStats>,
+    /// The first error, in chunk order.
+    error: Option<ChunkError>,
+    /// Workers still running.
+    running: usize,
+}
+
+/// Locks `m`, going on after a panic elsewhere (the pass manager reports it).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl CalibrationRun<'_> {
     /// Runs every call and returns each observer's stored statistics merged
     /// with everything seen, in sample order.
@@ -347,65 +363,65 @@ impl CalibrationRun<'_> {
         };
         let index: FxHashMap<OpId, usize> =
             self.observers.iter().enumerate().map(|(i, o)| (o.op, i)).collect();
-        let mut merged: Vec<ObserverStats> = self.observers.iter().map(|o| o.stats.clone()).collect();
+        let merged: Vec<ObserverStats> = self.observers.iter().map(|o| o.stats.clone()).collect();
         let progress = Progress::new(self.calls * self.per_call, "samples");
         let next = AtomicUsize::new(0);
         let abort = AtomicBool::new(false);
-        let (sender, receiver) = mpsc::channel::<(usize, ChunkResult)>();
-        let mut first_error: Option<(usize, ChunkError)> = None;
+        let state = Mutex::new(MergeState { next: 0, merged, error: None, running: workers });
+        let turn = Condvar::new();
         std::thread::scope(|scope| {
             for _ in 0..workers {
-                let sender = sender.clone();
-                let (next, abort, index, progress) = (&next, &abort, &index, &progress);
+                let (next, abort, index, progress, state, turn) = (&next, &abort, &index, &progress, &state, &turn);
                 scope.spawn(move || {
                     let mut interp = Interpreter::new(self.ctx, self.module, kernels);
                     loop {
                         let chunk = next.fetch_add(1, Ordering::Relaxed);
-                        if chunk >= chunks || abort.load(Ordering::Relaxed) {
+                        if chunk >= chunks {
                             break;
                         }
-                        let result = self.run_chunk(&mut interp, index, chunk, progress);
-                        if result.is_err() {
+                        // A claimed chunk always takes its turn, so later chunks never wait forever.
+                        let result = if abort.load(Ordering::Relaxed) {
+                            Ok(Vec::new())
+                        } else {
+                            self.run_chunk(&mut interp, index, chunk, progress)
+                        };
+                        let mut merge = lock(state);
+                        while merge.next != chunk {
+                            merge = turn.wait(merge).unwrap_or_else(PoisonError::into_inner);
+                        }
+                        // The worker that computed a chunk merges it, so its
+                        // statistics are freed where they were allocated.
+                        let failure = match result {
+                            Ok(partials) if merge.error.is_none() && !partials.is_empty() => {
+                                self.merge(&mut merge.merged, partials).err()
+                            }
+                            Ok(_) => None,
+                            Err(e) => Some(e),
+                        };
+                        if let Some(e) = failure {
                             abort.store(true, Ordering::Relaxed);
+                            merge.error.get_or_insert(e);
                         }
-                        if sender.send((chunk, result)).is_err() {
-                            break;
-                        }
+                        merge.next += 1;
+                        turn.notify_all();
                     }
+                    lock(state).running -= 1;
+                    turn.notify_all();
                 });
             }
-            drop(sender);
-            let mut pending: BTreeMap<usize, Vec<ObserverStats>> = BTreeMap::new();
-            let mut next_to_merge = 0;
-            for (chunk, result) in receiver {
+            // This thread only draws the progress bar until the workers are done.
+            let mut merge = lock(&state);
+            while merge.running > 0 {
+                merge = turn.wait_timeout(merge, REDRAW_EVERY).map_or_else(|e| e.into_inner().0, |(m, _)| m);
                 progress.redraw();
-                match result {
-                    Ok(partials) => {
-                        pending.insert(chunk, partials);
-                    }
-                    Err(e) => {
-                        if first_error.as_ref().is_none_or(|(c, _)| chunk < *c) {
-                            first_error = Some((chunk, e));
-                        }
-                        continue;
-                    }
-                }
-                while let Some(partials) = pending.remove(&next_to_merge) {
-                    if first_error.is_none() {
-                        if let Err(e) = self.merge(&mut merged, partials) {
-                            first_error = Some((next_to_merge, e));
-                            abort.store(true, Ordering::Relaxed);
-                        }
-                    }
-                    next_to_merge += 1;
-                }
             }
         });
         progress.finish();
-        match first_error {
-            Some((_, ChunkError { op: Some(op), message })) => Err(at_op(self.ctx, self.module, op, message)),
-            Some((_, ChunkError { op: None, message })) => Err(message.into()),
-            None => Ok(merged),
+        let state = state.into_inner().unwrap_or_else(PoisonError::into_inner);
+        match state.error {
+            Some(ChunkError { op: Some(op), message }) => Err(at_op(self.ctx, self.module, op, message)),
+            Some(ChunkError { op: None, message }) => Err(message.into()),
+            None => Ok(state.merged),
         }
     }
 
