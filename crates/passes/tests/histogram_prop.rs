@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use proptest::sample::Index;
 use qopt_passes::quant::Histogram;
-use qopt_passes::quant::{ObservedBatch, Observer, ObserverStats, QuantMethods, DEFAULT_BINS};
+use qopt_passes::quant::{value_range, ObservedBatch, Observer, ObserverStats, QuantMethods, DEFAULT_BINS};
 use std::sync::Arc;
 
 /// Finite f32 values of every kind, below 1e37 in magnitude (larger ones can
@@ -342,7 +342,10 @@ fn calibrate(
         let mut partial = stored.empty_like();
         for values in &batches[w[0]..w[1]] {
             let shape = [values.len() / channels, channels];
-            observer.observe(&mut partial, &ObservedBatch { values, shape: &shape })?;
+            observer.observe(
+                &mut partial,
+                &ObservedBatch { values, shape: &shape, range: value_range(values) },
+            )?;
         }
         partials.push(partial);
     }
@@ -437,7 +440,7 @@ proptest! {
             .iter()
             .map(|values| {
                 let mut p = template.empty_like();
-                observer.observe(&mut p, &ObservedBatch { values, shape: &[values.len()] }).unwrap();
+                observer.observe(&mut p, &ObservedBatch { values, shape: &[values.len()], range: value_range(values) }).unwrap();
                 p
             })
             .collect();

@@ -37,7 +37,7 @@
 //! %o = qnn.observe(%x) {max = 3.5 : f32, min = -1.25 : f32, observer = "minmax", samples = 200} : ...
 //! ```
 
-use super::methods::{ObservedBatch, Observer, QuantMethods};
+use super::methods::{value_range, ObservedBatch, Observer, QuantMethods};
 use super::stats::ObserverStats;
 use super::util::{op_named, OBSERVE};
 use qopt_dialect_qnn::fixed_point::{dequantize_f32, scale_f32};
@@ -371,7 +371,8 @@ impl CalibrationRun<'_> {
         let turn = Condvar::new();
         std::thread::scope(|scope| {
             for _ in 0..workers {
-                let (next, abort, index, progress, state, turn) = (&next, &abort, &index, &progress, &state, &turn);
+                let (next, abort, index, progress, state, turn) =
+                    (&next, &abort, &index, &progress, &state, &turn);
                 scope.spawn(move || {
                     let mut interp = Interpreter::new(self.ctx, self.module, kernels);
                     loop {
@@ -463,13 +464,15 @@ impl CalibrationRun<'_> {
                         return;
                     }
                 };
-                if let Some(at) = observed.iter().position(|v| !v.is_finite()) {
+                let range = value_range(&observed);
+                if range.is_none() && !observed.is_empty() {
+                    let at = observed.iter().position(|v| !v.is_finite()).unwrap_or(0);
                     let samples = format!("samples {start}..{}", start + self.per_call);
                     let message = format!("element {at} is {} in the batch of {samples}", observed[at]);
                     failure = Some(ChunkError { op: Some(site.op), message });
                     return;
                 }
-                let batch = ObservedBatch { values: &observed, shape: tensor.shape() };
+                let batch = ObservedBatch { values: &observed, shape: tensor.shape(), range };
                 if let Err(message) = site.observer.observe(&mut partials[i], &batch) {
                     failure = Some(ChunkError { op: Some(site.op), message });
                 }

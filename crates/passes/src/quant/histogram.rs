@@ -152,24 +152,59 @@ impl Histogram {
     /// [`Histogram::add`], also returning the smallest and largest value
     /// counted (`None` for no values), which observers keep anyway.
     pub fn add_observed(&mut self, values: &[f32]) -> Result<Option<(f32, f32)>, String> {
-        let Some((lo, hi)) = min_max(values)? else { return Ok(None) };
+        match min_max(values)? {
+            Some(range) => self.add_in_range(values, range),
+            None => Ok(None),
+        }
+    }
+
+    /// [`Histogram::add_observed`] for finite `values` whose smallest and
+    /// largest value the caller already knows (`range`, as [`value_range`]
+    /// computes it; a wrong range is an error or miscounts, never a panic).
+    ///
+    /// [`value_range`]: super::methods::value_range
+    pub fn add_in_range(
+        &mut self,
+        values: &[f32],
+        (lo, hi): (f32, f32),
+    ) -> Result<Option<(f32, f32)>, String> {
+        if values.is_empty() {
+            return Ok(None);
+        }
+        if !(lo.is_finite() && hi.is_finite() && lo <= hi) {
+            return Err("a histogram only counts finite values (got NaN or an infinity)".into());
+        }
         self.check_total(values.len() as i64)?;
         self.cover(lo as f64, hi as f64, MIN_EXPONENT)?;
         match self.layout {
             Layout::Empty => unreachable!("cover sets a layout"),
             Layout::Grid { exponent, offset } => {
-                let inv = pow2(-exponent);
                 let last = self.counts.len() as i64 - 1;
-                for &v in values {
-                    // x · 2^−e is exact, so its floor is the exact index of x's bin on
-                    // the grid (subtracting the offset first could round). The floor
-                    // is truncation corrected below zero: `f64::floor` is a library
-                    // call on baseline x86-64 and this loop is calibration's hot spot.
-                    let scaled = v as f64 * inv;
-                    let truncated = scaled as i64;
-                    let floor = truncated - i64::from((truncated as f64) > scaled);
-                    let bin = (floor - offset).clamp(0, last);
-                    self.counts[bin as usize] += 1;
+                // x · 2^−e is exact, so its floor is the exact index of x's bin on
+                // the grid (subtracting the offset first could round). The floor
+                // is truncation corrected below zero: `f64::floor` is a library
+                // call on baseline x86-64 and this loop is calibration's hot spot.
+                // With bins no wider than 1 (e ≤ 0) the product cannot underflow
+                // and stays within ±2^24·bins, so f32 and i32 are exact and faster.
+                if exponent <= 0 && exponent > -100 {
+                    let inv = f32::powi(2.0, -exponent);
+                    let offset = offset as i32;
+                    self.tally(values, |v: f32| {
+                        let scaled = v * inv;
+                        let truncated = scaled as i32;
+                        let floor = truncated - i32::from((truncated as f32) > scaled);
+                        // |floor|, |offset| ≤ 2^21: no overflow; below 0 only by a
+                        // wrong caller range, clamped like the top.
+                        (floor - offset).max(0) as u32
+                    });
+                } else {
+                    let inv = pow2(-exponent);
+                    self.tally(values, |v: f32| {
+                        let scaled = v as f64 * inv;
+                        let truncated = scaled as i64;
+                        let floor = truncated - i64::from((truncated as f64) > scaled);
+                        (floor - offset).clamp(0, last) as u32
+                    });
                 }
             }
             Layout::Fixed { lo: from, hi: to } => {
@@ -183,6 +218,43 @@ impl Histogram {
             }
         }
         Ok(Some((lo, hi)))
+    }
+
+    /// Adds one to the bin `bin(v)` of every value: bins are computed a block at
+    /// a time into a buffer (a loop of plain arithmetic, which vectorizes), then
+    /// counted into four interleaved tallies, so that runs of one value (the
+    /// zeros after a relu) do not wait on the previous increment.
+    fn tally(&mut self, values: &[f32], bin: impl Fn(f32) -> u32) {
+        const BLOCK: usize = 1024;
+        let bins = self.counts.len();
+        let last = bins as u32 - 1;
+        if values.len() < bins {
+            // Fewer values than bins: the tallies would cost more than they save.
+            values.iter().for_each(|&v| self.counts[bin(v).min(last) as usize] += 1);
+            return;
+        }
+        let mut tally = vec![0u64; 4 * bins];
+        let (first, rest) = tally.split_at_mut(bins);
+        let (second, rest) = rest.split_at_mut(bins);
+        let (third, fourth) = rest.split_at_mut(bins);
+        let mut index = [0u32; BLOCK];
+        for block in values.chunks(BLOCK) {
+            let index = &mut index[..block.len()];
+            for (i, &v) in index.iter_mut().zip(block) {
+                *i = bin(v).min(last);
+            }
+            let mut quads = index.chunks_exact(4);
+            for quad in &mut quads {
+                first[quad[0] as usize] += 1;
+                second[quad[1] as usize] += 1;
+                third[quad[2] as usize] += 1;
+                fourth[quad[3] as usize] += 1;
+            }
+            quads.remainder().iter().for_each(|&i| first[i as usize] += 1);
+        }
+        for (i, count) in self.counts.iter_mut().enumerate() {
+            *count += (first[i] + second[i] + third[i] + fourth[i]) as i64;
+        }
     }
 
     /// Adds the counts of `other` (same number of bins). On an error the

@@ -41,6 +41,38 @@ pub struct ObservedBatch<'a> {
     pub values: &'a [f32],
     /// The tensor's shape.
     pub shape: &'a [usize],
+    /// The smallest and largest value (`None` for no values), computed once for
+    /// every observer ([`value_range`]).
+    pub range: Option<(f32, f32)>,
+}
+
+/// The smallest and largest of `values`, or `None` if there are none or any is
+/// NaN or infinite. One pass in independent lanes, so it vectorizes: this runs
+/// on every observed tensor of every calibration batch.
+pub fn value_range(values: &[f32]) -> Option<(f32, f32)> {
+    const LANES: usize = 16;
+    let first = *values.first()?;
+    let (mut lo, mut hi, mut bad) = ([first; LANES], [first; LANES], [false; LANES]);
+    let mut chunks = values.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for k in 0..LANES {
+            let v = chunk[k];
+            lo[k] = if v < lo[k] { v } else { lo[k] };
+            hi[k] = if v > hi[k] { v } else { hi[k] };
+            bad[k] |= !v.is_finite();
+        }
+    }
+    for &v in chunks.remainder() {
+        lo[0] = lo[0].min(v);
+        hi[0] = hi[0].max(v);
+        bad[0] |= !v.is_finite();
+    }
+    if bad.iter().any(|&b| b) {
+        return None;
+    }
+    let lo = lo.iter().fold(f32::INFINITY, |m, &v| m.min(v));
+    let hi = hi.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    Some((lo, hi))
 }
 
 impl ObservedBatch<'_> {

@@ -29,7 +29,7 @@ pub use fold_bn::FoldBn;
 pub use histogram::Histogram;
 pub use insert_fakeq::InsertFakeq;
 pub use insert_observers::InsertObservers;
-pub use methods::{ObservedBatch, Observer, QuantMethods, RangeMethod, RangeTarget};
+pub use methods::{value_range, ObservedBatch, Observer, QuantMethods, RangeMethod, RangeTarget};
 pub use observers::{DEFAULT_AVERAGING_CONSTANT, DEFAULT_BINS};
 pub use stats::ObserverStats;
 

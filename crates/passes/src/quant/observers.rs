@@ -9,7 +9,7 @@
 //! Every observer counts batches in `samples`.
 
 use super::histogram::Histogram;
-use super::methods::{ObservedBatch, Observer};
+use super::methods::{value_range, ObservedBatch, Observer};
 use super::stats::ObserverStats;
 use std::sync::Arc;
 
@@ -29,10 +29,7 @@ fn batch_range(stats: &ObserverStats, batch: &ObservedBatch<'_>) -> (Vec<f32>, V
     let mut lo = vec![f32::INFINITY; stats.channels];
     let mut hi = vec![f32::NEG_INFINITY; stats.channels];
     if stats.axis.is_none() {
-        let (l, h) =
-            batch.values.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(l, h), &v| (l.min(v), h.max(v)));
-        lo[0] = l;
-        hi[0] = h;
+        (lo[0], hi[0]) = batch.range.or_else(|| value_range(batch.values)).unwrap_or((lo[0], hi[0]));
     } else {
         batch.for_each_channel(stats.axis, |c, v| {
             lo[c] = lo[c].min(v);
@@ -127,7 +124,11 @@ impl Observer for HistogramObserver {
     fn observe(&self, partial: &mut ObserverStats, batch: &ObservedBatch<'_>) -> Result<(), String> {
         let bins = partial.bins.unwrap_or(DEFAULT_BINS);
         let histogram = partial.histogram.get_or_insert_with(|| Histogram::empty(bins));
-        if let Some((lo, hi)) = histogram.add_observed(batch.values)? {
+        let counted = match batch.range {
+            Some(range) => histogram.add_in_range(batch.values, range)?,
+            None => histogram.add_observed(batch.values)?,
+        };
+        if let Some((lo, hi)) = counted {
             partial.widen(&[lo], &[hi]);
             partial.samples += 1;
         }
