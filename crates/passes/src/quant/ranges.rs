@@ -179,7 +179,18 @@ impl RangeMethod for EntropyRange {
         let obs = Observed::of(stats, self.name())?;
         let Some(mut abs) = AbsHistogram::fold(obs.hist) else { return Ok(vec![obs.whole()]) };
         abs.coarsen(ENTROPY_MAX_BINS);
-        let half_levels = usize::try_from(target.levels() / 2).unwrap_or(usize::MAX).max(1);
+        // Values of one sign under an asymmetric scheme get every level over
+        // [0, T]; otherwise half of them cover each side.
+        let one_signed = obs.min >= 0.0 || obs.max <= 0.0;
+        let levels = if one_signed && !target.symmetric { target.levels() } else { target.levels() / 2 };
+        let half_levels = usize::try_from(levels).unwrap_or(usize::MAX).max(1);
+        // The first |x| bin holds every exact zero (half of a relu's output):
+        // such a spike makes any merging of it with its neighbours look costly
+        // and drives the threshold far too low. Like NVIDIA's
+        // pytorch-quantization, the search sees it with its neighbour's count.
+        if abs.counts.len() > 1 {
+            abs.counts[0] = abs.counts[1];
+        }
         match kl_threshold_bins(&abs.counts, half_levels) {
             Some(i) => {
                 let t = i as f64 * abs.width;
