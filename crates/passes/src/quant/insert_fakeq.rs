@@ -555,7 +555,6 @@ fn channel_ranges(scheme: &Scheme, channels: &[Vec<f64>], mse: bool) -> Vec<(f64
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use qopt_dialect_qnn::fixed_point::fake_quant_f32;
 
     /// The vectorizable rounding in [`mse_range`] is `fake_quant_f32` exactly.

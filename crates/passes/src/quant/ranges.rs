@@ -826,7 +826,10 @@ mod tests {
         for symmetric in [false, true] {
             let (lo, hi) = one(&EntropyRange, &s, &i8(symmetric));
             assert_eq!(lo, 0.0);
-            assert!((400.0..800.0).contains(&hi), "entropy threshold {hi}");
+            // Clips the lone value at 2000; with all 256 levels for one-signed
+            // data (asymmetric) it keeps more of the tail than with 128.
+            let window = if symmetric { 400.0..800.0 } else { 400.0..1000.0 };
+            assert!(window.contains(&hi), "entropy threshold {hi}");
             assert_eq!(hi.fract(), 0.0, "a bin edge");
         }
         // The same data mirrored: the threshold is the same, on both sides.
