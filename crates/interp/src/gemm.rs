@@ -16,6 +16,12 @@
 //!   for 3 vector loads and 8 broadcasts), then adds it to C. Column edges use
 //!   a narrower kernel (16 or 32 columns) and masked loads/stores; row edges are
 //!   packed with zero rows and only the valid rows are stored.
+//! - B may also be a convolution's patch matrix ([`Patches`], for
+//!   [`sgemm_patches`]): its panels are then packed straight from the input
+//!   image (im2col one `KC`×`NR` panel at a time, masked loads supplying the
+//!   zero padding), so the unrolled matrix — up to 9× the input — is never
+//!   written to memory and read back; a per-row bias is added when the tile
+//!   is first stored;
 //! - blocks of B at most `4·NR` wide read A in place instead of packing it (each
 //!   A element feeds too few FMAs to pay for its packing), and products of a
 //!   few rows with a transposed B (a dense layer on a small batch) are plain
@@ -112,6 +118,119 @@ pub(crate) fn sgemm_view(
     general_mat_mul(1.0, &a, &b, if accumulate { 1.0 } else { 0.0 }, &mut c);
 }
 
+/// The patch matrix (im2col) of a 2-D convolution of one sample and channel
+/// group, described instead of stored: row (ci·kh + ki)·kw + kj, column
+/// oy·ow + ox is `x[ci][iy][ix]` with iy = oy·sh + ki·dh − pt and
+/// ix = ox·sw + kj·dw − pl, or 0 where (iy, ix) is outside the h×w input.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Patches<'a> {
+    /// The group's `c`×`h`×`w` input channels, row-major.
+    pub x: &'a [f32],
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub kh: usize,
+    pub kw: usize,
+    /// (sh, sw), each at least 1.
+    pub stride: [usize; 2],
+    /// Top and left padding (pt, pl).
+    pub pad: [usize; 2],
+    /// (dh, dw).
+    pub dilation: [usize; 2],
+    pub oh: usize,
+    pub ow: usize,
+}
+
+impl Patches<'_> {
+    /// Rows (taps) and columns (output positions), or an error if `x` is
+    /// too short, a stride is 0 or a size overflows.
+    fn dims(&self) -> Result<(usize, usize), String> {
+        let too_large = || "patch matrix: size overflows".to_string();
+        let need = self.c.checked_mul(self.h).and_then(|v| v.checked_mul(self.w)).ok_or_else(too_large)?;
+        if self.x.len() < need {
+            return Err(format!("patch matrix: input needs {need} elements, the slice has {}", self.x.len()));
+        }
+        if self.stride.contains(&0) {
+            return Err("patch matrix: stride 0".to_string());
+        }
+        let k = self.c.checked_mul(self.kh).and_then(|v| v.checked_mul(self.kw)).ok_or_else(too_large)?;
+        // Input coordinates (a few vectors past the last output too) are
+        // computed in isize.
+        let fits = |o: usize, s: usize, k: usize, d: usize, pad: usize| {
+            o.checked_add(64)?
+                .checked_mul(s)?
+                .checked_add(k.checked_mul(d)?)?
+                .checked_add(pad)?
+                .checked_add(64)
+        };
+        let y = fits(self.oh, self.stride[0], self.kh, self.dilation[0], self.pad[0]);
+        let x = fits(self.ow, self.stride[1], self.kw, self.dilation[1], self.pad[1]);
+        let far = y.zip(x).map(|(y, x)| y.max(x).max(self.h).max(self.w));
+        if far.is_none_or(|v| v > isize::MAX as usize / 2) {
+            return Err(too_large());
+        }
+        Ok((k, self.oh.checked_mul(self.ow).ok_or_else(too_large)?))
+    }
+}
+
+/// `c = a·P + bias` for a convolution's patch matrix P ([`Patches`], k×n)
+/// without materialising P: the AVX-512 GEMM packs its B panels straight from
+/// the input image. `a` is m×k with row stride `lda`, `c` m×n with row stride
+/// `ldc`, `bias` (if any) has m entries, one per row of C. Returns `Ok(false)`
+/// and leaves `c` untouched when the CPU lacks AVX-512F (the caller then
+/// unrolls P itself); errors if a size does not fit.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sgemm_patches(
+    m: usize,
+    a: &[f32],
+    lda: usize,
+    p: &Patches<'_>,
+    bias: Option<&[f32]>,
+    c: &mut [f32],
+    ldc: usize,
+) -> Result<bool, String> {
+    let (k, n) = p.dims()?;
+    let a = Mat::new("A", a, m, k, lda, 1)?;
+    if bias.is_some_and(|b| b.len() < m) {
+        return Err(format!("bias: needs {m} elements"));
+    }
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available() {
+        check_c(m, n, c, ldc)?;
+        if m == 0 || n == 0 {
+            return Ok(true);
+        }
+        if k == 0 {
+            for (i, row) in c.chunks_mut(ldc).take(m).enumerate() {
+                row[..n].fill(bias.map_or(0.0, |b| b[i]));
+            }
+            return Ok(true);
+        }
+        PACK.with(|cell| {
+            let mut buf = cell.take();
+            // SAFETY: `avx512::available()` checked that the CPU supports
+            // AVX-512F, the only target feature `avx512::gemm` enables.
+            unsafe { avx512::gemm(a, avx512::B::Patches(*p, n), c, ldc, false, bias, &mut buf) };
+            cell.set(buf);
+        });
+        return Ok(true);
+    }
+    let _ = (a, n, c, ldc);
+    Ok(false)
+}
+
+/// Checks that `c` holds an m×n matrix with row stride `ldc`.
+fn check_c(m: usize, n: usize, c: &[f32], ldc: usize) -> Result<(), String> {
+    if ldc < n {
+        return Err(format!("C: leading dimension {ldc} is smaller than {n}"));
+    }
+    let need = span(m, n, ldc, 1).ok_or("C: size overflows")?;
+    if c.len() < need {
+        return Err(format!("C: {m}×{n} needs {need} elements, the slice has {}", c.len()));
+    }
+    Ok(())
+}
+
 /// A read-only strided matrix: element (i, j) is `data[i·rs + j·cs]`, and
 /// [`Mat::new`] has checked that every such index is in bounds.
 #[derive(Clone, Copy)]
@@ -178,13 +297,7 @@ fn gemm(
 ) -> Result<(), String> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     debug_assert_eq!(b.rows, k);
-    if ldc < n {
-        return Err(format!("C: leading dimension {ldc} is smaller than {n}"));
-    }
-    let need = span(m, n, ldc, 1).ok_or("C: size overflows")?;
-    if c.len() < need {
-        return Err(format!("C: {m}×{n} needs {need} elements, the slice has {}", c.len()));
-    }
+    check_c(m, n, c, ldc)?;
     if m == 0 || n == 0 {
         return Ok(());
     }
@@ -200,7 +313,7 @@ fn gemm(
             let mut buf = cell.take();
             // SAFETY: `avx512::available()` checked that the CPU supports
             // AVX-512F, the only target feature `avx512::gemm` enables.
-            unsafe { avx512::gemm(a, b, c, ldc, accumulate, &mut buf) };
+            unsafe { avx512::gemm(a, avx512::B::Mat(b), c, ldc, accumulate, None, &mut buf) };
             cell.set(buf);
         });
         return Ok(());
@@ -228,8 +341,16 @@ fn portable(a: Mat<'_>, b: Mat<'_>, c: &mut [f32], ldc: usize, accumulate: bool)
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::Mat;
+    use super::{Mat, Patches};
     use std::arch::x86_64::*;
+
+    /// The B operand: a strided matrix, or a convolution's patch matrix (with
+    /// its checked n) whose panels are packed straight from the input.
+    #[derive(Clone, Copy)]
+    pub(super) enum B<'a> {
+        Mat(Mat<'a>),
+        Patches(Patches<'a>, usize),
+    }
 
     /// Rows of an A panel (broadcast one at a time).
     const MR: usize = 8;
@@ -259,20 +380,28 @@ mod avx512 {
     }
 
     /// `c = a·b` (or `+=`) for a checked `a` (m×k), `b` (k×n) and `c` (m×n
-    /// with row stride `ldc`, `ldc ≥ n`, long enough), m, n, k > 0. `buf` is
-    /// scratch for the packed blocks.
+    /// with row stride `ldc`, `ldc ≥ n`, long enough), m, n, k > 0, plus
+    /// `bias[i]` on row i when given (at least m entries; not with
+    /// `accumulate`). `buf` is scratch for the packed blocks.
     #[target_feature(enable = "avx512f")]
     pub(super) fn gemm(
         a: Mat<'_>,
-        b: Mat<'_>,
+        b: B<'_>,
         c: &mut [f32],
         ldc: usize,
         accumulate: bool,
+        bias: Option<&[f32]>,
         buf: &mut Vec<f32>,
     ) {
-        let (m, k, n) = (a.rows, a.cols, b.cols);
-        if m <= DOTS_MAX_M && a.cs == 1 && b.rs == 1 {
-            return dots(a, b, c, ldc, accumulate);
+        let (m, k) = (a.rows, a.cols);
+        let n = match b {
+            B::Mat(b) => b.cols,
+            B::Patches(_, n) => n,
+        };
+        if let B::Mat(b) = b {
+            if m <= DOTS_MAX_M && a.cs == 1 && b.rs == 1 && bias.is_none() {
+                return dots(a, b, c, ldc, accumulate);
+            }
         }
         let b_len = KC * n.min(NC).next_multiple_of(NR);
         let a_len = if n <= DIRECT_A_MAX_N { 0 } else { KC * m.min(MC).next_multiple_of(MR) };
@@ -293,11 +422,17 @@ mod avx512 {
                 // multiple of 16 (zero-padded), k-major.
                 for jr in (0..nc).step_by(NR) {
                     let w = NR.min(nc - jr);
-                    let (start, dst) = (pc * b.rs + (jc + jr) * b.cs, &mut bpack[jr * kc..]);
-                    if b.cs == 1 {
-                        pack_rows(dst, b.data, start, b.rs, w, kc);
-                    } else {
-                        pack_lines(dst, b.data, start, b.cs, b.rs, w, w.next_multiple_of(16), kc);
+                    let dst = &mut bpack[jr * kc..];
+                    match b {
+                        B::Mat(b) => {
+                            let start = pc * b.rs + (jc + jr) * b.cs;
+                            if b.cs == 1 {
+                                pack_rows(dst, b.data, start, b.rs, w, kc);
+                            } else {
+                                pack_lines(dst, b.data, start, b.cs, b.rs, w, w.next_multiple_of(16), kc);
+                            }
+                        }
+                        B::Patches(p, _) => pack_patches(dst, &p, pc, kc, jc + jr, w),
                     }
                 }
                 let load_c = accumulate || pc > 0;
@@ -325,7 +460,8 @@ mod avx512 {
                                 (&apack[ir * kc..], std::array::from_fn(|i| i), MR)
                             };
                             let ct = &mut c[(ic + ir) * ldc + jc + jr..];
-                            let panel = Panel { a: ap, rows, step, b: bp, kc };
+                            let bias = if load_c { None } else { bias.map(|b| &b[ic + ir..][..h]) };
+                            let panel = Panel { a: ap, rows, step, b: bp, kc, bias };
                             match w.div_ceil(16) {
                                 1 => tile::<1>(panel, ct, ldc, h, w, load_c),
                                 2 => tile::<2>(panel, ct, ldc, h, w, load_c),
@@ -423,14 +559,116 @@ mod avx512 {
         }
     }
 
+    /// Packs columns `j0..j0 + n` (n ≤ `NR`) of rows `k0..k0 + depth` of a
+    /// patch matrix into `dst` like [`pack_rows`]: k-major, rows padded with
+    /// zeros to a multiple of 16. This is im2col done panel by panel, so the
+    /// patch matrix is never stored: each packed row is a few runs of one
+    /// input row (one run per output row the panel's columns touch), read
+    /// with masked loads that give the zero padding for free. `p.dims()`
+    /// has checked the sizes and that k0 + depth ≤ its rows.
+    #[target_feature(enable = "avx512f")]
+    fn pack_patches(dst: &mut [f32], p: &Patches<'_>, k0: usize, depth: usize, j0: usize, n: usize) {
+        let width = n.next_multiple_of(16);
+        let dst = &mut dst[..width * depth];
+        // The panel's columns as runs within one output row:
+        // (first packed column t, oy, first ox, length).
+        let mut runs = [(0, 0, 0, 0); NR];
+        let (mut nruns, mut t) = (0, 0);
+        while t < n && nruns < NR {
+            let (oy, ox) = ((j0 + t) / p.ow, (j0 + t) % p.ow);
+            let len = (p.ow - ox).min(n - t);
+            runs[nruns] = (t, oy, ox, len);
+            (nruns, t) = (nruns + 1, t + len);
+        }
+        let ([sh, sw], [dh, dw], [pt, pl]) = (p.stride, p.dilation, p.pad);
+        let plane = p.h * p.w;
+        // Row k0 + r is tap (ki, kj) of input channel ci, stepped along.
+        let taps = p.kh * p.kw;
+        let (mut ci, mut ki, mut kj) = (k0 / taps, k0 % taps / p.kw, k0 % p.kw);
+        for row in dst.chunks_exact_mut(width) {
+            let img = &p.x[ci * plane..][..plane];
+            let y_off = (ki * dh) as isize - pt as isize;
+            let x_off = (kj * dw) as isize - pl as isize;
+            row[n..].fill(0.0);
+            for &(t, oy, ox, len) in &runs[..nruns] {
+                let out = &mut row[t..t + len];
+                let iy = (oy * sh) as isize + y_off;
+                if iy < 0 || iy >= p.h as isize {
+                    out.fill(0.0);
+                    continue;
+                }
+                let line = &img[iy as usize * p.w..][..p.w];
+                // The input column of out[0]; out[e] reads base + e·sw.
+                let base = (ox * sw) as isize + x_off;
+                match sw {
+                    1 => gather_run::<1>(out, line, base),
+                    2 => gather_run::<2>(out, line, base),
+                    _ => {
+                        for (e, o) in out.iter_mut().enumerate() {
+                            let ix = base + (e * sw) as isize;
+                            *o = if (0..p.w as isize).contains(&ix) { line[ix as usize] } else { 0.0 };
+                        }
+                    }
+                }
+            }
+            kj += 1;
+            if kj == p.kw {
+                (kj, ki) = (0, ki + 1);
+                if ki == p.kh {
+                    (ki, ci) = (0, ci + 1);
+                }
+            }
+        }
+    }
+
+    /// `out[e] = line[base + e·S]` where that index is inside `line`, else 0,
+    /// for S = 1 or 2, 16 outputs per step: each step loads the `16·S`
+    /// elements from `base + 16·S·q` with a mask of the in-bounds ones (and
+    /// for S = 2 keeps the even ones with a permute).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn gather_run<const S: usize>(out: &mut [f32], line: &[f32], base: isize) {
+        let w = line.len() as isize;
+        let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        for (q, chunk) in out.chunks_mut(16).enumerate() {
+            let lanes = chunk.len();
+            let b = base + (16 * S * q) as isize;
+            // Elements f of the span b.. that are inside the line: lo ≤ f < hi.
+            let span = (S * (lanes - 1) + 1) as isize;
+            let lo = (-b).clamp(0, span);
+            let hi = (w - b).clamp(lo, span);
+            let bits = ((1u64 << hi) - 1) & !((1u64 << lo) - 1);
+            let store = ((1u32 << lanes) - 1) as __mmask16;
+            let src = line.as_ptr().wrapping_offset(b);
+            // SAFETY: the lanes loaded are elements b + f of `line` with
+            // lo ≤ f < hi, so 0 ≤ b + f < w = line.len(); masked-off lanes are
+            // not accessed (and do not fault), and `wrapping_offset` forms the
+            // possibly out-of-bounds base pointers without undefined behaviour.
+            // The store writes chunk[..lanes] only.
+            unsafe {
+                let v = if S == 1 {
+                    _mm512_maskz_loadu_ps(bits as __mmask16, src)
+                } else {
+                    let v0 = _mm512_maskz_loadu_ps(bits as __mmask16, src);
+                    let v1 = _mm512_maskz_loadu_ps((bits >> 16) as __mmask16, src.wrapping_add(16));
+                    _mm512_permutex2var_ps(v0, even, v1)
+                };
+                _mm512_mask_storeu_ps(chunk.as_mut_ptr(), store, v);
+            }
+        }
+    }
+
     /// The operands of one tile: row i of A at step p is
-    /// `a[rows[i] + p·step]`, B is a packed panel `b[p·16V + j]`, p < `kc`.
+    /// `a[rows[i] + p·step]`, B is a packed panel `b[p·16V + j]`, p < `kc`;
+    /// `bias[i]` (at least h entries) is added to row i of a tile that does
+    /// not load C.
     struct Panel<'a> {
         a: &'a [f32],
         rows: [usize; MR],
         step: usize,
         b: &'a [f32],
         kc: usize,
+        bias: Option<&'a [f32]>,
     }
 
     /// One `MR`×`16·V` tile: `c[i·ldc + j] (+)= Σ_p A(i, p)·B(p, j)` for
@@ -439,11 +677,11 @@ mod avx512 {
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn tile<const V: usize>(x: Panel<'_>, c: &mut [f32], ldc: usize, h: usize, w: usize, load_c: bool) {
-        let Panel { a, rows, step, b, kc } = x;
+        let Panel { a, rows, step, b, kc, bias } = x;
         let last_a = rows.iter().max().map_or(0, |&r| r + (kc - 1) * step);
         assert!(kc > 0 && last_a < a.len() && b.len() >= kc * 16 * V);
         assert!((1..=MR).contains(&h) && w > 16 * (V - 1) && w <= 16 * V);
-        assert!(c.len() >= (h - 1) * ldc + w);
+        assert!(c.len() >= (h - 1) * ldc + w && bias.is_none_or(|b| b.len() >= h));
         let mut acc = [[_mm512_setzero_ps(); V]; MR];
         let (mut ap, mut bp) = (a.as_ptr(), b.as_ptr());
         for _ in 0..kc {
@@ -479,6 +717,8 @@ mod avx512 {
                     let mut r = row[v];
                     if load_c {
                         r = _mm512_add_ps(r, _mm512_maskz_loadu_ps(mask, p));
+                    } else if let Some(bias) = bias {
+                        r = _mm512_add_ps(r, _mm512_set1_ps(bias[i]));
                     }
                     _mm512_mask_storeu_ps(p, mask, r);
                 }
@@ -578,6 +818,90 @@ mod tests {
                 check(false, m, k, n, 1, bt, !bt, &mut seed);
             }
         }
+    }
+
+    /// The fused im2col GEMM equals the product with the unrolled patch
+    /// matrix (within the f32 bound), over strides 1–3, paddings that cover
+    /// whole taps, dilation, narrow and wide rows, several KC blocks, and a
+    /// bias; or reports that the CPU lacks AVX-512F.
+    #[test]
+    fn patches_match_unrolled_product() {
+        let mut seed = 3;
+        // (c, h, w, kh, kw, stride, pad, dilation, m)
+        type Case = (usize, usize, usize, usize, usize, [usize; 2], [usize; 4], [usize; 2], usize);
+        let cases: [Case; 7] = [
+            (3, 9, 11, 3, 3, [1, 1], [1, 1, 1, 1], [1, 1], 5),
+            (2, 13, 40, 7, 7, [2, 2], [3, 3, 3, 3], [1, 1], 9),
+            (4, 6, 5, 2, 3, [3, 3], [0, 2, 1, 4], [2, 1], 8),
+            (1, 1, 3, 1, 2, [1, 1], [0, 0, 0, 2], [1, 2], 1),
+            (30, 7, 7, 3, 3, [1, 1], [1, 1, 1, 1], [1, 1], 17),
+            (2, 3, 70, 1, 3, [2, 2], [0, 5, 0, 5], [1, 3], 3),
+            (1, 50, 52, 3, 3, [1, 1], [1, 1, 1, 1], [1, 1], 2),
+        ];
+        for (case, &(c, h, w, kh, kw, stride, pad, dilation, m)) in cases.iter().enumerate() {
+            let oh = (h + pad[0] + pad[2] - dilation[0] * (kh - 1) - 1) / stride[0] + 1;
+            let ow = (w + pad[1] + pad[3] - dilation[1] * (kw - 1) - 1) / stride[1] + 1;
+            let (k, n) = (c * kh * kw, oh * ow);
+            let x: Vec<f32> = (0..c * h * w).map(|_| val(&mut seed)).collect();
+            let a: Vec<f32> = (0..m * k).map(|_| val(&mut seed)).collect();
+            let bias: Vec<f32> = (0..m).map(|_| val(&mut seed)).collect();
+            let mut unrolled = vec![0f32; k * n];
+            for (row, r) in unrolled.chunks_mut(n).enumerate() {
+                let (ci, ki, kj) = (row / (kh * kw), row / kw % kh, row % kw);
+                for (j, v) in r.iter_mut().enumerate() {
+                    let iy = ((j / ow) * stride[0] + ki * dilation[0]) as isize - pad[0] as isize;
+                    let ix = ((j % ow) * stride[1] + kj * dilation[1]) as isize - pad[1] as isize;
+                    if (0..h as isize).contains(&iy) && (0..w as isize).contains(&ix) {
+                        *v = x[(ci * h + iy as usize) * w + ix as usize];
+                    }
+                }
+            }
+            let p = Patches { x: &x, c, h, w, kh, kw, stride, pad: [pad[0], pad[1]], dilation, oh, ow };
+            let mut got = vec![f32::NAN; m * n];
+            let use_bias = case % 2 == 0;
+            let fused = sgemm_patches(m, &a, k, &p, use_bias.then_some(&bias[..]), &mut got, n).unwrap();
+            #[cfg(target_arch = "x86_64")]
+            assert_eq!(fused, avx512::available());
+            if !fused {
+                assert!(got.iter().all(|v| v.is_nan()));
+                continue;
+            }
+            for i in 0..m {
+                for j in 0..n {
+                    let (mut want, mut mag) = (if use_bias { bias[i] as f64 } else { 0.0 }, 0.0f64);
+                    mag += want.abs();
+                    for q in 0..k {
+                        let prod = a[i * k + q] as f64 * unrolled[q * n + j] as f64;
+                        want += prod;
+                        mag += prod.abs();
+                    }
+                    let err = (got[i * n + j] as f64 - want).abs();
+                    assert!(
+                        err <= 1e-5 * mag.max(f64::MIN_POSITIVE),
+                        "case {case}: c[{i},{j}] = {}, want {want}",
+                        got[i * n + j]
+                    );
+                }
+            }
+        }
+        let p = Patches {
+            x: &[0.0; 3],
+            c: 1,
+            h: 2,
+            w: 2,
+            kh: 1,
+            kw: 1,
+            stride: [1, 1],
+            pad: [0, 0],
+            dilation: [1, 1],
+            oh: 2,
+            ow: 2,
+        };
+        assert!(sgemm_patches(1, &[1.0], 1, &p, None, &mut [0.0; 4], 4).unwrap_err().contains("input"));
+        let p = Patches { x: &[0.0; 4], stride: [0, 1], ..p };
+        assert!(sgemm_patches(1, &[1.0], 1, &p, None, &mut [0.0; 4], 4).unwrap_err().contains("stride"));
+        let p = Patches { stride: [1, 1], oh: usize::MAX, ..p };
+        assert!(sgemm_patches(1, &[1.0], 1, &p, None, &mut [0.0; 4], 4).is_err());
     }
 
     #[test]

@@ -1,11 +1,15 @@
 //! `fp.conv2d` and `fp.conv1d` by im2col + GEMM (ONNX Conv, NCHW / NCL).
 //!
-//! For each sample and channel group the input patches are unrolled into a
-//! (C/groups·kH·kW) × (H'·W') matrix and multiplied by the group's weight rows
-//! (O/groups × C/groups·kH·kW) with [`Real::gemm`] (for f32 the AVX-512 GEMM of
-//! `crate::gemm` where the CPU has it, else matrixmultiply), accumulating into an
-//! output pre-filled with the bias. A 1×1 kernel with stride 1 and no padding
-//! multiplies the input directly. `fp.conv1d` is the 2-D case with H = 1.
+//! For each sample and channel group the input patches form a
+//! (C/groups·kH·kW) × (H'·W') matrix that is multiplied by the group's weight
+//! rows (O/groups × C/groups·kH·kW). For f32 on a CPU with AVX-512F that matrix
+//! is never stored: [`conv2d_fused`] hands its description to
+//! `crate::gemm::sgemm_patches`, whose GEMM packs panels of it straight from
+//! the input and adds the bias as it stores the output. Otherwise (f64, other
+//! CPUs) the patches are unrolled into a buffer and multiplied with
+//! [`Real::gemm`] (matrixmultiply), accumulating into an output pre-filled with
+//! the bias. A 1×1 kernel with stride 1 and no padding multiplies the input
+//! directly. `fp.conv1d` is the 2-D case with H = 1.
 
 use super::{expect_rank, operand, to_usize, unsupported, Real};
 use crate::error::{bail, InterpError};
@@ -147,6 +151,54 @@ pub(crate) fn conv2d_gemm<T: Copy>(
     Ok(())
 }
 
+/// [`conv2d_gemm`] for f32 without the patch matrix: for each sample and
+/// group, `out = weights·patches + bias` by [`crate::gemm::sgemm_patches`],
+/// whose AVX-512 GEMM packs its B panels straight from the input. `Ok(false)`
+/// (nothing written) when the CPU lacks AVX-512F. `bias` has O entries.
+pub(crate) fn conv2d_fused(
+    x: &[f32],
+    w: &[f32],
+    shape: &ConvShape,
+    win: &Window2,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) -> Result<bool, InterpError> {
+    let ConvShape { n, c, h, w: wd, o, cg, kh, kw, oh, ow } = *shape;
+    let (g, k, p, plane) = (win.groups, shape.taps(), oh * ow, h * wd);
+    let og = o / g;
+    if x.len() != n * c * plane
+        || w.len() != o * k
+        || out.len() != n * o * p
+        || bias.is_some_and(|b| b.len() != o)
+    {
+        bail!("convolution buffers do not match shape {shape:?}");
+    }
+    for ni in 0..n {
+        for gi in 0..g {
+            let patches = crate::gemm::Patches {
+                x: &x[(ni * c + gi * cg) * plane..][..cg * plane],
+                c: cg,
+                h,
+                w: wd,
+                kh,
+                kw,
+                stride: win.stride,
+                pad: [win.pad[0], win.pad[1]],
+                dilation: win.dilation,
+                oh,
+                ow,
+            };
+            let a = &w[gi * og * k..][..og * k];
+            let dst = &mut out[(ni * o + gi * og) * p..][..og * p];
+            let bias = bias.map(|b| &b[gi * og..][..og]);
+            if !crate::gemm::sgemm_patches(og, a, k, &patches, bias, dst, p).map_err(InterpError::new)? {
+                return Ok(false);
+            }
+        }
+    }
+    Ok(true)
+}
+
 /// 2-D convolution of N×C×H×W `x` with O×(C/g)×kH×kW `w` and optional [O] bias.
 pub(crate) fn conv2d_real<T: Real>(
     x: &ArrayD<T>,
@@ -164,9 +216,15 @@ pub(crate) fn conv2d_real<T: Real>(
     let x = x.as_standard_layout();
     let w = w.as_standard_layout();
     let (Some(xd), Some(wdata)) = (x.as_slice(), w.as_slice()) else { bail!("non-contiguous operand") };
+    let b = b.map(|b| b.as_standard_layout());
+    let bias = b.as_ref().and_then(|b| b.as_slice());
     let mut out = vec![T::zero(); n * o * p];
-    if let Some(b) = b {
-        let b = b.as_standard_layout();
+    let direct = shape.kh == 1 && shape.kw == 1 && win.stride == [1, 1] && win.pad == [0; 4];
+    if !direct && T::conv_fused(xd, wdata, &shape, win, bias, &mut out)? {
+        return ArrayD::from_shape_vec(IxDyn(&[n, o, shape.oh, shape.ow]), out)
+            .map_err(|e| InterpError::new(e.to_string()));
+    }
+    if let Some(b) = &b {
         for (chunk, &bv) in out.chunks_mut(p.max(1)).zip(b.iter().cycle()) {
             chunk.fill(bv);
         }

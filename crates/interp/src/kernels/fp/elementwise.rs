@@ -17,6 +17,11 @@ pub(crate) fn broadcast_with<T: Copy, U>(
     f: impl Fn(T, T) -> U,
 ) -> Result<ArrayD<U>, InterpError> {
     if a.shape() == b.shape() {
+        // The common case (a residual add): one pass over two row-major slices.
+        if let (Some(xs), Some(ys)) = (a.as_slice(), b.as_slice()) {
+            let out: Vec<U> = xs.iter().zip(ys).map(|(&x, &y)| f(x, y)).collect();
+            return ArrayD::from_shape_vec(a.raw_dim(), out).map_err(|e| InterpError::new(e.to_string()));
+        }
         return Ok(Zip::from(a).and(b).map_collect(|&x, &y| f(x, y)));
     }
     let sa: Vec<i64> = a.shape().iter().map(|&d| d as i64).collect();
@@ -28,11 +33,13 @@ pub(crate) fn broadcast_with<T: Copy, U>(
     Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
 }
 
+/// `fp.add` and friends. The operations are generic (not `fn` pointers) so
+/// each kernel's loop inlines its arithmetic and vectorizes.
 fn binary(
     ops: &[&Tensor],
     name: &str,
-    f32op: fn(f32, f32) -> f32,
-    f64op: fn(f64, f64) -> f64,
+    f32op: impl Fn(f32, f32) -> f32,
+    f64op: impl Fn(f64, f64) -> f64,
 ) -> Result<KernelResults, InterpError> {
     let (a, b) = (operand(ops, 0)?, operand(ops, 1)?);
     match (a, b) {

@@ -63,6 +63,20 @@ pub(crate) trait Real:
     fn tanh(self) -> Self;
     /// `c = a·b`, or `c += a·b` when `accumulate` (shapes m×k, k×n, m×n).
     fn gemm(a: ArrayView2<'_, Self>, b: ArrayView2<'_, Self>, accumulate: bool, c: ArrayViewMut2<'_, Self>);
+    /// A convolution without an unrolled patch matrix, where this type and
+    /// the CPU have a kernel for it ([`conv::conv2d_fused`]): `Ok(true)` when
+    /// it wrote `out`, `Ok(false)` (nothing written) when the caller must
+    /// unroll the patches itself.
+    fn conv_fused(
+        _x: &[Self],
+        _w: &[Self],
+        _shape: &conv::ConvShape,
+        _win: &conv::Window2,
+        _bias: Option<&[Self]>,
+        _out: &mut [Self],
+    ) -> Result<bool, InterpError> {
+        Ok(false)
+    }
 }
 
 impl Real for f32 {
@@ -78,6 +92,17 @@ impl Real for f32 {
     /// The AVX-512 packed GEMM where available ([`crate::gemm`]).
     fn gemm(a: ArrayView2<'_, f32>, b: ArrayView2<'_, f32>, accumulate: bool, c: ArrayViewMut2<'_, f32>) {
         crate::gemm::sgemm_view(a, b, accumulate, c)
+    }
+    /// The AVX-512 GEMM packing its panels straight from the input.
+    fn conv_fused(
+        x: &[f32],
+        w: &[f32],
+        shape: &conv::ConvShape,
+        win: &conv::Window2,
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+    ) -> Result<bool, InterpError> {
+        conv::conv2d_fused(x, w, shape, win, bias, out)
     }
 }
 

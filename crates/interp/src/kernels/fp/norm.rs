@@ -8,21 +8,19 @@ use ndarray::{ArrayD, Axis};
 use qopt_dialect_fp::attrs;
 use qopt_dialect_fp::shape::normalize_axis;
 
-/// Multiplies slice `i` of `x` along `axis` by `a[i]` and adds `b[i]`.
+/// Multiplies slice `i` of `x` along `axis` by `a[i]` and adds `b[i]`, in
+/// one pass that reads `x` and writes the result.
 fn scale_shift<T: Real>(x: &ArrayD<T>, axis: usize, a: &[T], b: &[T]) -> ArrayD<T> {
-    let mut out = x.as_standard_layout().into_owned();
+    let x = x.as_standard_layout();
     let inner: usize = x.shape()[axis + 1..].iter().product();
-    let c = x.shape()[axis];
-    if let Some(data) = out.as_slice_mut() {
-        for (i, chunk) in data.chunks_mut(inner.max(1)).enumerate() {
-            let ch = i % c.max(1);
-            let (s, t) = (a[ch], b[ch]);
-            for v in chunk {
-                *v = *v * s + t;
-            }
-        }
+    let c = x.shape()[axis].max(1);
+    let mut out = Vec::with_capacity(x.len());
+    for (i, chunk) in x.as_slice().unwrap_or_default().chunks(inner.max(1)).enumerate() {
+        let (s, t) = (a[i % c], b[i % c]);
+        out.extend(chunk.iter().map(|&v| v * s + t));
     }
-    out
+    // A standard-layout array is a slice, so `out` has every element.
+    ArrayD::from_shape_vec(x.raw_dim(), out).unwrap_or_else(|_| x.to_owned())
 }
 
 fn vector<T: Real>(t: &Tensor, c: usize, what: &str) -> Result<Vec<f64>, InterpError> {

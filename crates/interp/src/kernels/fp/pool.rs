@@ -3,8 +3,11 @@
 //! `fp.avg_pool2d` (count_include_pad as ONNX Runtime: the window clipped to
 //! the padded input counts) and `fp.global_avg_pool2d`.
 //!
-//! Pools are direct loops over windows: their cost is linear in the output
-//! times the window, small next to the convolutions around them.
+//! Max pooling is separable: each input row is reduced along W, then the
+//! reduced rows along H, two linear passes, the second vectorized (see
+//! `max_pool_any` for why this keeps the window loop's NaN and tie rules).
+//! Average pools are direct loops over windows: their cost is linear in the
+//! output times the window, small next to the convolutions around them.
 
 use super::{expect_rank, one, operand, to_usize, unsupported, Lowest, Real};
 use crate::error::{bail, InterpError};
@@ -102,29 +105,94 @@ fn tap_table(
     (0..out).map(|o| taps(o, stride, pad, dilation, kernel, size).collect()).collect()
 }
 
+/// For each output position along one axis, its window's taps inside the
+/// input as (first input position, count); the taps are `first + t·dilation`
+/// for t < count (padding dropped). Count 0 for a window wholly in padding.
+fn tap_ranges(
+    out: usize,
+    stride: usize,
+    pad: usize,
+    dilation: usize,
+    kernel: usize,
+    size: usize,
+) -> Vec<(usize, usize)> {
+    (0..out)
+        .map(|o| {
+            let mut t = taps(o, stride, pad, dilation, kernel, size);
+            let first = t.next();
+            (first.unwrap_or(0), first.map_or(0, |_| 1 + t.count()))
+        })
+        .collect()
+}
+
+/// The max of `m` and `v` that skips NaN: `v` if it is larger or `m` is NaN.
+/// Folded over a window, it gives the first of the largest non-NaN taps (NaN
+/// only if all are NaN); integers have no NaN and take the plain max.
+#[inline(always)]
+#[allow(clippy::eq_op)] // `m != m` is the NaN test, generic over T.
+fn max_skip_nan<T: Lowest>(m: T, v: T) -> T {
+    if v > m || m != m {
+        v
+    } else {
+        m
+    }
+}
+
+/// Max pooling in two linear passes per plane: each input row's windows
+/// along W into a row buffer, then the buffered rows of each window along H,
+/// element by element across the output row (which vectorizes).
+///
+/// Semantics (of the plain window loop, row-major over the taps): the first
+/// tap seeds the max, so a NaN there propagates, and a later tap replaces it
+/// only if greater, so among equal maxima (±0) the first in row-major order
+/// wins. Both passes fold in tap order with [`max_skip_nan`]: along W within
+/// a row, then along H over the rows' results, which picks the same first
+/// maximum; the NaN rule is applied by testing the window's first tap. A
+/// window wholly in the padding gives `T::LOWEST`.
 fn max_pool_any<T: Lowest>(x: &ArrayD<T>, g: &Geometry, spatial: usize) -> Result<ArrayD<T>, InterpError> {
     let x = x.as_standard_layout();
     let Some(xs) = x.as_slice() else { bail!("non-contiguous input") };
-    let rows = tap_table(g.oh, g.stride[0], g.pad[0], g.dilation[0], g.kernel[0], g.h);
-    let cols = tap_table(g.ow, g.stride[1], g.pad[1], g.dilation[1], g.kernel[1], g.w);
-    let mut out = Vec::with_capacity(g.n * g.c * g.oh * g.ow);
-    for plane in xs.chunks(g.h * g.w).take(g.n * g.c) {
-        for row_taps in &rows {
-            for col_taps in &cols {
-                let mut m = T::LOWEST;
-                let mut first = true;
-                for &iy in row_taps {
-                    let line = &plane[iy * g.w..(iy + 1) * g.w];
-                    for &ix in col_taps {
-                        let v = line[ix];
-                        // The first tap seeds the max so a NaN there propagates.
-                        if first || v > m {
-                            m = v;
-                            first = false;
-                        }
-                    }
+    let rows = tap_ranges(g.oh, g.stride[0], g.pad[0], g.dilation[0], g.kernel[0], g.h);
+    let cols = tap_ranges(g.ow, g.stride[1], g.pad[1], g.dilation[1], g.kernel[1], g.w);
+    let (dy, dx) = (g.dilation[0].max(1), g.dilation[1].max(1));
+    let planes = g.n * g.c;
+    let mut out = vec![T::LOWEST; planes * g.oh * g.ow];
+    if g.oh * g.ow == 0 || g.h * g.w == 0 {
+        return ArrayD::from_shape_vec(IxDyn(&out_shape(g, spatial)), out)
+            .map_err(|e| InterpError::new(e.to_string()));
+    }
+    // Row iy of a plane reduced along W: hmax[iy·ow + ox].
+    let mut hmax = vec![T::LOWEST; g.h * g.ow];
+    for (plane, dst) in xs.chunks_exact(g.h * g.w).zip(out.chunks_exact_mut(g.oh * g.ow)) {
+        for (line, hrow) in plane.chunks_exact(g.w).zip(hmax.chunks_exact_mut(g.ow)) {
+            for (h, &(first, count)) in hrow.iter_mut().zip(&cols) {
+                *h = if count == 0 {
+                    T::LOWEST
+                } else {
+                    let taps = line[first..].iter().step_by(dx).take(count);
+                    taps.skip(1).fold(line[first], |m, &v| max_skip_nan(m, v))
+                };
+            }
+        }
+        for (orow, &(first, count)) in dst.chunks_exact_mut(g.ow).zip(&rows) {
+            if count == 0 {
+                continue; // already LOWEST
+            }
+            orow.copy_from_slice(&hmax[first * g.ow..(first + 1) * g.ow]);
+            for t in 1..count {
+                let hrow = &hmax[(first + t * dy) * g.ow..][..g.ow];
+                for (o, &v) in orow.iter_mut().zip(hrow) {
+                    *o = max_skip_nan(*o, v);
                 }
-                out.push(m);
+            }
+            // The NaN rule: a NaN first tap is the result.
+            let line = &plane[first * g.w..(first + 1) * g.w];
+            for (o, &(cf, cc)) in orow.iter_mut().zip(&cols) {
+                let v = line[cf];
+                #[allow(clippy::eq_op)]
+                if cc > 0 && v != v {
+                    *o = v;
+                }
             }
         }
     }
@@ -267,6 +335,71 @@ mod tests {
         let y = run(&mut ctx, max_pool1d, &[&q], "{kernel = [2], stride = [2]}", &[]);
         assert_eq!(y, Tensor::I8(ndarray::arr3(&[[[3i8, 7]]]).into_dyn()));
         assert!(run_err(&mut ctx, max_pool2d, &[&iota(&[1, 1, 4, 4])], "{}").contains("kernel"));
+    }
+
+    /// The separable max pool equals the plain window loop bit for bit,
+    /// NaN and signed zeros included, over paddings, strides, dilations and
+    /// ceil mode.
+    #[test]
+    fn max_pool_matches_window_loop() {
+        let mut ctx = Context::new();
+        let (h, w) = (7, 9);
+        let mut seed = 5u64;
+        let data: Vec<f32> = (0..2 * 3 * h * w)
+            .map(|_| {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                match (seed >> 33) % 11 {
+                    0 => f32::NAN,
+                    1 => -0.0,
+                    2 => 0.0,
+                    r => r as f32 - 6.0,
+                }
+            })
+            .collect();
+        let x = f32t(&[2, 3, h, w], &data);
+        for attrs in [
+            "{kernel = [3, 3], stride = [2, 2], pad = [1, 1, 1, 1]}",
+            "{kernel = [2, 3], stride = [1, 2], pad = [0, 2, 1, 0], dilation = [2, 1]}",
+            "{kernel = [3, 2], stride = [3, 2], ceil_mode = true}",
+            "{kernel = [1, 1]}",
+        ] {
+            let y = run(&mut ctx, max_pool2d, &[&x], attrs, &[]);
+            let dict = parse_attrs(&mut ctx, attrs);
+            let a = PoolAttrs::read_in(&ctx, dict, 2, true).unwrap();
+            let g = geometry(x.shape(), &a, 2).unwrap();
+            let mut want = Vec::new();
+            for plane in data.chunks(h * w) {
+                for oy in 0..g.oh {
+                    for ox in 0..g.ow {
+                        let (mut m, mut first) = (f32::NEG_INFINITY, true);
+                        for iy in taps(oy, g.stride[0], g.pad[0], g.dilation[0], g.kernel[0], h) {
+                            for ix in taps(ox, g.stride[1], g.pad[1], g.dilation[1], g.kernel[1], w) {
+                                let v = plane[iy * w + ix];
+                                if first || v > m {
+                                    (m, first) = (v, false);
+                                }
+                            }
+                        }
+                        want.push(m);
+                    }
+                }
+            }
+            let got: Vec<u32> = y.as_f32().unwrap().iter().map(|v| v.to_bits()).collect();
+            let want: Vec<u32> = want.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "{attrs}");
+        }
+    }
+
+    /// The attribute dictionary written in `.qir` syntax.
+    fn parse_attrs(ctx: &mut Context, attrs: &str) -> qopt_ir_core::Attribute {
+        ctx.set_allow_unregistered(true);
+        let text = format!(
+            "module {{\n  func.func @t() {{\n    test.k() {attrs} : () -> ()\n    func.return\n  }}\n}}\n"
+        );
+        let module = qopt_ir_core::parse_module(ctx, text.as_bytes(), "t.qir").unwrap();
+        let func = module.top_level_ops().next().unwrap();
+        let k = module.first_op(module.first_block(module.region(func, 0)));
+        module.op_attrs(k)
     }
 
     #[test]
