@@ -23,6 +23,7 @@ mod canonicalize;
 mod cse;
 mod dce;
 mod fold_constant;
+mod fp_constants;
 pub mod quant;
 mod simplify_inference;
 mod symbol_dce;

@@ -56,11 +56,12 @@
 use qopt_dialect_fp::{attrs, shape};
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
-    constant_value, dense_values_f64, type_to_string, AttrData, Attribute, Context, DenseElements,
-    InsertPoint, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome, Rewriter, Traits, Type,
-    ValueId,
+    constant_value, dense_values_f64, type_to_string, AttrData, Attribute, Context, InsertPoint, Module,
+    OpId, OpName, Pass, PassContext, PassError, PassOutcome, Rewriter, Type, ValueId,
 };
 use smallvec::SmallVec;
+
+use crate::fp_constants::{create_constant, dense, erase_if_unused_constant, not_constants};
 
 /// The `fold-bn` pass; see the module docs.
 pub struct FoldBn;
@@ -577,42 +578,6 @@ fn build_folded(
         return Err("it does not have one result".to_string());
     }
     Ok(rewriter.module.result(op, 0))
-}
-
-/// The dense attribute of `ty` holding `values`, rounded to its element type.
-fn dense(ctx: &mut Context, ty: Type, values: &[f64]) -> Result<Attribute, String> {
-    let elements = DenseElements::from_f64(ctx, ty, values)?;
-    Ok(ctx.dense_attr(elements))
-}
-
-/// `fp.constant` holding `value`.
-fn create_constant(rewriter: &mut Rewriter<'_>, value: Attribute) -> Result<ValueId, String> {
-    let attrs = rewriter.ctx.dict_attr(&[("value", value)]);
-    let op = rewriter.create_inferred("fp.constant", &[], attrs)?;
-    Ok(rewriter.module.result(op, 0))
-}
-
-/// Erases the op defining `v` if it is a registered pure constant nobody uses.
-fn erase_if_unused_constant(ctx: &Context, module: &mut Module, v: ValueId) {
-    let def = module.defining_op(v);
-    if def.is_none() || module.is_erased(def) || module.op_has_uses(def) {
-        return;
-    }
-    let constant =
-        ctx.op_def(module.op_name(def)).is_some_and(|d| d.has(Traits::CONSTANT_LIKE) && d.has(Traits::PURE));
-    if constant {
-        // invariant: no result is used, so erasing cannot fail.
-        let _ = module.erase_op(def);
-    }
-}
-
-/// "scale is not a constant", "scale and var are not constants", "a, b and c ...".
-fn not_constants(names: &[&str]) -> String {
-    match names {
-        [one] => format!("{one} is not a constant"),
-        [init @ .., last] => format!("{} and {last} are not constants", init.join(", ")),
-        [] => String::new(),
-    }
 }
 
 #[cfg(test)]
