@@ -11,7 +11,7 @@
 //!   the observers' statistics persist, so memory does not grow with the
 //!   number of samples.
 //! - **Parallel and deterministic.** Calls are grouped into chunks of
-//!   [`CHUNK_CALLS`] in sample order; worker threads (`threads`, default: every
+//!   [`chunk_calls`] in sample order; worker threads (`threads`, default: every
 //!   core) each run their own interpreter on whole chunks, every chunk starting
 //!   from empty statistics, and this thread folds the chunks into the stored
 //!   statistics strictly in chunk order ([`Observer::merge`]). The chunking does
@@ -55,8 +55,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-/// Interpreter calls per chunk: the unit of parallel work and of merging.
-pub const CHUNK_CALLS: usize = 8;
+/// Interpreter calls per chunk, the unit of parallel work and of merging: an
+/// eighth of the calls, between 8 and 64, so small data sets still spread over
+/// the cores and large ones merge rarely. It depends on the number of calls
+/// only, never on the thread count, which keeps the result the same for any
+/// number of threads.
+pub fn chunk_calls(calls: usize) -> usize {
+    (calls / 8).clamp(8, 64)
+}
 
 /// The `calibrate` pass; see the module docs.
 pub struct Calibrate;
@@ -351,7 +357,8 @@ impl CalibrationRun<'_> {
     /// Runs every call and returns each observer's stored statistics merged
     /// with everything seen, in sample order.
     fn execute(&self, threads: usize) -> Result<Vec<ObserverStats>, PassError> {
-        let chunks = self.calls.div_ceil(CHUNK_CALLS);
+        let per_chunk = chunk_calls(self.calls);
+        let chunks = self.calls.div_ceil(per_chunk);
         let workers = threads.clamp(1, chunks.max(1));
         let standard;
         let kernels = match KernelRegistry::of(self.ctx) {
@@ -384,7 +391,12 @@ impl CalibrationRun<'_> {
                         let result = if abort.load(Ordering::Relaxed) {
                             Ok(Vec::new())
                         } else {
-                            self.run_chunk(&mut interp, index, chunk, progress)
+                            self.run_chunk(
+                                &mut interp,
+                                index,
+                                chunk * per_chunk..(chunk + 1) * per_chunk,
+                                progress,
+                            )
                         };
                         let mut merge = lock(state);
                         while merge.next != chunk {
@@ -436,17 +448,16 @@ impl CalibrationRun<'_> {
         Ok(())
     }
 
-    /// Runs the calls of `chunk` from empty statistics.
+    /// Runs the calls `calls` (a chunk) from empty statistics.
     fn run_chunk(
         &self,
         interp: &mut Interpreter<'_>,
         index: &FxHashMap<OpId, usize>,
-        chunk: usize,
+        calls: std::ops::Range<usize>,
         progress: &Progress,
     ) -> ChunkResult {
         let mut partials: Vec<ObserverStats> = self.observers.iter().map(|o| o.stats.empty_like()).collect();
-        let first = chunk * CHUNK_CALLS;
-        for call in first..(first + CHUNK_CALLS).min(self.calls) {
+        for call in calls.start..calls.end.min(self.calls) {
             let start = call * self.per_call;
             let inputs = self.dataset.read(start, self.per_call).map_err(|e| e.to_string())?;
             let mut failure: Option<ChunkError> = None;

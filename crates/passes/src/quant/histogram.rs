@@ -40,6 +40,8 @@ const MIN_EXPONENT: i32 = -126;
 pub struct Histogram {
     counts: Vec<i64>,
     layout: Layout,
+    /// The sum of `counts`, kept so adding a batch does not sum every bin.
+    total: i64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -60,7 +62,7 @@ fn pow2(e: i32) -> f64 {
 impl Histogram {
     /// An empty histogram of `bins` bins (at least 1).
     pub fn empty(bins: usize) -> Histogram {
-        Histogram { counts: vec![0; bins.max(1)], layout: Layout::Empty }
+        Histogram { counts: vec![0; bins.max(1)], layout: Layout::Empty, total: 0 }
     }
 
     /// A histogram read back from the IR: `counts` over `[hist_min, hist_max]`.
@@ -85,7 +87,7 @@ impl Histogram {
         } else {
             grid_layout(lo, hi, counts.len()).unwrap_or(Layout::Fixed { lo, hi })
         };
-        Ok(Histogram { counts, layout })
+        Ok(Histogram { counts, layout, total })
     }
 
     /// Number of bins.
@@ -101,7 +103,7 @@ impl Histogram {
     /// Total count.
     pub fn total(&self) -> i64 {
         // Never overflows: every way of filling a histogram checks the total.
-        self.counts.iter().sum()
+        self.total
     }
 
     /// Lower edge of the first bin (0 when empty).
@@ -217,6 +219,7 @@ impl Histogram {
                 }
             }
         }
+        self.total += values.len() as i64;
         Ok(Some((lo, hi)))
     }
 
@@ -228,12 +231,14 @@ impl Histogram {
         const BLOCK: usize = 1024;
         let bins = self.counts.len();
         let last = bins as u32 - 1;
-        if values.len() < bins {
+        if values.len() < bins || values.len() > u32::MAX as usize {
             // Fewer values than bins: the tallies would cost more than they save.
             values.iter().for_each(|&v| self.counts[bin(v).min(last) as usize] += 1);
             return;
         }
-        let mut tally = vec![0u64; 4 * bins];
+        // u32 keeps the four tallies in L1 for 2,048 bins; a tensor has at most
+        // 2^31 elements (the interpreter's limit), so no tally can overflow.
+        let mut tally = vec![0u32; 4 * bins];
         let (first, rest) = tally.split_at_mut(bins);
         let (second, rest) = rest.split_at_mut(bins);
         let (third, fourth) = rest.split_at_mut(bins);
@@ -253,7 +258,7 @@ impl Histogram {
             quads.remainder().iter().for_each(|&i| first[i as usize] += 1);
         }
         for (i, count) in self.counts.iter_mut().enumerate() {
-            *count += (first[i] + second[i] + third[i] + fourth[i]) as i64;
+            *count += i64::from(first[i]) + i64::from(second[i]) + i64::from(third[i]) + i64::from(fourth[i]);
         }
     }
 
@@ -280,6 +285,7 @@ impl Histogram {
                 }
                 if self.layout == other.layout {
                     self.counts.iter_mut().zip(&other.counts).for_each(|(a, b)| *a += b);
+                    self.total += other.total;
                     return Ok(());
                 }
                 Err(format!(
@@ -305,6 +311,7 @@ impl Histogram {
                     let bin = coarser(offset + i as i64, shift) - to_offset;
                     self.counts[bin.clamp(0, last) as usize] += c;
                 }
+                self.total += other.total;
                 Ok(())
             }
         }
