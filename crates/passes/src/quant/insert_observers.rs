@@ -189,11 +189,13 @@ impl Config {
 
     /// Whether `op` is to be quantized under `skip` and `ops`.
     fn selects(&self, ctx: &Context, module: &Module, op: OpId) -> bool {
-        if !self.ops.is_empty() && !self.ops.contains(&module.op_name(op)) {
-            return false;
-        }
-        self.skip.is_empty()
-            || !loc_names(ctx, module.op_loc(op)).iter().any(|n| self.skip.iter().any(|s| s == n))
+        (self.ops.is_empty() || self.ops.contains(&module.op_name(op))) && !self.skips(ctx, module, op)
+    }
+
+    /// Whether `skip` names `op`'s location.
+    fn skips(&self, ctx: &Context, module: &Module, op: OpId) -> bool {
+        !self.skip.is_empty()
+            && loc_names(ctx, module.op_loc(op)).iter().any(|n| self.skip.iter().any(|s| s == n))
     }
 }
 
@@ -237,7 +239,9 @@ fn after_fused_activations(ctx: &Context, module: &Module, mut value: ValueId, c
         let [user] = users(module, value)[..] else { return value };
         let fused =
             ctx.op_def(module.op_name(user)).is_some_and(|d| d.interfaces.get::<FusedActivation>().is_some());
-        if !fused || module.num_results(user) != 1 || !config.selects(ctx, module, user) {
+        // A fused activation belongs to its producer: `ops` need not list it,
+        // but `skip` naming it keeps it out.
+        if !fused || module.num_results(user) != 1 || config.skips(ctx, module, user) {
             return value;
         }
         value = module.result(user, 0);
