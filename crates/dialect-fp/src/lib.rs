@@ -20,6 +20,7 @@ mod ops;
 pub mod shape;
 
 /// Shape rules of the shape ops, shared with kernels that execute them.
+pub use ops::norm::{BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
 pub use ops::shape::{reshape_target, slice_axes, slice_len, transpose_perm, SliceAxis};
 
 use qopt_ir_core::{Attribute, Context, Dialect, Location, OpDef, RewritePattern, Rewriter, Type, ValueId};

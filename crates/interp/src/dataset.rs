@@ -929,50 +929,10 @@ mod tests {
 
     /// A zip archive of DEFLATE members, as `np.savez_compressed` writes.
     fn deflate_npz(members: &[(&str, RawArray)]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut central = Vec::new();
-        for (name, array) in members {
-            let name = format!("{name}.npy");
-            let data = npy_bytes(array).unwrap();
-            let compressed = miniz_oxide::deflate::compress_to_vec(&data, 6);
-            let crc = npy::crc32(&data);
-            let offset = out.len() as u32;
-            out.extend_from_slice(&0x0403_4b50u32.to_le_bytes());
-            for v in [20u16, 0, 8, 0, 0x21] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            for v in [crc, compressed.len() as u32, data.len() as u32] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            out.extend_from_slice(&(name.len() as u16).to_le_bytes());
-            out.extend_from_slice(&0u16.to_le_bytes());
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(&compressed);
-            central.extend_from_slice(&0x0201_4b50u32.to_le_bytes());
-            for v in [20u16, 20, 0, 8, 0, 0x21] {
-                central.extend_from_slice(&v.to_le_bytes());
-            }
-            for v in [crc, compressed.len() as u32, data.len() as u32] {
-                central.extend_from_slice(&v.to_le_bytes());
-            }
-            for v in [name.len() as u16, 0, 0, 0, 0] {
-                central.extend_from_slice(&v.to_le_bytes());
-            }
-            central.extend_from_slice(&0u32.to_le_bytes());
-            central.extend_from_slice(&offset.to_le_bytes());
-            central.extend_from_slice(name.as_bytes());
-        }
-        let cd_offset = out.len() as u32;
-        out.extend_from_slice(&central);
-        out.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
-        let n = members.len() as u16;
-        for v in [0u16, 0, n, n] {
-            out.extend_from_slice(&v.to_le_bytes());
-        }
-        out.extend_from_slice(&(central.len() as u32).to_le_bytes());
-        out.extend_from_slice(&cd_offset.to_le_bytes());
-        out.extend_from_slice(&0u16.to_le_bytes());
-        out
+        let members: Vec<(String, Vec<u8>)> =
+            members.iter().map(|(name, a)| (format!("{name}.npy"), npy_bytes(a).unwrap())).collect();
+        let borrowed: Vec<(&str, Vec<u8>)> = members.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
+        npy::deflate_zip(&borrowed, false)
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //!   [`KernelContext`].
 //! - [`QuantConv2d`]: the quantized convolution of `qnn.conv2d` with explicit
 //!   parameters, for kernels of downstream ops that compute it.
+//! - [`dequantize_tensor`]: stored integers to real values exactly as
+//!   `qnn.dequantize` computes them (calibration records quantized values so).
 //! - [`run_function`] / [`run_function_with`] (a hook per op, for calibration
 //!   and per-layer comparison) and the reusable [`Interpreter`].
 //! - [`dataset::Dataset`]: calibration samples streamed from `.npy` / `.npz` files
@@ -36,6 +38,6 @@ mod tensor;
 
 pub use error::InterpError;
 pub use exec::{run_function, run_function_with, Interpreter, MAX_CALL_DEPTH, MAX_ELEMENTS};
-pub use kernels::qnn::QuantConv2d;
+pub use kernels::qnn::{dequantize_tensor, QuantConv2d};
 pub use registry::{Kernel, KernelContext, KernelRegistry, KernelResults};
 pub use tensor::{DType, Tensor};

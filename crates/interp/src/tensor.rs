@@ -325,7 +325,8 @@ impl Tensor {
             let values: Vec<T> = a.iter().copied().collect();
             match RawArray::from_elements(a.shape().to_vec(), &values) {
                 Ok(r) => r,
-                // from_elements only fails when the data does not fill the shape.
+                // invariant: from_elements only fails when the data does not fill the
+                // shape, and an ndarray's elements always fill its shape.
                 Err(_) => unreachable!("an ndarray's elements fill its shape"),
             }
         }

@@ -30,7 +30,7 @@
 //! %y = fp.add(%2, %1) : (tensor<1x2x4x4xf32>, tensor<2x1x1xf32>) -> tensor<1x2x4x4xf32> loc("bn1")
 //! ```
 
-use qopt_dialect_fp::{attrs, shape};
+use qopt_dialect_fp::{attrs, shape, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
     constant_value, dense_values_f64, type_to_string, AttrData, Attribute, Context, InsertPoint, Module,
@@ -42,12 +42,6 @@ use crate::fp_constants::{create_constant, dense, erase_if_unused_constant, not_
 
 /// The `simplify-inference` pass; see the module docs.
 pub struct SimplifyInference;
-
-/// The names of `fp.batch_norm`'s parameter operands, in operand order (after `x`).
-const PARAMETERS: [&str; 4] = ["scale", "bias", "mean", "var"];
-
-/// `fp.batch_norm`'s default `epsilon`, as its verifier reads it.
-const DEFAULT_EPSILON: f64 = 1e-5;
 
 impl Pass for SimplifyInference {
     fn name(&self) -> &'static str {
@@ -99,22 +93,27 @@ impl Pass for SimplifyInference {
 /// Rewrites one batch norm (see the module docs), or says why it is kept; on
 /// `Err` the IR is unchanged.
 fn simplify_batch_norm(ctx: &mut Context, module: &mut Module, op: OpId) -> Result<(), String> {
-    if module.num_operands(op) != 1 + PARAMETERS.len() || module.num_results(op) != 1 {
+    if module.num_operands(op) != 1 + BATCH_NORM_PARAMETERS.len() || module.num_results(op) != 1 {
         return Err("it does not have 5 operands and 1 result".to_string());
     }
     let x = module.operand(op, 0);
-    let params: SmallVec<[ValueId; 4]> = (1..=PARAMETERS.len()).map(|i| module.operand(op, i)).collect();
+    let params: SmallVec<[ValueId; 4]> =
+        (1..=BATCH_NORM_PARAMETERS.len()).map(|i| module.operand(op, i)).collect();
     let constants: SmallVec<[Option<Attribute>; 4]> =
         params.iter().map(|&v| constant_value(ctx, module, v)).collect();
-    let missing: Vec<&str> =
-        PARAMETERS.iter().zip(&constants).filter(|(_, c)| c.is_none()).map(|(&name, _)| name).collect();
+    let missing: Vec<&str> = BATCH_NORM_PARAMETERS
+        .iter()
+        .zip(&constants)
+        .filter(|(_, c)| c.is_none())
+        .map(|(&name, _)| name)
+        .collect();
     if !missing.is_empty() {
         return Err(not_constants(&missing));
     }
 
     // scale, bias, mean, var as f64, each of one element per channel.
     let mut values: SmallVec<[Vec<f64>; 4]> = SmallVec::new();
-    for (name, attr) in PARAMETERS.iter().zip(constants.iter().flatten()) {
+    for (name, attr) in BATCH_NORM_PARAMETERS.iter().zip(constants.iter().flatten()) {
         let read = match ctx.attr_data(*attr) {
             AttrData::Dense(d) if ctx.tensor_shape(d.ty).is_some_and(|s| s.len() == 1) => {
                 dense_values_f64(ctx, d, ctx.element_type(d.ty))
@@ -125,11 +124,14 @@ fn simplify_batch_norm(ctx: &mut Context, module: &mut Module, op: OpId) -> Resu
     }
     let channels = values[0].len();
     if values.iter().any(|v| v.len() != channels) {
-        let lengths: Vec<String> =
-            PARAMETERS.iter().zip(&values).map(|(name, v)| format!("{name} {}", v.len())).collect();
+        let lengths: Vec<String> = BATCH_NORM_PARAMETERS
+            .iter()
+            .zip(&values)
+            .map(|(name, v)| format!("{name} {}", v.len()))
+            .collect();
         return Err(format!("its parameters differ in length ({})", lengths.join(", ")));
     }
-    let epsilon = attrs::float_in(ctx, module.op_attrs(op), "epsilon", DEFAULT_EPSILON)?;
+    let epsilon = attrs::float_in(ctx, module.op_attrs(op), "epsilon", BATCH_NORM_EPSILON)?;
     let (scales, biases) = per_channel_affine(&values[0], &values[1], &values[2], &values[3], epsilon);
 
     let result_ty = module.value_type(module.result(op, 0));

@@ -19,6 +19,10 @@
 //!   driver again (same split mode and unregistered-op allowance, no passes)
 //!   and must print unchanged.
 //!
+//! This is test-harness code: a malformed golden file or an unmet expectation
+//! panics on purpose, because a panic is how a `#[test]` fails. Nothing in the
+//! tools calls it.
+//!
 //! ```no_run
 //! # let driver = qopt_driver::Driver::new("qopt");
 //! let golden = qopt_driver::golden::Golden::new(&driver, "/path/to/repo");

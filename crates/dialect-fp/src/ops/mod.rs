@@ -18,7 +18,7 @@ pub(crate) mod constant;
 mod conv;
 mod elementwise;
 mod linear;
-mod norm;
+pub(crate) mod norm;
 mod pool;
 pub(crate) mod shape;
 

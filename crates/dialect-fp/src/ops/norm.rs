@@ -7,6 +7,12 @@ use crate::attrs;
 use crate::shape::{dims_compatible, normalize_axis};
 use qopt_ir_core::{Arity, Attribute, Context, OpDef, Traits, Type};
 
+/// `fp.batch_norm`'s `epsilon` when the attribute is absent (ONNX's default).
+pub const BATCH_NORM_EPSILON: f64 = 1e-5;
+
+/// The names of `fp.batch_norm`'s parameter operands, in operand order after `x`.
+pub const BATCH_NORM_PARAMETERS: [&str; 4] = ["scale", "bias", "mean", "var"];
+
 pub(crate) fn ops() -> Vec<OpDef> {
     vec![
         super::with_signature::<BatchNorm>(
@@ -71,7 +77,7 @@ impl Signature for BatchNorm {
                 ));
             }
         }
-        let epsilon = attrs::float_in(ctx, attrs, "epsilon", 1e-5)?;
+        let epsilon = attrs::float_in(ctx, attrs, "epsilon", BATCH_NORM_EPSILON)?;
         if !(epsilon >= 0.0 && epsilon.is_finite()) {
             return Err(format!("'epsilon' must be finite and non-negative, got {epsilon}"));
         }

@@ -40,11 +40,9 @@
 use super::methods::{value_range, ObservedBatch, Observer, QuantMethods};
 use super::stats::ObserverStats;
 use super::util::{op_named, OBSERVE};
-use qopt_dialect_qnn::fixed_point::{dequantize_f32, scale_f32};
-use qopt_dialect_qnn::quant_params::{axis as quant_axis, params};
 use qopt_interp::dataset::{ArgSpec, Dataset};
 use qopt_interp::progress::{Progress, REDRAW_EVERY};
-use qopt_interp::{DType, Interpreter, KernelRegistry, Tensor};
+use qopt_interp::{dequantize_tensor, DType, Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
     type_to_string, AttrData, Context, Diagnostic, FxHashMap, Module, OpId, Pass, PassContext, PassError,
@@ -501,36 +499,18 @@ impl CalibrationRun<'_> {
 }
 
 /// The real values of an observed tensor: float values as f32, quantized
-/// values dequantized with their type's parameters (`quant-semantics.md` §3.2).
+/// values dequantized as `qnn.dequantize` does (`quant-semantics.md` §3.2).
 fn real_values<'t>(tensor: &'t Tensor, quant: Option<&QuantType>) -> Result<Cow<'t, [f32]>, String> {
-    let Some(q) = quant else {
-        return match tensor {
-            Tensor::F32(a) => Ok(match a.as_slice() {
-                Some(s) => Cow::Borrowed(s),
-                None => Cow::Owned(a.iter().copied().collect()),
-            }),
-            Tensor::F64(a) => Ok(Cow::Owned(a.iter().map(|&v| v as f32).collect())),
-            other => Err(format!("observed a {} tensor where floats were expected", other.dtype())),
-        };
-    };
-    let stored: Vec<i64> = tensor.to_f64_vec().into_iter().map(|v| v as i64).collect();
-    let entries = params(q);
-    let Some(axis) = quant_axis(q) else {
-        let p = entries.first().ok_or("quantized type without parameters")?;
-        let scale = scale_f32(p.scale);
-        return Ok(Cow::Owned(stored.iter().map(|&v| dequantize_f32(v, p.zero_point, scale)).collect()));
-    };
-    let shape = tensor.shape();
-    let inner: usize = shape.get(axis + 1..).map_or(1, |s| s.iter().product::<usize>().max(1));
-    let channels = shape.get(axis).copied().unwrap_or(1).max(1);
-    Ok(Cow::Owned(
-        stored
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| {
-                let p = &entries[(i / inner) % channels % entries.len().max(1)];
-                dequantize_f32(v, p.zero_point, scale_f32(p.scale))
-            })
-            .collect(),
-    ))
+    if let Some(q) = quant {
+        let real = dequantize_tensor(tensor, q).map_err(|e| e.message)?;
+        return Ok(Cow::Owned(real.to_f64_vec().into_iter().map(|v| v as f32).collect()));
+    }
+    match tensor {
+        Tensor::F32(a) => Ok(match a.as_slice() {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(a.iter().copied().collect()),
+        }),
+        Tensor::F64(a) => Ok(Cow::Owned(a.iter().map(|&v| v as f32).collect())),
+        other => Err(format!("observed a {} tensor where floats were expected", other.dtype())),
+    }
 }

@@ -53,7 +53,7 @@
 //! %z = fp.conv2d(%x, %0, %1) : (tensor<1x1x4x4xf32>, tensor<2x1x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32> loc("conv1")
 //! ```
 
-use qopt_dialect_fp::{attrs, shape};
+use qopt_dialect_fp::{attrs, shape, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
     constant_value, dense_values_f64, type_to_string, AttrData, Attribute, Context, InsertPoint, Module,
@@ -65,12 +65,6 @@ use crate::fp_constants::{create_constant, dense, erase_if_unused_constant, not_
 
 /// The `fold-bn` pass; see the module docs.
 pub struct FoldBn;
-
-/// The names of `fp.batch_norm`'s parameter operands, in operand order (after `x`).
-const PARAMETERS: [&str; 4] = ["scale", "bias", "mean", "var"];
-
-/// `fp.batch_norm`'s default `epsilon`, as its verifier reads it.
-const DEFAULT_EPSILON: f64 = 1e-5;
 
 impl Pass for FoldBn {
     fn name(&self) -> &'static str {
@@ -243,7 +237,7 @@ fn fold_into_producer(ctx: &mut Context, module: &mut Module, names: &Names, op:
     // `y`, the producer's result, and for a multiply or add its constant operand.
     let (y, other) = match kind {
         Kind::BatchNorm => {
-            if module.num_operands(op) != 1 + PARAMETERS.len() {
+            if module.num_operands(op) != 1 + BATCH_NORM_PARAMETERS.len() {
                 return Outcome::Skipped;
             }
             (module.operand(op, 0), None)
@@ -382,7 +376,7 @@ fn batch_norm_affine(
     }
     let mut values: SmallVec<[Vec<f64>; 4]> = SmallVec::new();
     let mut missing: Vec<&str> = Vec::new();
-    for (i, name) in PARAMETERS.iter().enumerate() {
+    for (i, name) in BATCH_NORM_PARAMETERS.iter().enumerate() {
         match read_constant(ctx, module, module.operand(op, 1 + i), producer.elem) {
             Some((_, v)) => values.push(v),
             None => missing.push(name),
@@ -397,7 +391,7 @@ fn batch_norm_affine(
             producer.channels, producer.name
         ));
     }
-    let epsilon = attrs::float_in(ctx, module.op_attrs(op), "epsilon", DEFAULT_EPSILON)?;
+    let epsilon = attrs::float_in(ctx, module.op_attrs(op), "epsilon", BATCH_NORM_EPSILON)?;
     let [scale, bias, mean, var] = [&values[0], &values[1], &values[2], &values[3]];
     let s: Vec<f64> = scale.iter().zip(var).map(|(&g, &v)| g / (v + epsilon).sqrt()).collect();
     Ok(Affine { scale: s, sub: mean.clone(), add: bias.clone() })

@@ -179,6 +179,7 @@ impl Histogram {
         self.check_total(values.len() as i64)?;
         self.cover(lo as f64, hi as f64, MIN_EXPONENT)?;
         match self.layout {
+            // invariant: `cover` returned Ok, and it always leaves a Grid or Fixed layout.
             Layout::Empty => unreachable!("cover sets a layout"),
             Layout::Grid { exponent, offset } => {
                 let last = self.counts.len() as i64 - 1;
@@ -302,6 +303,8 @@ impl Histogram {
                     ));
                 }
                 self.cover(bottom, top, exponent)?;
+                // invariant: `self` was Empty or Grid (Fixed returned above) and `cover`
+                // succeeded, which leaves a Grid.
                 let Layout::Grid { exponent: to_exponent, offset: to_offset } = self.layout else {
                     unreachable!("cover of a grid or empty histogram gives a grid");
                 };

@@ -48,7 +48,7 @@ fn batch_norm_real<T: Real>(x: &ArrayD<T>, params: &[&Tensor], eps: f64) -> Resu
 
 /// `fp.batch_norm(x, scale, bias, mean, var) {epsilon}`.
 pub(crate) fn batch_norm(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
-    let eps = attrs::float_in(kc.ctx, kc.attrs, "epsilon", 1e-5)?;
+    let eps = attrs::float_in(kc.ctx, kc.attrs, "epsilon", qopt_dialect_fp::BATCH_NORM_EPSILON)?;
     let x = operand(ops, 0)?;
     operand(ops, 4)?;
     if ops[1..5].iter().any(|p| p.dtype() != x.dtype()) {

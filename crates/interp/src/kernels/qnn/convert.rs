@@ -81,6 +81,12 @@ pub(crate) fn quantize(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<Ke
 /// `qnn.dequantize` (§3.2).
 pub(crate) fn dequantize(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
     let (t, q) = quant_operand(kc, ops, 0, "input")?;
+    one(dequantize_tensor(t, q)?)
+}
+
+/// The real values of the stored integers `t` of quantized type `q`, as
+/// `qnn.dequantize` computes them (§3.2): an f32 tensor of `t`'s shape.
+pub fn dequantize_tensor(t: &Tensor, q: &QuantType) -> Result<Tensor, InterpError> {
     let stored = ints(t, "input")?;
     let index = ParamIndex::new(q, stored.shape(), "input")?;
     let params = f32_params(&index);
@@ -95,7 +101,7 @@ pub(crate) fn dequantize(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<
         .collect();
     let out =
         ArrayD::from_shape_vec(stored.raw_dim(), values).map_err(|e| InterpError::new(e.to_string()))?;
-    one(Tensor::F32(out))
+    Ok(Tensor::F32(out))
 }
 
 /// `qnn.requantize` (§5): per input entry `(m, n) = quantize_multiplier(s_in ⊘₆₄ s_out)`,

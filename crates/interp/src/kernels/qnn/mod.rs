@@ -24,6 +24,7 @@
 mod accumulate;
 mod conv;
 mod convert;
+pub use convert::dequantize_tensor;
 mod elementwise;
 mod linear;
 
