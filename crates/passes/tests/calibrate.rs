@@ -5,7 +5,9 @@
 //! - calibrating on A, printing, parsing and calibrating on B gives the IR of
 //!   one run on A + B (the data split into two files of 70 and 130 samples);
 //! - saving after `calibrate` and running `insert-fakeq` on the saved file
-//!   gives the same bytes as the whole pipeline in one run.
+//!   gives the same bytes as the whole pipeline in one run;
+//! - a property test: on random data of any size and every observer kind,
+//!   one thread and two give the same bytes (`determinism`).
 
 use qopt_interp::npy::{read_npy_file, write_npy_file, RawArray};
 use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
@@ -111,6 +113,48 @@ fn insert_fakeq_on_saved_calibration_equals_one_run() {
             let resumed = run(&saved, fakeq);
             assert_eq!(resumed, whole, "{observers} then {fakeq}: a saved calibration gives other bytes");
             assert!(whole.contains("qnn.fake_quant") && !whole.contains("qnn.observe"));
+        }
+    }
+}
+
+mod determinism {
+    //! Property: for random data (any number of samples, any values) and every
+    //! observer kind, calibrating with one thread and with two gives the same bytes.
+
+    use super::{run, scratch};
+    use proptest::prelude::*;
+    use qopt_interp::npy::{write_npy_file, RawArray};
+
+    /// A small network: dense → relu → dense, every value observed.
+    const MODEL: &str = r#"func.func @main(%x: tensor<1x4xf32>) -> tensor<1x3xf32> {
+  %w = fp.constant() {value = dense<[[0.5, -1.0, 0.25, 2.0], [1.5, 0.0, -0.5, 1.0]]> : tensor<2x4xf32>} : () -> tensor<2x4xf32>
+  %d = fp.dense(%x, %w) : (tensor<1x4xf32>, tensor<2x4xf32>) -> tensor<1x2xf32>
+  %r = fp.relu(%d) : (tensor<1x2xf32>) -> tensor<1x2xf32>
+  %v = fp.constant() {value = dense<[[1.0, -2.0], [0.5, 0.5], [-1.0, 3.0]]> : tensor<3x2xf32>} : () -> tensor<3x2xf32>
+  %y = fp.dense(%r, %v) : (tensor<1x2xf32>, tensor<3x2xf32>) -> tensor<1x3xf32>
+  func.return %y : tensor<1x3xf32>
+}
+"#;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        #[test]
+        fn thread_count_never_changes_the_result(
+            values in prop::collection::vec(-1.0e4f32..1.0e4, 4..1600),
+            kind in 0usize..3,
+        ) {
+            let samples = values.len() / 4;
+            let dir = scratch("prop");
+            let data = dir.join(format!("{samples}-{kind}.npy"));
+            let raw = RawArray::from_elements(vec![samples, 4], &values[..samples * 4]).unwrap();
+            write_npy_file(&data, &raw).unwrap();
+            let observers = ["insert-observers", "insert-observers{observer=histogram bins=64}",
+                "insert-observers{observer=moving-average averaging-constant=0.3}"][kind];
+            let observed = run(MODEL, observers);
+            let one = run(&observed, &format!("calibrate{{data=\"{}\" threads=1}}", data.display()));
+            let two = run(&observed, &format!("calibrate{{data=\"{}\" threads=2}}", data.display()));
+            std::fs::remove_file(&data).ok();
+            prop_assert_eq!(one, two);
         }
     }
 }
