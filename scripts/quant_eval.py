@@ -4,7 +4,7 @@ ONNX Runtime's int8 figures.
 
 usage: scripts/.venv/bin/python scripts/quant_eval.py
            [--models digits_mlp,digits_cnn,resnet_tiny,mnist_mbv2,resnet18ish]
-           [--configs ort-scheme,ort-scheme-wminmax,defaults,hist-percentile,hist-entropy,hist-mse,...]
+           [--configs ort-exact,defaults,weight-mse,hist-percentile,hist-entropy,hist-mse,...]
            [--ort-methods MinMax,Percentile,Entropy] [--layers [--worst N]] [--json OUT.json | --json -]
            [--wait-for-passes SECONDS]
 
@@ -50,13 +50,17 @@ CONFIGS = {
     "ort-scheme": ("", ORT_SCHEME),
     # ORT's scheme with ORT's weight ranges too (plain per-channel max |w|), where qopt has weight-method
     "ort-scheme-wminmax": ("", ORT_SCHEME + " weight-method=minmax"),
+    # ONNX Runtime's algorithm too: no bias correction (min-max weights, float biases)
+    "ort-exact": ("", ORT_SCHEME + " weight-method=minmax bias-correction=false"),
+    "no-bias-correction": ("", "bias-correction=false"),
+    "weight-mse": ("", "weight-method=mse"),
     "defaults": ("", ""),
     "hist-minmax": ("observer=histogram", "method=minmax"),
     "hist-percentile": ("observer=histogram", "method=percentile"),
     "hist-entropy": ("observer=histogram", "method=entropy"),
     "hist-mse": ("observer=histogram", "method=mse"),
 }
-DEFAULT_CONFIGS = ["ort-scheme", "ort-scheme-wminmax", "defaults", "hist-percentile", "hist-entropy", "hist-mse"]
+DEFAULT_CONFIGS = ["ort-exact", "defaults", "weight-mse", "hist-percentile", "hist-entropy", "hist-mse"]
 
 # README of the shared models: what ORT's int8 reaches (accuracy %, SQNR dB).
 README_ORT = {"digits_mlp": (98.32, 41.2), "digits_cnn": (98.49, 31.4), "resnet_tiny": (None, 37.1),

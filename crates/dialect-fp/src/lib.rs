@@ -136,10 +136,10 @@ mod tests {
         let ops = FpDialect.ops();
         let def = |name: &str| ops.iter().find(|d| d.name == name).unwrap();
         assert_eq!(ops.len(), 28);
-        for name in ["fp.conv2d", "fp.conv1d", "fp.dense"] {
+        for (name, channels) in [("fp.conv2d", 1), ("fp.conv1d", 1), ("fp.dense", -1)] {
             assert_eq!(
                 def(name).interfaces.get::<QuantizableOp>(),
-                Some(&QuantizableOp::weighted(0, 1, Some(2), 0))
+                Some(&QuantizableOp::weighted(0, 1, Some(2), 0).with_channel_axis(Some(channels)))
             );
         }
         for name in ["fp.matmul", "fp.batch_matmul", "fp.add", "fp.sub", "fp.mul", "fp.div"] {

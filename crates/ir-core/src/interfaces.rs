@@ -24,6 +24,11 @@ pub struct QuantizableOp {
     pub weight_channel_axis: Option<usize>,
     /// Every operand is an activation, however many there are (concat).
     pub variadic: bool,
+    /// For a weighted op, the axis of the activation operand and of the
+    /// result along which the weight's input and output channels run (the
+    /// bias's axis), negative counting from the back: 1 for `N×C×…`
+    /// convolutions, −1 for dense layers.
+    pub channel_axis: Option<i64>,
 }
 
 impl QuantizableOp {
@@ -35,6 +40,7 @@ impl QuantizableOp {
             bias: None,
             weight_channel_axis: None,
             variadic: false,
+            channel_axis: None,
         }
     }
 
@@ -52,7 +58,9 @@ impl QuantizableOp {
         }
     }
 
-    /// An op with one activation, a weight (channel axis `axis`) and maybe a bias.
+    /// An op with one activation, a weight (output-channel axis `axis`) and
+    /// maybe a bias, whose activation and result have their channels on axis 1
+    /// (`N×C×…`; see [`with_channel_axis`](Self::with_channel_axis) for others).
     pub fn weighted(activation: usize, weight: usize, bias: Option<usize>, axis: usize) -> QuantizableOp {
         QuantizableOp {
             activations: vec![activation],
@@ -60,7 +68,22 @@ impl QuantizableOp {
             bias,
             weight_channel_axis: Some(axis),
             variadic: false,
+            channel_axis: Some(1),
         }
+    }
+
+    /// The same op with its activation and result channels on `axis`
+    /// (negative counts from the back; `None`: unknown).
+    pub fn with_channel_axis(self, axis: Option<i64>) -> QuantizableOp {
+        QuantizableOp { channel_axis: axis, ..self }
+    }
+
+    /// [`channel_axis`](Self::channel_axis) for an activation of rank `rank`,
+    /// if it names one of its dimensions.
+    pub fn channel_axis_for_rank(&self, rank: usize) -> Option<usize> {
+        let axis = self.channel_axis?;
+        let axis = if axis < 0 { axis + rank as i64 } else { axis };
+        (0..rank as i64).contains(&axis).then_some(axis as usize)
     }
 }
 

@@ -94,6 +94,10 @@ fn calibrating_on_a_then_b_equals_a_plus_b() {
         let after_a = run(&observed, &format!("calibrate{{data=\"{}\"}}", a.display()));
         let after_b = run(&after_a, &format!("calibrate{{data=\"{}\"}}", b.display()));
         assert_ne!(after_a, whole, "{observers}: A alone should differ from A + B");
+        assert!(
+            whole.contains("mean_count = 200"),
+            "{observers}: the dense inputs' channel means are merged too"
+        );
         assert_eq!(after_b, whole, "{observers}: A then B differs from A + B");
     }
     std::fs::remove_dir_all(dir).ok();

@@ -320,6 +320,7 @@ fn config(observer: &str, channels: usize, axis: bool, bins: Option<usize>) -> O
         averaging_constant: Some(0.25),
         percentile: None,
         histogram: None,
+        means: None,
         batch_ranges: Vec::new(),
     }
 }

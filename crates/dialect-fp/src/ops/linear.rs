@@ -21,7 +21,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 )
                 .operands(Arity::Range(2, 3))
                 .traits(Traits::PURE)
-                .interface(QuantizableOp::weighted(0, 1, Some(2), 0)),
+                .interface(QuantizableOp::weighted(0, 1, Some(2), 0).with_channel_axis(Some(-1))),
         ),
         super::with_signature::<MatMul>(
             OpDef::new("fp.matmul", "matrix product with broadcast batch dimensions (numpy matmul)")

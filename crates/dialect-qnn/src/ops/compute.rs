@@ -68,7 +68,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::Range(2, 3))
             .traits(Traits::PURE)
             .verifier(verify_dense)
-            .interface(QuantizableOp::weighted(0, 1, Some(2), 0)),
+            .interface(QuantizableOp::weighted(0, 1, Some(2), 0).with_channel_axis(Some(-1))),
         OpDef::new("qnn.dense_relu", "qnn.dense followed by relu, fused")
             .description(concat!(
                 "`qnn.dense_relu(x, w[, b])` is `qnn.dense` with the output clamped at the output zero point \
@@ -81,7 +81,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::Range(2, 3))
             .traits(Traits::PURE)
             .verifier(verify_dense)
-            .interface(QuantizableOp::weighted(0, 1, Some(2), 0)),
+            .interface(QuantizableOp::weighted(0, 1, Some(2), 0).with_channel_axis(Some(-1))),
         OpDef::new("qnn.add", "quantized addition with broadcasting, rounded once")
             .description(concat!(
                 "`qnn.add(a, b)`: both operands and the written result are quantized per tensor, with any \

@@ -35,7 +35,10 @@ pub(crate) fn ops() -> Vec<OpDef> {
              equal bins (`B = bins` when both are given); `hist_min ≤ hist_max` are floats and come \
              with `histogram`;\n\
              - `percentile`: the percentile `insert-fakeq{method=percentile}` uses for this value (instead \
-             of the pass's `percentile` option), in (0, 100].\n\n\
+             of the pass's `percentile` option), in (0, 100];\n\
+             - `mean_axis`: record the mean of each index of this dimension (the channels a conv or dense \
+             reads), for bias correction; `mean` (`dense<...> : tensor<Cxf64>`, finite) and `mean_count` \
+             (rows averaged, ≥ 1: indices of dimension 0) hold it and come together.\n\n\
              The operand is a float or quantized tensor (statistics are of the real values); the result \
              has its type.\n\n\
              ```\n%o = qnn.observe(%x) {observer = \"histogram\", bins = 4, min = -1.5 : f32, max = 3.0 : f32, \
@@ -111,6 +114,8 @@ fn verify_observe(v: &OpView<'_>) -> Result<(), String> {
         }
     }
 
+    check_means(ctx, v, x.rank(), x.shape)?;
+
     // histogram with its range.
     let hist_min = attrs::opt_float_in(ctx, dict, "hist_min")?;
     let hist_max = attrs::opt_float_in(ctx, dict, "hist_max")?;
@@ -169,6 +174,45 @@ fn stat_values(
         return Err(format!("'{name}' must not hold NaN"));
     }
     Ok(values)
+}
+
+/// `mean_axis` with `mean` (one finite float per index of that axis) and
+/// `mean_count` (> 0), which come together.
+fn check_means(ctx: &Context, v: &OpView<'_>, rank: usize, dims: &[i64]) -> Result<(), String> {
+    let dict = v.attrs();
+    let axis = match attrs::opt_int_in(ctx, dict, "mean_axis")? {
+        Some(a) => Some(shape::normalize_axis(a, rank).map_err(|e| format!("'mean_axis': {e}"))?),
+        None => None,
+    };
+    let count = attrs::opt_int_in(ctx, dict, "mean_count")?;
+    match (v.attr("mean"), count, axis) {
+        (None, None, _) => Ok(()),
+        (Some(mean), Some(count), Some(axis)) => {
+            if count < 1 {
+                return Err(format!("'mean_count' must be at least 1, got {count}"));
+            }
+            let channels = dims[axis];
+            let bad = || {
+                format!(
+                    "'mean' must be a dense<...> : tensor<{}xf64> with one value per index of 'mean_axis', got {}",
+                    if channels < 0 { "?".to_string() } else { channels.to_string() },
+                    describe(ctx, mean)
+                )
+            };
+            let d = dense(ctx, mean).ok_or_else(bad)?;
+            let shape = ctx.tensor_shape(d.ty).unwrap_or(&[]);
+            let values = dense_values_f64(ctx, d, ctx.element_type(d.ty)).ok_or_else(bad)?;
+            if shape.len() != 1 || (channels >= 0 && shape[0] != channels) {
+                return Err(bad());
+            }
+            if values.iter().any(|m| !m.is_finite()) {
+                return Err("'mean' must hold finite values".to_string());
+            }
+            Ok(())
+        }
+        (_, _, None) => Err("'mean' and 'mean_count' need 'mean_axis'".to_string()),
+        _ => Err("'mean' and 'mean_count' must be given together".to_string()),
+    }
 }
 
 /// `histogram`: a rank-1 i64 dense attribute of non-negative counts, with

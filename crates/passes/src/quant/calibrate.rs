@@ -439,9 +439,13 @@ impl CalibrationRun<'_> {
     /// Folds one chunk's statistics into `merged`.
     fn merge(&self, merged: &mut [ObserverStats], partials: Vec<ObserverStats>) -> Result<(), ChunkError> {
         for ((site, stats), partial) in self.observers.iter().zip(merged.iter_mut()).zip(partials) {
-            site.observer
-                .merge(stats, partial)
-                .map_err(|message| ChunkError { op: Some(site.op), message })?;
+            let mut partial = partial;
+            let later_means = partial.means.take();
+            let located = |message| ChunkError { op: Some(site.op), message };
+            site.observer.merge(stats, partial).map_err(located)?;
+            if let (Some(means), Some(later)) = (stats.means.as_mut(), later_means) {
+                means.merge(&later).map_err(located)?;
+            }
         }
         Ok(())
     }
@@ -482,7 +486,13 @@ impl CalibrationRun<'_> {
                     return;
                 }
                 let batch = ObservedBatch { values: &observed, shape: tensor.shape(), range };
-                if let Err(message) = site.observer.observe(&mut partials[i], &batch) {
+                let partial = &mut partials[i];
+                let observed = site.observer.observe(partial, &batch);
+                let observed = match (observed, partial.means.as_mut()) {
+                    (Ok(()), Some(means)) => means.observe(&batch),
+                    (result, _) => result,
+                };
+                if let Err(message) = observed {
                     failure = Some(ChunkError { op: Some(site.op), message });
                 }
             };

@@ -31,10 +31,12 @@
 //! %y = fp.dense(%o, %wq, %b) : ...
 //! ```
 
+use super::bias_correction::correct_bias;
 use super::methods::{QuantMethods, RangeMethod, RangeTarget};
 use super::stats::ObserverStats;
 use super::util::{is_float_tensor, op_named, quantizable, FAKE_QUANT, OBSERVE};
 use qopt_dialect_qnn::fixed_point::scale_f32;
+use qopt_interp::KernelRegistry;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
     constant_value, dense_values_f64, AttrData, Context, Diagnostic, Diagnostics, FloatKind, FxHashMap,
@@ -45,6 +47,13 @@ use std::sync::Arc;
 
 /// The `insert-fakeq` pass; see the module docs.
 pub struct InsertFakeq;
+
+/// `weight-method=auto` searches weight ranges for the least squared error
+/// for weight types narrower than this. Clipping trades the error of a few
+/// large weights for finer steps everywhere; from 8 bits the steps are fine
+/// enough that, once bias correction removes the mean error, the concentrated
+/// clipping error costs more than it saves.
+const AUTO_MSE_BELOW_BITS: u8 = 8;
 
 /// The scale of an all-zero range (PyTorch's choice: f32's machine epsilon).
 const DEGENERATE_SCALE: f32 = f32::EPSILON;
@@ -90,8 +99,13 @@ impl Pass for InsertFakeq {
                 .help("signed types drop their most negative value (i8<-127:127>), so symmetric ranges are symmetric"),
             OptionSpec::new("power-of-two-scales", OptionKind::Bool, "false")
                 .help("round every scale up to a power of two (hardware that rescales by shifting)"),
-            OptionSpec::new("weight-method", OptionKind::Enum(&["mse", "minmax"]), "mse").help(
-                "weight ranges: mse (per channel, the clipping of the min-max range with the least squared error) or minmax",
+            OptionSpec::new("weight-method", OptionKind::Enum(&["auto", "mse", "minmax"]), "auto").help(
+                "weight ranges: mse (per channel, the clipping of the min-max range with the least squared \
+                 error), minmax, or auto (mse for weight types under 8 bits, minmax from 8)",
+            ),
+            OptionSpec::new("bias-correction", OptionKind::Bool, "true").help(
+                "correct the bias of each conv and dense for the mean shift its weight rounding causes on \
+                 the calibrated channel means (observers with 'mean_axis')",
             ),
             OptionSpec::new("method", OptionKind::String, "minmax")
                 .help("range method for activations: minmax, percentile, entropy, mse, or a registered one"),
@@ -131,6 +145,17 @@ impl Pass for InsertFakeq {
         }
         // Ops whose activations are quantized, found before the observers go.
         let quantized_ops = quantized_ops(cx.ctx, module);
+        let mut channel_means: FxHashMap<OpId, Vec<f64>> = FxHashMap::default();
+        if config.bias_correction {
+            for &op in &observers {
+                // Loading succeeded above for every observer that gets a type.
+                let Ok(stats) = ObserverStats::load(cx.ctx, module, op) else { continue };
+                if let Some(means) = stats.means.map(|m| m.means()).filter(|m| !m.is_empty()) {
+                    channel_means.insert(op, means);
+                }
+            }
+        }
+        let mut means_of: FxHashMap<ValueId, Vec<f64>> = FxHashMap::default();
 
         let mut activations = 0u64;
         for (op, ty) in plans {
@@ -153,6 +178,9 @@ impl Pass for InsertFakeq {
                     );
                     module.insert_op_before(op, fq);
                     module.replace_all_uses(output, module.result(fq, 0));
+                    if let Some(means) = channel_means.remove(&op) {
+                        means_of.insert(module.result(fq, 0), means);
+                    }
                     activations += 1;
                 }
                 None => module.replace_all_uses(output, input),
@@ -160,7 +188,10 @@ impl Pass for InsertFakeq {
             module.erase_op(op).map_err(|e| format!("cannot remove an observer: {e:?}"))?;
         }
 
+        // Owned, since bias correction creates types in the context the registry lives in.
+        let kernels = KernelRegistry::of(cx.ctx).cloned().unwrap_or_else(KernelRegistry::standard);
         let mut weights = 0u64;
+        let mut corrected = 0u64;
         let mut constants = 0u64;
         let mut cache: FxHashMap<(ValueId, Type), ValueId> = FxHashMap::default();
         for op in quantized_ops {
@@ -169,7 +200,16 @@ impl Pass for InsertFakeq {
                 let axis = if config.per_channel { q.weight_channel_axis } else { None };
                 let weight = WeightPlan { scheme: &config.weight, axis, mse: config.weight_mse };
                 match fake_quantize_operand(cx.ctx, module, op, w, &weight, &mut cache) {
-                    Ok(true) => weights += 1,
+                    Ok(true) => {
+                        weights += 1;
+                        let input = q.activations.first().map(|&x| module.operand(op, x));
+                        if let Some(means) = input.and_then(|x| means_of.get(&x)) {
+                            match correct_bias(cx.ctx, module, op, &q, means, &kernels) {
+                                Ok(changed) => corrected += changed as u64,
+                                Err(e) => cx.warn_at(module, op, format!("bias not corrected: {e}")),
+                            }
+                        }
+                    }
                     Ok(false) => {}
                     Err(e) => cx.warn_at(module, op, format!("weight left float: {e}")),
                 }
@@ -187,6 +227,7 @@ impl Pass for InsertFakeq {
         }
         cx.add_stat("activations", activations);
         cx.add_stat("weights", weights);
+        cx.add_stat("biases-corrected", corrected);
         cx.add_stat("constant-operands", constants);
         Ok(PassOutcome::from_changed(!observers.is_empty() || weights + constants > 0))
     }
@@ -287,6 +328,7 @@ struct Config {
     percentile: f64,
     per_channel: bool,
     weight_mse: bool,
+    bias_correction: bool,
 }
 
 impl Config {
@@ -298,13 +340,19 @@ impl Config {
         if !(percentile > 0.0 && percentile <= 100.0) {
             return Err(format!("'percentile' must be in (0, 100], got {percentile}").into());
         }
+        let weight_mse = match options.string("weight-method") {
+            "mse" => true,
+            "minmax" => false,
+            _ => weight.storage.width < AUTO_MSE_BELOW_BITS,
+        };
         Ok(Config {
             activation,
             weight,
             method,
             percentile,
             per_channel: options.bool("per-channel"),
-            weight_mse: options.string("weight-method") == "mse",
+            weight_mse,
+            bias_correction: options.bool("bias-correction"),
         })
     }
 }

@@ -116,6 +116,13 @@ impl Pass for InsertObservers {
                     ValueDef::Result { op, .. } => module.op_loc(op),
                     ValueDef::BlockArg { index, .. } => cx.ctx.name_loc(&format!("{func_name}.arg{index}")),
                 };
+                let attrs = match mean_axis(cx.ctx, module, value, &config) {
+                    Some(axis) => {
+                        let axis = cx.ctx.i64_attr(axis as i64);
+                        cx.ctx.dict_set(attrs, "mean_axis", axis)
+                    }
+                    None => attrs,
+                };
                 insert_observer(module, value, body, observe, attrs, loc);
                 inserted += 1;
             }
@@ -246,6 +253,21 @@ fn after_fused_activations(ctx: &Context, module: &Module, mut value: ValueId, c
         }
         value = module.result(user, 0);
     }
+}
+
+/// The channel axis along which the weighted ops using `value` as their
+/// activation (conv, dense) read their input channels, when they agree: the
+/// observer then records channel means there for bias correction.
+fn mean_axis(ctx: &Context, module: &Module, value: ValueId, config: &Config) -> Option<usize> {
+    let rank = ctx.tensor_shape(module.value_type(value))?.len();
+    let mut axes = users(module, value).into_iter().filter_map(|user| {
+        let q = quantizable(ctx, module, user).filter(|q| q.weight.is_some())?;
+        let activation = *q.activations.first()?;
+        let used = activation < module.num_operands(user) && module.operand(user, activation) == value;
+        (used && config.selects(ctx, module, user)).then(|| q.channel_axis_for_rank(rank))
+    });
+    let first = axes.next()??;
+    axes.all(|a| a == Some(first)).then_some(first)
 }
 
 /// Whether `value` needs an observer (see the module docs).

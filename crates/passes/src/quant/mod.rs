@@ -13,7 +13,9 @@
 //! Observers and range methods are open registries ([`QuantMethods`]), found in
 //! the [`qopt_ir_core::Context`] the passes run with.
 
+mod bias_correction;
 mod calibrate;
+mod channel_means;
 mod fold_bn;
 mod histogram;
 mod insert_fakeq;
@@ -25,6 +27,7 @@ mod stats;
 mod util;
 
 pub use calibrate::Calibrate;
+pub use channel_means::ChannelMeans;
 pub use fold_bn::FoldBn;
 pub use histogram::Histogram;
 pub use insert_fakeq::InsertFakeq;

@@ -708,6 +708,7 @@ mod tests {
             averaging_constant: None,
             percentile: None,
             histogram: Some(h),
+            means: None,
             batch_ranges: Vec::new(),
         }
     }

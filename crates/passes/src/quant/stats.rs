@@ -7,6 +7,7 @@
 //! loaded reproduces the attributes (floats are f32 both ways, counts i64), which
 //! is what makes "calibrate on A, save, calibrate on B" equal "calibrate on A + B".
 
+use super::channel_means::ChannelMeans;
 use super::histogram::Histogram;
 use qopt_dialect_fp::{attrs, shape};
 use qopt_ir_core::{
@@ -14,7 +15,8 @@ use qopt_ir_core::{
 };
 
 /// The attributes of a `qnn.observe` that this record owns; others are kept as they are.
-const OWNED: [&str; 7] = ["min", "max", "samples", "histogram", "hist_min", "hist_max", "observer"];
+const OWNED: [&str; 9] =
+    ["min", "max", "samples", "histogram", "hist_min", "hist_max", "observer", "mean", "mean_count"];
 
 /// Statistics and configuration of one observer.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,6 +41,8 @@ pub struct ObserverStats {
     pub percentile: Option<f64>,
     /// Collected histogram, if any.
     pub histogram: Option<Histogram>,
+    /// Per-channel means, when the observer has a `mean_axis`.
+    pub means: Option<ChannelMeans>,
     /// Per-batch (min, max) per channel that a chunk keeps for an observer
     /// whose merge depends on batch order (`moving-average`); never stored.
     pub batch_ranges: Vec<(Vec<f32>, Vec<f32>)>,
@@ -87,6 +91,7 @@ impl ObserverStats {
             }
             None => None,
         };
+        let means = ChannelMeans::load(ctx, dict, &dims)?;
         Ok(ObserverStats {
             observer,
             axis,
@@ -98,6 +103,7 @@ impl ObserverStats {
             averaging_constant,
             percentile,
             histogram,
+            means,
             batch_ranges: Vec::new(),
         })
     }
@@ -109,6 +115,7 @@ impl ObserverStats {
             max: Vec::new(),
             samples: 0,
             histogram: None,
+            means: self.means.as_ref().map(ChannelMeans::empty_like),
             batch_ranges: Vec::new(),
             ..self.clone()
         }
@@ -166,6 +173,11 @@ impl ObserverStats {
             dict = ctx.dict_set(dict, "histogram", counts);
             dict = ctx.dict_set(dict, "hist_min", lo);
             dict = ctx.dict_set(dict, "hist_max", hi);
+        }
+        if let Some(means) = &self.means {
+            for (key, value) in means.attrs(ctx)? {
+                dict = ctx.dict_set(dict, key, value);
+            }
         }
         module.set_op_attrs(op, dict);
         Ok(())

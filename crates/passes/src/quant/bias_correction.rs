@@ -1,0 +1,186 @@
+//! Bias correction from channel means (NNCF's "fast bias correction"), the
+//! step of `insert-fakeq{bias-correction=true}` after a weight is fake-quantized.
+//!
+//! Rounding a layer's weight W to W_q shifts its output by (W_q − W)·x. Over
+//! the calibration data the mean of that shift, per output channel, is the
+//! layer applied to the mean input with weight W_q − W and no bias; it is a
+//! systematic error (the same for every input) that the bias can absorb:
+//!
+//! ```text
+//! b' = b − mean over positions of op(x̄, W_q − W)
+//! ```
+//!
+//! where x̄ has the activation's shape (batch 1) and holds, on each channel,
+//! that channel's observed mean (`qnn.observe`'s `mean`, see
+//! `channel_means.rs`). The layer is run by its interpreter kernel, so padding
+//! and groups count exactly and any weighted op with a kernel is corrected,
+//! and W_q comes from the `qnn.fake_quant` kernel: the correction uses the
+//! semantics the model is run with, not a copy of them.
+
+use super::util::{op_named, FAKE_QUANT};
+use crate::fp_constants::{dense, erase_if_unused_constant};
+use qopt_interp::{KernelContext, KernelRegistry, Tensor};
+use qopt_ir_core::interfaces::QuantizableOp;
+use qopt_ir_core::{constant_value, AttrData, Context, Module, OpId, OperationState, Type, ValueId};
+
+/// Subtracts from the bias of `op` the mean output shift its fake-quantized
+/// weight causes on inputs whose channels have the means `means`, adding a
+/// bias operand if it has none. Returns whether the bias changed.
+pub(crate) fn correct_bias(
+    ctx: &mut Context,
+    module: &mut Module,
+    op: OpId,
+    q: &QuantizableOp,
+    means: &[f64],
+    kernels: &KernelRegistry,
+) -> Result<bool, String> {
+    let (Some(w), Some(&x), Some(b)) = (q.weight, q.activations.first(), q.bias) else {
+        return Err("the op has no weight, activation or bias operand".into());
+    };
+    let operands = module.num_operands(op);
+    if w >= operands || x >= operands || b > operands {
+        return Err("the op lacks the weight or activation operand".into());
+    }
+    let weight_delta = weight_rounding_error(ctx, module, module.operand(op, w), kernels)?;
+    let shift = mean_output_shift(ctx, module, op, q, x, weight_delta, means, kernels)?;
+    if shift.iter().all(|&s| s == 0.0) {
+        return Ok(false);
+    }
+
+    let result_ty = module.value_type(module.result(op, 0));
+    let elem = ctx.element_type(result_ty);
+    let (old_bias, values) = if b < operands {
+        let bias = module.operand(op, b);
+        let attr = constant_value(ctx, module, bias).ok_or("the bias is not a constant")?;
+        let values = match ctx.attr_data(attr) {
+            AttrData::Dense(d) => qopt_ir_core::dense_values_f64(ctx, d, ctx.element_type(d.ty))
+                .ok_or("the bias values cannot be read")?,
+            _ => return Err("the bias is not a dense constant".into()),
+        };
+        (Some(bias), values)
+    } else {
+        (None, vec![0.0; shift.len()])
+    };
+    if values.len() != shift.len() {
+        return Err(format!("the bias has {} values for {} output channels", values.len(), shift.len()));
+    }
+    let corrected: Vec<f64> = values.iter().zip(&shift).map(|(v, s)| v - s).collect();
+    let bias_ty = match old_bias {
+        Some(v) => module.value_type(v),
+        None => ctx.tensor_type(&[shift.len() as i64], elem),
+    };
+    let value = dense(ctx, bias_ty, &corrected)?;
+    let attrs = ctx.dict_attr(&[("value", value)]);
+    let loc = match old_bias.map(|v| module.defining_op(v)) {
+        Some(def) if !def.is_none() => module.op_loc(def),
+        _ => module.op_loc(op),
+    };
+    let constant = ctx.op_name("fp.constant");
+    let new_op = module.create_op(OperationState::new(constant).results(&[bias_ty]).attrs(attrs).loc(loc));
+    module.insert_op_before(op, new_op);
+    let new_bias = module.result(new_op, 0);
+    match old_bias {
+        Some(old) => {
+            module.set_operand(op, b, new_bias);
+            erase_if_unused_constant(ctx, module, old);
+        }
+        None => {
+            let mut all: Vec<ValueId> = (0..operands).map(|i| module.operand(op, i)).collect();
+            all.push(new_bias);
+            module.set_operands(op, &all);
+        }
+    }
+    Ok(true)
+}
+
+/// `W_q − W` for a weight operand `fake_quant(W)` with constant `W`, as f32.
+fn weight_rounding_error(
+    ctx: &mut Context,
+    module: &Module,
+    weight: ValueId,
+    kernels: &KernelRegistry,
+) -> Result<Tensor, String> {
+    let fq = module.defining_op(weight);
+    if fq.is_none() || !op_named(ctx, module, fq, FAKE_QUANT) {
+        return Err("the weight is not fake-quantized".into());
+    }
+    let constant = module.operand(fq, 0);
+    let attr = constant_value(ctx, module, constant).ok_or("the weight is not a constant")?;
+    let AttrData::Dense(d) = ctx.attr_data(attr) else {
+        return Err("the weight is not a dense constant".into());
+    };
+    let original = Tensor::from_dense(ctx, d).map_err(|e| e.message)?;
+    let ty = module.value_type(constant);
+    let kernel = kernels.get(FAKE_QUANT).ok_or("no kernel runs qnn.fake_quant")?;
+    let types = [ty];
+    let mut kc = KernelContext::new(ctx, module.op_attrs(fq), &types).with_operand_types(&types);
+    let rounded = kernel(&mut kc, &[&original]).map_err(|e| e.message)?;
+    let rounded = rounded.first().ok_or("fake_quant returned nothing")?;
+    let delta: Vec<f32> =
+        rounded.to_f64_vec().iter().zip(original.to_f64_vec()).map(|(q, w)| (q - w) as f32).collect();
+    Tensor::from_f32(original.shape(), delta).map_err(|e| e.message)
+}
+
+/// Per output channel, the mean over every other axis of `op` run on the
+/// channel means (batch 1) with weight `delta` and no bias.
+#[allow(clippy::too_many_arguments)]
+fn mean_output_shift(
+    ctx: &mut Context,
+    module: &Module,
+    op: OpId,
+    q: &QuantizableOp,
+    x: usize,
+    delta: Tensor,
+    means: &[f64],
+    kernels: &KernelRegistry,
+) -> Result<Vec<f64>, String> {
+    let name = ctx.op_name_str(module.op_name(op)).to_string();
+    let kernel = kernels.get(&name).ok_or_else(|| format!("no kernel runs {name}"))?;
+    let input_dims = batch_one(ctx, module.value_type(module.operand(op, x)))?;
+    let result_dims = batch_one(ctx, module.value_type(module.result(op, 0)))?;
+    let (Some(in_axis), Some(out_axis)) =
+        (q.channel_axis_for_rank(input_dims.len()), q.channel_axis_for_rank(result_dims.len()))
+    else {
+        return Err("the op's channel axis is unknown".into());
+    };
+    if input_dims[in_axis] != means.len() {
+        return Err(format!("{} channel means for {} input channels", means.len(), input_dims[in_axis]));
+    }
+    let inner: usize = input_dims[in_axis + 1..].iter().product();
+    let len: usize = input_dims.iter().product();
+    let values: Vec<f32> = (0..len).map(|i| means[(i / inner.max(1)) % means.len()] as f32).collect();
+    let input = Tensor::from_f32(&input_dims, values).map_err(|e| e.message)?;
+
+    let f32_ty = ctx.common().f32;
+    let as_i64 = |d: &[usize]| d.iter().map(|&v| v as i64).collect::<Vec<_>>();
+    let operand_types = [ctx.tensor_type(&as_i64(&input_dims), f32_ty), {
+        let d = as_i64(delta.shape());
+        ctx.tensor_type(&d, f32_ty)
+    }];
+    let result_types = [ctx.tensor_type(&as_i64(&result_dims), f32_ty)];
+    let mut kc =
+        KernelContext::new(ctx, module.op_attrs(op), &result_types).with_operand_types(&operand_types);
+    let out = kernel(&mut kc, &[&input, &delta]).map_err(|e| e.message)?;
+    let out = out.first().ok_or("the kernel returned nothing")?;
+    let channels = result_dims[out_axis];
+    let inner: usize = result_dims[out_axis + 1..].iter().product::<usize>().max(1);
+    let mut sums = vec![0.0f64; channels];
+    for (block, chunk) in out.to_f64_vec().chunks(inner).enumerate() {
+        sums[block % channels] += chunk.iter().sum::<f64>();
+    }
+    let per_channel = (out.len() / channels.max(1)).max(1) as f64;
+    Ok(sums.into_iter().map(|s| s / per_channel).collect())
+}
+
+/// The static shape of `ty` with a batch of 1; an error for other dynamic dimensions.
+fn batch_one(ctx: &Context, ty: Type) -> Result<Vec<usize>, String> {
+    let dims = ctx.tensor_shape(ty).ok_or("an operand is not a ranked tensor")?;
+    dims.iter()
+        .enumerate()
+        .map(|(i, &d)| match (i, d) {
+            (0, _) if dims.len() > 1 => Ok(1),
+            (_, d) if d >= 0 => Ok(d as usize),
+            _ => Err("an operand has a dynamic dimension besides the batch".to_string()),
+        })
+        .collect()
+}
