@@ -74,18 +74,40 @@ pub fn quantize_f32(x: f32, scale: f32, zero_point: i64, qmin: i64, qmax: i64) -
     if x.is_nan() {
         return zero_point.clamp(qmin, qmax.max(qmin));
     }
-    let r = (x / scale).round_ties_even();
+    let r = round_half_to_even(x / scale);
     // `as` saturates (±inf, huge values); the clamp below gives the same end
     // of the storage range as the exact value would.
-    let v = r as i64 as i128 + zero_point as i128;
-    saturate(v, qmin, qmax)
+    match (r as i64).checked_add(zero_point) {
+        Some(v) => v.clamp(qmin, qmax.max(qmin)),
+        None => saturate(r as i64 as i128 + zero_point as i128, qmin, qmax),
+    }
+}
+
+/// `x` rounded to the nearest integer, ties to even, as `f32::round_ties_even`
+/// (up to the sign of a zero result), in two additions: below 2^22 in
+/// magnitude, `x + 1.5·2^23` has no fraction bits left, so the addition itself
+/// rounds `x` to nearest even and subtracting 1.5·2^23 back is exact. Larger
+/// magnitudes (values far outside any storage range) and NaN use the library
+/// rounding. Baseline x86-64 has no rounding instruction, and this is the
+/// inner step of every quantize.
+#[inline]
+pub fn round_half_to_even(x: f32) -> f32 {
+    const SHIFTER: f32 = 12_582_912.0; // 1.5 · 2^23
+    if x.abs() < 4_194_304.0 {
+        (x + SHIFTER) - SHIFTER
+    } else {
+        x.round_ties_even()
+    }
 }
 
 /// `dequantize` of one stored value to f32 (§3.2): `f32(q − zero_point) ⊗ scale`.
 pub fn dequantize_f32(q: i64, zero_point: i64, scale: f32) -> f32 {
-    let v = q as i128 - zero_point as i128;
-    // Integer to float `as` rounds to nearest, ties to even.
-    (v as f32) * scale
+    // Integer to float `as` rounds to nearest, ties to even, from i64 as from i128.
+    let v = match q.checked_sub(zero_point) {
+        Some(v) => v as f32,
+        None => (q as i128 - zero_point as i128) as f32,
+    };
+    v * scale
 }
 
 /// `fake_quant` of one f32 value (§3.4): dequantize(quantize(x)).
@@ -281,6 +303,40 @@ pub fn requantize_sum(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn round_half_to_even_matches_the_library() {
+        use super::round_half_to_even;
+        let edges = [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            2.5,
+            -2.5,
+            0.49999997,
+            4_194_303.5,
+            4_194_304.0,
+            4_194_304.5,
+            8_388_607.5,
+            8_388_608.0,
+            1e30,
+            -1e30,
+            f32::MIN_POSITIVE,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let random = (0..200_000).map(|_| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            f32::from_bits((state >> 32) as u32)
+        });
+        for x in edges.into_iter().chain(random).filter(|x| !x.is_nan()) {
+            let (fast, library) = (round_half_to_even(x), x.round_ties_even());
+            assert!(fast == library, "{x}: {fast} vs {library}");
+        }
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -7,6 +7,7 @@
 //! | `insert-observers` | puts a `qnn.observe` on every float value a quantized op would consume or produce |
 //! | `calibrate` | runs `@main` over a data set and accumulates statistics into the observers' attributes |
 //! | `insert-fakeq` | turns observers into `qnn.fake_quant` with parameters from their statistics, and fake-quantizes weights |
+//! | `expand-fakeq` | turns each `qnn.fake_quant` into `qnn.quantize` + `qnn.dequantize` (exact) |
 //!
 //! Every pass reads only the IR it is given: all statistics and decisions live
 //! in attributes, so a user can stop after any pass, edit the `.qir`, and go on.
@@ -16,6 +17,7 @@
 mod bias_correction;
 mod calibrate;
 mod channel_means;
+mod expand_fakeq;
 mod fold_bn;
 mod histogram;
 mod insert_fakeq;
@@ -28,6 +30,7 @@ mod util;
 
 pub use calibrate::Calibrate;
 pub use channel_means::ChannelMeans;
+pub use expand_fakeq::ExpandFakeq;
 pub use fold_bn::FoldBn;
 pub use histogram::Histogram;
 pub use insert_fakeq::InsertFakeq;
@@ -46,6 +49,7 @@ pub fn quant_passes() -> Vec<Arc<dyn Pass>> {
         Arc::new(InsertObservers),
         Arc::new(Calibrate),
         Arc::new(InsertFakeq),
+        Arc::new(ExpandFakeq),
         // one line per pass
     ]
 }

@@ -1,0 +1,114 @@
+//! `expand-fakeq`: each `qnn.fake_quant(x) {type = Q}` becomes
+//! `qnn.dequantize(qnn.quantize(x))` through a tensor of `Q`, the first step
+//! from the fake-quant model to integer ops.
+//!
+//! Exact: `fake_quant` is defined as that composition
+//! (`docs/quant-semantics.md` §3.4), so the pass preserves semantics. The new
+//! ops keep the fake_quant's location, so layer-by-layer comparison and the
+//! later passes still name the ONNX node.
+//!
+//! ```text
+//! %y = qnn.fake_quant(%x) {type = !qnn.uniform<i8:f32, 0.05:0>} : (tensor<8xf32>) -> tensor<8xf32>
+//! // becomes
+//! %q = qnn.quantize(%x) : (tensor<8xf32>) -> tensor<8x!qnn.uniform<i8:f32, 0.05:0>>
+//! %y = qnn.dequantize(%q) : (tensor<8x!qnn.uniform<i8:f32, 0.05:0>>) -> tensor<8xf32>
+//! ```
+
+use super::util::{op_named, FAKE_QUANT};
+use qopt_ir_core::pass::PassOptions;
+use qopt_ir_core::{
+    AttrData, Diagnostic, Diagnostics, Module, OpId, OperationState, Pass, PassContext, PassError,
+    PassOutcome, Severity, Type, TypeData,
+};
+
+/// The `expand-fakeq` pass; see the module docs.
+pub struct ExpandFakeq;
+
+/// `qnn.quantize`.
+const QUANTIZE: &str = "qnn.quantize";
+/// `qnn.dequantize`.
+const DEQUANTIZE: &str = "qnn.dequantize";
+
+impl Pass for ExpandFakeq {
+    fn name(&self) -> &'static str {
+        "expand-fakeq"
+    }
+
+    fn summary(&self) -> &'static str {
+        "turn each qnn.fake_quant into qnn.quantize followed by qnn.dequantize (exact)"
+    }
+
+    fn description(&self) -> &'static str {
+        "Replaces `qnn.fake_quant(x) {type = Q}` by `qnn.dequantize(qnn.quantize(x))` through a tensor \
+         of `Q` with `x`'s shape, keeping the location. This is the definition of fake_quant, so the \
+         module computes the same values.\n\n\
+         ```\n\
+         %y = qnn.fake_quant(%x) {type = !qnn.uniform<i8:f32, 0.05:0>} : (tensor<8xf32>) -> tensor<8xf32>\n\
+         // -> %q = qnn.quantize(%x) : (tensor<8xf32>) -> tensor<8x!qnn.uniform<i8:f32, 0.05:0>>\n\
+         //    %y = qnn.dequantize(%q) : (tensor<8x!qnn.uniform<i8:f32, 0.05:0>>) -> tensor<8xf32>\n\
+         ```"
+    }
+
+    fn preserves_semantics(&self) -> bool {
+        true
+    }
+
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        module: &mut Module,
+        _options: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        let fake_quants: Vec<OpId> = module
+            .walk_preorder(module.root())
+            .filter(|&op| op_named(cx.ctx, module, op, FAKE_QUANT) && module.num_operands(op) == 1)
+            .collect();
+        // Every new type first, so that a bad op changes nothing.
+        let mut plans = Vec::with_capacity(fake_quants.len());
+        let mut errors = Vec::new();
+        for &op in &fake_quants {
+            match quantized_tensor_type(cx, module, op) {
+                Ok(ty) => plans.push((op, ty)),
+                Err(e) => errors.push(Diagnostic::at_op(cx.ctx, module, op, Severity::Error, e)),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(Diagnostics(errors).into());
+        }
+        let (quantize, dequantize) = (cx.ctx.op_name(QUANTIZE), cx.ctx.op_name(DEQUANTIZE));
+        for &(op, quantized) in &plans {
+            let input = module.operand(op, 0);
+            let float_ty = module.value_type(module.result(op, 0));
+            let loc = module.op_loc(op);
+            let q = module
+                .create_op(OperationState::new(quantize).operands(&[input]).results(&[quantized]).loc(loc));
+            module.insert_op_before(op, q);
+            let q_value = module.result(q, 0);
+            let d = module.create_op(
+                OperationState::new(dequantize).operands(&[q_value]).results(&[float_ty]).loc(loc),
+            );
+            module.insert_op_before(op, d);
+            module.replace_all_uses(module.result(op, 0), module.result(d, 0));
+            module.erase_op(op).map_err(|e| format!("cannot remove a fake_quant: {e:?}"))?;
+        }
+        cx.add_stat("expanded-fake-quants", plans.len() as u64);
+        Ok(PassOutcome::from_changed(!plans.is_empty()))
+    }
+}
+
+/// `x`'s tensor type with the fake_quant's `type` as its element type.
+fn quantized_tensor_type(cx: &mut PassContext<'_>, module: &Module, op: OpId) -> Result<Type, String> {
+    let attr = module.op_attr(cx.ctx, op, "type").ok_or("qnn.fake_quant has no 'type'")?;
+    let AttrData::Type(elem) = *cx.ctx.attr_data(attr) else {
+        return Err("'type' is not a type attribute".into());
+    };
+    if !matches!(cx.ctx.type_data(elem), TypeData::Quant(_)) {
+        return Err("'type' is not a quantized element type".into());
+    }
+    let shape = cx
+        .ctx
+        .tensor_shape(module.value_type(module.operand(op, 0)))
+        .ok_or("the operand is not a ranked tensor")?
+        .to_vec();
+    Ok(cx.ctx.tensor_type(&shape, elem))
+}
