@@ -77,10 +77,7 @@ pub fn quantize_f32(x: f32, scale: f32, zero_point: i64, qmin: i64, qmax: i64) -
     let r = round_half_to_even(x / scale);
     // `as` saturates (±inf, huge values); the clamp below gives the same end
     // of the storage range as the exact value would.
-    match (r as i64).checked_add(zero_point) {
-        Some(v) => v.clamp(qmin, qmax.max(qmin)),
-        None => saturate(r as i64 as i128 + zero_point as i128, qmin, qmax),
-    }
+    saturate(r as i64 as i128 + zero_point as i128, qmin, qmax)
 }
 
 /// `x` rounded to the nearest integer, ties to even, as `f32::round_ties_even`

@@ -9,33 +9,18 @@
 //! - a property test: on random data of any size and every observer kind,
 //!   one thread and two give the same bytes (`determinism`).
 
+mod common;
+
+use common::{context, repo, run_pipeline};
 use qopt_interp::npy::{read_npy_file, write_npy_file, RawArray};
-use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
-use qopt_ir_core::{module_to_string, parse_module, verify, Context};
+use qopt_ir_core::{module_to_string, parse_module};
 use std::path::{Path, PathBuf};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn context() -> Context {
-    let mut ctx = Context::new();
-    qopt_dialect_fp::register(&mut ctx).unwrap();
-    qopt_dialect_qnn::register(&mut ctx).unwrap();
-    ctx
-}
 
 /// Parses `text`, runs `pipeline`, and prints the result.
 fn run(text: &str, pipeline: &str) -> String {
     let mut ctx = context();
     let mut module = parse_module(&mut ctx, text.as_bytes(), "model.qir").expect("the model parses");
-    let mut registry = PassRegistry::new();
-    qopt_passes::register_generic_passes(&mut registry).unwrap();
-    let manager =
-        PassManager::parse(&registry, pipeline).unwrap_or_else(|e| panic!("{pipeline}: {}", e.message));
-    let mut inst = Instrumentation { reproducer_dir: None, ..Instrumentation::default() };
-    manager.run(&mut ctx, &mut module, &mut inst).unwrap_or_else(|e| panic!("{pipeline}: {e:?}"));
-    verify(&mut ctx, &module).expect("the result verifies");
+    run_pipeline(&mut ctx, &mut module, pipeline);
     module_to_string(&ctx, &module)
 }
 

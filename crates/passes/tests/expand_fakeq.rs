@@ -2,33 +2,12 @@
 //! (`examples/digits_mlp.qir`) and its expansion into quantize + dequantize
 //! give bit-identical outputs on every test sample in the interpreter.
 
+mod common;
+
+use common::{context, repo, run_pipeline as run};
 use qopt_interp::npy::{read_npy_file, RawArray};
 use qopt_interp::{run_function, KernelRegistry, Tensor};
-use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
-use qopt_ir_core::{parse_module, verify, Context, Module};
-use std::path::{Path, PathBuf};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn context() -> Context {
-    let mut ctx = Context::new();
-    qopt_dialect_fp::register(&mut ctx).unwrap();
-    qopt_dialect_qnn::register(&mut ctx).unwrap();
-    ctx
-}
-
-/// Runs `pipeline` on `module` in place.
-fn run(ctx: &mut Context, module: &mut Module, pipeline: &str) {
-    let mut registry = PassRegistry::new();
-    qopt_passes::register_generic_passes(&mut registry).unwrap();
-    let manager =
-        PassManager::parse(&registry, pipeline).unwrap_or_else(|e| panic!("{pipeline}: {}", e.message));
-    let mut inst = Instrumentation { reproducer_dir: None, ..Instrumentation::default() };
-    manager.run(ctx, module, &mut inst).unwrap_or_else(|e| panic!("{pipeline}: {e:?}"));
-    verify(ctx, module).expect("the result verifies");
-}
+use qopt_ir_core::parse_module;
 
 /// The `i`-th row of `all` as a batch of one.
 fn sample(all: &RawArray, i: usize) -> Tensor {

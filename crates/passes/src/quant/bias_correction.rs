@@ -17,11 +17,11 @@
 //! and W_q comes from the `qnn.fake_quant` kernel: the correction uses the
 //! semantics the model is run with, not a copy of them.
 
-use super::util::{op_named, FAKE_QUANT};
-use crate::fp_constants::{dense, erase_if_unused_constant};
+use super::util::{channel_blocks, channel_blocks_mut, op_named, FAKE_QUANT};
+use crate::fp_constants::{create_constant, dense, erase_if_unused_constant};
 use qopt_interp::{KernelContext, KernelRegistry, Tensor};
 use qopt_ir_core::interfaces::QuantizableOp;
-use qopt_ir_core::{constant_value, AttrData, Context, Module, OpId, OperationState, Type, ValueId};
+use qopt_ir_core::{constant_value, AttrData, Context, InsertPoint, Module, OpId, Rewriter, Type, ValueId};
 
 /// Subtracts from the bias of `op` the mean output shift its fake-quantized
 /// weight causes on inputs whose channels have the means `means`, adding a
@@ -70,15 +70,14 @@ pub(crate) fn correct_bias(
         None => ctx.tensor_type(&[shift.len() as i64], elem),
     };
     let value = dense(ctx, bias_ty, &corrected)?;
-    let attrs = ctx.dict_attr(&[("value", value)]);
     let loc = match old_bias.map(|v| module.defining_op(v)) {
         Some(def) if !def.is_none() => module.op_loc(def),
         _ => module.op_loc(op),
     };
-    let constant = ctx.op_name("fp.constant");
-    let new_op = module.create_op(OperationState::new(constant).results(&[bias_ty]).attrs(attrs).loc(loc));
-    module.insert_op_before(op, new_op);
-    let new_bias = module.result(new_op, 0);
+    let mut rewriter = Rewriter::new(ctx, module);
+    rewriter.set_insertion_point(InsertPoint::Before(op));
+    rewriter.set_loc(loc);
+    let new_bias = create_constant(&mut rewriter, value)?;
     match old_bias {
         Some(old) => {
             module.set_operand(op, b, new_bias);
@@ -146,9 +145,10 @@ fn mean_output_shift(
     if input_dims[in_axis] != means.len() {
         return Err(format!("{} channel means for {} input channels", means.len(), input_dims[in_axis]));
     }
-    let inner: usize = input_dims[in_axis + 1..].iter().product();
-    let len: usize = input_dims.iter().product();
-    let values: Vec<f32> = (0..len).map(|i| means[(i / inner.max(1)) % means.len()] as f32).collect();
+    let mut values = vec![0.0f32; input_dims.iter().product()];
+    for (channel, run) in channel_blocks_mut(&mut values, &input_dims, in_axis) {
+        run.fill(means[channel] as f32);
+    }
     let input = Tensor::from_f32(&input_dims, values).map_err(|e| e.message)?;
 
     let f32_ty = ctx.common().f32;
@@ -163,10 +163,9 @@ fn mean_output_shift(
     let out = kernel(&mut kc, &[&input, &delta]).map_err(|e| e.message)?;
     let out = out.first().ok_or("the kernel returned nothing")?;
     let channels = result_dims[out_axis];
-    let inner: usize = result_dims[out_axis + 1..].iter().product::<usize>().max(1);
     let mut sums = vec![0.0f64; channels];
-    for (block, chunk) in out.to_f64_vec().chunks(inner).enumerate() {
-        sums[block % channels] += chunk.iter().sum::<f64>();
+    for (channel, run) in channel_blocks(&out.to_f64_vec(), &result_dims, out_axis) {
+        sums[channel] += run.iter().sum::<f64>();
     }
     let per_channel = (out.len() / channels.max(1)).max(1) as f64;
     Ok(sums.into_iter().map(|s| s / per_channel).collect())

@@ -438,8 +438,7 @@ impl CalibrationRun<'_> {
 
     /// Folds one chunk's statistics into `merged`.
     fn merge(&self, merged: &mut [ObserverStats], partials: Vec<ObserverStats>) -> Result<(), ChunkError> {
-        for ((site, stats), partial) in self.observers.iter().zip(merged.iter_mut()).zip(partials) {
-            let mut partial = partial;
+        for ((site, stats), mut partial) in self.observers.iter().zip(merged.iter_mut()).zip(partials) {
             let later_means = partial.means.take();
             let located = |message| ChunkError { op: Some(site.op), message };
             site.observer.merge(stats, partial).map_err(located)?;

@@ -17,6 +17,7 @@
 //! rather than store an inexact sum.
 
 use super::methods::ObservedBatch;
+use super::util::channel_blocks;
 use qopt_dialect_fp::{attrs, shape};
 use qopt_ir_core::{dense_values_f64, AttrData, Attribute, Context, DenseElements};
 
@@ -102,13 +103,12 @@ impl ChannelMeans {
         // Rows are the indices of dimension 0, unless the channels are on it.
         let rows = if self.axis == 0 { 1 } else { shape[0] };
         let row_len = batch.values.len() / rows.max(1);
-        let inner: usize = shape[self.axis + 1..].iter().product();
         let per_channel = (row_len / self.sums.len().max(1)).max(1) as f64;
         let mut row_sums = vec![0.0f64; self.sums.len()];
         for row in batch.values.chunks(row_len.max(1)).take(rows) {
             row_sums.iter_mut().for_each(|s| *s = 0.0);
-            for (block, chunk) in row.chunks(inner.max(1)).enumerate() {
-                row_sums[block % self.sums.len()] += chunk.iter().map(|&v| v as f64).sum::<f64>();
+            for (channel, run) in channel_blocks(row, shape, self.axis) {
+                row_sums[channel] += run.iter().map(|&v| v as f64).sum::<f64>();
             }
             for (sum, &s) in self.sums.iter_mut().zip(&row_sums) {
                 *sum += (s / per_channel / UNIT).round() as i128;

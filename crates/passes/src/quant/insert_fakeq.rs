@@ -128,15 +128,16 @@ impl Pass for InsertFakeq {
 
         // Decide every observer's type first, so errors are reported together and nothing changes on failure.
         let mut errors = Vec::new();
-        let mut plans: Vec<(OpId, Option<Type>)> = Vec::new();
+        // Per observer: what replaces it (nothing for a quantized value).
+        let mut plans: Vec<(OpId, Option<ActivationPlan>)> = Vec::new();
         for &op in &observers {
             let operand = module.operand(op, 0);
             if !is_float_tensor(cx.ctx, module.value_type(operand)) {
                 plans.push((op, None));
                 continue;
             }
-            match observer_type(cx.ctx, module, op, &config) {
-                Ok(ty) => plans.push((op, Some(ty))),
+            match observer_plan(cx.ctx, module, op, &config) {
+                Ok(plan) => plans.push((op, Some(plan))),
                 Err(e) => errors.push(Diagnostic::at_op(cx.ctx, module, op, Severity::Error, e)),
             }
         }
@@ -145,24 +146,14 @@ impl Pass for InsertFakeq {
         }
         // Ops whose activations are quantized, found before the observers go.
         let quantized_ops = quantized_ops(cx.ctx, module);
-        let mut channel_means: FxHashMap<OpId, Vec<f64>> = FxHashMap::default();
-        if config.bias_correction {
-            for &op in &observers {
-                // Loading succeeded above for every observer that gets a type.
-                let Ok(stats) = ObserverStats::load(cx.ctx, module, op) else { continue };
-                if let Some(means) = stats.means.map(|m| m.means()).filter(|m| !m.is_empty()) {
-                    channel_means.insert(op, means);
-                }
-            }
-        }
         let mut means_of: FxHashMap<ValueId, Vec<f64>> = FxHashMap::default();
 
         let mut activations = 0u64;
-        for (op, ty) in plans {
+        for (op, plan) in plans {
             let input = module.operand(op, 0);
             let output = module.result(op, 0);
-            match ty {
-                Some(ty) => {
+            match plan {
+                Some(ActivationPlan { ty, means }) => {
                     let attrs = {
                         let t = cx.ctx.type_attr(ty);
                         cx.ctx.dict_attr(&[("type", t)])
@@ -178,7 +169,7 @@ impl Pass for InsertFakeq {
                     );
                     module.insert_op_before(op, fq);
                     module.replace_all_uses(output, module.result(fq, 0));
-                    if let Some(means) = channel_means.remove(&op) {
+                    if let Some(means) = means.filter(|_| config.bias_correction) {
                         means_of.insert(module.result(fq, 0), means);
                     }
                     activations += 1;
@@ -357,8 +348,21 @@ impl Config {
     }
 }
 
-/// The `qnn.fake_quant` type for observer `op`, from its statistics.
-fn observer_type(ctx: &mut Context, module: &Module, op: OpId, config: &Config) -> Result<Type, String> {
+/// What replaces an observer of a float value.
+struct ActivationPlan {
+    /// The `qnn.fake_quant` type.
+    ty: Type,
+    /// The channel means the observer recorded, for bias correction.
+    means: Option<Vec<f64>>,
+}
+
+/// The plan for observer `op`, from its statistics.
+fn observer_plan(
+    ctx: &mut Context,
+    module: &Module,
+    op: OpId,
+    config: &Config,
+) -> Result<ActivationPlan, String> {
     let stats = ObserverStats::load(ctx, module, op)?;
     if !stats.has_data() {
         return Err("this observer has no statistics; run calibrate before insert-fakeq".into());
@@ -386,7 +390,8 @@ fn observer_type(ctx: &mut Context, module: &Module, op: OpId, config: &Config) 
     let expressed = float_kind(ctx, value_ty).ok_or("the observed value is not a float tensor")?;
     let params = params_for(scheme, &ranges, stats.axis);
     let q = scheme.quant_type(expressed, params);
-    Ok(ctx.quant_type(q))
+    let means = stats.means.map(|m| m.means()).filter(|m| !m.is_empty());
+    Ok(ActivationPlan { ty: ctx.quant_type(q), means })
 }
 
 /// Per-tensor parameters for one range, per-axis for several.

@@ -29,6 +29,7 @@
 //! (`ranges.rs`). Names are unique per registry.
 
 use super::stats::ObserverStats;
+use super::util::channel_blocks;
 use qopt_ir_core::pass::pipeline::nearest_name;
 use qopt_ir_core::Context;
 use std::sync::{Arc, OnceLock};
@@ -84,12 +85,8 @@ impl ObservedBatch<'_> {
             self.values.iter().for_each(|&v| f(0, v));
             return;
         };
-        let channels = self.shape[axis].max(1);
-        let inner: usize = self.shape[axis + 1..].iter().product();
-        let inner = inner.max(1);
-        for (block, chunk) in self.values.chunks(inner).enumerate() {
-            let channel = block % channels;
-            chunk.iter().for_each(|&v| f(channel, v));
+        for (channel, run) in channel_blocks(self.values, self.shape, axis) {
+            run.iter().for_each(|&v| f(channel, v));
         }
     }
 }
