@@ -4,8 +4,10 @@
 //! median and the best of several runs (the best is the least disturbed by
 //! other load on the machine).
 //!
-//! `cargo bench -p qopt-interp --bench gemm [-- MxKxN… | dense]` (arguments
-//! select shapes).
+//! `cargo bench -p qopt-interp --bench gemm [-- MxKxN… | dense | patches]`
+//! (arguments select shapes; `patches` times the same convolutions through
+//! `sgemm_patches`, which packs its panels straight from the input image, as
+//! the interpreter's conv kernel does).
 
 use ndarray::linalg::general_mat_mul;
 use ndarray::Array2;
@@ -28,6 +30,22 @@ const CONV: [(usize, usize, usize); 11] = [
     (512, 2304, 49),  // layer4 first 3×3/2
     (512, 4608, 49),  // layer4 3×3
     (512, 256, 49),   // layer4 downsample
+];
+
+/// ResNet-18's convolutions as the interpreter runs them: (input channels,
+/// input size, output channels, kernel, stride, padding), square.
+const CONV_PATCHES: [(usize, usize, usize, usize, usize, usize); 11] = [
+    (3, 224, 64, 7, 2, 3),
+    (64, 56, 64, 3, 1, 1),
+    (64, 56, 128, 3, 2, 1),
+    (128, 28, 128, 3, 1, 1),
+    (64, 56, 128, 1, 2, 0),
+    (128, 28, 256, 3, 2, 1),
+    (256, 14, 256, 3, 1, 1),
+    (128, 28, 256, 1, 2, 0),
+    (256, 14, 512, 3, 2, 1),
+    (512, 7, 512, 3, 1, 1),
+    (256, 14, 512, 1, 2, 0),
 ];
 
 /// (median, best) seconds of calls of `f` after a warm-up call: enough calls
@@ -82,6 +100,9 @@ fn main() {
             mm_total.0 * 1e3,
         );
     }
+    if wanted("patches") {
+        patches(&fill, &gflops);
+    }
     if !wanted("dense") {
         return;
     }
@@ -101,4 +122,45 @@ fn main() {
             mm.0 * 1e6,
         );
     }
+}
+
+/// Times [`CONV_PATCHES`] through `sgemm_patches` (skipped without AVX-512F,
+/// where the interpreter unrolls the patches and calls `sgemm`).
+fn patches(fill: &dyn Fn(usize, usize, f32) -> Array2<f32>, gflops: &dyn Fn(f64, (f64, f64)) -> (f64, f64)) {
+    let (mut total, mut flops_total) = ((0.0, 0.0), 0.0);
+    println!("patches: Cin  H   Cout k s   ours GFLOP/s median (best)");
+    for &(ci, h, co, kk, s, pad) in &CONV_PATCHES {
+        let o = (h + 2 * pad - kk) / s + 1;
+        let (w, x) = (fill(co, ci * kk * kk, 0.01), fill(ci, h * h, 0.013));
+        let p = gemm::Patches {
+            x: x.as_slice().unwrap(),
+            c: ci,
+            h,
+            w: h,
+            kh: kk,
+            kw: kk,
+            stride: [s, s],
+            pad: [pad, pad],
+            dilation: [1, 1],
+            oh: o,
+            ow: o,
+        };
+        let mut c = vec![0f32; co * o * o];
+        let bias = vec![0.5f32; co];
+        let (k, n) = (ci * kk * kk, o * o);
+        if !gemm::sgemm_patches(co, w.as_slice().unwrap(), k, &p, Some(&bias), &mut c, n).unwrap() {
+            println!("patches: no AVX-512F on this CPU, skipped");
+            return;
+        }
+        let t = time(|| {
+            gemm::sgemm_patches(co, w.as_slice().unwrap(), k, &p, Some(&bias), &mut c, n).unwrap();
+        });
+        let flops = 2.0 * (co * k * n) as f64;
+        let (med, best) = gflops(flops, t);
+        println!("       {ci:>4} {h:>3} {co:>4} {kk} {s}   {med:>6.1} ({best:>5.1})");
+        total = (total.0 + t.0, total.1 + t.1);
+        flops_total += flops;
+    }
+    let (med, best) = gflops(flops_total, total);
+    println!("patches all: {:.2} ms, {med:.1} ({best:.1}) GFLOP/s", total.0 * 1e3);
 }

@@ -4,7 +4,8 @@
 //! dense slot numbers for operands and results and the slots whose last use it
 //! is, so tensors are dropped as soon as nothing reads them (memory stays near
 //! the live set, not the whole network). Constants (`ConstantLike` ops with a
-//! dense `value`) become tensors once per attribute and are shared. `func.call`
+//! dense `value`) become tensors once per attribute and are shared, also with
+//! the interpreters [`Interpreter::fork`] makes for other threads. `func.call`
 //! recurses, at most [`MAX_CALL_DEPTH`] deep; `func.return` gives the results.
 //! Every op needs a kernel in the [`KernelRegistry`]; a missing one is reported
 //! before anything runs.
@@ -124,6 +125,33 @@ impl<'a> Interpreter<'a> {
     /// An interpreter for `module` with `kernels`.
     pub fn new(ctx: &'a Context, module: &'a Module, kernels: &'a KernelRegistry) -> Interpreter<'a> {
         Interpreter { ctx, module, kernels, constants: FxHashMap::default(), plans: FxHashMap::default() }
+    }
+
+    /// Compiles function `func` and turns every constant it uses into a
+    /// tensor now instead of on its first run (so a caller can time the setup
+    /// apart from the runs, and [`fork`](Self::fork) shares the result).
+    pub fn prepare(&mut self, func: &str) -> Result<(), InterpError> {
+        let op = self.lookup_function(func)?;
+        let plan = self.plan(op)?;
+        for step in &plan.steps {
+            if let Action::Constant(value) = step.action {
+                self.constant(value).map_err(|e| self.op_error(step.op, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// An interpreter for the same module and kernels that shares this one's
+    /// compiled functions and constant tensors (reference-counted, not
+    /// copied): one per worker thread, with one copy of the weights.
+    pub fn fork(&self) -> Interpreter<'a> {
+        Interpreter {
+            ctx: self.ctx,
+            module: self.module,
+            kernels: self.kernels,
+            constants: self.constants.clone(),
+            plans: self.plans.clone(),
+        }
     }
 
     /// Runs function `func` on `inputs`.

@@ -546,16 +546,15 @@ mod avx512 {
     ) {
         debug_assert_eq!(ps, 1);
         let dst = &mut dst[..width * depth];
-        for t in 0..n {
-            let line = &src[start + t * ts..][..depth];
-            for (d, &v) in dst[t..].iter_mut().step_by(width).zip(line) {
-                *d = v;
+        // Packed row by packed row, so the stores are contiguous and the
+        // compiler cannot turn the strided stores into (slow) scatters.
+        let lines: [&[f32]; NR] =
+            std::array::from_fn(|t| if t < n { &src[start + t * ts..][..depth] } else { &[] });
+        for (p, row) in dst.chunks_exact_mut(width).enumerate() {
+            for (d, line) in row[..n].iter_mut().zip(&lines) {
+                *d = line[p];
             }
-        }
-        if n < width {
-            for row in dst.chunks_exact_mut(width) {
-                row[n..].fill(0.0);
-            }
+            row[n..].fill(0.0);
         }
     }
 

@@ -242,7 +242,11 @@ impl Tensor {
         let build_err = |e: ndarray::ShapeError| InterpError::new(format!("dense constant: {e}"));
         Ok(match (dtype, kind) {
             (DType::F32, ElementKind::Float(FloatKind::F32)) => {
-                let v = (0..n).map(|i| f32::from_le_bytes(le4(chunk(i)))).collect();
+                let v = if stored == n {
+                    dense.bytes.chunks_exact(4).map(|c| f32::from_le_bytes(le4(c))).collect()
+                } else {
+                    vec![f32::from_le_bytes(le4(chunk(0))); n]
+                };
                 Tensor::F32(ArrayD::from_shape_vec(shape, v).map_err(build_err)?)
             }
             (DType::F32, ElementKind::Int { .. }) => bail!("integer constant stored as f32"),

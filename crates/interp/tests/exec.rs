@@ -1,7 +1,7 @@
 //! Running whole functions: calls, constants, the per-op hook, and the errors a
 //! user meets (wrong inputs, missing kernels, declarations).
 
-use qopt_interp::{run_function, run_function_with, DType, KernelRegistry, Tensor};
+use qopt_interp::{run_function, run_function_with, DType, Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::{parse_module, Context, Module};
 
 fn load(text: &str) -> (Context, Module) {
@@ -35,6 +35,28 @@ fn calls_constants_and_multiple_results() {
     let out = run_function(&ctx, &m, "main", &[x], &kernels).unwrap();
     assert_eq!(out[0].to_f64_vec(), [6.0, 0.0]);
     assert_eq!(out[1].to_f64_vec(), [6.0, -4.0]);
+}
+
+#[test]
+fn prepared_interpreters_fork_for_other_threads_with_the_same_results() {
+    let (ctx, m) = load(TWO_FUNCTIONS);
+    let kernels = KernelRegistry::with_fp();
+    let mut prepared = Interpreter::new(&ctx, &m, &kernels);
+    prepared.prepare("affine").unwrap();
+    let x = Tensor::from_f32(&[2], vec![3.0, 4.0]).unwrap();
+    let forks: Vec<Interpreter<'_>> = (0..2).map(|_| prepared.fork()).collect();
+    let outputs: Vec<Vec<f64>> = std::thread::scope(|scope| {
+        let runs: Vec<_> = forks
+            .into_iter()
+            .map(|mut interp| {
+                let x = x.clone();
+                scope.spawn(move || interp.run("main", &[x]).unwrap()[0].to_f64_vec())
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    assert_eq!(outputs, [[6.0, 0.0], [6.0, 0.0]]);
+    assert!(prepared.prepare("nowhere").unwrap_err().to_string().contains("no function @nowhere"));
 }
 
 #[test]

@@ -376,7 +376,7 @@ impl Runner<'_, '_> {
         let start = Instant::now();
         let mut cx = PassContext::new(self.ctx);
         let result = catch_unwind(AssertUnwindSafe(|| pass.run(&mut cx, self.module, &scheduled.options)));
-        let (statistics, warnings) = cx.into_parts();
+        let super::PassRecords { statistics, warnings, phases } = cx.into_parts();
         let mut wall = start.elapsed();
         for mut warning in warnings {
             self.attribute(&mut warning);
@@ -399,7 +399,8 @@ impl Runner<'_, '_> {
         self.report.changed |= outcome == PassOutcome::Changed;
 
         // Verify.
-        let mut children = Vec::new();
+        let mut children: Vec<TimingNode> =
+            phases.into_iter().map(|(phase, wall)| TimingNode::new(phase, wall)).collect();
         if self.inst.verify_each {
             tracing::debug!("verifying");
             let start = Instant::now();
@@ -1101,5 +1102,21 @@ mod tests {
         let (_, _, report) = run_ok("test-noop", &mut inst);
         let timing = report.timing.unwrap_or_default();
         assert!(timing.nodes()[0].children[0].children.is_empty(), "no verification, no verify line");
+    }
+
+    #[test]
+    fn phases_a_pass_records_nest_under_it_before_its_verification() {
+        let mut inst = Instrumentation { timing: true, ..quiet() };
+        let (_, _, report) = run_ok("test-phases", &mut inst);
+        let Some(timing) = report.timing else { panic!("timing was requested") };
+        let pass = &timing.nodes()[0].children[0];
+        let phases: Vec<(&str, Duration)> = pass.children.iter().map(|c| (c.name.as_str(), c.wall)).collect();
+        let ms = Duration::from_millis;
+        assert_eq!(
+            phases[..2],
+            [("load", ms(2)), ("work", ms(2))],
+            "repeated names add up, first order kept"
+        );
+        assert_eq!(phases[2].0, "verify");
     }
 }

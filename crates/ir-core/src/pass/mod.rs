@@ -101,6 +101,7 @@ pub struct PassContext<'a> {
     pub ctx: &'a mut Context,
     statistics: Vec<(&'static str, u64)>,
     warnings: Vec<Diagnostic>,
+    phases: Vec<(&'static str, std::time::Duration)>,
 }
 
 impl<'a> PassContext<'a> {
@@ -108,7 +109,7 @@ impl<'a> PassContext<'a> {
     /// manager makes one per pass execution; tests and passes that run other passes
     /// can make their own).
     pub fn new(ctx: &'a mut Context) -> PassContext<'a> {
-        PassContext { ctx, statistics: Vec::new(), warnings: Vec::new() }
+        PassContext { ctx, statistics: Vec::new(), warnings: Vec::new(), phases: Vec::new() }
     }
 }
 
@@ -119,6 +120,16 @@ impl PassContext<'_> {
         match self.statistics.iter_mut().find(|(existing, _)| *existing == name) {
             Some((_, count)) => *count = count.saturating_add(n),
             None => self.statistics.push((name, n)),
+        }
+    }
+
+    /// Records that the pass spent `wall` in its phase `name` (kebab-case:
+    /// `prepare`, `run-samples`); `--timing` shows the phases under the pass,
+    /// in the order first recorded, and adds up repeated names.
+    pub fn add_phase(&mut self, name: &'static str, wall: std::time::Duration) {
+        match self.phases.iter_mut().find(|(existing, _)| *existing == name) {
+            Some((_, total)) => *total += wall,
+            None => self.phases.push((name, wall)),
         }
     }
 
@@ -146,11 +157,19 @@ impl PassContext<'_> {
         &self.warnings
     }
 
-    pub(crate) fn into_parts(self) -> (Vec<(&'static str, u64)>, Vec<Diagnostic>) {
+    /// The sorted counters, the warnings and the phases.
+    pub(crate) fn into_parts(self) -> PassRecords {
         let mut statistics = self.statistics;
         statistics.sort_unstable_by_key(|(name, _)| *name);
-        (statistics, self.warnings)
+        PassRecords { statistics, warnings: self.warnings, phases: self.phases }
     }
+}
+
+/// What a finished pass recorded in its [`PassContext`].
+pub(crate) struct PassRecords {
+    pub statistics: Vec<(&'static str, u64)>,
+    pub warnings: Vec<Diagnostic>,
+    pub phases: Vec<(&'static str, std::time::Duration)>,
 }
 
 /// Why a pass failed: one or more diagnostics (errors, possibly with notes).

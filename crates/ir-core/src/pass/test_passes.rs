@@ -106,6 +106,31 @@ impl Pass for Noop {
     }
 }
 
+/// `test-phases`: records the phases `load` (twice, 1 ms each) and `work`
+/// (2 ms), and changes nothing.
+pub(super) struct Phases;
+
+impl Pass for Phases {
+    fn name(&self) -> &'static str {
+        "test-phases"
+    }
+    fn summary(&self) -> &'static str {
+        "record phase timings"
+    }
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        _: &mut Module,
+        _: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        let ms = std::time::Duration::from_millis;
+        cx.add_phase("load", ms(1));
+        cx.add_phase("work", ms(2));
+        cx.add_phase("load", ms(1));
+        Ok(PassOutcome::Unchanged)
+    }
+}
+
 /// `test-fail`: renames the functions (so the module differs from its input), then
 /// fails.
 pub(super) struct Fail;
@@ -232,9 +257,10 @@ impl Pass for Options {
 /// - `test-bad-expansion` = `test-noop,test-options` (misses a required option)
 pub(super) fn test_registry() -> PassRegistry {
     let mut registry = PassRegistry::new();
-    let passes: [Arc<dyn Pass>; 6] = [
+    let passes: [Arc<dyn Pass>; 7] = [
         Arc::new(RenameFuncs),
         Arc::new(Noop),
+        Arc::new(Phases),
         Arc::new(Fail),
         Arc::new(Panic),
         Arc::new(BreakIr),

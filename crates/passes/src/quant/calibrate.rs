@@ -50,6 +50,10 @@ use qopt_ir_core::{
 };
 use std::borrow::Cow;
 use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Named wall times of a calibration run's phases, for `--timing`.
+type Phases = [(&'static str, Duration); 2];
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
@@ -153,7 +157,8 @@ impl Pass for Calibrate {
             calls,
             observers: &observers,
         };
-        let merged = run.execute(settings.threads)?;
+        let (merged, phases) = run.execute(settings.threads)?;
+        phases.into_iter().for_each(|(name, wall)| cx.add_phase(name, wall));
         warnings.into_iter().for_each(|w| cx.warn(w));
 
         let mut unobserved = Vec::new();
@@ -353,8 +358,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl CalibrationRun<'_> {
     /// Runs every call and returns each observer's stored statistics merged
-    /// with everything seen, in sample order.
-    fn execute(&self, threads: usize) -> Result<Vec<ObserverStats>, PassError> {
+    /// with everything seen, in sample order, and how long the phases took
+    /// (`prepare`: compiling the function and loading its constants, once for
+    /// all workers; `run-samples`: running and merging).
+    fn execute(&self, threads: usize) -> Result<(Vec<ObserverStats>, Phases), PassError> {
         let per_chunk = chunk_calls(self.calls);
         let chunks = self.calls.div_ceil(per_chunk);
         let workers = threads.clamp(1, chunks.max(1));
@@ -366,6 +373,11 @@ impl CalibrationRun<'_> {
                 &standard
             }
         };
+        let start = Instant::now();
+        let mut prepared = Interpreter::new(self.ctx, self.module, kernels);
+        prepared.prepare(self.func_name).map_err(|e| e.to_string())?;
+        let prepare = start.elapsed();
+        let start = Instant::now();
         let index: FxHashMap<OpId, usize> =
             self.observers.iter().enumerate().map(|(i, o)| (o.op, i)).collect();
         let merged: Vec<ObserverStats> = self.observers.iter().map(|o| o.stats.clone()).collect();
@@ -378,8 +390,8 @@ impl CalibrationRun<'_> {
             for _ in 0..workers {
                 let (next, abort, index, progress, state, turn) =
                     (&next, &abort, &index, &progress, &state, &turn);
+                let mut interp = prepared.fork();
                 scope.spawn(move || {
-                    let mut interp = Interpreter::new(self.ctx, self.module, kernels);
                     loop {
                         let chunk = next.fetch_add(1, Ordering::Relaxed);
                         if chunk >= chunks {
@@ -428,11 +440,12 @@ impl CalibrationRun<'_> {
             }
         });
         progress.finish();
+        let phases = [("prepare", prepare), ("run-samples", start.elapsed())];
         let state = state.into_inner().unwrap_or_else(PoisonError::into_inner);
         match state.error {
             Some(ChunkError { op: Some(op), message }) => Err(at_op(self.ctx, self.module, op, message)),
             Some(ChunkError { op: None, message }) => Err(message.into()),
-            None => Ok(state.merged),
+            None => Ok((state.merged, phases)),
         }
     }
 
