@@ -234,6 +234,7 @@ mod tests {
              \x20   flag=<bool> (default: false)  whether to warn\n\
              \x20   label=<string> (required)\n\
              \x20 test-panic          panic\n\
+             \x20 test-phases         record phase timings\n\
              \x20 test-rename-funcs   append a suffix to every function name\n\
              \x20   suffix=<string> (default: _renamed)  appended to each function name\n\
              Pipelines:\n\
