@@ -8,6 +8,7 @@
 //! | `calibrate` | runs `@main` over a data set and accumulates statistics into the observers' attributes |
 //! | `insert-fakeq` | turns observers into `qnn.fake_quant` with parameters from their statistics, and fake-quantizes weights |
 //! | `expand-fakeq` | turns each `qnn.fake_quant` into `qnn.quantize` + `qnn.dequantize` (exact) |
+//! | `quantize-constants` | folds `qnn.quantize` of constants into quantized constants; biases become i32 |
 //!
 //! Every pass reads only the IR it is given: all statistics and decisions live
 //! in attributes, so a user can stop after any pass, edit the `.qir`, and go on.
@@ -24,6 +25,7 @@ mod insert_fakeq;
 mod insert_observers;
 mod methods;
 mod observers;
+mod quantize_constants;
 mod ranges;
 mod stats;
 mod util;
@@ -37,6 +39,7 @@ pub use insert_fakeq::InsertFakeq;
 pub use insert_observers::InsertObservers;
 pub use methods::{value_range, ObservedBatch, Observer, QuantMethods, RangeMethod, RangeTarget};
 pub use observers::{DEFAULT_AVERAGING_CONSTANT, DEFAULT_BINS};
+pub use quantize_constants::QuantizeConstants;
 pub use stats::ObserverStats;
 
 use qopt_ir_core::{Pass, PassRegistry};
@@ -50,6 +53,7 @@ pub fn quant_passes() -> Vec<Arc<dyn Pass>> {
         Arc::new(Calibrate),
         Arc::new(InsertFakeq),
         Arc::new(ExpandFakeq),
+        Arc::new(QuantizeConstants),
         // one line per pass
     ]
 }
