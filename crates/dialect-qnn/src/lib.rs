@@ -27,7 +27,7 @@ pub mod quant_params;
 
 pub use fixed_point::Rounding;
 pub use ops::observe::BUILTIN_OBSERVERS;
-pub use ops::rounding_of;
+pub use ops::{relu_max_of, rounding_of};
 
 use qopt_ir_core::{Context, Dialect, OpDef, Type, TypeData};
 

@@ -38,6 +38,6 @@ mod tensor;
 
 pub use error::InterpError;
 pub use exec::{run_function, run_function_with, Interpreter, MAX_CALL_DEPTH, MAX_ELEMENTS};
-pub use kernels::qnn::{dequantize_tensor, QuantConv2d};
+pub use kernels::qnn::{dequantize_tensor, QuantConv2d, Relu};
 pub use registry::{Kernel, KernelContext, KernelRegistry, KernelResults};
 pub use tensor::{DType, Tensor};

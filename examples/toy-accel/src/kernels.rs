@@ -13,7 +13,7 @@
 
 use crate::ops::conv::ACCEL_ROUNDING;
 use qopt_dialect_fp::attrs;
-use qopt_interp::{InterpError, KernelContext, KernelRegistry, KernelResults, QuantConv2d, Tensor};
+use qopt_interp::{InterpError, KernelContext, KernelRegistry, KernelResults, QuantConv2d, Relu, Tensor};
 
 /// Registers the kernels of every `accel` op in `registry` (next to qopt's
 /// own, e.g. in [`KernelRegistry::standard`]).
@@ -41,7 +41,7 @@ fn conv2d_relu(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResu
         dilation: [1, 1],
         groups: 1,
         rounding: ACCEL_ROUNDING,
-        relu: true,
+        relu: Relu::Plain,
     };
     Ok(smallvec::smallvec![conv.run(kc, ops)?])
 }

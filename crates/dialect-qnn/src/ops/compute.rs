@@ -8,7 +8,7 @@
 //! element kinds, and do not infer. The arithmetic is
 //! `docs/quant-semantics.md` §6 and §7.
 
-use super::{expect_shape, rounding_doc, rounding_in, tensor, Tensor};
+use super::{expect_shape, relu_max_doc, relu_max_in, rounding_doc, rounding_in, tensor, Tensor};
 use qopt_dialect_fp::attrs;
 use qopt_dialect_fp::shape::{
     broadcast, conv_out, dims_compatible, is_dynamic, normalize_axis, shape_to_string,
@@ -47,6 +47,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
                  (`docs/quant-semantics.md` §6). Same operands, attributes and checks as `qnn.conv2d`; \
                  attributes include ",
                 rounding_doc!(),
+                " and ",
+                relu_max_doc!(),
                 ".\n\n```\n%y = qnn.conv2d_relu(%x, %w) {stride = [2, 2]} : (tensor<1x3x8x8x!qnn.uniform<u8:f32, 0.02:128>>, \
                  tensor<4x3x3x3x!qnn.uniform<i8:f32, 0.01:0>>) -> tensor<1x4x3x3x!qnn.uniform<u8:f32, 0.05:0>>\n```"
             ))
@@ -75,6 +77,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
                  before saturating (`docs/quant-semantics.md` §6). Same operands and checks as `qnn.dense`; \
                  attributes: ",
                 rounding_doc!(),
+                " and ",
+                relu_max_doc!(),
                 ".\n\n```\n%y = qnn.dense_relu(%x, %w) : (tensor<1x3x!qnn.uniform<u8:f32, 0.5:128>>, \
                  tensor<2x3x!qnn.uniform<i8:f32, 0.25:0>>) -> tensor<1x2x!qnn.uniform<i8:f32, 0.25:-10>>\n```"
             ))
@@ -166,6 +170,10 @@ fn weighted<'c>(v: &OpView<'c>) -> Result<Weighted<'c>, String> {
         }
     }
     rounding_in(ctx, v.attrs())?;
+    let relu_max = relu_max_in(ctx, v.attrs())?;
+    if relu_max.is_some() && !ctx.op_name_str(v.name()).ends_with("_relu") {
+        return Err("'relu_max' belongs to the _relu forms (qnn.conv2d_relu, qnn.dense_relu)".into());
+    }
     Ok(Weighted { x, w, b, result })
 }
 

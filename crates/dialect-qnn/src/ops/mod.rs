@@ -121,6 +121,32 @@ pub fn rounding_of(ctx: &Context, attrs: Attribute) -> Rounding {
     rounding_in(ctx, attrs).unwrap_or_default()
 }
 
+/// The `relu_max` attribute of a `_relu` op whose attributes are `attrs`: a
+/// finite float > 0, or `None` when missing.
+pub(crate) fn relu_max_in(ctx: &Context, attrs: Attribute) -> Result<Option<f64>, String> {
+    match qopt_dialect_fp::attrs::opt_float_in(ctx, attrs, "relu_max")? {
+        Some(m) if !(m.is_finite() && m > 0.0) => {
+            Err(format!("'relu_max' must be finite and above 0, got {m}"))
+        }
+        other => Ok(other),
+    }
+}
+
+/// The `relu_max` attribute of a `_relu` op (`None` when missing or
+/// malformed; the verifier reports malformed ones).
+pub fn relu_max_of(ctx: &Context, attrs: Attribute) -> Option<f64> {
+    relu_max_in(ctx, attrs).ok().flatten()
+}
+
+/// The description text of the `relu_max` attribute, for `concat!`.
+macro_rules! relu_max_doc {
+    () => {
+        "`relu_max` (optional float > 0): a fused `clip(0, relu_max)` (ReLU6 is 6.0): the output is also \
+         clamped at `quantize(relu_max)` in the result's parameters (`docs/quant-semantics.md` §6)"
+    };
+}
+pub(crate) use relu_max_doc;
+
 /// The description text of the `rounding` attribute, for `concat!` in op
 /// descriptions.
 macro_rules! rounding_doc {

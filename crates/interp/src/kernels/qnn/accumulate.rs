@@ -21,7 +21,9 @@ use crate::error::{bail, InterpError};
 use crate::tensor::Tensor;
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayD, ArrayView2, ArrayViewMut2};
-use qopt_dialect_qnn::fixed_point::{requantize, saturate, saturate_relu, wrap32, Rounding};
+use qopt_dialect_qnn::fixed_point::{
+    quantize_f32, requantize, saturate, saturate_relu, scale_f32, wrap32, Rounding,
+};
 use qopt_dialect_qnn::quant_params::{conv_multipliers, storage_range, Multiplier};
 use qopt_ir_core::QuantType;
 
@@ -120,6 +122,29 @@ pub(super) enum Sums {
     Wrapped(Vec<i32>),
 }
 
+/// The activation fused into an output stage (§6).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Relu {
+    /// None: `qnn.conv2d`, `qnn.dense`.
+    None,
+    /// Clamp at the output zero point (real 0): the `_relu` forms.
+    Plain,
+    /// Clamp into [real 0, `relu_max`]: the `_relu` forms with `relu_max`
+    /// (a fused ReLU6 has 6.0).
+    UpTo(f64),
+}
+
+impl Relu {
+    /// The activation of a `_relu` op (`relu`) whose attributes are `attrs`.
+    pub fn of(ctx: &qopt_ir_core::Context, attrs: qopt_ir_core::Attribute, relu: bool) -> Relu {
+        match (relu, qopt_dialect_qnn::relu_max_of(ctx, attrs)) {
+            (false, _) => Relu::None,
+            (true, None) => Relu::Plain,
+            (true, Some(max)) => Relu::UpTo(max),
+        }
+    }
+}
+
 /// The output stage of §6 for each output channel `c`:
 /// `y = requantize(wrap32(sum + b[c]); m_c, n_c, rounding) + zp_out`, then
 /// `clamp(y, qmin, qmax)`, or `clamp(max(y, zp_out), qmin, qmax)` for the relu forms.
@@ -127,6 +152,8 @@ pub(super) struct OutputStage {
     multipliers: Vec<Multiplier>,
     bias: Option<Vec<i32>>,
     zero_point: i64,
+    /// `(qmin, qmax)` of the result, `qmax` lowered to `quantize(relu_max)`
+    /// when the relu form has one.
     range: (i64, i64),
     relu: bool,
     rounding: Rounding,
@@ -142,11 +169,17 @@ impl OutputStage {
         out: &QuantType,
         bias: Option<&Tensor>,
         channels: usize,
-        relu: bool,
+        relu: Relu,
         rounding: Rounding,
     ) -> Result<OutputStage, InterpError> {
         per_tensor(x, "input")?;
-        let zero_point = per_tensor(out, "result")?.zero_point;
+        let out_params = per_tensor(out, "result")?;
+        let zero_point = out_params.zero_point;
+        let (qmin, mut qmax) = storage_range(out);
+        if let Relu::UpTo(max) = relu {
+            // §6: the fused clip's bound, quantized like qnn.quantize (§3.1).
+            qmax = qmax.min(quantize_f32(max as f32, scale_f32(out_params.scale), zero_point, qmin, qmax));
+        }
         if let Some(axis) = qopt_dialect_qnn::quant_params::axis(w) {
             if axis != 0 {
                 bail!("weight must be quantized per tensor or per axis 0 (output channels), got axis {axis}");
@@ -166,7 +199,8 @@ impl OutputStage {
                 bail!("bias must be an i32 tensor of shape [{channels}], got {}", other.describe())
             }
         };
-        Ok(OutputStage { multipliers, bias, zero_point, range: storage_range(out), relu, rounding })
+        let relu = !matches!(relu, Relu::None);
+        Ok(OutputStage { multipliers, bias, zero_point, range: (qmin, qmax), relu, rounding })
     }
 
     /// The output value of channel `c` from its sum (exact, or congruent to it

@@ -8,7 +8,7 @@
 //! exceed f64's exact integers (see `accumulate`); the output stage adds the
 //! bias, wraps to 32 bits and requantizes per channel.
 
-use super::accumulate::{exact_gemm, exact_in_f64, wrapping_gemm, Centered, OutputStage, Sums};
+use super::accumulate::{exact_gemm, exact_in_f64, wrapping_gemm, Centered, OutputStage, Relu, Sums};
 use super::{narrow, quant_operand, result_quant, rounding, typed_operand};
 use crate::error::InterpError;
 use crate::kernels::fp::conv::{conv2d_gemm, ConvShape, Window2};
@@ -25,7 +25,7 @@ use qopt_dialect_qnn::Rounding;
 /// For kernels of downstream ops that compute a `qnn` convolution with
 /// parameters fixed by hardware rather than written as attributes: they read
 /// their own attributes, fill this in, and call [`QuantConv2d::run`].
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq)]
 pub struct QuantConv2d {
     /// `[stride_h, stride_w]`, each at least 1.
     pub stride: [usize; 2],
@@ -37,8 +37,9 @@ pub struct QuantConv2d {
     pub groups: usize,
     /// How requantization breaks ties.
     pub rounding: Rounding,
-    /// Clamp at the output zero point (the `_relu` form).
-    pub relu: bool,
+    /// The fused activation: none, relu (the `_relu` form), or relu
+    /// clamped at `relu_max` too.
+    pub relu: Relu,
 }
 
 impl QuantConv2d {
@@ -77,6 +78,7 @@ impl QuantConv2d {
 }
 
 fn conv(kc: &KernelContext<'_>, ops: &[&Tensor], relu: bool) -> Result<KernelResults, InterpError> {
+    let relu = Relu::of(kc.ctx, kc.attrs, relu);
     let attrs = ConvAttrs::read_in(kc.ctx, kc.attrs, 2)?;
     let win = Window2::from_attrs(&attrs, 2)?;
     let conv = QuantConv2d {
@@ -106,7 +108,9 @@ mod tests {
     use crate::kernels::fp::tests::{run_typed, run_typed_err};
     use crate::kernels::qnn::tests::{i16t, i32t, i8t, u8t};
     use proptest::prelude::*;
-    use qopt_dialect_qnn::fixed_point::{quantize_multiplier, requantize, saturate, saturate_relu, wrap32};
+    use qopt_dialect_qnn::fixed_point::{
+        quantize_f32, quantize_multiplier, requantize, saturate, saturate_relu, wrap32,
+    };
     use qopt_ir_core::Context;
 
     /// `tensor<{shape}x{elem}>`.
@@ -327,10 +331,15 @@ mod tests {
                             }
                             let r = requantize(i64::from(wrap32(acc)), m, shift, win.rounding);
                             let yv = i128::from(r) + i128::from(self.zp_out);
-                            out.push(if win.relu {
-                                saturate_relu(yv, self.zp_out, qmin, qmax)
-                            } else {
-                                saturate(yv, qmin, qmax)
+                            out.push(match win.relu {
+                                Relu::None => saturate(yv, qmin, qmax),
+                                Relu::Plain => saturate_relu(yv, self.zp_out, qmin, qmax),
+                                // The bound quantized as qnn.quantize does (§3.1).
+                                Relu::UpTo(max) => {
+                                    let top =
+                                        quantize_f32(max as f32, self.s_out as f32, self.zp_out, qmin, qmax);
+                                    saturate_relu(yv, self.zp_out, qmin, top)
+                                }
                             });
                         }
                     }
@@ -356,8 +365,12 @@ mod tests {
                 &format!("!qnn.uniform<{}:f32, {:?}:{}>", storage[2], self.s_out, self.zp_out),
             );
             let win = &self.conv;
+            let relu_max = match win.relu {
+                Relu::UpTo(max) => format!(", relu_max = {max:?} : f64"),
+                _ => String::new(),
+            };
             let attrs = format!(
-                "{{stride = [{}, {}], pad = [{}, {}, {}, {}], dilation = [{}, {}], groups = {}, rounding = \"{}\"}}",
+                "{{stride = [{}, {}], pad = [{}, {}, {}, {}], dilation = [{}, {}], groups = {}, rounding = \"{}\"{relu_max}}}",
                 win.stride[0], win.stride[1], win.pad[0], win.pad[1], win.pad[2], win.pad[3],
                 win.dilation[0], win.dilation[1], win.groups, win.rounding.name()
             );
@@ -372,7 +385,7 @@ mod tests {
             };
             let b = i32t(&[o], &self.b);
             let ts: Vec<&str> = types.iter().map(String::as_str).collect();
-            let kernel = if win.relu { conv2d_relu } else { conv2d };
+            let kernel = if win.relu == Relu::None { conv2d } else { conv2d_relu };
             let got = run_typed(&mut Context::new(), kernel, &[&x, &w, &b], &ts, &attrs, &[&out]);
             got.to_f64_vec().iter().map(|&v| v as i64).collect()
         }
@@ -388,7 +401,7 @@ mod tests {
             (n, groups, cg, og, h, wd) in (1usize..3, 1usize..3, 1usize..4, 1usize..3, 1usize..7, 1usize..7),
             (kh, kw, sh, sw, dh, dw) in (1usize..4, 1usize..4, 1usize..3, 1usize..3, 1usize..3, 1usize..3),
             pad in proptest::array::uniform4(0usize..3),
-            (zp_x, zp_out, relu, mode, wide) in (0i64..256, -128i64..128, any::<bool>(), 0usize..3, any::<bool>()),
+            (zp_x, zp_out, relu, mode, wide) in (0i64..256, -128i64..128, 0usize..4, 0usize..3, any::<bool>()),
             seed in any::<u64>(),
         ) {
             let (c, o) = (cg * groups, og * groups);
@@ -429,7 +442,8 @@ mod tests {
                     dilation: [dh, dw],
                     groups,
                     rounding: [Rounding::HalfAwayFromZero, Rounding::HalfToEven, Rounding::HalfUp][mode],
-                    relu,
+                    // A ReLU6 bound, and one between two output steps.
+                    relu: [Relu::None, Relu::Plain, Relu::UpTo(6.0), Relu::UpTo(0.37)][relu],
                 },
                 out_hw,
                 wide,

@@ -2,7 +2,7 @@
 //! GEMM of the centered operands, then the output stage of `accumulate`
 //! (bias, `wrap32`, per-channel requantization, relu clamp, saturation).
 
-use super::accumulate::{exact_gemm, exact_in_f64, wrapping_gemm, Centered, OutputStage, Sums};
+use super::accumulate::{exact_gemm, exact_in_f64, wrapping_gemm, Centered, OutputStage, Relu, Sums};
 use super::{narrow, quant_operand, result_quant, rounding, typed_operand};
 use crate::error::{bail, InterpError};
 use crate::kernels::fp::one;
@@ -29,6 +29,7 @@ fn dense_kernel(kc: &KernelContext<'_>, ops: &[&Tensor], relu: bool) -> Result<K
     let Some(len) = rows.checked_mul(channels) else {
         bail!("the output of {:?} · {:?}ᵀ is too large", x.shape(), w.shape())
     };
+    let relu = Relu::of(kc.ctx, kc.attrs, relu);
     let stage = OutputStage::new(xq, wq, result_quant(kc)?, bias, channels, relu, rounding(kc)?)?;
     let (xc, wc) = (Centered::new(x, xq, "input")?, Centered::new(w, wq, "weight")?);
     let shape_err = |e: ndarray::ShapeError| InterpError::new(e.to_string());

@@ -28,6 +28,7 @@ pub use convert::dequantize_tensor;
 mod elementwise;
 mod linear;
 
+pub use accumulate::Relu;
 pub use conv::QuantConv2d;
 
 use super::fp::operand;
