@@ -9,6 +9,7 @@
 //! | `insert-fakeq` | turns observers into `qnn.fake_quant` with parameters from their statistics, and fake-quantizes weights |
 //! | `expand-fakeq` | turns each `qnn.fake_quant` into `qnn.quantize` + `qnn.dequantize` (exact) |
 //! | `quantize-constants` | folds `qnn.quantize` of constants into quantized constants; biases become i32 |
+//! | `fuse` | turns dequantize → float op → quantize into integer `qnn` ops (patterns: [`FusionPatterns`]) |
 //!
 //! Every pass reads only the IR it is given: all statistics and decisions live
 //! in attributes, so a user can stop after any pass, edit the `.qir`, and go on.
@@ -20,6 +21,8 @@ mod calibrate;
 mod channel_means;
 mod expand_fakeq;
 mod fold_bn;
+mod fuse;
+mod fuse_patterns;
 mod histogram;
 mod insert_fakeq;
 mod insert_observers;
@@ -34,6 +37,8 @@ pub use calibrate::Calibrate;
 pub use channel_means::ChannelMeans;
 pub use expand_fakeq::ExpandFakeq;
 pub use fold_bn::FoldBn;
+pub use fuse::Fuse;
+pub use fuse_patterns::{Activation, FuseSite, FusionPatterns, QuantPattern, SiteOperand};
 pub use histogram::Histogram;
 pub use insert_fakeq::InsertFakeq;
 pub use insert_observers::InsertObservers;
@@ -54,6 +59,7 @@ pub fn quant_passes() -> Vec<Arc<dyn Pass>> {
         Arc::new(InsertFakeq),
         Arc::new(ExpandFakeq),
         Arc::new(QuantizeConstants),
+        Arc::new(Fuse),
         // one line per pass
     ]
 }

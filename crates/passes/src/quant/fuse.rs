@@ -1,0 +1,423 @@
+//! `fuse`: the realize step. Float ops between `qnn.dequantize` and
+//! `qnn.quantize` become integer ops, so the quantize/dequantize pairs that
+//! `expand-fakeq` left disappear, up to one `qnn.quantize` at the input and
+//! one `qnn.dequantize` at the output of a network.
+//!
+//! In program order (one walk, no recursion), for each float op:
+//!
+//! 1. **Patterns** ([`FusionPatterns`]): when the op has a pattern, its result
+//!    (after an optional `fp.relu` or `fp.clip {min = 0}`) is used only by
+//!    `qnn.quantize` ops, and the pattern accepts the operands, the quantized op
+//!    it builds replaces the first quantize; each other quantize of the same
+//!    value with different parameters gets one `qnn.requantize` of it (equal
+//!    parameters share it). A relu the pattern cannot fuse (`qnn.add` has no
+//!    relu form) is applied to the quantized result, which is exact: relu
+//!    commutes with quantization (`quant-semantics.md` §9).
+//! 2. **Quant-agnostic ops** (`QuantAgnostic` trait: reshape, flatten,
+//!    transpose, split, strided_slice, zero pad, max_pool, relu) whose float
+//!    operands are all dequantized from one per-tensor type run on the
+//!    integers directly; each result is dequantized for its users, exactly the
+//!    old value (§9).
+//! 3. **Pairs**: `qnn.quantize(qnn.dequantize(q))` becomes `q` when the types
+//!    are equal and `qnn.requantize(q)` otherwise (§5: integer only; it may
+//!    differ from the float round trip by one step at ties), one requantize
+//!    per value and type.
+//!
+//! `qnn.stop_fusion` is never fused across: it is neither a dequantize nor a
+//! quantize, so no site reaches through it. Dequantizes and constants left
+//! without users are erased. Ops that stay float (no pattern, an operand that
+//! is not quantized, a float user) are left as they are for `quant-lint` to
+//! report. Statistics: `fused-<pattern>` per pattern, `quant-agnostic-ops`,
+//! `requantizes`, `pairs-removed`.
+
+use super::fuse_patterns::{
+    defined_by, is_quantized_tensor, Activation, FuseSite, FusionPatterns, SiteOperand,
+};
+use super::util::{op_named, users};
+use crate::fp_constants::erase_if_unused_constant;
+use qopt_dialect_qnn::quant_params::quant_element;
+use qopt_ir_core::pass::PassOptions;
+use qopt_ir_core::{
+    Context, FxHashMap, InsertPoint, Module, OpId, OperationState, Pass, PassContext, PassError, PassOutcome,
+    QuantParams, Rewriter, Traits, Type, TypeData, ValueId,
+};
+
+/// The `fuse` pass; see the module docs.
+pub struct Fuse;
+
+const QUANTIZE: &str = "qnn.quantize";
+const DEQUANTIZE: &str = "qnn.dequantize";
+const REQUANTIZE: &str = "qnn.requantize";
+
+impl Pass for Fuse {
+    fn name(&self) -> &'static str {
+        "fuse"
+    }
+
+    fn summary(&self) -> &'static str {
+        "turn dequantize → float op → quantize into integer qnn ops (the realize step)"
+    }
+
+    fn description(&self) -> &'static str {
+        "Rewrites `dequantize → fp.conv2d → [relu | clip(0, c)] → quantize` into `qnn.conv2d` or \
+         `qnn.conv2d_relu` (with `relu_max = c`), `fp.dense` likewise, `fp.add` / `fp.mul` / `fp.concat` \
+         of dequantized operands into `qnn.add` / `qnn.mul` / `qnn.concat`, runs quant-agnostic ops \
+         (reshape, transpose, max_pool, relu, ...) on the integers, and turns each remaining \
+         `quantize(dequantize(q))` into `q` (equal types) or `qnn.requantize(q)`. Patterns come from a \
+         registry a downstream crate extends. `qnn.stop_fusion` is never fused across. Statistics: \
+         `fused-<pattern>`, `quant-agnostic-ops`, `requantizes`, `pairs-removed`."
+    }
+
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        module: &mut Module,
+        _options: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        let candidates: Vec<OpId> = module
+            .walk_preorder(module.root())
+            .filter(|&op| cx.ctx.op_name_str(module.op_name(op)).starts_with("fp."))
+            .collect();
+        let mut stats = Stats::default();
+        for op in candidates {
+            if module.is_erased(op) {
+                continue;
+            }
+            if !fuse_pattern(cx.ctx, module, op, &mut stats)? {
+                run_on_integers(cx.ctx, module, op, &mut stats)?;
+            }
+        }
+        fold_pairs(cx.ctx, module, &mut stats);
+        let changed = stats.total() > 0;
+        for (name, n) in stats.fused {
+            cx.add_stat(name, n);
+        }
+        cx.add_stat("quant-agnostic-ops", stats.agnostic);
+        cx.add_stat("requantizes", stats.requantizes);
+        cx.add_stat("pairs-removed", stats.pairs_removed);
+        Ok(PassOutcome::from_changed(changed))
+    }
+}
+
+#[derive(Default)]
+struct Stats {
+    fused: Vec<(&'static str, u64)>,
+    agnostic: u64,
+    requantizes: u64,
+    pairs_removed: u64,
+}
+
+impl Stats {
+    fn fused(&mut self, pattern: &'static str) {
+        let name: &'static str = match pattern {
+            "conv2d" => "fused-conv2d",
+            "dense" => "fused-dense",
+            "add" => "fused-add",
+            "mul" => "fused-mul",
+            "concat" => "fused-concat",
+            _ => "fused-downstream",
+        };
+        match self.fused.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, count)) => *count += 1,
+            None => self.fused.push((name, 1)),
+        }
+    }
+    fn total(&self) -> u64 {
+        self.fused.iter().map(|(_, n)| n).sum::<u64>() + self.agnostic + self.requantizes + self.pairs_removed
+    }
+}
+
+/// The operand of `op` as a site operand.
+fn site_operand(ctx: &Context, module: &Module, value: ValueId) -> SiteOperand {
+    match defined_by(ctx, module, value, DEQUANTIZE) {
+        Some(d) => SiteOperand::Quantized(module.operand(d, 0)),
+        None => SiteOperand::Float(value),
+    }
+}
+
+/// The activation after `value` (its only user, if a relu or a clip at 0
+/// from below) and the value it ends in.
+fn activation_after(ctx: &Context, module: &Module, value: ValueId) -> (Activation, Option<OpId>, ValueId) {
+    let none = (Activation::None, None, value);
+    let [user] = users(module, value)[..] else { return none };
+    if module.num_results(user) != 1 || module.num_operands(user) != 1 {
+        return none;
+    }
+    let out = module.result(user, 0);
+    if op_named(ctx, module, user, "fp.relu") {
+        return (Activation::Relu, Some(user), out);
+    }
+    if op_named(ctx, module, user, "fp.clip") {
+        let bound = |name| module.op_attr(ctx, user, name);
+        let is_zero = |a: Option<qopt_ir_core::Attribute>| a.and_then(|a| ctx.attr_as_f64(a)) == Some(0.0);
+        let positive =
+            |a: Option<qopt_ir_core::Attribute>| a.and_then(|a| ctx.attr_as_f64(a)).is_some_and(|m| m > 0.0);
+        if is_zero(bound("min")) && positive(bound("max")) {
+            if let Some(max) = bound("max") {
+                return (Activation::Clip(max), Some(user), out);
+            }
+        }
+    }
+    none
+}
+
+/// The `qnn.quantize` users of `value` (all its users must be), in use order.
+fn quantize_users(ctx: &Context, module: &Module, value: ValueId) -> Option<Vec<OpId>> {
+    let users = users(module, value);
+    let all = !users.is_empty() && users.iter().all(|&u| op_named(ctx, module, u, QUANTIZE));
+    all.then_some(users)
+}
+
+/// Tries the patterns for `op`; true if one rewrote it.
+fn fuse_pattern(
+    ctx: &mut Context,
+    module: &mut Module,
+    op: OpId,
+    stats: &mut Stats,
+) -> Result<bool, PassError> {
+    let name = ctx.op_name_str(module.op_name(op)).to_string();
+    let patterns: Vec<_> = FusionPatterns::of(ctx).for_root(&name).cloned().collect();
+    if patterns.is_empty() || module.num_results(op) != 1 {
+        return Ok(false);
+    }
+    let operands: Vec<SiteOperand> = module.operands(op).map(|v| site_operand(ctx, module, v)).collect();
+    if operands.iter().all(|o| matches!(o, SiteOperand::Float(_))) {
+        return Ok(false);
+    }
+    let (activation, activation_op, end) = activation_after(ctx, module, module.result(op, 0));
+    let Some(quantizes) = quantize_users(ctx, module, end) else { return Ok(false) };
+    let output = module.value_type(module.result(quantizes[0], 0));
+    let others_per_tensor = quantizes.iter().all(|&q| {
+        let ty = module.value_type(module.result(q, 0));
+        ty == output
+            || quant_element(ctx, ty).is_some_and(|q| matches!(q.params, QuantParams::PerTensor { .. }))
+    });
+    if !others_per_tensor {
+        return Ok(false);
+    }
+    let loc = module.op_loc(op);
+    let attempts: &[Activation] =
+        if activation == Activation::Relu { &[Activation::Relu, Activation::None] } else { &[activation] };
+    for pattern in &patterns {
+        for &act in attempts {
+            let site = FuseSite { op, operands: operands.clone(), activation: act, output };
+            let mut rw = Rewriter::new(ctx, module);
+            rw.set_insertion_point(InsertPoint::Before(op));
+            rw.set_loc(loc);
+            let built = pattern
+                .rewrite(&mut rw, &site)
+                .map_err(|e| PassError::from(format!("fusing {} ({}): {e}", name, pattern.name())))?;
+            let Some(mut fused) = built else {
+                // A declined pattern may have made helper ops; drop them.
+                let created = rw.take_changes().created;
+                for &c in created.iter().rev() {
+                    let _ = rw.module.erase_op(c);
+                }
+                continue;
+            };
+            if act != activation {
+                // relu on the quantized result: max(q, zp), exact (§9).
+                let relu = rw.ctx.op_name("fp.relu");
+                let at = activation_op.map_or(loc, |a| rw.module.op_loc(a));
+                let r = rw.create(OperationState::new(relu).operands(&[fused]).results(&[output]).loc(at));
+                fused = rw.module.result(r, 0);
+            }
+            replace_quantizes(ctx, module, &quantizes, fused, stats);
+            if let Some(a) = activation_op {
+                let _ = module.erase_op(a);
+            }
+            let old_operands: Vec<ValueId> = module.operands(op).collect();
+            let _ = module.erase_op(op);
+            for v in old_operands {
+                erase_dead_dequantize(ctx, module, v);
+            }
+            stats.fused(pattern.name());
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Replaces each quantize in `quantizes` (all of one value) by `fused` when
+/// its type is `fused`'s, or by one shared requantize of `fused` per other type.
+fn replace_quantizes(
+    ctx: &mut Context,
+    module: &mut Module,
+    quantizes: &[OpId],
+    fused: ValueId,
+    stats: &mut Stats,
+) {
+    let fused_ty = module.value_type(fused);
+    let mut by_type: FxHashMap<Type, ValueId> = FxHashMap::default();
+    by_type.insert(fused_ty, fused);
+    for &q in quantizes {
+        let result = module.result(q, 0);
+        let ty = module.value_type(result);
+        let replacement = match by_type.get(&ty) {
+            Some(&v) => v,
+            None => {
+                let v = requantize_after(ctx, module, fused, ty);
+                stats.requantizes += 1;
+                by_type.insert(ty, v);
+                v
+            }
+        };
+        module.replace_all_uses(result, replacement);
+        let _ = module.erase_op(q);
+    }
+}
+
+/// `qnn.requantize(value) : ty`, placed right after `value`'s definition.
+fn requantize_after(ctx: &mut Context, module: &mut Module, value: ValueId, ty: Type) -> ValueId {
+    let def = module.defining_op(value);
+    let loc = module.op_loc(def);
+    let name = ctx.op_name(REQUANTIZE);
+    let op = module.create_op(OperationState::new(name).operands(&[value]).results(&[ty]).loc(loc));
+    module.insert_op_after(def, op);
+    module.result(op, 0)
+}
+
+/// Erases `value`'s defining dequantize when nothing uses it any more, and
+/// then its operand's constant if that is unused too.
+fn erase_dead_dequantize(ctx: &Context, module: &mut Module, value: ValueId) {
+    if let Some(d) = defined_by(ctx, module, value, DEQUANTIZE) {
+        if !module.op_has_uses(d) {
+            let source = module.operand(d, 0);
+            let _ = module.erase_op(d);
+            erase_if_unused_constant(ctx, module, source);
+        }
+    } else {
+        erase_if_unused_constant(ctx, module, value);
+    }
+}
+
+/// Runs a quant-agnostic `fp` op on the integers when its float tensor
+/// operands are all dequantized from one per-tensor quantized type: the op
+/// is rebuilt on the quantized values with results of that element type,
+/// each dequantized for the old users (§9: the same real values).
+fn run_on_integers(
+    ctx: &mut Context,
+    module: &mut Module,
+    op: OpId,
+    stats: &mut Stats,
+) -> Result<(), PassError> {
+    let agnostic = ctx.op_def(module.op_name(op)).is_some_and(|d| d.has(Traits::QUANT_AGNOSTIC));
+    if !agnostic || module.num_results(op) == 0 || !zero_padding(ctx, module, op) {
+        return Ok(());
+    }
+    let mut element: Option<Type> = None;
+    let mut operands = Vec::with_capacity(module.num_operands(op));
+    for v in module.operands(op) {
+        let ty = module.value_type(v);
+        if !is_float_tensor_type(ctx, ty) {
+            operands.push(v);
+            continue;
+        }
+        let Some(d) = defined_by(ctx, module, v, DEQUANTIZE) else { return Ok(()) };
+        let q = module.operand(d, 0);
+        let q_ty = module.value_type(q);
+        let Some(quant) = quant_element(ctx, q_ty) else { return Ok(()) };
+        if !matches!(quant.params, QuantParams::PerTensor { .. }) {
+            return Ok(());
+        }
+        let elem = ctx.element_type(q_ty);
+        if element.is_some_and(|e| e != elem) {
+            return Ok(());
+        }
+        element = Some(elem);
+        operands.push(q);
+    }
+    let Some(element) = element else { return Ok(()) };
+    let mut result_types = Vec::with_capacity(module.num_results(op));
+    for r in module.results(op) {
+        let ty = module.value_type(r);
+        if !is_float_tensor_type(ctx, ty) {
+            return Ok(());
+        }
+        let Some(shape) = ctx.tensor_shape(ty).map(<[i64]>::to_vec) else { return Ok(()) };
+        result_types.push(ctx.tensor_type(&shape, element));
+    }
+    let (name, attrs, loc) = (module.op_name(op), module.op_attrs(op), module.op_loc(op));
+    let new = module.create_op(
+        OperationState::new(name).operands(&operands).results(&result_types).attrs(attrs).loc(loc),
+    );
+    module.insert_op_before(op, new);
+    let dequantize = ctx.op_name(DEQUANTIZE);
+    let old_results: Vec<ValueId> = module.results(op).collect();
+    for (i, old) in old_results.into_iter().enumerate() {
+        let float_ty = module.value_type(old);
+        let q = module.result(new, i);
+        let d =
+            module.create_op(OperationState::new(dequantize).operands(&[q]).results(&[float_ty]).loc(loc));
+        module.insert_op_before(op, d);
+        module.replace_all_uses(old, module.result(d, 0));
+    }
+    let old_operands: Vec<ValueId> = module.operands(op).collect();
+    let _ = module.erase_op(op);
+    for v in old_operands {
+        erase_dead_dequantize(ctx, module, v);
+    }
+    stats.agnostic += 1;
+    Ok(())
+}
+
+/// Whether `ty` is a tensor of f32, f16 or bf16 (not quantized).
+fn is_float_tensor_type(ctx: &Context, ty: Type) -> bool {
+    matches!(ctx.type_data(ty), TypeData::Tensor { .. })
+        && !is_quantized_tensor(ctx, ty)
+        && matches!(ctx.type_data(ctx.element_type(ty)), TypeData::Float(_))
+}
+
+/// False for an `fp.pad` whose padding value is not 0 (only zero padding is
+/// quant-agnostic: it pads with the zero point).
+fn zero_padding(ctx: &Context, module: &Module, op: OpId) -> bool {
+    if !op_named(ctx, module, op, "fp.pad") {
+        return true;
+    }
+    let value = module.op_attr(ctx, op, "value").and_then(|a| ctx.attr_as_f64(a)).unwrap_or(0.0);
+    let mode = module.op_attr(ctx, op, "mode").and_then(|a| ctx.attr_as_str(a)).unwrap_or("constant");
+    value == 0.0 && mode == "constant"
+}
+
+/// `qnn.quantize(qnn.dequantize(q))` into `q` (same type) or one
+/// `qnn.requantize(q)` per value and per-tensor type.
+fn fold_pairs(ctx: &mut Context, module: &mut Module, stats: &mut Stats) {
+    let quantizes: Vec<OpId> = module
+        .walk_preorder(module.root())
+        .filter(|&op| op_named(ctx, module, op, QUANTIZE) && module.num_operands(op) == 1)
+        .collect();
+    let mut made: FxHashMap<(ValueId, Type), ValueId> = FxHashMap::default();
+    for q in quantizes {
+        let Some(d) = defined_by(ctx, module, module.operand(q, 0), DEQUANTIZE) else { continue };
+        let source = module.operand(d, 0);
+        let result = module.result(q, 0);
+        let ty = module.value_type(result);
+        let replacement = if module.value_type(source) == ty {
+            stats.pairs_removed += 1;
+            source
+        } else if let Some(&v) = made.get(&(source, ty)) {
+            stats.pairs_removed += 1;
+            v
+        } else {
+            let per_tensor =
+                quant_element(ctx, ty).is_some_and(|t| matches!(t.params, QuantParams::PerTensor { .. }));
+            let expressed_ok = matches!(ctx.type_data(module.value_type(source)), TypeData::Tensor { .. });
+            if !per_tensor || !expressed_ok {
+                continue;
+            }
+            let name = ctx.op_name(REQUANTIZE);
+            let loc = module.op_loc(q);
+            let r = module.create_op(OperationState::new(name).operands(&[source]).results(&[ty]).loc(loc));
+            module.insert_op_before(q, r);
+            let v = module.result(r, 0);
+            made.insert((source, ty), v);
+            stats.requantizes += 1;
+            v
+        };
+        module.replace_all_uses(result, replacement);
+        let _ = module.erase_op(q);
+        if !module.op_has_uses(d) {
+            let _ = module.erase_op(d);
+        }
+    }
+}

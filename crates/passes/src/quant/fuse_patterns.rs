@@ -1,0 +1,276 @@
+//! The quantized patterns `fuse` applies, as an open registry: each
+//! [`QuantPattern`] turns one float op whose operands are dequantized and
+//! whose result (after an optional relu or `clip(0, c)`) is quantized into a
+//! quantized op computing that quantized result (`docs/quant-semantics.md`
+//! §6, §7). The built-in ones cover `fp.conv2d`, `fp.dense`, `fp.add`,
+//! `fp.mul` and `fp.concat`; a downstream crate adds its own through
+//! [`FusionPatterns::install`] (seed 000: "allow arbitrary patterns to be
+//! rewritten to a corresponding quantized pattern"), as `examples/toy-accel`
+//! does.
+
+use qopt_dialect_qnn::quant_params::quant_element;
+use qopt_ir_core::{
+    constant_value, AttrData, Attribute, Context, DenseElements, FloatKind, Module, OpId, OperationState,
+    QuantParams, QuantType, Rewriter, Signedness, Type, TypeData, ValueId,
+};
+use std::sync::{Arc, OnceLock};
+
+/// What `fuse` found around one float op (the root).
+pub struct FuseSite {
+    /// The float op.
+    pub op: OpId,
+    /// Its operands, in order.
+    pub operands: Vec<SiteOperand>,
+    /// The activation between the op and the quantize of its result.
+    pub activation: Activation,
+    /// The quantized tensor type the fused op must produce.
+    pub output: Type,
+}
+
+/// An operand of a [`FuseSite`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SiteOperand {
+    /// `qnn.dequantize(q)`: the quantized value `q`.
+    Quantized(ValueId),
+    /// Anything else: the float value itself.
+    Float(ValueId),
+}
+
+impl SiteOperand {
+    /// The quantized value, if the operand was dequantized.
+    pub fn quantized(self) -> Option<ValueId> {
+        match self {
+            SiteOperand::Quantized(q) => Some(q),
+            SiteOperand::Float(_) => None,
+        }
+    }
+}
+
+/// An activation that follows the root op and may fuse into it.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Activation {
+    /// None: the root's result is quantized directly.
+    None,
+    /// `fp.relu`.
+    Relu,
+    /// `fp.clip {min = 0, max}`, with the `max` attribute (ReLU6: 6.0).
+    Clip(Attribute),
+}
+
+/// A rewrite from a float op to a quantized one.
+pub trait QuantPattern: Send + Sync {
+    /// A name for `--stats` and messages (kebab-case).
+    fn name(&self) -> &'static str;
+    /// The float op it rewrites (`fp.conv2d`).
+    fn root(&self) -> &'static str;
+    /// Builds the quantized op at the rewriter's insertion point (just before
+    /// the root) and returns its result, of type `site.output`; `Ok(None)` when
+    /// the site does not fit the pattern (the reason, for `quant-lint`, is the
+    /// `Err` of [`QuantPattern::check`]). Activations it cannot fuse are
+    /// declined with `Ok(None)`; `fuse` then retries without a relu and applies
+    /// the relu to the quantized result.
+    fn rewrite(&self, rewriter: &mut Rewriter<'_>, site: &FuseSite) -> Result<Option<ValueId>, String>;
+}
+
+/// The patterns `fuse` uses, kept as an extension of the [`Context`].
+pub struct FusionPatterns {
+    patterns: Vec<Arc<dyn QuantPattern>>,
+}
+
+impl Default for FusionPatterns {
+    /// The built-in patterns.
+    fn default() -> FusionPatterns {
+        FusionPatterns {
+            patterns: vec![
+                Arc::new(Weighted { root: "fp.conv2d", plain: "qnn.conv2d", relu: "qnn.conv2d_relu" }),
+                Arc::new(Weighted { root: "fp.dense", plain: "qnn.dense", relu: "qnn.dense_relu" }),
+                Arc::new(Elementwise { root: "fp.add", op: "qnn.add" }),
+                Arc::new(Elementwise { root: "fp.mul", op: "qnn.mul" }),
+                Arc::new(Elementwise { root: "fp.concat", op: "qnn.concat" }),
+            ],
+        }
+    }
+}
+
+impl FusionPatterns {
+    /// The patterns installed in `ctx`, or the built-in ones.
+    pub fn of(ctx: &Context) -> &FusionPatterns {
+        static BUILTIN: OnceLock<FusionPatterns> = OnceLock::new();
+        ctx.extension::<FusionPatterns>().unwrap_or_else(|| BUILTIN.get_or_init(FusionPatterns::default))
+    }
+
+    /// The patterns of `ctx` for adding to, installing the built-in ones first if needed.
+    pub fn install(ctx: &mut Context) -> &mut FusionPatterns {
+        ctx.extension_mut::<FusionPatterns>()
+    }
+
+    /// Adds a pattern; fails if the name is taken. Patterns added later are
+    /// tried first, so a downstream pattern can take over a built-in root.
+    pub fn add(&mut self, pattern: Arc<dyn QuantPattern>) -> Result<(), String> {
+        if self.patterns.iter().any(|p| p.name() == pattern.name()) {
+            return Err(format!("a fusion pattern named '{}' is already registered", pattern.name()));
+        }
+        self.patterns.push(pattern);
+        Ok(())
+    }
+
+    /// The patterns for float op `root`, the latest added first.
+    pub fn for_root<'p>(&'p self, root: &'p str) -> impl Iterator<Item = &'p Arc<dyn QuantPattern>> + 'p {
+        self.patterns.iter().rev().filter(move |p| p.root() == root)
+    }
+
+    /// Every pattern, in the order added.
+    pub fn all(&self) -> &[Arc<dyn QuantPattern>] {
+        &self.patterns
+    }
+}
+
+/// The per-tensor quantized type of `value`, if it has one.
+fn per_tensor(ctx: &Context, module: &Module, value: ValueId) -> Option<QuantType> {
+    let q = quant_element(ctx, module.value_type(value))?;
+    matches!(q.params, QuantParams::PerTensor { .. }).then(|| q.clone())
+}
+
+/// `fp.conv2d` and `fp.dense` into `qnn.conv2d[_relu]` / `qnn.dense[_relu]`:
+/// a per-tensor activation, a weight per tensor or per output channel, and
+/// an optional bias that `quantize-constants` made i32 in units of
+/// `s_x·s_w[c]` (§6.1).
+struct Weighted {
+    root: &'static str,
+    plain: &'static str,
+    relu: &'static str,
+}
+
+impl QuantPattern for Weighted {
+    fn name(&self) -> &'static str {
+        match self.root {
+            "fp.conv2d" => "conv2d",
+            _ => "dense",
+        }
+    }
+    fn root(&self) -> &'static str {
+        self.root
+    }
+    fn rewrite(&self, rw: &mut Rewriter<'_>, site: &FuseSite) -> Result<Option<ValueId>, String> {
+        let (x, w) = match site.operands.as_slice() {
+            [x, w] | [x, w, _] => (x.quantized(), w.quantized()),
+            _ => return Ok(None),
+        };
+        let (Some(x), Some(w)) = (x, w) else { return Ok(None) };
+        let Some(qx) = per_tensor(rw.ctx, rw.module, x) else { return Ok(None) };
+        let Some(qw) = quant_element(rw.ctx, rw.module.value_type(w)).cloned() else { return Ok(None) };
+        if matches!(qw.params, QuantParams::PerAxis { axis, .. } if axis != 0) {
+            return Ok(None);
+        }
+        let mut operands = vec![x, w];
+        if let Some(&bias) = site.operands.get(2) {
+            let Some(b) = integer_bias(rw, bias, &qx, &qw)? else { return Ok(None) };
+            operands.push(b);
+        }
+        let attrs = rw.module.op_attrs(site.op);
+        let (name, attrs) = match site.activation {
+            Activation::None => (self.plain, attrs),
+            Activation::Relu => (self.relu, attrs),
+            Activation::Clip(max) => (self.relu, rw.ctx.dict_set(attrs, "relu_max", max)),
+        };
+        let name = rw.ctx.op_name(name);
+        let op =
+            rw.create(OperationState::new(name).operands(&operands).results(&[site.output]).attrs(attrs));
+        Ok(Some(rw.module.result(op, 0)))
+    }
+}
+
+/// The `tensor<Oxi32>` bias operand of the fused op for the site's bias:
+/// the stored values of an i32 quantized constant whose scales are exactly
+/// `s_x ⊗₆₄ s_w[c]` with zero points 0 (§6.1); `None` for anything else.
+fn integer_bias(
+    rw: &mut Rewriter<'_>,
+    bias: SiteOperand,
+    qx: &QuantType,
+    qw: &QuantType,
+) -> Result<Option<ValueId>, String> {
+    let Some(b) = bias.quantized() else { return Ok(None) };
+    let Some(qb) = quant_element(rw.ctx, rw.module.value_type(b)).cloned() else { return Ok(None) };
+    let QuantParams::PerTensor { scale: s_x, .. } = qx.params else { return Ok(None) };
+    let is_i32 = qb.storage.width == 32 && qb.storage.signedness == Signedness::Signless;
+    if !is_i32 || qb.expressed != FloatKind::F32 {
+        return Ok(None);
+    }
+    let weight_scales: Vec<f64> = match &qw.params {
+        QuantParams::PerTensor { scale, .. } => vec![*scale],
+        QuantParams::PerAxis { scales, .. } => scales.to_vec(),
+    };
+    let matches = match &qb.params {
+        QuantParams::PerTensor { scale, zero_point } => {
+            *zero_point == 0 && weight_scales.iter().all(|&s_w| s_x * s_w == *scale)
+        }
+        QuantParams::PerAxis { axis: 0, scales, zero_points } => {
+            zero_points.iter().all(|&z| z == 0)
+                && (scales.len() == weight_scales.len() || weight_scales.len() == 1)
+                && scales
+                    .iter()
+                    .enumerate()
+                    .all(|(c, &s)| s_x * weight_scales[c.min(weight_scales.len() - 1)] == s)
+        }
+        QuantParams::PerAxis { .. } => false,
+    };
+    if !matches {
+        return Ok(None);
+    }
+    let Some(value) = constant_value(rw.ctx, rw.module, b) else { return Ok(None) };
+    let AttrData::Dense(d) = rw.ctx.attr_data(value) else { return Ok(None) };
+    let (bytes, shape) = (d.bytes.to_vec(), rw.ctx.tensor_shape(d.ty).map(<[i64]>::to_vec));
+    let Some(shape) = shape else { return Ok(None) };
+    let i32_ty = rw.ctx.int_type(32, Signedness::Signless);
+    let ty = rw.ctx.tensor_type(&shape, i32_ty);
+    let plain = rw.ctx.dense_attr(DenseElements::from_bytes(rw.ctx, ty, bytes)?);
+    let attrs = rw.ctx.dict_attr(&[("value", plain)]);
+    let op = rw.create_inferred("fp.constant", &[], attrs)?;
+    Ok(Some(rw.module.result(op, 0)))
+}
+
+/// `fp.add`, `fp.mul` and `fp.concat` of per-tensor quantized operands into
+/// `qnn.add`, `qnn.mul`, `qnn.concat` (same attributes). No activation fuses;
+/// `fuse` applies a relu to the quantized result itself.
+struct Elementwise {
+    root: &'static str,
+    op: &'static str,
+}
+
+impl QuantPattern for Elementwise {
+    fn name(&self) -> &'static str {
+        self.op.trim_start_matches("qnn.")
+    }
+    fn root(&self) -> &'static str {
+        self.root
+    }
+    fn rewrite(&self, rw: &mut Rewriter<'_>, site: &FuseSite) -> Result<Option<ValueId>, String> {
+        if site.activation != Activation::None || site.operands.is_empty() {
+            return Ok(None);
+        }
+        let mut operands = Vec::with_capacity(site.operands.len());
+        for operand in &site.operands {
+            match operand.quantized() {
+                Some(q) if per_tensor(rw.ctx, rw.module, q).is_some() => operands.push(q),
+                _ => return Ok(None),
+            }
+        }
+        let attrs = rw.module.op_attrs(site.op);
+        let name = rw.ctx.op_name(self.op);
+        let op =
+            rw.create(OperationState::new(name).operands(&operands).results(&[site.output]).attrs(attrs));
+        Ok(Some(rw.module.result(op, 0)))
+    }
+}
+
+/// Whether `ty` is a tensor of a quantized element type.
+pub(crate) fn is_quantized_tensor(ctx: &Context, ty: Type) -> bool {
+    matches!(ctx.type_data(ty), TypeData::Tensor { .. }) && quant_element(ctx, ty).is_some()
+}
+
+/// The op defining `value` when it is `name` (with one operand).
+pub(crate) fn defined_by(ctx: &Context, module: &Module, value: ValueId, name: &str) -> Option<OpId> {
+    let def = module.defining_op(value);
+    (!def.is_none() && ctx.op_name_str(module.op_name(def)) == name && module.num_operands(def) == 1)
+        .then_some(def)
+}
