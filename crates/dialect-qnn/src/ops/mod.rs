@@ -5,7 +5,8 @@
 //!   `cast_hint`, `stop_fusion`;
 //! - [`observe`]: `observe` and its statistics attributes;
 //! - [`compute`]: `conv2d`, `conv2d_relu`, `dense`, `dense_relu`, `add`, `mul`,
-//!   `concat` on quantized operands.
+//!   `concat` on quantized operands;
+//! - [`pool`]: `avg_pool2d`, `global_avg_pool2d`.
 //!
 //! Verifiers read operand and result types only after the core verifier has
 //! checked counts and type well-formedness, but they still never index beyond
@@ -18,12 +19,14 @@ use qopt_ir_core::{type_to_string, Attribute, Context, FloatKind, OpDef, QuantTy
 pub(crate) mod compute;
 pub(crate) mod convert;
 pub(crate) mod observe;
+pub(crate) mod pool;
 
 /// Every op of the dialect.
 pub(crate) fn all() -> Vec<OpDef> {
     let mut ops = convert::ops();
     ops.extend(observe::ops());
     ops.extend(compute::ops());
+    ops.extend(pool::ops());
     ops
 }
 

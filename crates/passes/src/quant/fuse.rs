@@ -115,6 +115,8 @@ impl Stats {
             "add" => "fused-add",
             "mul" => "fused-mul",
             "concat" => "fused-concat",
+            "avg_pool2d" => "fused-avg-pool2d",
+            "global_avg_pool2d" => "fused-global-avg-pool2d",
             _ => "fused-downstream",
         };
         match self.fused.iter_mut().find(|(n, _)| *n == name) {

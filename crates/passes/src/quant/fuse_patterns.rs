@@ -3,7 +3,7 @@
 //! whose result (after an optional relu or `clip(0, c)`) is quantized into a
 //! quantized op computing that quantized result (`docs/quant-semantics.md`
 //! §6, §7). The built-in ones cover `fp.conv2d`, `fp.dense`, `fp.add`,
-//! `fp.mul` and `fp.concat`; a downstream crate adds its own through
+//! `fp.mul`, `fp.concat`, `fp.avg_pool2d` and `fp.global_avg_pool2d`; a downstream crate adds its own through
 //! [`FusionPatterns::install`] (seed 000: "allow arbitrary patterns to be
 //! rewritten to a corresponding quantized pattern"), as `examples/toy-accel`
 //! does.
@@ -87,6 +87,8 @@ impl Default for FusionPatterns {
                 Arc::new(Elementwise { root: "fp.add", op: "qnn.add" }),
                 Arc::new(Elementwise { root: "fp.mul", op: "qnn.mul" }),
                 Arc::new(Elementwise { root: "fp.concat", op: "qnn.concat" }),
+                Arc::new(Elementwise { root: "fp.avg_pool2d", op: "qnn.avg_pool2d" }),
+                Arc::new(Elementwise { root: "fp.global_avg_pool2d", op: "qnn.global_avg_pool2d" }),
             ],
         }
     }
@@ -229,8 +231,8 @@ fn integer_bias(
     Ok(Some(rw.module.result(op, 0)))
 }
 
-/// `fp.add`, `fp.mul` and `fp.concat` of per-tensor quantized operands into
-/// `qnn.add`, `qnn.mul`, `qnn.concat` (same attributes). No activation fuses;
+/// `fp.add`, `fp.mul`, `fp.concat` and the average pools of per-tensor
+/// quantized operands into their `qnn` ops (same attributes). No activation fuses;
 /// `fuse` applies a relu to the quantized result itself.
 struct Elementwise {
     root: &'static str,

@@ -10,7 +10,7 @@ pub(crate) mod conv;
 pub(crate) mod elementwise;
 mod linear;
 mod norm;
-mod pool;
+pub(crate) mod pool;
 mod shape;
 
 use crate::error::{bail, InterpError};

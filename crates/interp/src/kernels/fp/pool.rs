@@ -19,7 +19,7 @@ use qopt_dialect_fp::shape::pool_out;
 
 /// Window geometry of a 2-D pool (1-D pools use H = 1).
 #[derive(Clone, Copy, Debug)]
-struct Geometry {
+pub(crate) struct Geometry {
     n: usize,
     c: usize,
     h: usize,
@@ -33,7 +33,7 @@ struct Geometry {
     dilation: [usize; 2],
 }
 
-fn geometry(shape: &[usize], a: &PoolAttrs, spatial: usize) -> Result<Geometry, InterpError> {
+pub(crate) fn geometry(shape: &[usize], a: &PoolAttrs, spatial: usize) -> Result<Geometry, InterpError> {
     let u = |v: i64| to_usize(v, "pool parameters");
     let (h, w) = if spatial == 2 { (shape[2], shape[3]) } else { (1, shape[2]) };
     let (kernel, stride, pad, dilation) = if spatial == 2 {
@@ -68,7 +68,7 @@ fn geometry(shape: &[usize], a: &PoolAttrs, spatial: usize) -> Result<Geometry, 
     })
 }
 
-fn out_shape(g: &Geometry, spatial: usize) -> Vec<usize> {
+pub(crate) fn out_shape(g: &Geometry, spatial: usize) -> Vec<usize> {
     if spatial == 2 {
         vec![g.n, g.c, g.oh, g.ow]
     } else {
@@ -234,7 +234,26 @@ pub(crate) fn max_pool1d(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<
 fn avg_pool_real<T: Real>(x: &ArrayD<T>, g: &Geometry, include_pad: bool) -> Result<ArrayD<T>, InterpError> {
     let x = x.as_standard_layout();
     let Some(xs) = x.as_slice() else { bail!("non-contiguous input") };
-    // Taps of the window clipped to the padded input (count_include_pad divisor).
+    let out = window_sums(xs, g, include_pad, T::zero(), |sum, v| sum + v)
+        .into_iter()
+        .map(|(sum, count)| if count == 0 { T::zero() } else { sum / T::from_f64(count as f64) })
+        .collect();
+    ArrayD::from_shape_vec(IxDyn(&out_shape(g, 2)), out).map_err(|e| InterpError::new(e.to_string()))
+}
+
+/// Every window of an average pool over `xs` (N×C×H×W, row-major), in output
+/// order: the sum of its input taps (`add` folded from `zero`, taps in
+/// row-major order) and its divisor: the number of input taps, or with
+/// `include_pad` the window clipped to the padded input
+/// (`count_include_pad`, as ONNX Runtime). `fp.avg_pool2d` divides; the
+/// quantized average pool requantizes.
+pub(crate) fn window_sums<T: Copy, A: Copy>(
+    xs: &[T],
+    g: &Geometry,
+    include_pad: bool,
+    zero: A,
+    add: impl Fn(A, T) -> A,
+) -> Vec<(A, usize)> {
     let padded = |o: usize, axis: usize, size: usize| -> usize {
         let start = (o * g.stride[axis]) as isize - g.pad[axis] as isize;
         let end = (start + g.kernel[axis] as isize).min((size + g.pad[axis + 2]) as isize);
@@ -246,22 +265,23 @@ fn avg_pool_real<T: Real>(x: &ArrayD<T>, g: &Geometry, include_pad: bool) -> Res
     for plane in xs.chunks(g.h * g.w).take(g.n * g.c) {
         for (oy, row_taps) in rows.iter().enumerate() {
             for (ox, col_taps) in cols.iter().enumerate() {
-                let mut sum = T::zero();
+                let mut sum = zero;
                 for &iy in row_taps {
                     let line = &plane[iy * g.w..(iy + 1) * g.w];
                     for &ix in col_taps {
-                        sum = sum + line[ix];
+                        sum = add(sum, line[ix]);
                     }
                 }
-                let mut count = row_taps.len() * col_taps.len();
-                if include_pad {
-                    count = padded(oy, 0, g.h) * padded(ox, 1, g.w);
-                }
-                out.push(if count == 0 { T::zero() } else { sum / T::from_f64(count as f64) });
+                let count = if include_pad {
+                    padded(oy, 0, g.h) * padded(ox, 1, g.w)
+                } else {
+                    row_taps.len() * col_taps.len()
+                };
+                out.push((sum, count));
             }
         }
     }
-    ArrayD::from_shape_vec(IxDyn(&out_shape(g, 2)), out).map_err(|e| InterpError::new(e.to_string()))
+    out
 }
 
 /// `fp.avg_pool2d`.

@@ -27,6 +27,7 @@ mod convert;
 pub use convert::dequantize_tensor;
 mod elementwise;
 mod linear;
+mod pool;
 
 pub use accumulate::Relu;
 pub use conv::QuantConv2d;
@@ -57,6 +58,8 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     r.register("qnn.add", elementwise::add);
     r.register("qnn.mul", elementwise::mul);
     r.register("qnn.concat", elementwise::concat);
+    r.register("qnn.avg_pool2d", pool::avg_pool2d);
+    r.register("qnn.global_avg_pool2d", pool::global_avg_pool2d);
 }
 
 /// The quantized element type of tensor type `ty`, or an error naming it as `what`.
