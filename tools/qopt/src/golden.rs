@@ -15,6 +15,10 @@
 //!   for the line N below, `@-N` above) says the run must report an error
 //!   containing `<text>` on that line. In a file with such comments every error
 //!   must be expected, and every `// -----` case must fail.
+//! - `// expected-warning: <text>` (same `@+N` / `@-N` forms) says the run
+//!   must report a warning containing `<text>` on that line. In a file with
+//!   such comments every warning must be expected (the run may still succeed:
+//!   analysis passes such as `quant-lint` warn and exit 0).
 //! - Output of a successful run must read back to itself: it goes through the
 //!   driver again (same split mode and unregistered-op allowance, no passes)
 //!   and must print unchanged.
@@ -57,6 +61,7 @@ impl<'a> Golden<'a> {
         let relative_directory =
             Path::new(&name).parent().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
         let expected = expectations(&name, &source);
+        let expected_warnings = expectations_of(&name, &source, "warning");
         let scratch =
             std::env::temp_dir().join(format!("qopt-golden-{}-{}", std::process::id(), sanitize(&name)));
         let scratch_text = scratch.to_string_lossy().into_owned();
@@ -81,8 +86,11 @@ impl<'a> Golden<'a> {
             let (code, out, err) = self.invoke(&name, &args);
             let (out, err) = (clean(out), clean(err));
             if !expected.is_empty() {
-                check_expected_errors(&name, &expected, &err);
+                check_expected(&name, &expected, &err, "error");
                 check_every_case_fails(&name, &source, &out);
+            }
+            if !expected_warnings.is_empty() {
+                check_expected(&name, &expected_warnings, &err, "warning");
             }
             if code == 0 {
                 self.check_round_trip(&name, split, unregistered, &out);
@@ -188,13 +196,19 @@ pub struct Expected {
 
 /// The `expected-error` comments of a golden file.
 pub fn expectations(name: &str, source: &str) -> Vec<Expected> {
+    expectations_of(name, source, "error")
+}
+
+/// The `expected-<severity>` comments of a golden file (`error`, `warning`).
+pub fn expectations_of(name: &str, source: &str, severity: &str) -> Vec<Expected> {
+    let marker = format!("// expected-{severity}");
     let mut out = Vec::new();
     for (i, line) in source.lines().enumerate() {
-        let Some(at) = line.find("// expected-error") else { continue };
-        let rest = &line[at + "// expected-error".len()..];
+        let Some(at) = line.find(&marker) else { continue };
+        let rest = &line[at + marker.len()..];
         let (offset, text) = match rest.split_once(':') {
             Some((offset, text)) => (offset, text.trim()),
-            None => panic!("{name}:{}: expected-error needs `: <text>`", i + 1),
+            None => panic!("{name}:{}: expected-{severity} needs `: <text>`", i + 1),
         };
         let target = match offset.strip_prefix('@') {
             None if offset.is_empty() => i + 1,
@@ -204,31 +218,33 @@ pub fn expectations(name: &str, source: &str) -> Vec<Expected> {
                 usize::try_from(i as i64 + 1 + delta)
                     .unwrap_or_else(|_| panic!("{name}:{}: offset before line 1", i + 1))
             }
-            _ => panic!("{name}:{}: bad expected-error syntax {rest:?}", i + 1),
+            _ => panic!("{name}:{}: bad expected-{severity} syntax {rest:?}", i + 1),
         };
-        assert!(!text.is_empty(), "{name}:{}: expected-error needs a message", i + 1);
+        assert!(!text.is_empty(), "{name}:{}: expected-{severity} needs a message", i + 1);
         out.push(Expected { line: target, text: text.to_string() });
     }
     out
 }
 
-/// Checks the errors in `stderr` against the expectations: each expected error is
-/// reported on its line, and no other error is.
-fn check_expected_errors(name: &str, expected: &[Expected], stderr: &str) {
+/// Checks the diagnostics of `severity` (`error`, `warning`) in `stderr`
+/// against the expectations: each expected one is reported on its line, and
+/// no other one is.
+fn check_expected(name: &str, expected: &[Expected], stderr: &str, severity: &str) {
     let mut matched = vec![false; expected.len()];
     let prefix = format!("{name}:");
+    let tag = format!(" {severity}: ");
     let mut unexpected = Vec::new();
     for line in stderr.lines() {
         let Some(rest) = line.strip_prefix(&prefix) else {
-            if line.contains(": error:") {
+            if line.contains(&format!(":{tag}")) {
                 unexpected.push(line.to_string());
             }
             continue;
         };
-        // `line:col: error: message`
+        // `line:col: <severity>: message`
         let mut parts = rest.splitn(3, ':');
         let (Some(l), Some(_col), Some(tail)) = (parts.next(), parts.next(), parts.next()) else { continue };
-        let Some(message) = tail.strip_prefix(" error: ") else { continue };
+        let Some(message) = tail.strip_prefix(&tag) else { continue };
         let Ok(l) = l.parse::<usize>() else { continue };
         let mut found = false;
         for (e, m) in expected.iter().zip(matched.iter_mut()) {
@@ -249,10 +265,10 @@ fn check_expected_errors(name: &str, expected: &[Expected], stderr: &str) {
         .collect();
     assert!(
         missing.is_empty(),
-        "expected errors not reported:\n{}\n--- stderr\n{stderr}",
+        "expected {severity}s not reported:\n{}\n--- stderr\n{stderr}",
         missing.join("\n")
     );
-    assert!(unexpected.is_empty(), "unexpected errors:\n{}", unexpected.join("\n"));
+    assert!(unexpected.is_empty(), "unexpected {severity}s:\n{}", unexpected.join("\n"));
 }
 
 /// Every `// -----` case of a file with expectations must fail: none may print.
@@ -282,5 +298,8 @@ mod tests {
         let got: Vec<(usize, String)> =
             expectations("t", source).into_iter().map(|e| (e.line, e.text)).collect();
         assert_eq!(got, [(1, "one".to_string()), (3, "two".to_string()), (2, "three".to_string())]);
+        let warnings = expectations_of("t", "x // expected-warning@+1: careful\ny\n", "warning");
+        assert_eq!(warnings, [Expected { line: 2, text: "careful".to_string() }]);
+        assert!(expectations("t", "x // expected-warning: careful\n").is_empty());
     }
 }

@@ -29,6 +29,7 @@ mod insert_observers;
 mod methods;
 mod observers;
 mod quantize_constants;
+mod quantize_pipeline;
 mod ranges;
 mod stats;
 mod util;
@@ -45,6 +46,7 @@ pub use insert_observers::InsertObservers;
 pub use methods::{value_range, ObservedBatch, Observer, QuantMethods, RangeMethod, RangeTarget};
 pub use observers::{DEFAULT_AVERAGING_CONSTANT, DEFAULT_BINS};
 pub use quantize_constants::QuantizeConstants;
+pub use quantize_pipeline::quantize_pipeline;
 pub use stats::ObserverStats;
 
 use qopt_ir_core::{Pass, PassRegistry};
@@ -64,7 +66,9 @@ pub fn quant_passes() -> Vec<Arc<dyn Pass>> {
     ]
 }
 
-/// Registers every pass of [`quant_passes`]. Fails only if a name is taken.
+/// Registers every pass of [`quant_passes`] and the `quantize` named
+/// pipeline. Fails only if a name is taken.
 pub fn register_quant_passes(registry: &mut PassRegistry) -> Result<(), String> {
-    quant_passes().into_iter().try_for_each(|pass| registry.register(pass))
+    quant_passes().into_iter().try_for_each(|pass| registry.register(pass))?;
+    registry.register_pipeline(quantize_pipeline())
 }
