@@ -10,6 +10,7 @@
 //! | `expand-fakeq` | turns each `qnn.fake_quant` into `qnn.quantize` + `qnn.dequantize` (exact) |
 //! | `quantize-constants` | folds `qnn.quantize` of constants into quantized constants; biases become i32 |
 //! | `fuse` | turns dequantize → float op → quantize into integer `qnn` ops (patterns: [`FusionPatterns`]) |
+//! | `quant-lint` | reports, with fixes, what keeps the module from a clean integer model (analysis only) |
 //!
 //! Every pass reads only the IR it is given: all statistics and decisions live
 //! in attributes, so a user can stop after any pass, edit the `.qir`, and go on.
@@ -28,6 +29,7 @@ mod insert_fakeq;
 mod insert_observers;
 mod methods;
 mod observers;
+mod quant_lint;
 mod quantize_constants;
 mod quantize_pipeline;
 mod ranges;
@@ -45,6 +47,7 @@ pub use insert_fakeq::InsertFakeq;
 pub use insert_observers::InsertObservers;
 pub use methods::{value_range, ObservedBatch, Observer, QuantMethods, RangeMethod, RangeTarget};
 pub use observers::{DEFAULT_AVERAGING_CONSTANT, DEFAULT_BINS};
+pub use quant_lint::QuantLint;
 pub use quantize_constants::QuantizeConstants;
 pub use quantize_pipeline::quantize_pipeline;
 pub use stats::ObserverStats;
@@ -62,6 +65,7 @@ pub fn quant_passes() -> Vec<Arc<dyn Pass>> {
         Arc::new(ExpandFakeq),
         Arc::new(QuantizeConstants),
         Arc::new(Fuse),
+        Arc::new(QuantLint),
         // one line per pass
     ]
 }

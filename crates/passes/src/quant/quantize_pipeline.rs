@@ -3,7 +3,7 @@
 //! integer one.
 //!
 //! It expands to `fold-bn, insert-observers, calibrate, insert-fakeq,
-//! expand-fakeq, quantize-constants, fuse, canonicalize, dce`. Its options
+//! expand-fakeq, quantize-constants, fuse, canonicalize, dce, quant-lint`. Its options
 //! are those of `insert-observers`, `calibrate` and `insert-fakeq`
 //! (`data` required); each option given is passed to every one of those passes
 //! that declares it, and `--list-passes` prints the expansion, so running the
@@ -35,7 +35,7 @@ pub fn quantize_pipeline() -> NamedPipeline {
     NamedPipeline {
         name: "quantize",
         summary: "post-training quantization, float to integer ops: fold-bn, insert-observers, calibrate, \
-                  insert-fakeq, expand-fakeq, quantize-constants, fuse, canonicalize, dce (options: those of \
+                  insert-fakeq, expand-fakeq, quantize-constants, fuse, canonicalize, dce, quant-lint (options: those of \
                   insert-observers, calibrate and insert-fakeq; data required)",
         options,
         expand,
@@ -68,6 +68,7 @@ fn expand(options: &PassOptions) -> String {
         "fuse".to_string(),
         "canonicalize".to_string(),
         "dce".to_string(),
+        "quant-lint".to_string(),
     ]
     .join(",")
 }

@@ -1,0 +1,478 @@
+//! `quant-lint`: analysis only. Reports, as warnings located at the op (its
+//! location names the ONNX node), what keeps a module from being a clean
+//! integer model, each with a `fix:` note naming the pass or option that
+//! removes it:
+//!
+//! - leftover `quantize → dequantize` and `dequantize → quantize` pairs;
+//! - a dequantized constant feeding a float op (weights left float);
+//! - float islands: float compute ops between quantized values, with why
+//!   they stayed float (no `qnn` counterpart, a float operand, a float user,
+//!   operands the pattern does not take);
+//! - bad parameters: a scale that is not a positive normal number, a
+//!   narrow-range constant holding values outside its range;
+//! - `qnn.concat` inputs whose parameters differ from the output's;
+//! - observers left without statistics;
+//! - accumulator overflow of `qnn.conv2d` / `qnn.dense` (and relu forms): the
+//!   worst case `Σ_k |w_k − zp_w[c]| · max|x − zp_x| + |b[c]|` per output
+//!   channel against the `accumulator-bits` option (default 32; a vendor with
+//!   i16 or i24 accumulators sets it).
+//!
+//! The module is never changed. `werror=true` turns the warnings into errors
+//! (exit 1). Statistics describe the integer shape: `qnn-ops`, `float-ops`
+//! (float compute ops left), `quantizes`, `dequantizes`, `requantizes`,
+//! `weight-bytes` (quantized constants as stored) and `weight-bytes-as-f32`
+//! (the same constants in f32), and `warnings`.
+
+use super::fuse_patterns::FusionPatterns;
+use super::util::{is_kept_float, op_named, users};
+use qopt_dialect_qnn::quant_params::{params, quant_element};
+use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::{
+    constant_value, dense_values_i128, static_num_elements, AttrData, Context, Diagnostic, Diagnostics,
+    Module, OpId, Pass, PassContext, PassError, PassOutcome, QuantParams, Severity, SrcPos, Traits, TypeData,
+    ValueId,
+};
+
+/// The `quant-lint` pass; see the module docs.
+pub struct QuantLint;
+
+const QUANTIZE: &str = "qnn.quantize";
+const DEQUANTIZE: &str = "qnn.dequantize";
+
+impl Pass for QuantLint {
+    fn name(&self) -> &'static str {
+        "quant-lint"
+    }
+
+    fn summary(&self) -> &'static str {
+        "report what keeps the module from a clean integer model (analysis only; warnings with fixes)"
+    }
+
+    fn description(&self) -> &'static str {
+        "Warns, at the op, about leftover quantize/dequantize pairs, weights left float, float islands \
+         (with the reason), scales that are not positive normal numbers, narrow-range constants out of \
+         range, concat inputs with other parameters than the output, observers without statistics and \
+         accumulators that can overflow `accumulator-bits`. Each warning has a `fix:` note. Never \
+         changes the module; `werror=true` makes the warnings errors. Statistics: `qnn-ops`, \
+         `float-ops`, `quantizes`, `dequantizes`, `requantizes`, `weight-bytes`, `weight-bytes-as-f32`, \
+         `warnings`."
+    }
+
+    fn options(&self) -> Vec<OptionSpec> {
+        vec![
+            OptionSpec::new("werror", OptionKind::Bool, "false")
+                .help("report the findings as errors (exit 1)"),
+            OptionSpec::new("accumulator-bits", OptionKind::Int, "32")
+                .help("width of the signed accumulator of conv and dense, 8 to 64"),
+        ]
+    }
+
+    fn preserves_semantics(&self) -> bool {
+        true
+    }
+
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        module: &mut Module,
+        options: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        let bits = options.int("accumulator-bits");
+        if !(8..=64).contains(&bits) {
+            return Err(format!("accumulator-bits must be 8 to 64, got {bits}").into());
+        }
+        let ctx: &Context = cx.ctx;
+        let mut lint = Lint { ctx, module, findings: Vec::new(), stats: Shape::default() };
+        let ops: Vec<OpId> = module.walk_preorder(module.root()).collect();
+        for op in ops {
+            lint.count(op);
+            lint.pairs(op);
+            lint.island(op);
+            lint.scales(op);
+            lint.narrow_constant(op);
+            lint.concat(op);
+            lint.observer(op);
+            lint.accumulator(op, bits as u32);
+        }
+        let (findings, stats) = (lint.findings, lint.stats);
+        let n = findings.len() as u64;
+        for (name, value) in [
+            ("qnn-ops", stats.qnn_ops),
+            ("float-ops", stats.float_ops),
+            ("quantizes", stats.quantizes),
+            ("dequantizes", stats.dequantizes),
+            ("requantizes", stats.requantizes),
+            ("weight-bytes", stats.weight_bytes),
+            ("weight-bytes-as-f32", stats.weight_bytes_f32),
+            ("warnings", n),
+        ] {
+            cx.add_stat(name, value);
+        }
+        if options.bool("werror") && !findings.is_empty() {
+            let errors =
+                findings.into_iter().map(|d| Diagnostic { severity: Severity::Error, ..d }).collect();
+            return Err(Diagnostics(errors).into());
+        }
+        findings.into_iter().for_each(|d| cx.warn(d));
+        Ok(PassOutcome::Unchanged)
+    }
+}
+
+#[derive(Default)]
+struct Shape {
+    qnn_ops: u64,
+    float_ops: u64,
+    quantizes: u64,
+    dequantizes: u64,
+    requantizes: u64,
+    weight_bytes: u64,
+    weight_bytes_f32: u64,
+}
+
+struct Lint<'a> {
+    ctx: &'a Context,
+    module: &'a Module,
+    findings: Vec<Diagnostic>,
+    stats: Shape,
+}
+
+impl Lint<'_> {
+    fn name(&self, op: OpId) -> &str {
+        self.ctx.op_name_str(self.module.op_name(op))
+    }
+
+    fn warn(&mut self, op: OpId, message: String, fix: &str) {
+        let fix = Diagnostic::warning(None, SrcPos::NONE, format!("fix: {fix}"));
+        let d = Diagnostic::at_op(self.ctx, self.module, op, Severity::Warning, message).with_note(fix);
+        self.findings.push(d);
+    }
+
+    fn is_constant(&self, op: OpId) -> bool {
+        self.ctx.op_def(self.module.op_name(op)).is_some_and(|d| d.has(Traits::CONSTANT_LIKE))
+    }
+
+    fn defining(&self, value: ValueId, name: &str) -> Option<OpId> {
+        let def = self.module.defining_op(value);
+        (!def.is_none() && self.name(def) == name).then_some(def)
+    }
+
+    fn count(&mut self, op: OpId) {
+        let name = self.name(op).to_string();
+        match name.as_str() {
+            QUANTIZE => self.stats.quantizes += 1,
+            DEQUANTIZE => self.stats.dequantizes += 1,
+            "qnn.requantize" => self.stats.requantizes += 1,
+            _ => {}
+        }
+        if name.starts_with("qnn.") {
+            self.stats.qnn_ops += 1;
+        } else if self.is_float_compute(op) {
+            self.stats.float_ops += 1;
+        }
+        if self.is_constant(op) && self.module.num_results(op) == 1 {
+            let ty = self.module.value_type(self.module.result(op, 0));
+            if let (Some(q), Some(n)) = (quant_element(self.ctx, ty), static_num_elements(self.ctx, ty)) {
+                self.stats.weight_bytes += n * u64::from(q.storage.width).div_ceil(8);
+                self.stats.weight_bytes_f32 += n * 4;
+            }
+        }
+    }
+
+    /// An `fp` op that computes (not a constant, not data movement) on floats.
+    fn is_float_compute(&self, op: OpId) -> bool {
+        let name = self.name(op);
+        if !name.starts_with("fp.") || self.is_constant(op) {
+            return false;
+        }
+        let agnostic =
+            self.ctx.op_def(self.module.op_name(op)).is_some_and(|d| d.has(Traits::QUANT_AGNOSTIC));
+        let float_result = self.module.results(op).any(|r| {
+            let ty = self.module.value_type(r);
+            matches!(self.ctx.type_data(self.ctx.element_type(ty)), TypeData::Float(_))
+        });
+        !agnostic && float_result
+    }
+
+    fn pairs(&mut self, op: OpId) {
+        if self.module.num_operands(op) != 1 {
+            return;
+        }
+        let source = self.module.operand(op, 0);
+        match self.name(op) {
+            DEQUANTIZE if self.defining(source, QUANTIZE).is_some() => self.warn(
+                op,
+                "a quantize → dequantize pair is left: the value is rounded but computed on in float".into(),
+                "run fuse after quantize-constants; if the op using it stays float, see its warning",
+            ),
+            QUANTIZE if self.defining(source, DEQUANTIZE).is_some() => self.warn(
+                op,
+                "a dequantize → quantize pair is left".into(),
+                "run fuse: it removes the pair or makes it one qnn.requantize",
+            ),
+            DEQUANTIZE => {
+                let def = self.module.defining_op(source);
+                let float_users = users(self.module, self.module.result(op, 0))
+                    .into_iter()
+                    .any(|u| self.name(u).starts_with("fp."));
+                if !def.is_none() && self.is_constant(def) && float_users {
+                    self.warn(
+                        op,
+                        "quantized weights are dequantized for a float op: the layer runs in float".into(),
+                        "the op using them stays float (see its warning); fuse turns it into a qnn op",
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A float `fp` op with a dequantized operand or a quantized user.
+    fn island(&mut self, op: OpId) {
+        let name = self.name(op);
+        let float_result = self.module.results(op).any(|r| {
+            let ty = self.module.value_type(r);
+            matches!(self.ctx.type_data(self.ctx.element_type(ty)), TypeData::Float(_))
+        });
+        if !name.starts_with("fp.") || self.is_constant(op) || !float_result {
+            return;
+        }
+        let operands: Vec<ValueId> = self.module.operands(op).collect();
+        let dequantized: Vec<bool> =
+            operands.iter().map(|&v| self.defining(v, DEQUANTIZE).is_some()).collect();
+        let results: Vec<ValueId> = self.module.results(op).collect();
+        let result_users: Vec<OpId> = results.iter().flat_map(|&r| users(self.module, r)).collect();
+        let quantized_user =
+            result_users.iter().any(|&u| self.name(u) == QUANTIZE || self.through_activation(u));
+        if !dequantized.contains(&true) && !quantized_user {
+            return;
+        }
+        if result_users.iter().any(|&u| is_kept_float(self.ctx, self.module, u)) {
+            return;
+        }
+        let name = self.name(op).to_string();
+        let has_pattern = FusionPatterns::of(self.ctx).for_root(&name).next().is_some();
+        let agnostic =
+            self.ctx.op_def(self.module.op_name(op)).is_some_and(|d| d.has(Traits::QUANT_AGNOSTIC));
+        let (why, fix) = if agnostic && !has_pattern {
+            let types: Vec<_> = operands
+                .iter()
+                .filter_map(|&v| self.defining(v, DEQUANTIZE))
+                .map(|d| self.module.value_type(self.module.operand(d, 0)))
+                .map(|t| self.ctx.element_type(t))
+                .collect();
+            let per_axis = types.iter().any(|&t| {
+                quant_element(self.ctx, t).is_some_and(|q| !matches!(q.params, QuantParams::PerTensor { .. }))
+            });
+            if dequantized.contains(&false) {
+                ("an operand is not quantized".to_string(), "quantize the operand's producer".to_string())
+            } else if types.windows(2).any(|w| w[0] != w[1]) {
+                (
+                    "its operands have different quantization parameters".to_string(),
+                    "run propagate-qparams, then fuse".to_string(),
+                )
+            } else if per_axis {
+                (
+                    "an operand is quantized per axis".to_string(),
+                    "quantize the operand per tensor".to_string(),
+                )
+            } else {
+                ("it can run on the integers but was not rewritten".to_string(), "run fuse".to_string())
+            }
+        } else if !has_pattern {
+            (
+                format!("{name} has no qnn counterpart"),
+                "keep it float on purpose with qnn.cast_hint {kind = \"float\"}, or register a QuantPattern for it"
+                    .to_string(),
+            )
+        } else if let Some(i) = dequantized.iter().position(|&d| !d) {
+            (
+                format!("operand #{i} is not quantized"),
+                "quantize that operand (insert-observers must see its producer), or run quantize-constants"
+                    .to_string(),
+            )
+        } else if !quantized_user {
+            ("its result is used as float".to_string(), "observe the result (insert-observers)".to_string())
+        } else if result_users.iter().any(|&u| self.name(u) != QUANTIZE && !self.through_activation(u)) {
+            (
+                "its result also has float users".to_string(),
+                "quantize every use of the result, or keep the layer float on purpose".to_string(),
+            )
+        } else {
+            (
+                "its quantization parameters do not fit the pattern (per-axis activation, bias not in units of \
+                 s_x·s_w)"
+                    .to_string(),
+                "run the quantize pipeline's passes in order (quantize-constants before fuse)".to_string(),
+            )
+        };
+        self.warn(op, format!("float island: {name} stays float between quantized values: {why}"), &fix);
+    }
+
+    /// Whether `user` is a relu or clip whose result is quantized.
+    fn through_activation(&self, user: OpId) -> bool {
+        matches!(self.name(user), "fp.relu" | "fp.clip")
+            && self.module.num_results(user) == 1
+            && users(self.module, self.module.result(user, 0)).iter().any(|&u| self.name(u) == QUANTIZE)
+    }
+
+    /// Scales that are not positive normal numbers, on results of this op.
+    fn scales(&mut self, op: OpId) {
+        for r in self.module.results(op).collect::<Vec<_>>() {
+            let ty = self.module.value_type(r);
+            let Some(q) = quant_element(self.ctx, ty) else { continue };
+            if let Some(bad) = params(q).into_iter().find(|p| !(p.scale.is_normal() && p.scale > 0.0)) {
+                let scale = bad.scale;
+                self.warn(
+                    op,
+                    format!("scale {scale:e} is not a positive normal number: f32 arithmetic on it is inexact"),
+                    "re-calibrate, or fix the scale by hand (a constant range gets a valid scale from insert-fakeq)",
+                );
+                break;
+            }
+        }
+    }
+
+    /// A narrow-range quantized constant holding values outside its range.
+    fn narrow_constant(&mut self, op: OpId) {
+        if !self.is_constant(op) || self.module.num_results(op) != 1 {
+            return;
+        }
+        let result = self.module.result(op, 0);
+        let Some(q) = quant_element(self.ctx, self.module.value_type(result)) else { return };
+        let (lo, hi) = (q.storage.min_value(), q.storage.max_value());
+        if i128::from(q.storage_min) == lo && i128::from(q.storage_max) == hi {
+            return;
+        }
+        let Some(value) = constant_value(self.ctx, self.module, result) else { return };
+        let AttrData::Dense(d) = self.ctx.attr_data(value) else { return };
+        let Some(values) = dense_values_i128(self.ctx, d) else { return };
+        let (min, max) = (i128::from(q.storage_min), i128::from(q.storage_max));
+        if let Some((i, v)) = values.iter().enumerate().find(|(_, &v)| v < min || v > max) {
+            self.warn(
+                op,
+                format!("element {i} is {v}, outside the narrow range [{min}, {max}] of its type"),
+                "re-quantize the constant with quantize-constants, or widen the type's range",
+            );
+        }
+    }
+
+    fn concat(&mut self, op: OpId) {
+        if self.name(op) != "qnn.concat" || self.module.num_results(op) != 1 {
+            return;
+        }
+        let out = self.module.value_type(self.module.result(op, 0));
+        let out_q = quant_element(self.ctx, out).cloned();
+        let differing: Vec<usize> = self
+            .module
+            .operands(op)
+            .enumerate()
+            .filter(|&(_, v)| quant_element(self.ctx, self.module.value_type(v)).cloned() != out_q)
+            .map(|(i, _)| i)
+            .collect();
+        if !differing.is_empty() {
+            self.warn(
+                op,
+                format!(
+                    "concat inputs {differing:?} have other parameters than the output: each is requantized"
+                ),
+                "run propagate-qparams before expand-fakeq: concat inputs then share one set of parameters",
+            );
+        }
+    }
+
+    fn observer(&mut self, op: OpId) {
+        if !op_named(self.ctx, self.module, op, "qnn.observe") {
+            return;
+        }
+        let has = |name| self.module.op_attr(self.ctx, op, name).is_some();
+        if !has("min") && !has("histogram") {
+            self.warn(
+                op,
+                "this observer has no statistics".into(),
+                "run calibrate{data=...} on data that reaches it",
+            );
+        }
+    }
+
+    /// The worst |accumulator| of a quantized conv or dense per output
+    /// channel, against `bits`.
+    fn accumulator(&mut self, op: OpId, bits: u32) {
+        let name = self.name(op);
+        if !matches!(name, "qnn.conv2d" | "qnn.conv2d_relu" | "qnn.dense" | "qnn.dense_relu")
+            || self.module.num_operands(op) < 2
+        {
+            return;
+        }
+        let (x, w) = (self.module.operand(op, 0), self.module.operand(op, 1));
+        let (Some(qx), Some(qw)) = (
+            quant_element(self.ctx, self.module.value_type(x)),
+            quant_element(self.ctx, self.module.value_type(w)),
+        ) else {
+            return;
+        };
+        let zp_x = i128::from(params(qx).first().map_or(0, |p| p.zero_point));
+        let max_x = (i128::from(qx.storage_max) - zp_x).abs().max((i128::from(qx.storage_min) - zp_x).abs());
+        let w_params = params(qw);
+        let Some(w_shape) = self.ctx.tensor_shape(self.module.value_type(w)) else { return };
+        let channels = w_shape.first().copied().unwrap_or(1).max(1) as usize;
+        // Per channel Σ_k |w_k − zp_w[c]|: exact from a constant weight, else
+        // K times the widest |w − zp_w| the type allows.
+        let per_channel: Vec<i128> = match constant_value(self.ctx, self.module, w)
+            .map(|a| self.ctx.attr_data(a))
+            .and_then(|d| if let AttrData::Dense(d) = d { dense_values_i128(self.ctx, d) } else { None })
+        {
+            Some(values) if !values.is_empty() => {
+                let per = values.len() / channels;
+                values
+                    .chunks(per.max(1))
+                    .enumerate()
+                    .map(|(c, row)| {
+                        let zp = i128::from(w_params[c.min(w_params.len() - 1)].zero_point);
+                        row.iter().map(|&v| (v - zp).abs()).sum()
+                    })
+                    .collect()
+            }
+            _ => {
+                let k: i128 = w_shape.iter().skip(1).map(|&d| i128::from(d.max(0))).product();
+                let widest = w_params
+                    .iter()
+                    .map(|p| {
+                        let zp = i128::from(p.zero_point);
+                        (i128::from(qw.storage_max) - zp).abs().max((i128::from(qw.storage_min) - zp).abs())
+                    })
+                    .max()
+                    .unwrap_or(0);
+                vec![k * widest; channels]
+            }
+        };
+        let bias: Vec<i128> = self
+            .module
+            .operands(op)
+            .nth(2)
+            .and_then(|b| constant_value(self.ctx, self.module, b))
+            .and_then(|a| {
+                if let AttrData::Dense(d) = self.ctx.attr_data(a) {
+                    dense_values_i128(self.ctx, d)
+                } else {
+                    None
+                }
+            })
+            .unwrap_or_default();
+        let limit = (1i128 << (bits - 1)) - 1;
+        let worst = per_channel
+            .iter()
+            .enumerate()
+            .map(|(c, &s)| (c, s * max_x + bias.get(c).map_or(0, |b| b.abs())))
+            .max_by_key(|&(_, v)| v);
+        if let Some((c, bound)) = worst.filter(|&(_, v)| v > limit) {
+            self.warn(
+                op,
+                format!(
+                    "the i{bits} accumulator can overflow: output channel {c} reaches |acc| ≤ {bound} \
+                     (limit {limit})"
+                ),
+                "use narrower activations or weights (activation-type, weight-type), or split the layer",
+            );
+        }
+    }
+}
