@@ -1,0 +1,140 @@
+//! The `quantize` pipeline end to end on the test models (`tests/models`), as a
+//! user runs it: `qimport`, `qopt --pass='quantize{data=calib.npy}'`, `qrun`.
+//! Each model must come out as integer ops with exactly one `qnn.quantize`
+//! and one `qnn.dequantize`, with `quant-lint` silent, and at least as
+//! accurate as ONNX Runtime's int8 model on the same calibration data
+//! (its outputs are `ref_ort_int8.npy`): top-1 accuracy and SQNR against
+//! the float outputs for the digits models, SQNR + 1 dB for resnet_tiny.
+//! Running the expanded passes one by one, saving in between, gives the
+//! same bytes as the pipeline.
+
+use qopt_interp::npy::{self, RawArray};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qopt-quantize-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs a tool; panics with its stderr on failure; returns stderr.
+fn run(tool: &str, args: &[&str]) -> String {
+    let out = Command::new(tool).args(args).output().expect("the tool starts");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{tool} {args:?} failed:\n{stderr}");
+    stderr
+}
+
+fn floats(array: &RawArray) -> Vec<f64> {
+    match array.to_vec::<f32>() {
+        Ok(v) => v.into_iter().map(f64::from).collect(),
+        Err(_) => array.to_vec::<i64>().expect("f32 or i64").into_iter().map(|v| v as f64).collect(),
+    }
+}
+
+/// SQNR of `out` against `reference` in dB.
+fn sqnr(out: &[f64], reference: &[f64]) -> f64 {
+    let signal: f64 = reference.iter().map(|r| r * r).sum();
+    let noise: f64 = out.iter().zip(reference).map(|(o, r)| (o - r) * (o - r)).sum();
+    10.0 * (signal / noise).log10()
+}
+
+/// Top-1 accuracy of rows of `classes` scores against `labels`.
+fn accuracy(scores: &[f64], labels: &[f64], classes: usize) -> f64 {
+    let hits = scores
+        .chunks(classes)
+        .zip(labels)
+        .filter(|(row, &label)| {
+            let best = row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i);
+            best == Some(label as usize)
+        })
+        .count();
+    hits as f64 / labels.len() as f64
+}
+
+/// Quantizes one test model and checks the bars; returns the integer model's path.
+fn quantize(model: &str) -> PathBuf {
+    let dir = scratch(model);
+    let data = repo().join("tests/models").join(model);
+    let path = |p: &Path| p.to_string_lossy().into_owned();
+    let float = dir.join("model.qir");
+    run(env!("CARGO_BIN_EXE_qimport"), &[&path(&data.join("model.onnx")), "-o", &path(&float)]);
+    let int8 = dir.join("model.int8.qir");
+    let pipeline = format!("--pass=quantize{{data={}}}", path(&data.join("calib.npy")));
+    let stderr = run(env!("CARGO_BIN_EXE_qopt"), &[&path(&float), &pipeline, "--stats", "-o", &path(&int8)]);
+    assert!(!stderr.contains("warning:"), "{model}: quant-lint is not silent:\n{stderr}");
+    let text = std::fs::read_to_string(&int8).unwrap();
+    assert_eq!(text.matches("= qnn.quantize(").count(), 1, "{model}:\n{text}");
+    assert_eq!(text.matches("= qnn.dequantize(").count(), 1, "{model}:\n{text}");
+    for float_op in
+        ["fp.conv2d", "fp.dense", "fp.add", "fp.mul", "fp.concat", "fp.avg_pool2d", "fp.global_avg_pool2d"]
+    {
+        assert!(!text.contains(&format!("= {float_op}(")), "{model}: {float_op} stayed float:\n{text}");
+    }
+    assert!(stderr.contains("0 float-ops") && stderr.contains("0 warnings"), "{model}: {stderr}");
+
+    let scores = dir.join("scores.npz");
+    run(
+        env!("CARGO_BIN_EXE_qrun"),
+        &[&path(&int8), "--input", &path(&data.join("test.npy")), "--batch", "-o", &path(&scores)],
+    );
+    let ours = floats(&npy::read_npz_file(&scores).unwrap()[0].1);
+    let reference = floats(&npy::read_npy_file(data.join("ref_fp32.npy")).unwrap());
+    let ort = floats(&npy::read_npy_file(data.join("ref_ort_int8.npy")).unwrap());
+    let (ours_db, ort_db) = (sqnr(&ours, &reference), sqnr(&ort, &reference));
+    let labels_path = data.join("test_labels.npy");
+    if labels_path.exists() {
+        let labels = floats(&npy::read_npy_file(&labels_path).unwrap());
+        let classes = ours.len() / labels.len();
+        let (a, b) = (accuracy(&ours, &labels, classes), accuracy(&ort, &labels, classes));
+        assert!(a >= b, "{model}: accuracy {a} below ONNX Runtime's {b}");
+        assert!(ours_db >= ort_db, "{model}: SQNR {ours_db:.2} dB below ONNX Runtime's {ort_db:.2} dB");
+    } else {
+        assert!(ours_db >= ort_db + 1.0, "{model}: SQNR {ours_db:.2} dB, ONNX Runtime {ort_db:.2} dB + 1 dB");
+    }
+    int8
+}
+
+#[test]
+fn digits_mlp_quantizes_to_integer_ops() {
+    quantize("digits_mlp");
+}
+
+#[test]
+fn digits_cnn_quantizes_to_integer_ops_and_the_passes_one_by_one_agree() {
+    let int8 = quantize("digits_cnn");
+    // The expansion `--list-passes` prints, one pass per run, saving between.
+    let dir = int8.parent().unwrap().to_path_buf();
+    let calib = repo().join("tests/models/digits_cnn/calib.npy");
+    let passes = [
+        "fold-bn".to_string(),
+        "insert-observers".to_string(),
+        format!("calibrate{{data={}}}", calib.to_string_lossy()),
+        "insert-fakeq".to_string(),
+        "expand-fakeq".to_string(),
+        "quantize-constants".to_string(),
+        "fuse".to_string(),
+        "canonicalize".to_string(),
+        "dce".to_string(),
+        "quant-lint".to_string(),
+    ];
+    let mut current = dir.join("model.qir");
+    for (i, pass) in passes.iter().enumerate() {
+        let next = dir.join(format!("step{i}.qir"));
+        let (from, to) = (current.to_string_lossy().into_owned(), next.to_string_lossy().into_owned());
+        run(env!("CARGO_BIN_EXE_qopt"), &[&from, &format!("--pass={pass}"), "-o", &to]);
+        current = next;
+    }
+    assert_eq!(std::fs::read(&current).unwrap(), std::fs::read(&int8).unwrap(), "one by one differs");
+}
+
+#[test]
+fn resnet_tiny_quantizes_to_integer_ops() {
+    quantize("resnet_tiny");
+}
