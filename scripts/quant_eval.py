@@ -60,11 +60,25 @@ CONFIGS = {
     "hist-entropy": ("observer=histogram", "method=entropy"),
     "hist-mse": ("observer=histogram", "method=mse"),
 }
+# The whole `quantize` pipeline, to integer ops: name -> its options besides data.
+INT_CONFIGS = {
+    "int8": "",
+    "int8-ort-exact": ORT_SCHEME + " weight-method=minmax bias-correction=false",
+    "int8-percentile": "observer=histogram method=percentile",
+}
+CONFIGS.update({name: None for name in INT_CONFIGS})
+
 DEFAULT_CONFIGS = ["ort-exact", "defaults", "weight-mse", "hist-percentile", "hist-entropy", "hist-mse"]
 
 # README of the shared models: what ORT's int8 reaches (accuracy %, SQNR dB).
 README_ORT = {"digits_mlp": (98.32, 41.2), "digits_cnn": (98.49, 31.4), "resnet_tiny": (None, 37.1),
               "mnist_mbv2": (97.90, 28.9)}
+
+
+def config_pipeline(calib: Path, cfg: str) -> str:
+    if cfg in INT_CONFIGS:
+        return f"quantize{{data={calib} {INT_CONFIGS[cfg]}}}".replace(" }", "}")
+    return pipeline(calib, *CONFIGS[cfg])
 
 
 def pipeline(calib: Path, obs_opts: str, fq_opts: str) -> str:
@@ -172,9 +186,8 @@ def eval_model(name: str, bins, args) -> dict:
         if ort_qir:
             layers["ORT QDQ (qrun)"] = compare_layers(bins, fp_ref, ort_qir, test)
     for cfg in args.configs:
-        obs_opts, fq_opts = CONFIGS[cfg]
         fq = work / f"fq_{cfg}.qir"
-        cmd = [bins["qopt"], fp, f"--pass={pipeline(calib, obs_opts, fq_opts)}", "-o", fq]
+        cmd = [bins["qopt"], fp, f"--pass={config_pipeline(calib, cfg)}", "-o", fq]
         res["commands"].append(C.fmt_cmd(cmd))
         try:
             C.run(cmd)
@@ -280,7 +293,7 @@ def main() -> int:
     C.wait_for_passes(args.bin_dir, {"fold-bn", "insert-observers", "calibrate", "insert-fakeq"},
                       args.wait_for_passes, rebuild=args.wait_for_passes > 0)
     bins = C.binaries(args.bin_dir)
-    report = {"configs": {c: pipeline(Path("calib.npy"), *CONFIGS[c]) for c in args.configs}, "models": {}}
+    report = {"configs": {c: config_pipeline(Path("calib.npy"), c) for c in args.configs}, "models": {}}
     for name in args.models.split(","):
         C.log(f"== {name}")
         report["models"][name] = eval_model(name, bins, args)

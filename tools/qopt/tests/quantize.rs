@@ -117,6 +117,7 @@ fn digits_cnn_quantizes_to_integer_ops_and_the_passes_one_by_one_agree() {
         "insert-observers".to_string(),
         format!("calibrate{{data={}}}", calib.to_string_lossy()),
         "insert-fakeq".to_string(),
+        "propagate-qparams".to_string(),
         "expand-fakeq".to_string(),
         "quantize-constants".to_string(),
         "fuse".to_string(),

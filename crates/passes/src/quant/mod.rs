@@ -7,6 +7,7 @@
 //! | `insert-observers` | puts a `qnn.observe` on every float value a quantized op would consume or produce |
 //! | `calibrate` | runs `@main` over a data set and accumulates statistics into the observers' attributes |
 //! | `insert-fakeq` | turns observers into `qnn.fake_quant` with parameters from their statistics, and fake-quantizes weights |
+//! | `propagate-qparams` | gives outputs of quant-agnostic ops their input's parameters, and concat inputs one type |
 //! | `expand-fakeq` | turns each `qnn.fake_quant` into `qnn.quantize` + `qnn.dequantize` (exact) |
 //! | `quantize-constants` | folds `qnn.quantize` of constants into quantized constants; biases become i32 |
 //! | `fuse` | turns dequantize → float op → quantize into integer `qnn` ops (patterns: [`FusionPatterns`]) |
@@ -29,10 +30,12 @@ mod insert_fakeq;
 mod insert_observers;
 mod methods;
 mod observers;
+mod propagate_qparams;
 mod quant_lint;
 mod quantize_constants;
 mod quantize_pipeline;
 mod ranges;
+mod scheme;
 mod stats;
 mod util;
 
@@ -47,6 +50,7 @@ pub use insert_fakeq::InsertFakeq;
 pub use insert_observers::InsertObservers;
 pub use methods::{value_range, ObservedBatch, Observer, QuantMethods, RangeMethod, RangeTarget};
 pub use observers::{DEFAULT_AVERAGING_CONSTANT, DEFAULT_BINS};
+pub use propagate_qparams::PropagateQparams;
 pub use quant_lint::QuantLint;
 pub use quantize_constants::QuantizeConstants;
 pub use quantize_pipeline::quantize_pipeline;
@@ -62,6 +66,7 @@ pub fn quant_passes() -> Vec<Arc<dyn Pass>> {
         Arc::new(InsertObservers),
         Arc::new(Calibrate),
         Arc::new(InsertFakeq),
+        Arc::new(PropagateQparams),
         Arc::new(ExpandFakeq),
         Arc::new(QuantizeConstants),
         Arc::new(Fuse),

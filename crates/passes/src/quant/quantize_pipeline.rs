@@ -3,7 +3,7 @@
 //! integer one.
 //!
 //! It expands to `fold-bn, insert-observers, calibrate, insert-fakeq,
-//! expand-fakeq, quantize-constants, fuse, canonicalize, dce, quant-lint`. Its options
+//! propagate-qparams, expand-fakeq, quantize-constants, fuse, canonicalize, dce, quant-lint`. Its options
 //! are those of `insert-observers`, `calibrate` and `insert-fakeq`
 //! (`data` required); each option given is passed to every one of those passes
 //! that declares it, and `--list-passes` prints the expansion, so running the
@@ -35,7 +35,7 @@ pub fn quantize_pipeline() -> NamedPipeline {
     NamedPipeline {
         name: "quantize",
         summary: "post-training quantization, float to integer ops: fold-bn, insert-observers, calibrate, \
-                  insert-fakeq, expand-fakeq, quantize-constants, fuse, canonicalize, dce, quant-lint (options: those of \
+                  insert-fakeq, propagate-qparams, expand-fakeq, quantize-constants, fuse, canonicalize, dce, quant-lint (options: those of \
                   insert-observers, calibrate and insert-fakeq; data required)",
         options,
         expand,
@@ -63,6 +63,7 @@ fn expand(options: &PassOptions) -> String {
         with_options(observers.0, &observers.1),
         with_options(calibrate.0, &calibrate.1),
         with_options(fakeq.0, &fakeq.1),
+        "propagate-qparams".to_string(),
         "expand-fakeq".to_string(),
         "quantize-constants".to_string(),
         "fuse".to_string(),
