@@ -133,6 +133,30 @@ fn digits_cnn_quantizes_to_integer_ops_and_the_passes_one_by_one_agree() {
         current = next;
     }
     assert_eq!(std::fs::read(&current).unwrap(), std::fs::read(&int8).unwrap(), "one by one differs");
+
+    // Layer by layer against the float model: each fused conv (conv, batch
+    // norm and relu, merged by fold-bn and fuse) is compared at the relu.
+    let test = repo().join("tests/models/digits_cnn/test.npy");
+    let out = Command::new(env!("CARGO_BIN_EXE_qrun"))
+        .args([dir.join("model.qir").as_os_str(), "--input".as_ref(), test.as_os_str(), "--batch".as_ref()])
+        .arg("--compare")
+        .arg(&int8)
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{table}");
+    for layer in ["block1_relu9", "block2_relu18", "block3_relu29", "residual19", "gap30", "fc34"] {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("loc(\"{layer}\")")))
+            .unwrap_or_else(|| panic!("{layer}:\n{table}"));
+        let db: f64 = row
+            .split_whitespace()
+            .nth_back(3)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{row}"));
+        assert!(db > 30.0, "{layer}: {db} dB\n{table}");
+    }
 }
 
 #[test]

@@ -511,7 +511,10 @@ fn rebuild(
 
     let result = module.result(op, 0);
     let result_ty = module.value_type(result);
-    let loc = module.op_loc(producer.op);
+    // The folded op computes what `op` did: a fused location whose last part
+    // is `op`'s, so layer-by-layer comparison matches it there.
+    let (producer_loc, op_loc) = (module.op_loc(producer.op), module.op_loc(op));
+    let loc = ctx.fused_loc(&[producer_loc, op_loc]);
     let attrs = module.op_attrs(producer.op);
     let mut rewriter = Rewriter::new(ctx, module);
     rewriter.set_insertion_point(InsertPoint::Before(producer.op));

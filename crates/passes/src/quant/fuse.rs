@@ -197,7 +197,17 @@ fn fuse_pattern(
     if !others_per_tensor {
         return Ok(false);
     }
-    let loc = module.op_loc(op);
+    // The quantized op computes the end of the chain: a fused location whose
+    // last part is the activation's (or the op's), for layer-by-layer
+    // comparison.
+    let root_loc = module.op_loc(op);
+    let chain_loc = match activation_op {
+        Some(a) => {
+            let a_loc = module.op_loc(a);
+            ctx.fused_loc(&[root_loc, a_loc])
+        }
+        None => root_loc,
+    };
     let attempts: &[Activation] =
         if activation == Activation::Relu { &[Activation::Relu, Activation::None] } else { &[activation] };
     for pattern in &patterns {
@@ -205,7 +215,8 @@ fn fuse_pattern(
             let site = FuseSite { op, operands: operands.clone(), activation: act, output };
             let mut rw = Rewriter::new(ctx, module);
             rw.set_insertion_point(InsertPoint::Before(op));
-            rw.set_loc(loc);
+            // Without the activation fused in, the op computes the root's value.
+            rw.set_loc(if act == activation { chain_loc } else { root_loc });
             let built = pattern
                 .rewrite(&mut rw, &site)
                 .map_err(|e| PassError::from(format!("fusing {} ({}): {e}", name, pattern.name())))?;
@@ -220,7 +231,7 @@ fn fuse_pattern(
             if act != activation {
                 // relu on the quantized result: max(q, zp), exact (§9).
                 let relu = rw.ctx.op_name("fp.relu");
-                let at = activation_op.map_or(loc, |a| rw.module.op_loc(a));
+                let at = activation_op.map_or(root_loc, |a| rw.module.op_loc(a));
                 let r = rw.create(OperationState::new(relu).operands(&[fused]).results(&[output]).loc(at));
                 fused = rw.module.result(r, 0);
             }

@@ -11,7 +11,10 @@
 //! because a lowering that expands an op keeps its location on every new op
 //! (`accel-lower` turns `loc("conv1")` into DMA transfers of the input,
 //! weight and bias, the engine op and a transfer back), and the value that
-//! stands for the original is the first one of the original's shape. Values
+//! stands for the original is the first one of the original's shape. An op
+//! with a fused location (`loc(fused["conv1", "bn1", "relu1"])`, which
+//! `fold-bn` and `fuse` give the op they merge others into) is known by the
+//! last part: it computes that op's value. Values
 //! of ops without a location are not compared. Function
 //! outputs always match by position. Rows come in the reference's execution
 //! order, outputs last; values of the other model that match nothing are
@@ -28,7 +31,7 @@ use super::model::{Model, Signature};
 use qopt_dialect_qnn::fixed_point::{dequantize_f32, scale_f32};
 use qopt_dialect_qnn::quant_params::{axis, params_at, quant_element};
 use qopt_interp::{InterpError, Interpreter, Tensor};
-use qopt_ir_core::{loc_to_string, Context, FxHashMap, OpId, Type};
+use qopt_ir_core::{loc_to_string, Context, FxHashMap, LocationData, OpId, Type};
 use std::fmt;
 
 /// How a value is known in both models.
@@ -71,7 +74,13 @@ impl<'m> Keys<'m> {
     /// The keys and types of `op`'s `results`; `None` for an op without location.
     fn of(&mut self, op: OpId, results: &[Tensor]) -> Option<Vec<(ValueKey, Type)>> {
         let m = &self.model.module;
-        let loc = loc_to_string(&self.model.ctx, m.op_loc(op));
+        let ctx = &self.model.ctx;
+        // A merged op (fold-bn, fuse) has a fused location listing the ops it
+        // replaced in order; it computes the last one's value.
+        let loc = match ctx.loc_data(m.op_loc(op)) {
+            LocationData::Fused(parts) => parts.last().map_or(String::new(), |&l| loc_to_string(ctx, l)),
+            _ => loc_to_string(ctx, m.op_loc(op)),
+        };
         if loc.is_empty() {
             return None;
         }
