@@ -126,28 +126,10 @@ fn supported(
     op: OpId,
     max_channels: i64,
 ) -> Result<ConvContract, Vec<String>> {
-    let dict = module.op_attrs(op);
-    let read = || -> Result<_, String> {
-        let stride = attrs::int_array_in(ctx, dict, "stride", Some(2), &[1, 1])?;
-        let pad = attrs::int_array_in(ctx, dict, "pad", Some(4), &[0, 0, 0, 0])?;
-        let dilation = attrs::int_array_in(ctx, dict, "dilation", Some(2), &[1, 1])?;
-        let groups = attrs::int_in(ctx, dict, "groups", 1)?;
-        Ok((stride, pad, dilation, groups))
-    };
-    // The op verified, so its attributes read; a failure here is still a
-    // reason to keep it rather than a crash.
-    let (stride, pad, dilation, groups) = read().map_err(|e| vec![e])?;
-    let params = ConvParams {
-        stride: &stride,
-        pad: Some(&pad),
-        dilation: &dilation,
-        groups,
-        rounding: qopt_dialect_qnn::rounding_of(ctx, dict),
-    };
     let operand = |i: usize| module.value_type(module.operand(op, i));
     let bias = (module.num_operands(op) > 2).then(|| operand(2));
     let result = module.value_type(module.result(op, 0));
-    let checked = check_conv(ctx, operand(0), operand(1), bias, result, &params);
+    let checked = check_conv_attrs(ctx, module.op_attrs(op), operand(0), operand(1), bias, result);
     let mut reasons = checked.as_ref().err().cloned().unwrap_or_default();
     // The channel bound is this pass's option, not a rule of the op.
     let channels = |d: usize, t| ctx.tensor_shape(operand(t)).and_then(|s| s.get(d).copied());
@@ -162,16 +144,61 @@ fn supported(
     }
 }
 
+/// [`check_conv`] for a convolution with the attributes `dict` of
+/// `fp.conv2d` / `qnn.conv2d_relu` (`stride`, `pad`, `dilation`, `groups`,
+/// `rounding`) and these operand and result types.
+pub(crate) fn check_conv_attrs(
+    ctx: &Context,
+    dict: qopt_ir_core::Attribute,
+    x: qopt_ir_core::Type,
+    w: qopt_ir_core::Type,
+    bias: Option<qopt_ir_core::Type>,
+    result: qopt_ir_core::Type,
+) -> Result<ConvContract, Vec<String>> {
+    let read = || -> Result<_, String> {
+        let stride = attrs::int_array_in(ctx, dict, "stride", Some(2), &[1, 1])?;
+        let pad = attrs::int_array_in(ctx, dict, "pad", Some(4), &[0, 0, 0, 0])?;
+        let dilation = attrs::int_array_in(ctx, dict, "dilation", Some(2), &[1, 1])?;
+        let groups = attrs::int_in(ctx, dict, "groups", 1)?;
+        Ok((stride, pad, dilation, groups))
+    };
+    // A verified op's attributes read; a failure here is still a reason to
+    // keep it rather than a crash.
+    let (stride, pad, dilation, groups) = read().map_err(|e| vec![e])?;
+    let params = ConvParams {
+        stride: &stride,
+        pad: Some(&pad),
+        dilation: &dilation,
+        groups,
+        rounding: qopt_dialect_qnn::rounding_of(ctx, dict),
+    };
+    check_conv(ctx, x, w, bias, result, &params)
+}
+
 /// Replaces `op` by transfers in, the accelerator op, and the transfer out.
 fn lower(ctx: &mut Context, module: &mut Module, op: OpId, contract: &ConvContract) -> Result<(), String> {
     let loc = module.op_loc(op);
     let result_type = module.value_type(module.result(op, 0));
-    let mut operands: Vec<ValueId> = module.operands(op).collect();
+    let operands: Vec<ValueId> = module.operands(op).collect();
     let mut rewriter = Rewriter::new(ctx, module);
     rewriter.set_insertion_point(InsertPoint::Before(op));
     rewriter.set_loc(loc);
+    let back = on_device(&mut rewriter, operands, result_type, contract, loc)?;
+    rewriter.replace_op(op, &[back]).map_err(|e| format!("cannot replace the op: {e:?}"))
+}
+
+/// At the rewriter's insertion point: `accel.dma_in` of `x`, `w` and the bias
+/// (zeros at `loc` when `operands` has none), `accel.conv2d_relu` with the contract's
+/// stride, and `accel.dma_out` of its result, which is returned.
+pub(crate) fn on_device(
+    rewriter: &mut Rewriter<'_>,
+    mut operands: Vec<ValueId>,
+    result_type: qopt_ir_core::Type,
+    contract: &ConvContract,
+    loc: Location,
+) -> Result<ValueId, String> {
     if operands.len() == 2 {
-        operands.push(zero_bias(&mut rewriter, contract.out_channels, loc)?);
+        operands.push(zero_bias(rewriter, contract.out_channels, loc)?);
     }
     let no_attrs = rewriter.ctx.dict_attr(&[]);
     let mut on_device = Vec::with_capacity(3);
@@ -186,8 +213,7 @@ fn lower(ctx: &mut Context, module: &mut Module, op: OpId, contract: &ConvContra
         rewriter.create(OperationState::new(name).operands(&on_device).results(&[result_type]).attrs(attrs));
     let computed = rewriter.module.result(conv, 0);
     let out = rewriter.create_inferred("accel.dma_out", &[computed], no_attrs)?;
-    let back = rewriter.module.result(out, 0);
-    rewriter.replace_op(op, &[back]).map_err(|e| format!("cannot replace the op: {e:?}"))
+    Ok(rewriter.module.result(out, 0))
 }
 
 /// A constant of zeros of type `tensor<Oxi32>` at the insertion point, made by

@@ -18,6 +18,8 @@
 //!   range-method registry (`insert-fakeq{method=accel-headroom}`), and the
 //!   same kernels installed in the context so the `calibrate` pass can run
 //!   `accel` ops ([`register_extensions`]);
+//! - [`AccelConvRelu`], a pattern for qopt's `fuse` pass: a float conv + relu
+//!   between quantized values goes straight to the engine when it supports it;
 //! - [`register`], which adds the dialect and the pass to a
 //!   [`qopt_driver::Driver`], and the `toy-opt` binary (`src/bin/toy-opt.rs`),
 //!   three lines long, that is qopt's driver with every qopt flag and pass
@@ -41,11 +43,13 @@
 
 mod accel_lower;
 mod calibration;
+mod fusion;
 mod kernels;
 mod ops;
 
 pub use accel_lower::AccelLower;
 pub use calibration::AccelHeadroom;
+pub use fusion::AccelConvRelu;
 pub use kernels::register_kernels;
 pub use ops::conv::{check_conv, ConvContract, ConvParams, ACCEL_ROUNDING};
 pub use ops::dma::DmaOutIn;
@@ -99,6 +103,11 @@ pub fn register_extensions(ctx: &mut Context) -> Result<(), String> {
     let methods = qopt_passes::quant::QuantMethods::install(ctx);
     if methods.range_method(AccelHeadroom.name()).is_none() {
         methods.add_range_method(Arc::new(AccelHeadroom))?;
+    }
+    use qopt_passes::quant::QuantPattern;
+    let patterns = qopt_passes::quant::FusionPatterns::install(ctx);
+    if !patterns.all().iter().any(|p| p.name() == AccelConvRelu.name()) {
+        patterns.add(Arc::new(AccelConvRelu))?;
     }
     Ok(())
 }

@@ -15,10 +15,11 @@
 //!   for the line N below, `@-N` above) says the run must report an error
 //!   containing `<text>` on that line. In a file with such comments every error
 //!   must be expected, and every `// -----` case must fail.
-//! - `// expected-warning: <text>` (same `@+N` / `@-N` forms) says the run
-//!   must report a warning containing `<text>` on that line. In a file with
-//!   such comments every warning must be expected (the run may still succeed:
-//!   analysis passes such as `quant-lint` warn and exit 0).
+//! - `// expected-warning: <text>` (same `@+N` / `@-N` forms) says some RUN
+//!   line reports a warning containing `<text>` on that line. In a file with
+//!   such comments every warning any RUN line reports must be expected (the
+//!   runs may still succeed: analysis passes such as `quant-lint` warn and
+//!   exit 0).
 //! - Output of a successful run must read back to itself: it goes through the
 //!   driver again (same split mode and unregistered-op allowance, no passes)
 //!   and must print unchanged.
@@ -73,6 +74,7 @@ impl<'a> Golden<'a> {
             text.replace(&pid, "-<pid>-")
         };
         let mut snapshot = String::new();
+        let mut all_stderr = String::new();
         for line in run_lines(&name, &source) {
             let mut args = split_words(&name, &line);
             let tool = self.driver.tool();
@@ -89,14 +91,15 @@ impl<'a> Golden<'a> {
                 check_expected(&name, &expected, &err, "error");
                 check_every_case_fails(&name, &source, &out);
             }
-            if !expected_warnings.is_empty() {
-                check_expected(&name, &expected_warnings, &err, "warning");
-            }
+            all_stderr.push_str(&err);
             if code == 0 {
                 self.check_round_trip(&name, split, unregistered, &out);
             }
             snapshot
                 .push_str(&format!("// RUN: {line}\nexit code: {code}\n--- stdout\n{out}--- stderr\n{err}"));
+        }
+        if !expected_warnings.is_empty() {
+            check_expected(&name, &expected_warnings, &all_stderr, "warning");
         }
         let _ = std::fs::remove_dir_all(&scratch);
         snapshot

@@ -27,7 +27,7 @@
 //! quantize, so no site reaches through it. Dequantizes and constants left
 //! without users are erased. Ops that stay float (no pattern, an operand that
 //! is not quantized, a float user) are left as they are for `quant-lint` to
-//! report. Statistics: `fused-<pattern>` per pattern, `quant-agnostic-ops`,
+//! report. Statistics: one per pattern used, under its name (`fused-conv2d`), `quant-agnostic-ops`,
 //! `requantizes`, `pairs-removed`.
 
 use super::fuse_patterns::{
@@ -65,7 +65,7 @@ impl Pass for Fuse {
          (reshape, transpose, max_pool, relu, ...) on the integers, and turns each remaining \
          `quantize(dequantize(q))` into `q` (equal types) or `qnn.requantize(q)`. Patterns come from a \
          registry a downstream crate extends. `qnn.stop_fusion` is never fused across. Statistics: \
-         `fused-<pattern>`, `quant-agnostic-ops`, `requantizes`, `pairs-removed`."
+         one per pattern under its name (`fused-conv2d`), `quant-agnostic-ops`, `requantizes`, `pairs-removed`."
     }
 
     fn run(
@@ -108,17 +108,7 @@ struct Stats {
 }
 
 impl Stats {
-    fn fused(&mut self, pattern: &'static str) {
-        let name: &'static str = match pattern {
-            "conv2d" => "fused-conv2d",
-            "dense" => "fused-dense",
-            "add" => "fused-add",
-            "mul" => "fused-mul",
-            "concat" => "fused-concat",
-            "avg_pool2d" => "fused-avg-pool2d",
-            "global_avg_pool2d" => "fused-global-avg-pool2d",
-            _ => "fused-downstream",
-        };
+    fn fused(&mut self, name: &'static str) {
         match self.fused.iter_mut().find(|(n, _)| *n == name) {
             Some((_, count)) => *count += 1,
             None => self.fused.push((name, 1)),

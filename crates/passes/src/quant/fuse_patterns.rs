@@ -59,7 +59,8 @@ pub enum Activation {
 
 /// A rewrite from a float op to a quantized one.
 pub trait QuantPattern: Send + Sync {
-    /// A name for `--stats` and messages (kebab-case).
+    /// The pattern's name, kebab-case, starting with `fused-`: `--stats`
+    /// counts its rewrites under it (`fused-conv2d`).
     fn name(&self) -> &'static str;
     /// The float op it rewrites (`fp.conv2d`).
     fn root(&self) -> &'static str;
@@ -84,11 +85,19 @@ impl Default for FusionPatterns {
             patterns: vec![
                 Arc::new(Weighted { root: "fp.conv2d", plain: "qnn.conv2d", relu: "qnn.conv2d_relu" }),
                 Arc::new(Weighted { root: "fp.dense", plain: "qnn.dense", relu: "qnn.dense_relu" }),
-                Arc::new(Elementwise { root: "fp.add", op: "qnn.add" }),
-                Arc::new(Elementwise { root: "fp.mul", op: "qnn.mul" }),
-                Arc::new(Elementwise { root: "fp.concat", op: "qnn.concat" }),
-                Arc::new(Elementwise { root: "fp.avg_pool2d", op: "qnn.avg_pool2d" }),
-                Arc::new(Elementwise { root: "fp.global_avg_pool2d", op: "qnn.global_avg_pool2d" }),
+                Arc::new(Elementwise { root: "fp.add", op: "qnn.add", name: "fused-add" }),
+                Arc::new(Elementwise { root: "fp.mul", op: "qnn.mul", name: "fused-mul" }),
+                Arc::new(Elementwise { root: "fp.concat", op: "qnn.concat", name: "fused-concat" }),
+                Arc::new(Elementwise {
+                    root: "fp.avg_pool2d",
+                    op: "qnn.avg_pool2d",
+                    name: "fused-avg-pool2d",
+                }),
+                Arc::new(Elementwise {
+                    root: "fp.global_avg_pool2d",
+                    op: "qnn.global_avg_pool2d",
+                    name: "fused-global-avg-pool2d",
+                }),
             ],
         }
     }
@@ -146,8 +155,8 @@ struct Weighted {
 impl QuantPattern for Weighted {
     fn name(&self) -> &'static str {
         match self.root {
-            "fp.conv2d" => "conv2d",
-            _ => "dense",
+            "fp.conv2d" => "fused-conv2d",
+            _ => "fused-dense",
         }
     }
     fn root(&self) -> &'static str {
@@ -182,10 +191,12 @@ impl QuantPattern for Weighted {
     }
 }
 
-/// The `tensor<Oxi32>` bias operand of the fused op for the site's bias:
-/// the stored values of an i32 quantized constant whose scales are exactly
-/// `s_x ⊗₆₄ s_w[c]` with zero points 0 (§6.1); `None` for anything else.
-fn integer_bias(
+/// The `tensor<Oxi32>` bias operand of a fused conv or dense for the site's
+/// bias operand, built at the rewriter's insertion point: the stored values
+/// of an i32 quantized constant whose scales are exactly `s_x ⊗₆₄ s_w[c]`
+/// with zero points 0 (§6.1, what `quantize-constants` makes); `None` for
+/// anything else. For downstream patterns of weighted ops too.
+pub fn integer_bias(
     rw: &mut Rewriter<'_>,
     bias: SiteOperand,
     qx: &QuantType,
@@ -237,11 +248,12 @@ fn integer_bias(
 struct Elementwise {
     root: &'static str,
     op: &'static str,
+    name: &'static str,
 }
 
 impl QuantPattern for Elementwise {
     fn name(&self) -> &'static str {
-        self.op.trim_start_matches("qnn.")
+        self.name
     }
     fn root(&self) -> &'static str {
         self.root

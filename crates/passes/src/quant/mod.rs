@@ -44,7 +44,7 @@ pub use channel_means::ChannelMeans;
 pub use expand_fakeq::ExpandFakeq;
 pub use fold_bn::FoldBn;
 pub use fuse::Fuse;
-pub use fuse_patterns::{Activation, FuseSite, FusionPatterns, QuantPattern, SiteOperand};
+pub use fuse_patterns::{integer_bias, Activation, FuseSite, FusionPatterns, QuantPattern, SiteOperand};
 pub use histogram::Histogram;
 pub use insert_fakeq::InsertFakeq;
 pub use insert_observers::InsertObservers;
