@@ -14,7 +14,7 @@
 //! %y = qnn.dequantize(%q) : (tensor<8x!qnn.uniform<i8:f32, 0.05:0>>) -> tensor<8xf32>
 //! ```
 
-use super::util::{op_named, FAKE_QUANT};
+use super::util::{op_named, DEQUANTIZE, FAKE_QUANT, QUANTIZE};
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
     AttrData, Diagnostic, Diagnostics, Module, OpId, OperationState, Pass, PassContext, PassError,
@@ -23,11 +23,6 @@ use qopt_ir_core::{
 
 /// The `expand-fakeq` pass; see the module docs.
 pub struct ExpandFakeq;
-
-/// `qnn.quantize`.
-const QUANTIZE: &str = "qnn.quantize";
-/// `qnn.dequantize`.
-const DEQUANTIZE: &str = "qnn.dequantize";
 
 impl Pass for ExpandFakeq {
     fn name(&self) -> &'static str {

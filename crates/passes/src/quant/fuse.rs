@@ -33,21 +33,17 @@
 use super::fuse_patterns::{
     defined_by, is_quantized_tensor, Activation, FuseSite, FusionPatterns, SiteOperand,
 };
-use super::util::{op_named, users};
+use super::util::{op_named, runs_on_integers, users, DEQUANTIZE, QUANTIZE, REQUANTIZE};
 use crate::fp_constants::erase_if_unused_constant;
 use qopt_dialect_qnn::quant_params::quant_element;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
     Context, FxHashMap, InsertPoint, Module, OpId, OperationState, Pass, PassContext, PassError, PassOutcome,
-    QuantParams, Rewriter, Traits, Type, TypeData, ValueId,
+    QuantParams, Rewriter, Type, TypeData, ValueId,
 };
 
 /// The `fuse` pass; see the module docs.
 pub struct Fuse;
-
-const QUANTIZE: &str = "qnn.quantize";
-const DEQUANTIZE: &str = "qnn.dequantize";
-const REQUANTIZE: &str = "qnn.requantize";
 
 impl Pass for Fuse {
     fn name(&self) -> &'static str {
@@ -304,8 +300,7 @@ fn run_on_integers(
     op: OpId,
     stats: &mut Stats,
 ) -> Result<(), PassError> {
-    let agnostic = ctx.op_def(module.op_name(op)).is_some_and(|d| d.has(Traits::QUANT_AGNOSTIC));
-    if !agnostic || module.num_results(op) == 0 || !zero_padding(ctx, module, op) {
+    if !runs_on_integers(ctx, module, op) || module.num_results(op) == 0 {
         return Ok(());
     }
     let mut element: Option<Type> = None;
@@ -369,17 +364,6 @@ fn is_float_tensor_type(ctx: &Context, ty: Type) -> bool {
     matches!(ctx.type_data(ty), TypeData::Tensor { .. })
         && !is_quantized_tensor(ctx, ty)
         && matches!(ctx.type_data(ctx.element_type(ty)), TypeData::Float(_))
-}
-
-/// False for an `fp.pad` whose padding value is not 0 (only zero padding is
-/// quant-agnostic: it pads with the zero point).
-fn zero_padding(ctx: &Context, module: &Module, op: OpId) -> bool {
-    if !op_named(ctx, module, op, "fp.pad") {
-        return true;
-    }
-    let value = module.op_attr(ctx, op, "value").and_then(|a| ctx.attr_as_f64(a)).unwrap_or(0.0);
-    let mode = module.op_attr(ctx, op, "mode").and_then(|a| ctx.attr_as_str(a)).unwrap_or("constant");
-    value == 0.0 && mode == "constant"
 }
 
 /// `qnn.quantize(qnn.dequantize(q))` into `q` (same type) or one

@@ -27,12 +27,12 @@
 //! ```
 
 use super::scheme::Scheme;
-use super::util::{op_named, users, FAKE_QUANT};
+use super::util::{op_named, runs_on_integers, users, FAKE_QUANT};
 use qopt_dialect_qnn::quant_params::params;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
-    AttrData, Context, Module, OpId, Pass, PassContext, PassError, PassOutcome, QuantParams, QuantType,
-    Traits, Type, TypeData, ValueId,
+    AttrData, Context, Module, OpId, Pass, PassContext, PassError, PassOutcome, QuantParams, QuantType, Type,
+    TypeData, ValueId,
 };
 
 /// The `propagate-qparams` pass; see the module docs.
@@ -66,7 +66,7 @@ impl Pass for PropagateQparams {
         for op in ops {
             if op_named(cx.ctx, module, op, "fp.concat") {
                 unify_concat(cx.ctx, module, op, &mut changes);
-            } else if is_agnostic(cx.ctx, module, op) {
+            } else if runs_on_integers(cx.ctx, module, op) {
                 propagate_through(cx.ctx, module, op, &mut changes);
             }
         }
@@ -80,22 +80,6 @@ impl Pass for PropagateQparams {
 struct Changes {
     count: u64,
     largest: f64,
-}
-
-/// A quant-agnostic `fp` op (zero padding only, for `fp.pad`).
-fn is_agnostic(ctx: &Context, module: &Module, op: OpId) -> bool {
-    let name = ctx.op_name_str(module.op_name(op));
-    if !name.starts_with("fp.")
-        || !ctx.op_def(module.op_name(op)).is_some_and(|d| d.has(Traits::QUANT_AGNOSTIC))
-    {
-        return false;
-    }
-    if name == "fp.pad" {
-        let value = module.op_attr(ctx, op, "value").and_then(|a| ctx.attr_as_f64(a)).unwrap_or(0.0);
-        let mode = module.op_attr(ctx, op, "mode").and_then(|a| ctx.attr_as_str(a)).unwrap_or("constant");
-        return value == 0.0 && mode == "constant";
-    }
-    true
 }
 
 /// The element type of the `qnn.fake_quant` defining `value`, if per tensor.

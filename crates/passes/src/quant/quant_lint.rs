@@ -24,7 +24,7 @@
 //! (the same constants in f32), and `warnings`.
 
 use super::fuse_patterns::FusionPatterns;
-use super::util::{is_kept_float, op_named, users};
+use super::util::{is_kept_float, op_named, users, DEQUANTIZE, QUANTIZE};
 use qopt_dialect_qnn::quant_params::{params, quant_element};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
@@ -35,9 +35,6 @@ use qopt_ir_core::{
 
 /// The `quant-lint` pass; see the module docs.
 pub struct QuantLint;
-
-const QUANTIZE: &str = "qnn.quantize";
-const DEQUANTIZE: &str = "qnn.dequantize";
 
 impl Pass for QuantLint {
     fn name(&self) -> &'static str {

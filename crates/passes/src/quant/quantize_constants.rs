@@ -26,7 +26,7 @@
 //!
 //! Statistics: `quantized-constants`, `quantized-biases`.
 
-use super::util::{op_named, quantizable};
+use super::util::{op_named, quantizable, DEQUANTIZE, QUANTIZE};
 use crate::fp_constants::{create_constant, erase_if_unused_constant};
 use qopt_dialect_qnn::fixed_point::{quantize_f32, scale_f32};
 use qopt_dialect_qnn::quant_params::{params, quant_element};
@@ -39,11 +39,6 @@ use qopt_ir_core::{
 
 /// The `quantize-constants` pass; see the module docs.
 pub struct QuantizeConstants;
-
-/// `qnn.quantize`.
-const QUANTIZE: &str = "qnn.quantize";
-/// `qnn.dequantize`.
-const DEQUANTIZE: &str = "qnn.dequantize";
 
 impl Pass for QuantizeConstants {
     fn name(&self) -> &'static str {

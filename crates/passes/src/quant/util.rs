@@ -12,6 +12,12 @@ pub const OBSERVE: &str = "qnn.observe";
 pub const FAKE_QUANT: &str = "qnn.fake_quant";
 /// `qnn.cast_hint`.
 pub const CAST_HINT: &str = "qnn.cast_hint";
+/// `qnn.quantize`.
+pub const QUANTIZE: &str = "qnn.quantize";
+/// `qnn.dequantize`.
+pub const DEQUANTIZE: &str = "qnn.dequantize";
+/// `qnn.requantize`.
+pub const REQUANTIZE: &str = "qnn.requantize";
 
 /// Whether `op` is the op named `name`.
 pub fn op_named(ctx: &Context, module: &Module, op: OpId, name: &str) -> bool {
@@ -27,6 +33,24 @@ pub fn quantizable<'c>(ctx: &'c Context, module: &Module, op: OpId) -> Option<&'
 pub fn users(module: &Module, value: ValueId) -> Vec<OpId> {
     let mut seen = FxHashSet::default();
     module.uses(value).map(|u| u.op).filter(|&op| seen.insert(op)).collect()
+}
+
+/// Whether `op` is an `fp` op that can run on stored integers unchanged
+/// (`quant-semantics.md` §9): it has the `QuantAgnostic` trait, and an
+/// `fp.pad` pads with 0 (the zero point) in constant mode.
+pub fn runs_on_integers(ctx: &Context, module: &Module, op: OpId) -> bool {
+    let name = ctx.op_name_str(module.op_name(op));
+    let agnostic =
+        ctx.op_def(module.op_name(op)).is_some_and(|d| d.has(qopt_ir_core::Traits::QUANT_AGNOSTIC));
+    if !name.starts_with("fp.") || !agnostic {
+        return false;
+    }
+    if name == "fp.pad" {
+        let value = module.op_attr(ctx, op, "value").and_then(|a| ctx.attr_as_f64(a)).unwrap_or(0.0);
+        let mode = module.op_attr(ctx, op, "mode").and_then(|a| ctx.attr_as_str(a)).unwrap_or("constant");
+        return value == 0.0 && mode == "constant";
+    }
+    true
 }
 
 /// Whether `ty` is a ranked tensor of f32, f16 or bf16.
