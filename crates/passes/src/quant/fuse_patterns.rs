@@ -2,7 +2,8 @@
 //! [`QuantPattern`] turns one float op whose operands are dequantized and
 //! whose result (after an optional relu or `clip(0, c)`) is quantized into a
 //! quantized op computing that quantized result (`docs/quant-semantics.md`
-//! §6, §7). The built-in ones cover `fp.conv2d`, `fp.dense`, `fp.add`,
+//! §6, §7). The built-in ones cover `fp.conv2d`, `fp.dense`, `fp.matmul`
+//! by a constant matrix (as `qnn.dense` of its transpose), `fp.add`,
 //! `fp.mul`, `fp.concat`, `fp.avg_pool2d` and `fp.global_avg_pool2d`; a downstream crate adds its own through
 //! [`FusionPatterns::install`] (seed 000: "allow arbitrary patterns to be
 //! rewritten to a corresponding quantized pattern"), as `examples/toy-accel`
@@ -85,6 +86,7 @@ impl Default for FusionPatterns {
             patterns: vec![
                 Arc::new(Weighted { root: "fp.conv2d", plain: "qnn.conv2d", relu: "qnn.conv2d_relu" }),
                 Arc::new(Weighted { root: "fp.dense", plain: "qnn.dense", relu: "qnn.dense_relu" }),
+                Arc::new(MatmulByConstant),
                 Arc::new(Elementwise { root: "fp.add", op: "qnn.add", name: "fused-add" }),
                 Arc::new(Elementwise { root: "fp.mul", op: "qnn.mul", name: "fused-mul" }),
                 Arc::new(Elementwise { root: "fp.concat", op: "qnn.concat", name: "fused-concat" }),
@@ -187,6 +189,64 @@ impl QuantPattern for Weighted {
         let name = rw.ctx.op_name(name);
         let op =
             rw.create(OperationState::new(name).operands(&operands).results(&[site.output]).attrs(attrs));
+        Ok(Some(rw.module.result(op, 0)))
+    }
+}
+
+/// `fp.matmul(a, c)` with a quantized constant K×N matrix `c` into
+/// `qnn.dense[_relu](a, cᵀ)`: `a·c` over the last dimension is `a·(cᵀ)ᵀ`, and
+/// the transposed constant keeps every stored value and its parameters (a
+/// per-axis `c` on axis 1, its columns, becomes per axis 0).
+struct MatmulByConstant;
+
+impl QuantPattern for MatmulByConstant {
+    fn name(&self) -> &'static str {
+        "fused-matmul"
+    }
+    fn root(&self) -> &'static str {
+        "fp.matmul"
+    }
+    fn rewrite(&self, rw: &mut Rewriter<'_>, site: &FuseSite) -> Result<Option<ValueId>, String> {
+        let [a, c] = site.operands[..] else { return Ok(None) };
+        let (Some(a), Some(c)) = (a.quantized(), c.quantized()) else { return Ok(None) };
+        if per_tensor(rw.ctx, rw.module, a).is_none() {
+            return Ok(None);
+        }
+        let Some(qc) = quant_element(rw.ctx, rw.module.value_type(c)).cloned() else { return Ok(None) };
+        let Some(shape) = rw.ctx.tensor_shape(rw.module.value_type(c)).map(<[i64]>::to_vec) else {
+            return Ok(None);
+        };
+        let [k, n] = shape[..] else { return Ok(None) };
+        let Some(value) = constant_value(rw.ctx, rw.module, c) else { return Ok(None) };
+        let AttrData::Dense(d) = rw.ctx.attr_data(value) else { return Ok(None) };
+        let Some(values) = qopt_ir_core::dense_values_i128(rw.ctx, d) else { return Ok(None) };
+        let (k, n) = (k as usize, n as usize);
+        if values.len() != k * n {
+            return Ok(None);
+        }
+        let transposed: Vec<i128> = (0..n * k).map(|i| values[(i % k) * n + i / k]).collect();
+        let params = match qc.params {
+            QuantParams::PerTensor { .. } => qc.params.clone(),
+            QuantParams::PerAxis { axis: 1, ref scales, ref zero_points } => {
+                QuantParams::PerAxis { axis: 0, scales: scales.clone(), zero_points: zero_points.clone() }
+            }
+            QuantParams::PerAxis { .. } => return Ok(None),
+        };
+        let elem = rw.ctx.quant_type(QuantType { params, ..qc });
+        let ty = rw.ctx.tensor_type(&[n as i64, k as i64], elem);
+        let attr = rw.ctx.dense_attr(DenseElements::from_i128(rw.ctx, ty, &transposed)?);
+        let attrs = rw.ctx.dict_attr(&[("value", attr)]);
+        let weight = rw.create_inferred("fp.constant", &[], attrs)?;
+        let weight = rw.module.result(weight, 0);
+        let no_attrs = rw.ctx.dict_attr(&[]);
+        let (name, attrs) = match site.activation {
+            Activation::None => ("qnn.dense", no_attrs),
+            Activation::Relu => ("qnn.dense_relu", no_attrs),
+            Activation::Clip(max) => ("qnn.dense_relu", rw.ctx.dict_attr(&[("relu_max", max)])),
+        };
+        let name = rw.ctx.op_name(name);
+        let op =
+            rw.create(OperationState::new(name).operands(&[a, weight]).results(&[site.output]).attrs(attrs));
         Ok(Some(rw.module.result(op, 0)))
     }
 }
