@@ -24,7 +24,9 @@ pub(crate) fn ops() -> Vec<OpDef> {
                  shape: `q = clamp(rne(x ⊘ f32(scale)) + zero_point, storage_min, storage_max)` with an f32 \
                  division (ONNX QuantizeLinear); NaN gives the zero point and ±inf saturate \
                  (`docs/quant-semantics.md` §3.1). The result type is written and carries the parameters, \
-                 per tensor or per axis; its expressed type must be the input's element type.\n\n\
+                 per tensor or per axis; its expressed type must be the input's element type. Optional \
+                 `calibrated_min`, `calibrated_max` (floats, together, min ≤ max) record the range \
+                 calibration observed, for `quant-lint`; they never change values.\n\n\
                  ```\n%q = qnn.quantize(%x) : (tensor<1x3x4x4xf32>) -> tensor<1x3x4x4x!qnn.uniform<u8:f32, 0.02:128>>\n\
                  %w = qnn.quantize(%wf) : (tensor<2x3xf32>) -> tensor<2x3x!qnn.uniform<i8<-127:127>:f32:0, {0.1:0, 0.25:0}>>\n```",
             )
@@ -65,7 +67,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
                  attribute holding the quantized element type (not a tensor type); its expressed type must be \
                  `x`'s element type, and a per-axis type's axis must be a dimension of `x` with one parameter \
                  entry per index. The result has `x`'s type. `insert-fakeq` creates these; `expand-fakeq` \
-                 turns each into `qnn.quantize` + `qnn.dequantize`.\n\n\
+                 turns each into `qnn.quantize` + `qnn.dequantize`. Optional `calibrated_min`, \
+                 `calibrated_max` as on `qnn.quantize`.\n\n\
                  ```\n%y = qnn.fake_quant(%x) {type = !qnn.uniform<i8:f32, 0.05:0>} : (tensor<8xf32>) -> tensor<8xf32>\n```",
             )
             .operands(Arity::Exact(1))
@@ -113,7 +116,23 @@ fn verify_quantize(v: &OpView<'_>) -> Result<(), String> {
             kind.keyword()
         ));
     }
+    calibrated_range(ctx, v.attrs())?;
     expect_shape("result", r.shape, x.shape, "the input's")
+}
+
+/// The optional `calibrated_min` and `calibrated_max` of `qnn.quantize` and
+/// `qnn.fake_quant`: finite floats, given together, min ≤ max.
+fn calibrated_range(ctx: &Context, attrs: Attribute) -> Result<(), String> {
+    let lo = qopt_dialect_fp::attrs::opt_float_in(ctx, attrs, "calibrated_min")?;
+    let hi = qopt_dialect_fp::attrs::opt_float_in(ctx, attrs, "calibrated_max")?;
+    match (lo, hi) {
+        (None, None) => Ok(()),
+        (Some(lo), Some(hi)) if lo.is_finite() && hi.is_finite() && lo <= hi => Ok(()),
+        (Some(lo), Some(hi)) => {
+            Err(format!("'calibrated_min' ({lo}) and 'calibrated_max' ({hi}) must be finite, min ≤ max"))
+        }
+        _ => Err("'calibrated_min' and 'calibrated_max' come together".to_string()),
+    }
 }
 
 fn infer_dequantize(
@@ -166,6 +185,7 @@ fn infer_fake_quant(
     let x = tensor(ctx, *operand, "input")?;
     let kind = x.expressible_float(ctx)?;
     let q = fake_quant_type(ctx, attrs)?;
+    calibrated_range(ctx, attrs)?;
     if q.expressed != kind {
         return Err(format!(
             "'type' has expressed type {} but the input's element type is {}",

@@ -75,8 +75,15 @@ impl Pass for ExpandFakeq {
             let input = module.operand(op, 0);
             let float_ty = module.value_type(module.result(op, 0));
             let loc = module.op_loc(op);
-            let q = module
-                .create_op(OperationState::new(quantize).operands(&[input]).results(&[quantized]).loc(loc));
+            // The calibrated range (if recorded) stays with the quantize, for quant-lint.
+            let kept: Vec<(&str, qopt_ir_core::Attribute)> = ["calibrated_max", "calibrated_min"]
+                .into_iter()
+                .filter_map(|name| module.op_attr(cx.ctx, op, name).map(|a| (name, a)))
+                .collect();
+            let attrs = cx.ctx.dict_attr(&kept);
+            let q = module.create_op(
+                OperationState::new(quantize).operands(&[input]).results(&[quantized]).attrs(attrs).loc(loc),
+            );
             module.insert_op_before(op, q);
             let q_value = module.result(q, 0);
             let d = module.create_op(

@@ -148,10 +148,22 @@ impl Pass for InsertFakeq {
             let input = module.operand(op, 0);
             let output = module.result(op, 0);
             match plan {
-                Some(ActivationPlan { ty, means }) => {
+                Some(ActivationPlan { ty, means, observed }) => {
                     let attrs = {
                         let t = cx.ctx.type_attr(ty);
-                        cx.ctx.dict_attr(&[("type", t)])
+                        match observed {
+                            Some((lo, hi)) => {
+                                let f32_ty = cx.ctx.common().f32;
+                                let lo = cx.ctx.float_attr(f64::from(lo), f32_ty);
+                                let hi = cx.ctx.float_attr(f64::from(hi), f32_ty);
+                                cx.ctx.dict_attr(&[
+                                    ("calibrated_max", hi),
+                                    ("calibrated_min", lo),
+                                    ("type", t),
+                                ])
+                            }
+                            None => cx.ctx.dict_attr(&[("type", t)]),
+                        }
                     };
                     let value_ty = module.value_type(input);
                     let loc = module.op_loc(op);
@@ -262,6 +274,9 @@ struct ActivationPlan {
     ty: Type,
     /// The channel means the observer recorded, for bias correction.
     means: Option<Vec<f64>>,
+    /// The per-tensor range calibration observed (`calibrated_min`,
+    /// `calibrated_max` on the fake_quant, for `quant-lint`).
+    observed: Option<(f32, f32)>,
 }
 
 /// The plan for observer `op`, from its statistics.
@@ -298,8 +313,12 @@ fn observer_plan(
     let expressed = float_kind(ctx, value_ty).ok_or("the observed value is not a float tensor")?;
     let params = params_for(scheme, &ranges, stats.axis);
     let q = scheme.quant_type(expressed, params);
+    let observed = match (stats.axis, stats.min.as_slice(), stats.max.as_slice()) {
+        (None, [lo], [hi]) if lo <= hi => Some((*lo, *hi)),
+        _ => None,
+    };
     let means = stats.means.map(|m| m.means()).filter(|m| !m.is_empty());
-    Ok(ActivationPlan { ty: ctx.quant_type(q), means })
+    Ok(ActivationPlan { ty: ctx.quant_type(q), means, observed })
 }
 
 /// Per-tensor parameters for one range, per-axis for several.

@@ -12,6 +12,10 @@
 //!   narrow-range constant holding values outside its range;
 //! - `qnn.concat` inputs whose parameters differ from the output's;
 //! - observers left without statistics;
+//! - a quantized type that cuts off more than `clip-threshold` (default 0.25)
+//!   of the range calibration observed (`insert-fakeq` records it as
+//!   `calibrated_min` / `calibrated_max` on the fake_quant, `expand-fakeq`
+//!   keeps it on the quantize);
 //! - accumulator overflow of `qnn.conv2d` / `qnn.dense` (and relu forms): the
 //!   worst case `Σ_k |w_k − zp_w[c]| · max|x − zp_x| + |b[c]|` per output
 //!   channel against the `accumulator-bits` option (default 32; a vendor with
@@ -48,8 +52,9 @@ impl Pass for QuantLint {
     fn description(&self) -> &'static str {
         "Warns, at the op, about leftover quantize/dequantize pairs, weights left float, float islands \
          (with the reason), scales that are not positive normal numbers, narrow-range constants out of \
-         range, concat inputs with other parameters than the output, observers without statistics and \
-         accumulators that can overflow `accumulator-bits`. Each warning has a `fix:` note. Never \
+         range, concat inputs with other parameters than the output, observers without statistics, \
+         types that cut off more than `clip-threshold` of their calibrated range and accumulators that can \
+         overflow `accumulator-bits`. Each warning has a `fix:` note. Never \
          changes the module; `werror=true` makes the warnings errors. Statistics: `qnn-ops`, \
          `float-ops`, `quantizes`, `dequantizes`, `requantizes`, `weight-bytes`, `weight-bytes-as-f32`, \
          `warnings`."
@@ -61,6 +66,9 @@ impl Pass for QuantLint {
                 .help("report the findings as errors (exit 1)"),
             OptionSpec::new("accumulator-bits", OptionKind::Int, "32")
                 .help("width of the signed accumulator of conv and dense, 8 to 64"),
+            OptionSpec::new("clip-threshold", OptionKind::Float, "0.25").help(
+                "warn when a quantized type cuts off more than this fraction of its calibrated range, in [0, 1]",
+            ),
         ]
     }
 
@@ -78,6 +86,10 @@ impl Pass for QuantLint {
         if !(8..=64).contains(&bits) {
             return Err(format!("accumulator-bits must be 8 to 64, got {bits}").into());
         }
+        let clip_threshold = options.float("clip-threshold");
+        if !(0.0..=1.0).contains(&clip_threshold) {
+            return Err(format!("clip-threshold must be in [0, 1], got {clip_threshold}").into());
+        }
         let ctx: &Context = cx.ctx;
         let mut lint = Lint { ctx, module, findings: Vec::new(), stats: Shape::default() };
         let ops: Vec<OpId> = module.walk_preorder(module.root()).collect();
@@ -90,6 +102,7 @@ impl Pass for QuantLint {
             lint.concat(op);
             lint.observer(op);
             lint.accumulator(op, bits as u32);
+            lint.clipping(op, clip_threshold);
         }
         let (findings, stats) = (lint.findings, lint.stats);
         let n = findings.len() as u64;
@@ -387,6 +400,46 @@ impl Lint<'_> {
                 op,
                 "this observer has no statistics".into(),
                 "run calibrate{data=...} on data that reaches it",
+            );
+        }
+    }
+
+    /// A quantize or fake_quant whose type represents less of the range
+    /// calibration observed (`calibrated_min`, `calibrated_max`) than
+    /// `1 − threshold` of it.
+    fn clipping(&mut self, op: OpId, threshold: f64) {
+        let name = self.name(op);
+        if !matches!(name, QUANTIZE | "qnn.fake_quant") {
+            return;
+        }
+        let float = |n| self.module.op_attr(self.ctx, op, n).and_then(|a| self.ctx.attr_as_f64(a));
+        let (Some(lo), Some(hi)) = (float("calibrated_min"), float("calibrated_max")) else { return };
+        let ty = if name == QUANTIZE {
+            self.module.value_type(self.module.result(op, 0))
+        } else {
+            match self.module.op_attr(self.ctx, op, "type").map(|a| self.ctx.attr_data(a)) {
+                Some(AttrData::Type(t)) => *t,
+                _ => return,
+            }
+        };
+        let Some(q) = quant_element(self.ctx, ty) else { return };
+        let [p] = params(q)[..] else { return };
+        let (rlo, rhi) = (
+            (q.storage_min - p.zero_point) as f64 * p.scale,
+            (q.storage_max - p.zero_point) as f64 * p.scale,
+        );
+        let span = hi - lo;
+        let cut = (rlo - lo).max(0.0) + (hi - rhi).max(0.0);
+        if span > 0.0 && cut / span > threshold {
+            self.warn(
+                op,
+                format!(
+                    "the quantized type cuts off {:.0} % of the calibrated range [{lo}, {hi}]: it represents \
+                     [{rlo:.6}, {rhi:.6}]",
+                    100.0 * cut / span
+                ),
+                "use a range method that clips less (method=minmax keeps the whole range, a higher percentile \
+                 less of it), or accept it with a higher clip-threshold",
             );
         }
     }
