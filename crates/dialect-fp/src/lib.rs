@@ -17,6 +17,18 @@
 
 pub mod attrs;
 mod ops;
+
+/// The name of every `fp` op as a constant (`op_names::CONV2D`), one
+/// group per op family, so code outside the dialect never spells an op name.
+pub mod op_names {
+    pub use crate::ops::constant::names::*;
+    pub use crate::ops::conv::names::*;
+    pub use crate::ops::elementwise::names::*;
+    pub use crate::ops::linear::names::*;
+    pub use crate::ops::norm::names::*;
+    pub use crate::ops::pool::names::*;
+    pub use crate::ops::shape::names::*;
+}
 pub mod shape;
 
 /// Shape rules of the shape ops, shared with kernels that execute them.

@@ -23,6 +23,15 @@
 
 pub mod fixed_point;
 mod ops;
+
+/// The name of every `qnn` op as a constant (`op_names::CONV2D`), one
+/// group per op family, so code outside the dialect never spells an op name.
+pub mod op_names {
+    pub use crate::ops::compute::names::*;
+    pub use crate::ops::convert::names::*;
+    pub use crate::ops::observe::names::*;
+    pub use crate::ops::pool::names::*;
+}
 pub mod quant_params;
 
 pub use fixed_point::Rounding;

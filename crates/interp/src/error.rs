@@ -70,15 +70,16 @@ pub(crate) use bail;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use qopt_dialect_fp::op_names as fp_op;
 
     #[test]
     fn display() {
-        let e = InterpError::new("bad").at("fp.conv2d", Some("loc(\"conv1\")".into()));
+        let e = InterpError::new("bad").at(fp_op::CONV2D, Some("loc(\"conv1\")".into()));
         assert_eq!(e.to_string(), "error at loc(\"conv1\") ('fp.conv2d'): bad");
-        assert_eq!(InterpError::new("bad").at("fp.add", None).to_string(), "error in 'fp.add': bad");
+        assert_eq!(InterpError::new("bad").at(fp_op::ADD, None).to_string(), "error in 'fp.add': bad");
         assert_eq!(InterpError::new("bad").to_string(), "error: bad");
         // The innermost op wins.
-        let inner = InterpError::new("x").at("fp.add", None).at("func.call", None);
-        assert_eq!(inner.op.as_deref(), Some("fp.add"));
+        let inner = InterpError::new("x").at(fp_op::ADD, None).at("func.call", None);
+        assert_eq!(inner.op.as_deref(), Some(fp_op::ADD));
     }
 }

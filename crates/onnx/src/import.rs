@@ -26,6 +26,7 @@ use crate::attrs::NodeAttrs;
 use crate::error::ImportError;
 use crate::onnx::{decode_model, Dim, GraphProto, ModelProto, NodeProto, ValueInfo};
 use crate::tensor::{element_type, TensorData};
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::{
     type_to_string, Attribute, BlockId, Context, FxHashMap, Location, Module, OpId, OpName, OperationState,
     Type, ValueId, DYNAMIC,
@@ -264,7 +265,7 @@ impl<'c> Importer<'c> {
     fn constant_op(&mut self, data: &TensorData, elem: Type, loc: Location) -> Result<ValueId, String> {
         let value = data.dense_attr(self.ctx, elem)?;
         let attrs = self.ctx.dict_attr(&[("value", value)]);
-        self.append("fp.constant", &[], attrs, None, loc).map(|r| r[0])
+        self.append(fp_op::CONSTANT, &[], attrs, None, loc).map(|r| r[0])
     }
 
     /// Appends op `name`; result types are `types`, or inferred by the op when `None`.
@@ -495,7 +496,7 @@ impl<'i> NodeCx<'i, '_> {
         let dense = qopt_ir_core::DenseElements::from_f64(self.imp.ctx, ty, &[value])?;
         let value = self.imp.ctx.dense_attr(dense);
         let attrs = self.imp.ctx.dict_attr(&[("value", value)]);
-        self.emit("fp.constant", &[], attrs)
+        self.emit(fp_op::CONSTANT, &[], attrs)
     }
 
     /// Binds output `i` to `v`.

@@ -1,6 +1,7 @@
 //! Building and cleaning up `fp.constant`s, for the passes that fold
 //! arithmetic into new constants (`simplify-inference`, `fold-bn`).
 
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::{Attribute, Context, DenseElements, Module, Rewriter, Traits, Type, ValueId};
 
 /// The dense attribute of `ty` holding `values`, rounded to its element type.
@@ -12,7 +13,7 @@ pub(crate) fn dense(ctx: &mut Context, ty: Type, values: &[f64]) -> Result<Attri
 /// `fp.constant` holding `value`, at the rewriter's insertion point.
 pub(crate) fn create_constant(rewriter: &mut Rewriter<'_>, value: Attribute) -> Result<ValueId, String> {
     let attrs = rewriter.ctx.dict_attr(&[("value", value)]);
-    let op = rewriter.create_inferred("fp.constant", &[], attrs)?;
+    let op = rewriter.create_inferred(fp_op::CONSTANT, &[], attrs)?;
     Ok(rewriter.module.result(op, 0))
 }
 

@@ -30,6 +30,7 @@
 //! %y = fp.add(%2, %1) : (tensor<1x2x4x4xf32>, tensor<2x1x1xf32>) -> tensor<1x2x4x4xf32> loc("bn1")
 //! ```
 
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::{attrs, shape, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
@@ -74,7 +75,7 @@ impl Pass for SimplifyInference {
         module: &mut Module,
         _options: &PassOptions,
     ) -> Result<PassOutcome, PassError> {
-        let batch_norm = cx.ctx.op_name("fp.batch_norm");
+        let batch_norm = cx.ctx.op_name(fp_op::BATCH_NORM);
         let root = module.root();
         let candidates: Vec<OpId> =
             module.walk_preorder(root).filter(|&op| module.op_name(op) == batch_norm).collect();
@@ -202,9 +203,9 @@ fn build_affine(
     let s = create_constant(rewriter, s)?;
     let b = create_constant(rewriter, b)?;
     let none = rewriter.ctx.dict_attr(&[]);
-    let mul = rewriter.create_inferred("fp.mul", &[x, s], none)?;
+    let mul = rewriter.create_inferred(fp_op::MUL, &[x, s], none)?;
     let scaled = rewriter.module.result(mul, 0);
-    let add = rewriter.create_inferred("fp.add", &[scaled, b], none)?;
+    let add = rewriter.create_inferred(fp_op::ADD, &[scaled, b], none)?;
     Ok(rewriter.module.result(add, 0))
 }
 

@@ -29,6 +29,7 @@
 
 use crate::ops::conv::{check_conv, ConvContract, ConvParams};
 use qopt_dialect_fp::{attrs, FpDialect};
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
     Context, DenseElements, Diagnostic, Dialect, InsertPoint, Location, Module, OpId, OperationState, Pass,
@@ -95,7 +96,7 @@ impl Pass for AccelLower {
         if max_channels < 1 {
             return Err(format!("'{MAX_CHANNELS}' must be at least 1, got {max_channels}").into());
         }
-        let conv = cx.ctx.op_name("qnn.conv2d_relu");
+        let conv = cx.ctx.op_name(qnn_op::CONV2D_RELU);
         let candidates: Vec<OpId> =
             module.walk_preorder(module.root()).filter(|&op| module.op_name(op) == conv).collect();
         let (mut lowered, mut kept) = (0u64, 0u64);

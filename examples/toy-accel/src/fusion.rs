@@ -7,6 +7,7 @@
 //! routes agree on what the engine takes.
 
 use crate::accel_lower::{check_conv_attrs, on_device};
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::quant_params::quant_element;
 use qopt_ir_core::{Rewriter, ValueId};
 use qopt_passes::quant::{integer_bias, Activation, FuseSite, QuantPattern};
@@ -20,7 +21,7 @@ impl QuantPattern for AccelConvRelu {
     }
 
     fn root(&self) -> &'static str {
-        "fp.conv2d"
+        fp_op::CONV2D
     }
 
     fn rewrite(&self, rw: &mut Rewriter<'_>, site: &FuseSite) -> Result<Option<ValueId>, String> {

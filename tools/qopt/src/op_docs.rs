@@ -206,6 +206,7 @@ fn fused_activation_doc(def: &OpDef) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use qopt_dialect_fp::op_names as fp_op;
     use qopt_ir_core::Traits;
 
     #[test]
@@ -221,7 +222,7 @@ mod tests {
 
     #[test]
     fn anchors_match_github_slugs() {
-        assert_eq!(heading_anchor("fp.max_pool2d"), "fpmax_pool2d");
+        assert_eq!(heading_anchor(fp_op::MAX_POOL2D), "fpmax_pool2d");
         assert_eq!(heading_anchor("The Ops"), "the-ops");
     }
 

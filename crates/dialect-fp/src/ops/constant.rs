@@ -8,9 +8,15 @@ use qopt_ir_core::{
 };
 use smallvec::SmallVec;
 
+/// The names of this family's ops.
+pub mod names {
+    /// `fp.constant`.
+    pub const CONSTANT: &str = "fp.constant";
+}
+
 pub(crate) fn ops() -> Vec<OpDef> {
     vec![super::with_signature::<Constant>(
-        OpDef::new("fp.constant", "a tensor constant")
+        OpDef::new(names::CONSTANT, "a tensor constant")
             .description(
                 "Produces the dense constant in its `value` attribute; the result type is the \
                  constant's type. Folders materialize their constants as `fp.constant`. The element \
@@ -68,7 +74,7 @@ pub(crate) fn materialize(
         AttrData::Dense(d) if d.ty == ty => {}
         _ => return None,
     }
-    let name = rewriter.ctx.op_name("fp.constant");
+    let name = rewriter.ctx.op_name(names::CONSTANT);
     let attrs = rewriter.ctx.dict_attr(&[("value", value)]);
     let op = rewriter.create(OperationState::new(name).results(&[ty]).attrs(attrs).loc(loc));
     Some(rewriter.module.result(op, 0))

@@ -12,10 +12,18 @@ use qopt_ir_core::interfaces::QuantizableOp;
 use qopt_ir_core::{Arity, Attribute, Context, OpDef, Traits, Type, DYNAMIC};
 use smallvec::SmallVec;
 
+/// The names of this family's ops.
+pub mod names {
+    /// `fp.conv2d`.
+    pub const CONV2D: &str = "fp.conv2d";
+    /// `fp.conv1d`.
+    pub const CONV1D: &str = "fp.conv1d";
+}
+
 pub(crate) fn ops() -> Vec<OpDef> {
     vec![
         super::with_signature::<Conv<2>>(
-            OpDef::new("fp.conv2d", "2-D convolution (NCHW), ONNX Conv")
+            OpDef::new(names::CONV2D, "2-D convolution (NCHW), ONNX Conv")
                 .description(
                     "`fp.conv2d(x, w[, b])`: `x` is N×C×H×W, `w` is O×(C/groups)×kH×kW, the optional \
                      bias `b` is [O]; the result is N×O×H'×W' with \
@@ -32,7 +40,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .interface(QuantizableOp::weighted(0, 1, Some(2), 0)),
         ),
         super::with_signature::<Conv<1>>(
-            OpDef::new("fp.conv1d", "1-D convolution (NCL), ONNX Conv")
+            OpDef::new(names::CONV1D, "1-D convolution (NCL), ONNX Conv")
                 .description(
                     "`fp.conv1d(x, w[, b])`: `x` is N×C×L, `w` is O×(C/groups)×K, the optional bias `b` \
                      is [O]; the result is N×O×L' with \

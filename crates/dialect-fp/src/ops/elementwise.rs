@@ -21,6 +21,26 @@ use qopt_ir_core::{
 };
 use smallvec::SmallVec;
 
+/// The names of this family's ops.
+pub mod names {
+    /// `fp.clip`.
+    pub const CLIP: &str = "fp.clip";
+    /// `fp.add`.
+    pub const ADD: &str = "fp.add";
+    /// `fp.sub`.
+    pub const SUB: &str = "fp.sub";
+    /// `fp.mul`.
+    pub const MUL: &str = "fp.mul";
+    /// `fp.div`.
+    pub const DIV: &str = "fp.div";
+    /// `fp.relu`.
+    pub const RELU: &str = "fp.relu";
+    /// `fp.sigmoid`.
+    pub const SIGMOID: &str = "fp.sigmoid";
+    /// `fp.tanh`.
+    pub const TANH: &str = "fp.tanh";
+}
+
 pub(crate) fn ops() -> Vec<OpDef> {
     let binary = |name: &'static str, summary: &'static str, description: &'static str, fold: FoldFn| {
         super::with_signature::<Binary>(
@@ -45,7 +65,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
     };
     vec![
         binary(
-            "fp.add",
+            names::ADD,
             "elementwise addition with broadcasting",
             "`fp.add(a, b)`: `a + b` element by element; the shapes broadcast with numpy rules and \
              the result has the broadcast shape. Commutative. Folds `x + 0` and `0 + x` to `x` and \
@@ -55,14 +75,14 @@ pub(crate) fn ops() -> Vec<OpDef> {
         )
         .traits(Traits::COMMUTATIVE),
         binary(
-            "fp.sub",
+            names::SUB,
             "elementwise subtraction with broadcasting",
             "`fp.sub(a, b)`: `a - b` element by element with numpy broadcasting. Folds `x - 0` to `x`.\n\n\
              ```\n%y = fp.sub(%a, %b) : (tensor<4x3xf32>, tensor<3xf32>) -> tensor<4x3xf32>\n```",
             fold_sub,
         ),
         binary(
-            "fp.mul",
+            names::MUL,
             "elementwise multiplication with broadcasting",
             "`fp.mul(a, b)`: `a · b` element by element with numpy broadcasting. Commutative. Folds \
              `x · 1` and `1 · x` to `x`.\n\n\
@@ -71,7 +91,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
         )
         .traits(Traits::COMMUTATIVE),
         binary(
-            "fp.div",
+            names::DIV,
             "elementwise division with broadcasting",
             "`fp.div(a, b)`: `a / b` element by element (IEEE division) with numpy broadcasting. Folds \
              `x / 1` to `x`.\n\n\
@@ -79,7 +99,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             fold_div,
         ),
         unary(
-            "fp.relu",
+            names::RELU,
             "rectified linear unit: max(x, 0)",
             "`fp.relu(x)`: `max(x, 0)` element by element (NaN stays NaN). Quant-agnostic: on a quantized \
              tensor it clamps stored values below the zero point to the zero point, so the result keeps the \
@@ -90,7 +110,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
         .interface(FusedActivation)
         .folder(fold_relu),
         unary(
-            "fp.sigmoid",
+            names::SIGMOID,
             "logistic sigmoid: 1 / (1 + exp(-x))",
             "`fp.sigmoid(x)`: `1 / (1 + exp(-x))` element by element.\n\n\
              ```\n%y = fp.sigmoid(%x) : (tensor<8x10xf32>) -> tensor<8x10xf32>\n```",
@@ -98,7 +118,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
         )
         .folder(fold_sigmoid),
         unary(
-            "fp.tanh",
+            names::TANH,
             "hyperbolic tangent",
             "`fp.tanh(x)`: `tanh(x)` element by element.\n\n\
              ```\n%y = fp.tanh(%x) : (tensor<8x10xf32>) -> tensor<8x10xf32>\n```",
@@ -106,7 +126,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
         )
         .folder(fold_tanh),
         super::with_signature::<Clip>(
-            OpDef::new("fp.clip", "clamps values into [min, max]")
+            OpDef::new(names::CLIP, "clamps values into [min, max]")
                 .description(
                     "`fp.clip(x) {min, max}`: `min(max(x, min), max)` element by element. Both bounds \
                      are optional float attributes (missing = unbounded on that side); `min ≤ max`. \
@@ -413,7 +433,7 @@ impl RewritePattern for ReluRelu {
         "relu-relu"
     }
     fn root(&self) -> Option<&str> {
-        Some("fp.relu")
+        Some(names::RELU)
     }
     fn match_and_rewrite(&self, op: OpId, rewriter: &mut Rewriter<'_>) -> bool {
         let m = &*rewriter.module;
@@ -422,7 +442,7 @@ impl RewritePattern for ReluRelu {
         }
         let inner_value = m.operand(op, 0);
         let inner = m.defining_op(inner_value);
-        if inner.is_none() || rewriter.ctx.op_name_str(m.op_name(inner)) != "fp.relu" {
+        if inner.is_none() || rewriter.ctx.op_name_str(m.op_name(inner)) != names::RELU {
             return false;
         }
         if m.value_type(inner_value) != m.value_type(m.result(op, 0)) {

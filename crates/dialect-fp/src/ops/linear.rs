@@ -8,10 +8,20 @@ use qopt_ir_core::interfaces::QuantizableOp;
 use qopt_ir_core::{Arity, Attribute, Context, OpDef, Traits, Type};
 use smallvec::SmallVec;
 
+/// The names of this family's ops.
+pub mod names {
+    /// `fp.dense`.
+    pub const DENSE: &str = "fp.dense";
+    /// `fp.matmul`.
+    pub const MATMUL: &str = "fp.matmul";
+    /// `fp.batch_matmul`.
+    pub const BATCH_MATMUL: &str = "fp.batch_matmul";
+}
+
 pub(crate) fn ops() -> Vec<OpDef> {
     vec![
         super::with_signature::<Dense>(
-            OpDef::new("fp.dense", "fully connected layer: x·Wᵀ + b")
+            OpDef::new(names::DENSE, "fully connected layer: x·Wᵀ + b")
                 .description(
                     "`fp.dense(x, w[, b])`: `x` is …×K (rank ≥ 1), `w` is N×K (one row per output \
                      feature), the optional bias `b` is [N]; the result is …×N, `y = x·Wᵀ + b` over the \
@@ -24,7 +34,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .interface(QuantizableOp::weighted(0, 1, Some(2), 0).with_channel_axis(Some(-1))),
         ),
         super::with_signature::<MatMul>(
-            OpDef::new("fp.matmul", "matrix product with broadcast batch dimensions (numpy matmul)")
+            OpDef::new(names::MATMUL, "matrix product with broadcast batch dimensions (numpy matmul)")
                 .description(
                     "`fp.matmul(a, b)`: `a` is …×M×K and `b` is …×K×N, both of rank ≥ 2; the leading \
                      (batch) dimensions broadcast with numpy rules; the result is broadcast(…)×M×N. \
@@ -36,7 +46,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .interface(QuantizableOp::activations(&[0, 1])),
         ),
         super::with_signature::<BatchMatMul>(
-            OpDef::new("fp.batch_matmul", "batched matrix product B×M×K · B×K×N")
+            OpDef::new(names::BATCH_MATMUL, "batched matrix product B×M×K · B×K×N")
                 .description(
                     "`fp.batch_matmul(a, b)`: `a` is B×M×K, `b` is B×K×N, the result B×M×N. The batch \
                      sizes must be equal (no broadcasting; use `fp.matmul` for that).\n\n\

@@ -15,11 +15,11 @@ use qopt_ir_core::{type_to_string, Attribute, Context, OpDef, RewritePattern, Ty
 use smallvec::SmallVec;
 
 pub(crate) mod constant;
-mod conv;
-mod elementwise;
-mod linear;
+pub(crate) mod conv;
+pub(crate) mod elementwise;
+pub(crate) mod linear;
 pub(crate) mod norm;
-mod pool;
+pub(crate) mod pool;
 pub(crate) mod shape;
 
 /// Every op of the dialect.

@@ -7,6 +7,16 @@ use crate::attrs;
 use crate::shape::{dims_compatible, normalize_axis};
 use qopt_ir_core::{Arity, Attribute, Context, OpDef, Traits, Type};
 
+/// The names of this family's ops.
+pub mod names {
+    /// `fp.batch_norm`.
+    pub const BATCH_NORM: &str = "fp.batch_norm";
+    /// `fp.bias_add`.
+    pub const BIAS_ADD: &str = "fp.bias_add";
+    /// `fp.softmax`.
+    pub const SOFTMAX: &str = "fp.softmax";
+}
+
 /// `fp.batch_norm`'s `epsilon` when the attribute is absent (ONNX's default).
 pub const BATCH_NORM_EPSILON: f64 = 1e-5;
 
@@ -16,7 +26,7 @@ pub const BATCH_NORM_PARAMETERS: [&str; 4] = ["scale", "bias", "mean", "var"];
 pub(crate) fn ops() -> Vec<OpDef> {
     vec![
         super::with_signature::<BatchNorm>(
-            OpDef::new("fp.batch_norm", "batch normalization, inference mode")
+            OpDef::new(names::BATCH_NORM, "batch normalization, inference mode")
                 .description(
                     "`fp.batch_norm(x, scale, bias, mean, var)`: `x` is N×C×… (rank ≥ 2), the four \
                      parameters are [C]; per channel c, \
@@ -30,7 +40,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .traits(Traits::PURE),
         ),
         super::with_signature::<BiasAdd>(
-            OpDef::new("fp.bias_add", "adds a vector along one axis")
+            OpDef::new(names::BIAS_ADD, "adds a vector along one axis")
                 .description(
                     "`fp.bias_add(x, b)`: `b` is [x.shape[axis]] and is added to every slice of `x` along \
                      `axis` (default 1, the channel axis of NCHW; negative counts from the back). The \
@@ -41,7 +51,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .traits(Traits::PURE),
         ),
         super::with_signature::<Softmax>(
-            OpDef::new("fp.softmax", "softmax along one axis")
+            OpDef::new(names::SOFTMAX, "softmax along one axis")
                 .description(
                     "`fp.softmax(x)`: `y = exp(x - max) / sum(exp(x - max))` along `axis` (default -1; \
                      in [-rank, rank)), ONNX opset 13 semantics. The result type is the type of `x`.\n\n\

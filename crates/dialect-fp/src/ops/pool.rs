@@ -15,10 +15,22 @@ use qopt_ir_core::interfaces::QuantizableOp;
 use qopt_ir_core::{Arity, Attribute, Context, OpDef, Traits, Type};
 use smallvec::SmallVec;
 
+/// The names of this family's ops.
+pub mod names {
+    /// `fp.max_pool2d`.
+    pub const MAX_POOL2D: &str = "fp.max_pool2d";
+    /// `fp.max_pool1d`.
+    pub const MAX_POOL1D: &str = "fp.max_pool1d";
+    /// `fp.avg_pool2d`.
+    pub const AVG_POOL2D: &str = "fp.avg_pool2d";
+    /// `fp.global_avg_pool2d`.
+    pub const GLOBAL_AVG_POOL2D: &str = "fp.global_avg_pool2d";
+}
+
 pub(crate) fn ops() -> Vec<OpDef> {
     vec![
         super::with_signature::<Pool<2, true>>(
-            OpDef::new("fp.max_pool2d", "2-D max pooling (NCHW)")
+            OpDef::new(names::MAX_POOL2D, "2-D max pooling (NCHW)")
                 .description(
                     "`fp.max_pool2d(x)`: the maximum of each window; `x` is N×C×H×W. Attributes: \
                      `kernel = [kh, kw]` (required), `stride` (default ones, as in ONNX), \
@@ -32,7 +44,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .traits(Traits::PURE | Traits::QUANT_AGNOSTIC),
         ),
         super::with_signature::<Pool<1, true>>(
-            OpDef::new("fp.max_pool1d", "1-D max pooling (NCL)")
+            OpDef::new(names::MAX_POOL1D, "1-D max pooling (NCL)")
                 .description(
                     "`fp.max_pool1d(x)`: like `fp.max_pool2d` over N×C×L with `kernel = [k]`, \
                      `stride = [s]`, `pad = [begin, end]`, `dilation = [d]`, `ceil_mode`.\n\n\
@@ -42,7 +54,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .traits(Traits::PURE | Traits::QUANT_AGNOSTIC),
         ),
         super::with_signature::<Pool<2, false>>(
-            OpDef::new("fp.avg_pool2d", "2-D average pooling (NCHW)")
+            OpDef::new(names::AVG_POOL2D, "2-D average pooling (NCHW)")
                 .description(
                     "`fp.avg_pool2d(x)`: the mean of each window; `x` is N×C×H×W. Attributes: \
                      `kernel = [kh, kw]` (required), `stride` (default ones, as in ONNX), \
@@ -57,7 +69,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .interface(QuantizableOp::activations(&[0])),
         ),
         super::with_signature::<GlobalAvgPool>(
-            OpDef::new("fp.global_avg_pool2d", "mean over H and W (NCHW)")
+            OpDef::new(names::GLOBAL_AVG_POOL2D, "mean over H and W (NCHW)")
                 .description(
                     "`fp.global_avg_pool2d(x)`: the mean of each N×C plane; `x` is N×C×H×W and the \
                      result N×C×1×1.\n\n\

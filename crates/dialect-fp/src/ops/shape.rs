@@ -14,11 +14,29 @@ use qopt_ir_core::{
 };
 use smallvec::SmallVec;
 
+/// The names of this family's ops.
+pub mod names {
+    /// `fp.reshape`.
+    pub const RESHAPE: &str = "fp.reshape";
+    /// `fp.flatten`.
+    pub const FLATTEN: &str = "fp.flatten";
+    /// `fp.transpose`.
+    pub const TRANSPOSE: &str = "fp.transpose";
+    /// `fp.concat`.
+    pub const CONCAT: &str = "fp.concat";
+    /// `fp.split`.
+    pub const SPLIT: &str = "fp.split";
+    /// `fp.pad`.
+    pub const PAD: &str = "fp.pad";
+    /// `fp.strided_slice`.
+    pub const STRIDED_SLICE: &str = "fp.strided_slice";
+}
+
 pub(crate) fn ops() -> Vec<OpDef> {
     let traits = Traits::PURE | Traits::QUANT_AGNOSTIC;
     vec![
         super::with_signature::<Reshape>(
-            OpDef::new("fp.reshape", "reshapes to a static target shape (ONNX Reshape)")
+            OpDef::new(names::RESHAPE, "reshapes to a static target shape (ONNX Reshape)")
                 .description(
                     "`fp.reshape(x) {shape = [...]}`: the same elements in row-major order under a new \
                      shape. In `shape`, one entry may be `-1` (inferred from the element count) and `0` \
@@ -32,7 +50,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .folder(fold_to_operand_if_same_type),
         ),
         super::with_signature::<Flatten>(
-            OpDef::new("fp.flatten", "flattens to 2-D around an axis (ONNX Flatten)")
+            OpDef::new(names::FLATTEN, "flattens to 2-D around an axis (ONNX Flatten)")
                 .description(
                     "`fp.flatten(x) {axis = 1}`: the result is 2-D, (d0·…·d(axis-1)) × (d(axis)·…·d(n-1)); \
                      `axis` is in [-rank, rank] (default 1; negative counts from the back).\n\n\
@@ -43,7 +61,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .folder(fold_to_operand_if_same_type),
         ),
         super::with_signature::<Transpose>(
-            OpDef::new("fp.transpose", "permutes dimensions (ONNX Transpose)")
+            OpDef::new(names::TRANSPOSE, "permutes dimensions (ONNX Transpose)")
                 .description(
                     "`fp.transpose(x) {perm = [...]}`: result dimension i is input dimension `perm[i]`; \
                      `perm` is a permutation of 0..rank (default: reversed). The identity permutation \
@@ -55,7 +73,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .folder(fold_transpose),
         ),
         super::with_signature::<Concat>(
-            OpDef::new("fp.concat", "joins tensors along an axis (ONNX Concat)")
+            OpDef::new(names::CONCAT, "joins tensors along an axis (ONNX Concat)")
                 .description(
                     "`fp.concat(x0, x1, ...) {axis}`: one or more operands of one rank and one element \
                      type (a quantized type must be the same for all), equal in every dimension but \
@@ -69,7 +87,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .folder(fold_to_operand_if_same_type),
         ),
         super::with_signature::<Split>(
-            OpDef::new("fp.split", "cuts a tensor into parts along an axis (ONNX Split)")
+            OpDef::new(names::SPLIT, "cuts a tensor into parts along an axis (ONNX Split)")
                 .description(
                     "`fp.split(x) {axis, sizes = [...]}`: one result per entry of `sizes` (non-negative, \
                      summing to the size of `axis` when it is known); `axis` defaults to 0.\n\n\
@@ -82,7 +100,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .folder(fold_to_operand_if_same_type),
         ),
         super::with_signature::<Pad>(
-            OpDef::new("fp.pad", "pads a tensor (ONNX Pad)")
+            OpDef::new(names::PAD, "pads a tensor (ONNX Pad)")
                 .description(
                     "`fp.pad(x) {pads = [b0, b1, ..., e0, e1, ...], mode, value}`: adds `b_i` elements \
                      before and `e_i` after dimension i (`pads` has 2·rank non-negative entries, ONNX \
@@ -98,7 +116,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .folder(fold_pad),
         ),
         super::with_signature::<StridedSlice>(
-            OpDef::new("fp.strided_slice", "takes a strided slice (ONNX Slice)")
+            OpDef::new(names::STRIDED_SLICE, "takes a strided slice (ONNX Slice)")
                 .description(
                     "`fp.strided_slice(x) {begin, end, strides, axes}`: for each listed axis, elements \
                      `begin, begin + stride, ...` up to but excluding `end`. ONNX `Slice` semantics: \
@@ -229,7 +247,7 @@ impl RewritePattern for ReshapeReshape {
         "reshape-reshape"
     }
     fn root(&self) -> Option<&str> {
-        Some("fp.reshape")
+        Some(names::RESHAPE)
     }
     fn match_and_rewrite(&self, op: OpId, rewriter: &mut Rewriter<'_>) -> bool {
         let m = &*rewriter.module;
@@ -238,7 +256,7 @@ impl RewritePattern for ReshapeReshape {
         }
         let inner = m.defining_op(m.operand(op, 0));
         if inner.is_none()
-            || rewriter.ctx.op_name_str(m.op_name(inner)) != "fp.reshape"
+            || rewriter.ctx.op_name_str(m.op_name(inner)) != names::RESHAPE
             || m.num_operands(inner) != 1
         {
             return false;

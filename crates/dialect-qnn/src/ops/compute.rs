@@ -20,9 +20,27 @@ use qopt_ir_core::{
 };
 use smallvec::{smallvec, SmallVec};
 
+/// The names of this family's ops.
+pub mod names {
+    /// `qnn.conv2d`.
+    pub const CONV2D: &str = "qnn.conv2d";
+    /// `qnn.conv2d_relu`.
+    pub const CONV2D_RELU: &str = "qnn.conv2d_relu";
+    /// `qnn.dense`.
+    pub const DENSE: &str = "qnn.dense";
+    /// `qnn.dense_relu`.
+    pub const DENSE_RELU: &str = "qnn.dense_relu";
+    /// `qnn.add`.
+    pub const ADD: &str = "qnn.add";
+    /// `qnn.mul`.
+    pub const MUL: &str = "qnn.mul";
+    /// `qnn.concat`.
+    pub const CONCAT: &str = "qnn.concat";
+}
+
 pub(crate) fn ops() -> Vec<OpDef> {
     vec![
-        OpDef::new("qnn.conv2d", "quantized 2-D convolution (NCHW) with i32 accumulation and requantization")
+        OpDef::new(names::CONV2D, "quantized 2-D convolution (NCHW) with i32 accumulation and requantization")
             .description(concat!(
                 "`qnn.conv2d(x, w[, b])`: shapes, attributes and defaults of `fp.conv2d` (`stride`, \
                  `pad = [top, left, bottom, right]`, `dilation`, `groups`). `x` (N×C×H×W) is quantized per \
@@ -40,7 +58,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .traits(Traits::PURE)
             .verifier(verify_conv2d)
             .interface(QuantizableOp::weighted(0, 1, Some(2), 0)),
-        OpDef::new("qnn.conv2d_relu", "qnn.conv2d followed by relu, fused (QuantConvReLU)")
+        OpDef::new(names::CONV2D_RELU, "qnn.conv2d followed by relu, fused (QuantConvReLU)")
             .description(concat!(
                 "`qnn.conv2d_relu(x, w[, b])` is `qnn.conv2d` whose requantized output is clamped at the \
                  output zero point (real 0) before saturating: `clamp(max(y, zp_out), storage_min, storage_max)` \
@@ -56,7 +74,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .traits(Traits::PURE)
             .verifier(verify_conv2d)
             .interface(QuantizableOp::weighted(0, 1, Some(2), 0)),
-        OpDef::new("qnn.dense", "quantized fully connected layer x·Wᵀ + b with i32 accumulation")
+        OpDef::new(names::DENSE, "quantized fully connected layer x·Wᵀ + b with i32 accumulation")
             .description(concat!(
                 "`qnn.dense(x, w[, b])`: shapes of `fp.dense`: `x` is …×K quantized per tensor, `w` is N×K \
                  quantized per tensor or per axis 0, the optional bias `b` is a `tensor<Nxi32>` in units of \
@@ -71,7 +89,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .traits(Traits::PURE)
             .verifier(verify_dense)
             .interface(QuantizableOp::weighted(0, 1, Some(2), 0).with_channel_axis(Some(-1))),
-        OpDef::new("qnn.dense_relu", "qnn.dense followed by relu, fused")
+        OpDef::new(names::DENSE_RELU, "qnn.dense followed by relu, fused")
             .description(concat!(
                 "`qnn.dense_relu(x, w[, b])` is `qnn.dense` with the output clamped at the output zero point \
                  before saturating (`docs/quant-semantics.md` §6). Same operands and checks as `qnn.dense`; \
@@ -86,7 +104,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .traits(Traits::PURE)
             .verifier(verify_dense)
             .interface(QuantizableOp::weighted(0, 1, Some(2), 0).with_channel_axis(Some(-1))),
-        OpDef::new("qnn.add", "quantized addition with broadcasting, rounded once")
+        OpDef::new(names::ADD, "quantized addition with broadcasting, rounded once")
             .description(concat!(
                 "`qnn.add(a, b)`: both operands and the written result are quantized per tensor, with any \
                  parameters; shapes broadcast as `fp.add` (numpy). Each operand is rescaled to the output \
@@ -101,7 +119,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .traits(Traits::PURE | Traits::ELEMENTWISE | Traits::COMMUTATIVE)
             .verifier(verify_binary)
             .interface(QuantizableOp::activations(&[0, 1])),
-        OpDef::new("qnn.mul", "quantized multiplication with broadcasting")
+        OpDef::new(names::MUL, "quantized multiplication with broadcasting")
             .description(concat!(
                 "`qnn.mul(a, b)`: operands and the written result quantized per tensor, any parameters; \
                  numpy broadcasting. The exact product `(a − zp_a)(b − zp_b)` is requantized with \
@@ -114,7 +132,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .traits(Traits::PURE | Traits::ELEMENTWISE | Traits::COMMUTATIVE)
             .verifier(verify_binary)
             .interface(QuantizableOp::activations(&[0, 1])),
-        OpDef::new("qnn.concat", "concatenation of quantized tensors, each requantized to the output")
+        OpDef::new(names::CONCAT, "concatenation of quantized tensors, each requantized to the output")
             .description(concat!(
                 "`qnn.concat(x0, x1, ...) {axis}`: one or more tensors quantized per tensor with any \
                  parameters, of one rank, equal in every dimension but `axis` (required; negative counts from \

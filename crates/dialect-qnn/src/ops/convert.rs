@@ -16,9 +16,25 @@ use qopt_ir_core::{
 };
 use smallvec::{smallvec, SmallVec};
 
+/// The names of this family's ops.
+pub mod names {
+    /// `qnn.quantize`.
+    pub const QUANTIZE: &str = "qnn.quantize";
+    /// `qnn.dequantize`.
+    pub const DEQUANTIZE: &str = "qnn.dequantize";
+    /// `qnn.requantize`.
+    pub const REQUANTIZE: &str = "qnn.requantize";
+    /// `qnn.fake_quant`.
+    pub const FAKE_QUANT: &str = "qnn.fake_quant";
+    /// `qnn.cast_hint`.
+    pub const CAST_HINT: &str = "qnn.cast_hint";
+    /// `qnn.stop_fusion`.
+    pub const STOP_FUSION: &str = "qnn.stop_fusion";
+}
+
 pub(crate) fn ops() -> Vec<OpDef> {
     vec![
-        OpDef::new("qnn.quantize", "float to quantized: divide by the scale, round half to even, add the zero point, saturate")
+        OpDef::new(names::QUANTIZE, "float to quantized: divide by the scale, round half to even, add the zero point, saturate")
             .description(
                 "`qnn.quantize(x)` maps a float tensor (f32, f16 or bf16) to a quantized tensor of the same \
                  shape: `q = clamp(rne(x ⊘ f32(scale)) + zero_point, storage_min, storage_max)` with an f32 \
@@ -34,7 +50,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .traits(Traits::PURE | Traits::ELEMENTWISE)
             .verifier(verify_quantize)
             .folder(fold_quantize),
-        OpDef::new("qnn.dequantize", "quantized to float: (q − zero_point) × scale in f32")
+        OpDef::new(names::DEQUANTIZE, "quantized to float: (q − zero_point) × scale in f32")
             .description(
                 "`qnn.dequantize(q)` maps a quantized tensor to a float tensor of its expressed type and the \
                  same shape: `x = f32(q − zero_point) ⊗ f32(scale)`, rounded to f16/bf16 afterwards for those \
@@ -44,7 +60,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::Exact(1))
             .traits(Traits::PURE | Traits::ELEMENTWISE)
             .infer(infer_dequantize),
-        OpDef::new("qnn.requantize", "quantized to quantized with other parameters, in integers only")
+        OpDef::new(names::REQUANTIZE, "quantized to quantized with other parameters, in integers only")
             .description(concat!(
                 "`qnn.requantize(q)` changes quantization parameters with a fixed-point multiplier per input \
                  parameter entry: `clamp(R((q − zp_in) × m, 31 + n) + zp_out, storage_min, storage_max)` with \
@@ -60,7 +76,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .traits(Traits::PURE | Traits::ELEMENTWISE)
             .verifier(verify_requantize)
             .folder(fold_requantize),
-        OpDef::new("qnn.fake_quant", "float to float through a quantized type: dequantize(quantize(x))")
+        OpDef::new(names::FAKE_QUANT, "float to float through a quantized type: dequantize(quantize(x))")
             .description(
                 "`qnn.fake_quant(x) {type = Q}` simulates quantization in float: element by element, \
                  `dequantize_Q(quantize_Q(x))` in f32 (`docs/quant-semantics.md` §3.4). `type` is a type \
@@ -74,7 +90,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::Exact(1))
             .traits(Traits::PURE | Traits::ELEMENTWISE | Traits::SAME_OPERANDS_AND_RESULT_TYPE)
             .infer(infer_fake_quant),
-        OpDef::new("qnn.cast_hint", "identity that marks the quantized kind a value should get")
+        OpDef::new(names::CAST_HINT, "identity that marks the quantized kind a value should get")
             .description(
                 "`qnn.cast_hint(x) {kind = \"...\"}` is the identity (TVM's `annotation.cast_hint`): \
                  partitioning and quantization passes read `kind` (a non-empty string such as \
@@ -88,7 +104,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             )
             .verifier(verify_cast_hint)
             .infer(infer_identity),
-        OpDef::new("qnn.stop_fusion", "identity that fusion passes do not fuse across")
+        OpDef::new(names::STOP_FUSION, "identity that fusion passes do not fuse across")
             .description(
                 "`qnn.stop_fusion(x)` is the identity (TVM's `annotation.stop_fusion`): the `fuse` pass and \
                  backends never merge the producer and the consumers of this value into one kernel. Any tensor \
@@ -244,7 +260,7 @@ fn fold_quantize(
         return None;
     }
     let producer = module.defining_op(module.operand(op, 0));
-    if producer.is_none() || ctx.op_name_str(module.op_name(producer)) != "qnn.dequantize" {
+    if producer.is_none() || ctx.op_name_str(module.op_name(producer)) != names::DEQUANTIZE {
         return None;
     }
     if module.num_operands(producer) != 1 {

@@ -13,13 +13,19 @@ use qopt_ir_core::{
 };
 use qopt_ir_core::{Arity, DenseElements};
 
+/// The names of this family's ops.
+pub mod names {
+    /// `qnn.observe`.
+    pub const OBSERVE: &str = "qnn.observe";
+}
+
 /// The observer kinds qopt's calibration passes provide, default first. The
 /// `observer` attribute may also name one a downstream crate registers, so the
 /// verifier checks only that it is a name; `calibrate` rejects unknown ones.
 pub const BUILTIN_OBSERVERS: [&str; 3] = ["minmax", "moving-average", "histogram"];
 
 pub(crate) fn ops() -> Vec<OpDef> {
-    vec![OpDef::new("qnn.observe", "identity that records statistics of the values passing through")
+    vec![OpDef::new(names::OBSERVE, "identity that records statistics of the values passing through")
         .description(
             "`qnn.observe(x)` returns `x` unchanged. Its attributes configure and hold calibration \
              statistics (`docs/quant-semantics.md` §8); they never change values. All are optional:\n\n\

@@ -8,9 +8,17 @@ use qopt_dialect_fp::shape::pool_out;
 use qopt_ir_core::interfaces::QuantizableOp;
 use qopt_ir_core::{Arity, OpDef, OpView, Traits};
 
+/// The names of this family's ops.
+pub mod names {
+    /// `qnn.avg_pool2d`.
+    pub const AVG_POOL2D: &str = "qnn.avg_pool2d";
+    /// `qnn.global_avg_pool2d`.
+    pub const GLOBAL_AVG_POOL2D: &str = "qnn.global_avg_pool2d";
+}
+
 pub(crate) fn ops() -> Vec<OpDef> {
     vec![
-        OpDef::new("qnn.avg_pool2d", "quantized 2-D average pooling (NCHW), one requantization per window")
+        OpDef::new(names::AVG_POOL2D, "quantized 2-D average pooling (NCHW), one requantization per window")
             .description(concat!(
                 "`qnn.avg_pool2d(x)`: the windows, attributes and divisors of `fp.avg_pool2d` (`kernel`, \
                  `stride`, `pad`, `ceil_mode`, `count_include_pad`) over a per-tensor quantized N×C×H×W \
@@ -25,7 +33,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .traits(Traits::PURE)
             .verifier(verify_avg_pool)
             .interface(QuantizableOp::activations(&[0])),
-        OpDef::new("qnn.global_avg_pool2d", "quantized mean over H and W (NCHW)")
+        OpDef::new(names::GLOBAL_AVG_POOL2D, "quantized mean over H and W (NCHW)")
             .description(concat!(
                 "`qnn.global_avg_pool2d(x)`: `qnn.avg_pool2d` with one window per N×C plane and divisor \
                  H×W; the result is N×C×1×1 with a written per-tensor quantized type \

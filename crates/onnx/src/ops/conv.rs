@@ -4,6 +4,7 @@
 
 use super::{spatial_ints, window_pads, AttrList};
 use crate::import::NodeCx;
+use qopt_dialect_fp::op_names as fp_op;
 
 pub(super) fn conv(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let attrs = cx.attrs();
@@ -43,7 +44,7 @@ pub(super) fn conv(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let dict = list.dict(ctx);
     let mut operands = vec![x, w];
     operands.extend(bias);
-    let op = if n == 2 { "fp.conv2d" } else { "fp.conv1d" };
+    let op = if n == 2 { fp_op::CONV2D } else { fp_op::CONV1D };
     let y = cx.emit(op, &operands, dict)?;
     cx.set_output(0, y)
 }

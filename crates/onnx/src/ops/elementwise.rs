@@ -8,6 +8,7 @@
 
 use super::AttrList;
 use crate::import::NodeCx;
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::{Attribute, Context, Type, TypeData};
 
 fn binary(cx: &mut NodeCx<'_, '_>, op: &str) -> Result<(), String> {
@@ -24,31 +25,31 @@ fn unary(cx: &mut NodeCx<'_, '_>, op: &str) -> Result<(), String> {
 }
 
 pub(super) fn add(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
-    binary(cx, "fp.add")
+    binary(cx, fp_op::ADD)
 }
 
 pub(super) fn sub(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
-    binary(cx, "fp.sub")
+    binary(cx, fp_op::SUB)
 }
 
 pub(super) fn mul(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
-    binary(cx, "fp.mul")
+    binary(cx, fp_op::MUL)
 }
 
 pub(super) fn div(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
-    binary(cx, "fp.div")
+    binary(cx, fp_op::DIV)
 }
 
 pub(super) fn relu(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
-    unary(cx, "fp.relu")
+    unary(cx, fp_op::RELU)
 }
 
 pub(super) fn sigmoid(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
-    unary(cx, "fp.sigmoid")
+    unary(cx, fp_op::SIGMOID)
 }
 
 pub(super) fn tanh(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
-    unary(cx, "fp.tanh")
+    unary(cx, fp_op::TANH)
 }
 
 /// A float attribute of the element type `elem` (f32 if `elem` is not a float).
@@ -82,7 +83,7 @@ pub(super) fn clip(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
         }
     }
     let dict = list.dict(ctx);
-    let y = cx.emit("fp.clip", &[x], dict)?;
+    let y = cx.emit(fp_op::CLIP, &[x], dict)?;
     cx.set_output(0, y)
 }
 
@@ -91,12 +92,12 @@ pub(super) fn leaky_relu(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let x = cx.input(0)?;
     let elem = cx.element(x);
     let none = Attribute::EMPTY_DICT;
-    let positive = cx.emit("fp.relu", &[x], none)?;
+    let positive = cx.emit(fp_op::RELU, &[x], none)?;
     let minus_one = cx.scalar(-1.0, elem)?;
-    let negated = cx.emit("fp.mul", &[x, minus_one], none)?;
-    let negative = cx.emit("fp.relu", &[negated], none)?;
+    let negated = cx.emit(fp_op::MUL, &[x, minus_one], none)?;
+    let negative = cx.emit(fp_op::RELU, &[negated], none)?;
     let alpha = cx.scalar(alpha, elem)?;
-    let scaled = cx.emit("fp.mul", &[negative, alpha], none)?;
-    let y = cx.emit("fp.sub", &[positive, scaled], none)?;
+    let scaled = cx.emit(fp_op::MUL, &[negative, alpha], none)?;
+    let y = cx.emit(fp_op::SUB, &[positive, scaled], none)?;
     cx.set_output(0, y)
 }

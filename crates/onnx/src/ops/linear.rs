@@ -14,13 +14,14 @@
 
 use super::shape::reshape_to;
 use crate::import::NodeCx;
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::{Attribute, ValueId};
 
 fn transpose_2d(cx: &mut NodeCx<'_, '_>, v: ValueId) -> Result<ValueId, String> {
     let ctx = cx.ctx();
     let perm = ctx.i64_array_attr(&[1, 0]);
     let dict = ctx.dict_attr(&[("perm", perm)]);
-    cx.emit("fp.transpose", &[v], dict)
+    cx.emit(fp_op::TRANSPOSE, &[v], dict)
 }
 
 /// `v · factor` unless `factor` is 1.
@@ -30,7 +31,7 @@ fn scale(cx: &mut NodeCx<'_, '_>, v: ValueId, factor: f32) -> Result<ValueId, St
     }
     let elem = cx.element(v);
     let s = cx.scalar(f64::from(factor), elem)?;
-    cx.emit("fp.mul", &[v, s], Attribute::EMPTY_DICT)
+    cx.emit(fp_op::MUL, &[v, s], Attribute::EMPTY_DICT)
 }
 
 pub(super) fn gemm(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
@@ -62,23 +63,23 @@ pub(super) fn gemm(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
         let bias = if has_c && beta == 1.0 { dense_bias(cx, n)? } else { None };
         let mut operands = vec![a, w];
         operands.extend(bias);
-        let mut y = cx.emit("fp.dense", &operands, Attribute::EMPTY_DICT)?;
+        let mut y = cx.emit(fp_op::DENSE, &operands, Attribute::EMPTY_DICT)?;
         if has_c && bias.is_none() {
             let c = cx.input(2)?;
             let c = scale(cx, c, beta)?;
-            y = cx.emit("fp.add", &[y, c], Attribute::EMPTY_DICT)?;
+            y = cx.emit(fp_op::ADD, &[y, c], Attribute::EMPTY_DICT)?;
         }
         return cx.set_output(0, y);
     }
     let a = if trans_a { transpose_2d(cx, a)? } else { a };
     let b = cx.input(1)?;
     let b = if trans_b { transpose_2d(cx, b)? } else { b };
-    let product = cx.emit("fp.matmul", &[a, b], Attribute::EMPTY_DICT)?;
+    let product = cx.emit(fp_op::MATMUL, &[a, b], Attribute::EMPTY_DICT)?;
     let mut y = scale(cx, product, alpha)?;
     if has_c {
         let c = cx.input(2)?;
         let c = scale(cx, c, beta)?;
-        y = cx.emit("fp.add", &[y, c], Attribute::EMPTY_DICT)?;
+        y = cx.emit(fp_op::ADD, &[y, c], Attribute::EMPTY_DICT)?;
     }
     cx.set_output(0, y)
 }
@@ -109,7 +110,7 @@ pub(super) fn matmul(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
         [k] => reshape_to(cx, b, &[k, 1])?,
         _ => b,
     };
-    let mut y = cx.emit("fp.matmul", &[a, b], Attribute::EMPTY_DICT)?;
+    let mut y = cx.emit(fp_op::MATMUL, &[a, b], Attribute::EMPTY_DICT)?;
     if a_shape.len() == 1 || b_shape.len() == 1 {
         let mut shape = cx.shape(y)?;
         let rank = shape.len();

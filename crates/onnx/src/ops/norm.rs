@@ -7,6 +7,7 @@
 use super::shape::reshape_to;
 use super::{normalize_axis, AttrList};
 use crate::import::NodeCx;
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::Attribute;
 
 pub(super) fn batch_normalization(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
@@ -20,7 +21,7 @@ pub(super) fn batch_normalization(cx: &mut NodeCx<'_, '_>) -> Result<(), String>
     let f32 = ctx.common().f32;
     let eps = ctx.float_attr(f64::from(epsilon), f32);
     let dict = ctx.dict_attr(&[("epsilon", eps)]);
-    let y = cx.emit("fp.batch_norm", &operands, dict)?;
+    let y = cx.emit(fp_op::BATCH_NORM, &operands, dict)?;
     cx.set_output(0, y)
 }
 
@@ -39,14 +40,14 @@ pub(super) fn softmax(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
             list.push("axis", a);
         }
         let dict = list.dict(ctx);
-        let y = cx.emit("fp.softmax", &[x], dict)?;
+        let y = cx.emit(fp_op::SOFTMAX, &[x], dict)?;
         return cx.set_output(0, y);
     }
     let ctx = cx.ctx();
     let a = ctx.i64_attr(index as i64);
     let flatten_attrs = ctx.dict_attr(&[("axis", a)]);
-    let flat = cx.emit("fp.flatten", &[x], flatten_attrs)?;
-    let soft = cx.emit("fp.softmax", &[flat], Attribute::EMPTY_DICT)?;
+    let flat = cx.emit(fp_op::FLATTEN, &[x], flatten_attrs)?;
+    let soft = cx.emit(fp_op::SOFTMAX, &[flat], Attribute::EMPTY_DICT)?;
     let y = reshape_to(cx, soft, &shape)?;
     cx.set_output(0, y)
 }

@@ -7,6 +7,7 @@
 
 use super::{spatial_ints, window_pads, AttrList};
 use crate::import::NodeCx;
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::ValueId;
 
 pub(super) fn max_pool(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
@@ -64,9 +65,9 @@ fn pool(cx: &mut NodeCx<'_, '_>, max: bool) -> Result<(), String> {
     }
     let dict = list.dict(ctx);
     let op = match (max, n) {
-        (true, 1) => "fp.max_pool1d",
-        (true, _) => "fp.max_pool2d",
-        (false, _) => "fp.avg_pool2d",
+        (true, 1) => fp_op::MAX_POOL1D,
+        (true, _) => fp_op::MAX_POOL2D,
+        (false, _) => fp_op::AVG_POOL2D,
     };
     let y = cx.emit(op, &[x], dict)?;
     cx.set_output(0, y)
@@ -78,6 +79,6 @@ pub(super) fn global_average_pool(cx: &mut NodeCx<'_, '_>) -> Result<(), String>
     if rank != 4 {
         return Err(format!("only 2-D global pooling (N×C×H×W) is supported, input rank is {rank}"));
     }
-    let y = cx.emit("fp.global_avg_pool2d", &[x], qopt_ir_core::Attribute::EMPTY_DICT)?;
+    let y = cx.emit(fp_op::GLOBAL_AVG_POOL2D, &[x], qopt_ir_core::Attribute::EMPTY_DICT)?;
     cx.set_output(0, y)
 }

@@ -14,6 +14,7 @@
 use crate::import::NodeCx;
 use crate::onnx::data_type as dt;
 use crate::tensor::float_kind;
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::{
     type_to_string, Attribute, Context, IntType, QuantParams, QuantType, Signedness, Type, TypeData,
 };
@@ -96,7 +97,7 @@ pub(super) fn quantize_linear(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     };
     let q = quant_type(cx, &shape, default)?;
     let ty = quantized_tensor(cx.ctx(), &shape, q);
-    let y = cx.emit_typed("qnn.quantize", &[x], ty)?;
+    let y = cx.emit_typed(qnn_op::QUANTIZE, &[x], ty)?;
     cx.set_output(0, y)
 }
 
@@ -135,6 +136,6 @@ pub(super) fn dequantize_linear(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
         }
         x
     };
-    let y = cx.emit("qnn.dequantize", &[q], Attribute::EMPTY_DICT)?;
+    let y = cx.emit(qnn_op::DEQUANTIZE, &[q], Attribute::EMPTY_DICT)?;
     cx.set_output(0, y)
 }

@@ -9,6 +9,7 @@
 use super::elementwise::float_attr;
 use super::{normalize_axis, AttrList};
 use crate::import::NodeCx;
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::ValueId;
 
 /// Appends `fp.reshape` of `x` to the static shape `target`. A 0 in `shape`
@@ -22,7 +23,7 @@ pub(super) fn reshape_to(cx: &mut NodeCx<'_, '_>, x: ValueId, target: &[i64]) ->
     let ctx = cx.ctx();
     let shape = ctx.i64_array_attr(target);
     let dict = ctx.dict_attr(&[("shape", shape)]);
-    cx.emit("fp.reshape", &[x], dict)
+    cx.emit(fp_op::RESHAPE, &[x], dict)
 }
 
 pub(super) fn identity(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
@@ -39,7 +40,7 @@ pub(super) fn flatten(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
         list.push("axis", a);
     }
     let dict = list.dict(ctx);
-    let y = cx.emit("fp.flatten", &[x], dict)?;
+    let y = cx.emit(fp_op::FLATTEN, &[x], dict)?;
     cx.set_output(0, y)
 }
 
@@ -52,7 +53,7 @@ pub(super) fn reshape(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let ctx = cx.ctx();
     let target = ctx.i64_array_attr(&shape);
     let dict = ctx.dict_attr(&[("shape", target)]);
-    let y = cx.emit("fp.reshape", &[x], dict)?;
+    let y = cx.emit(fp_op::RESHAPE, &[x], dict)?;
     cx.set_output(0, y)
 }
 
@@ -66,7 +67,7 @@ pub(super) fn transpose(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
         list.push("perm", p);
     }
     let dict = list.dict(ctx);
-    let y = cx.emit("fp.transpose", &[x], dict)?;
+    let y = cx.emit(fp_op::TRANSPOSE, &[x], dict)?;
     cx.set_output(0, y)
 }
 
@@ -81,7 +82,7 @@ pub(super) fn concat(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let ctx = cx.ctx();
     let a = ctx.i64_attr(axis);
     let dict = ctx.dict_attr(&[("axis", a)]);
-    let y = cx.emit("fp.concat", &operands, dict)?;
+    let y = cx.emit(fp_op::CONCAT, &operands, dict)?;
     cx.set_output(0, y)
 }
 
@@ -131,7 +132,7 @@ pub(super) fn split(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let s = ctx.i64_array_attr(&sizes);
     list.push("sizes", s);
     let dict = list.dict(ctx);
-    let results = cx.emit_all("fp.split", &[x], dict)?;
+    let results = cx.emit_all(fp_op::SPLIT, &[x], dict)?;
     for (i, v) in results.into_iter().enumerate() {
         cx.set_output(i, v)?;
     }
@@ -194,7 +195,7 @@ pub(super) fn pad(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
         list.push("value", v);
     }
     let dict = list.dict(ctx);
-    let y = cx.emit("fp.pad", &[x], dict)?;
+    let y = cx.emit(fp_op::PAD, &[x], dict)?;
     cx.set_output(0, y)
 }
 
@@ -213,7 +214,7 @@ pub(super) fn slice(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
         }
     }
     let dict = list.dict(ctx);
-    let y = cx.emit("fp.strided_slice", &[x], dict)?;
+    let y = cx.emit(fp_op::STRIDED_SLICE, &[x], dict)?;
     cx.set_output(0, y)
 }
 

@@ -17,8 +17,9 @@
 //! and W_q comes from the `qnn.fake_quant` kernel: the correction uses the
 //! semantics the model is run with, not a copy of them.
 
-use super::util::{channel_blocks, channel_blocks_mut, op_named, FAKE_QUANT};
+use super::util::{channel_blocks, channel_blocks_mut, op_named};
 use crate::fp_constants::{create_constant, dense, erase_if_unused_constant};
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::{KernelContext, KernelRegistry, Tensor};
 use qopt_ir_core::interfaces::QuantizableOp;
 use qopt_ir_core::{constant_value, AttrData, Context, InsertPoint, Module, OpId, Rewriter, Type, ValueId};
@@ -100,7 +101,7 @@ fn weight_rounding_error(
     kernels: &KernelRegistry,
 ) -> Result<Tensor, String> {
     let fq = module.defining_op(weight);
-    if fq.is_none() || !op_named(ctx, module, fq, FAKE_QUANT) {
+    if fq.is_none() || !op_named(ctx, module, fq, qnn_op::FAKE_QUANT) {
         return Err("the weight is not fake-quantized".into());
     }
     let constant = module.operand(fq, 0);
@@ -110,7 +111,7 @@ fn weight_rounding_error(
     };
     let original = Tensor::from_dense(ctx, d).map_err(|e| e.message)?;
     let ty = module.value_type(constant);
-    let kernel = kernels.get(FAKE_QUANT).ok_or("no kernel runs qnn.fake_quant")?;
+    let kernel = kernels.get(qnn_op::FAKE_QUANT).ok_or("no kernel runs qnn.fake_quant")?;
     let types = [ty];
     let mut kc = KernelContext::new(ctx, module.op_attrs(fq), &types).with_operand_types(&types);
     let rounded = kernel(&mut kc, &[&original]).map_err(|e| e.message)?;

@@ -39,7 +39,8 @@
 
 use super::methods::{value_range, ObservedBatch, Observer, QuantMethods};
 use super::stats::ObserverStats;
-use super::util::{op_named, OBSERVE};
+use super::util::op_named;
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::dataset::{ArgSpec, Dataset};
 use qopt_interp::progress::{Progress, REDRAW_EVERY};
 use qopt_interp::{dequantize_tensor, DType, Interpreter, KernelRegistry, Tensor};
@@ -230,7 +231,7 @@ fn find_observers(ctx: &Context, module: &Module) -> Result<Vec<ObserverSite>, P
     let mut sites = Vec::new();
     let mut errors = Vec::new();
     for op in module.walk_preorder(module.root()) {
-        if !op_named(ctx, module, op, OBSERVE) || module.num_operands(op) != 1 {
+        if !op_named(ctx, module, op, qnn_op::OBSERVE) || module.num_operands(op) != 1 {
             continue;
         }
         let site = ObserverStats::load(ctx, module, op).and_then(|stats| {

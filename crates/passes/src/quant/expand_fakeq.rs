@@ -14,7 +14,8 @@
 //! %y = qnn.dequantize(%q) : (tensor<8x!qnn.uniform<i8:f32, 0.05:0>>) -> tensor<8xf32>
 //! ```
 
-use super::util::{op_named, DEQUANTIZE, FAKE_QUANT, QUANTIZE};
+use super::util::op_named;
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
     AttrData, Diagnostic, Diagnostics, Module, OpId, OperationState, Pass, PassContext, PassError,
@@ -56,7 +57,7 @@ impl Pass for ExpandFakeq {
     ) -> Result<PassOutcome, PassError> {
         let fake_quants: Vec<OpId> = module
             .walk_preorder(module.root())
-            .filter(|&op| op_named(cx.ctx, module, op, FAKE_QUANT) && module.num_operands(op) == 1)
+            .filter(|&op| op_named(cx.ctx, module, op, qnn_op::FAKE_QUANT) && module.num_operands(op) == 1)
             .collect();
         // Every new type first, so that a bad op changes nothing.
         let mut plans = Vec::with_capacity(fake_quants.len());
@@ -70,7 +71,7 @@ impl Pass for ExpandFakeq {
         if !errors.is_empty() {
             return Err(Diagnostics(errors).into());
         }
-        let (quantize, dequantize) = (cx.ctx.op_name(QUANTIZE), cx.ctx.op_name(DEQUANTIZE));
+        let (quantize, dequantize) = (cx.ctx.op_name(qnn_op::QUANTIZE), cx.ctx.op_name(qnn_op::DEQUANTIZE));
         for &(op, quantized) in &plans {
             let input = module.operand(op, 0);
             let float_ty = module.value_type(module.result(op, 0));

@@ -53,6 +53,7 @@
 //! %z = fp.conv2d(%x, %0, %1) : (tensor<1x1x4x4xf32>, tensor<2x1x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32> loc("conv1")
 //! ```
 
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::{attrs, shape, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
@@ -145,12 +146,12 @@ struct Names {
 impl Names {
     fn new(ctx: &mut Context) -> Names {
         Names {
-            batch_norm: ctx.op_name("fp.batch_norm"),
-            mul: ctx.op_name("fp.mul"),
-            add: ctx.op_name("fp.add"),
-            conv2d: ctx.op_name("fp.conv2d"),
-            conv1d: ctx.op_name("fp.conv1d"),
-            dense: ctx.op_name("fp.dense"),
+            batch_norm: ctx.op_name(fp_op::BATCH_NORM),
+            mul: ctx.op_name(fp_op::MUL),
+            add: ctx.op_name(fp_op::ADD),
+            conv2d: ctx.op_name(fp_op::CONV2D),
+            conv1d: ctx.op_name(fp_op::CONV1D),
+            dense: ctx.op_name(fp_op::DENSE),
         }
     }
 
@@ -161,11 +162,11 @@ impl Names {
         }
         let name = module.op_name(op);
         if name == self.conv2d {
-            Some(("fp.conv2d", 4))
+            Some((fp_op::CONV2D, 4))
         } else if name == self.conv1d {
-            Some(("fp.conv1d", 3))
+            Some((fp_op::CONV1D, 3))
         } else if name == self.dense {
-            Some(("fp.dense", 2))
+            Some((fp_op::DENSE, 2))
         } else {
             None
         }
@@ -317,7 +318,7 @@ fn read_producer(
     if channels == 0 || weight_values.is_empty() || weight_values.len() % channels != 0 {
         return Err(format!("the weight of the {name} before it is empty"));
     }
-    let channel_axis = if name == "fp.dense" { result_shape.len().saturating_sub(1) } else { 1 };
+    let channel_axis = if name == fp_op::DENSE { result_shape.len().saturating_sub(1) } else { 1 };
     match result_shape.get(channel_axis) {
         Some(&c) if c == weight_shape[0] || shape::is_dynamic(c) => {}
         _ => return Err(format!("the result of the {name} before it does not have {channels} channels")),

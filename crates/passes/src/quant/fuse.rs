@@ -33,8 +33,10 @@
 use super::fuse_patterns::{
     defined_by, is_quantized_tensor, Activation, FuseSite, FusionPatterns, SiteOperand,
 };
-use super::util::{op_named, runs_on_integers, users, DEQUANTIZE, QUANTIZE, REQUANTIZE};
+use super::util::{op_named, runs_on_integers, users};
 use crate::fp_constants::erase_if_unused_constant;
+use qopt_dialect_fp::op_names as fp_op;
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::quant_element;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
@@ -117,7 +119,7 @@ impl Stats {
 
 /// The operand of `op` as a site operand.
 fn site_operand(ctx: &Context, module: &Module, value: ValueId) -> SiteOperand {
-    match defined_by(ctx, module, value, DEQUANTIZE) {
+    match defined_by(ctx, module, value, qnn_op::DEQUANTIZE) {
         Some(d) => SiteOperand::Quantized(module.operand(d, 0)),
         None => SiteOperand::Float(value),
     }
@@ -132,10 +134,10 @@ fn activation_after(ctx: &Context, module: &Module, value: ValueId) -> (Activati
         return none;
     }
     let out = module.result(user, 0);
-    if op_named(ctx, module, user, "fp.relu") {
+    if op_named(ctx, module, user, fp_op::RELU) {
         return (Activation::Relu, Some(user), out);
     }
-    if op_named(ctx, module, user, "fp.clip") {
+    if op_named(ctx, module, user, fp_op::CLIP) {
         let bound = |name| module.op_attr(ctx, user, name);
         let is_zero = |a: Option<qopt_ir_core::Attribute>| a.and_then(|a| ctx.attr_as_f64(a)) == Some(0.0);
         let positive =
@@ -152,7 +154,7 @@ fn activation_after(ctx: &Context, module: &Module, value: ValueId) -> (Activati
 /// The `qnn.quantize` users of `value` (all its users must be), in use order.
 fn quantize_users(ctx: &Context, module: &Module, value: ValueId) -> Option<Vec<OpId>> {
     let users = users(module, value);
-    let all = !users.is_empty() && users.iter().all(|&u| op_named(ctx, module, u, QUANTIZE));
+    let all = !users.is_empty() && users.iter().all(|&u| op_named(ctx, module, u, qnn_op::QUANTIZE));
     all.then_some(users)
 }
 
@@ -216,7 +218,7 @@ fn fuse_pattern(
             };
             if act != activation {
                 // relu on the quantized result: max(q, zp), exact (§9).
-                let relu = rw.ctx.op_name("fp.relu");
+                let relu = rw.ctx.op_name(fp_op::RELU);
                 let at = activation_op.map_or(root_loc, |a| rw.module.op_loc(a));
                 let r = rw.create(OperationState::new(relu).operands(&[fused]).results(&[output]).loc(at));
                 fused = rw.module.result(r, 0);
@@ -270,7 +272,7 @@ fn replace_quantizes(
 fn requantize_after(ctx: &mut Context, module: &mut Module, value: ValueId, ty: Type) -> ValueId {
     let def = module.defining_op(value);
     let loc = module.op_loc(def);
-    let name = ctx.op_name(REQUANTIZE);
+    let name = ctx.op_name(qnn_op::REQUANTIZE);
     let op = module.create_op(OperationState::new(name).operands(&[value]).results(&[ty]).loc(loc));
     module.insert_op_after(def, op);
     module.result(op, 0)
@@ -279,7 +281,7 @@ fn requantize_after(ctx: &mut Context, module: &mut Module, value: ValueId, ty: 
 /// Erases `value`'s defining dequantize when nothing uses it any more, and
 /// then its operand's constant if that is unused too.
 fn erase_dead_dequantize(ctx: &Context, module: &mut Module, value: ValueId) {
-    if let Some(d) = defined_by(ctx, module, value, DEQUANTIZE) {
+    if let Some(d) = defined_by(ctx, module, value, qnn_op::DEQUANTIZE) {
         if !module.op_has_uses(d) {
             let source = module.operand(d, 0);
             let _ = module.erase_op(d);
@@ -311,7 +313,7 @@ fn run_on_integers(
             operands.push(v);
             continue;
         }
-        let Some(d) = defined_by(ctx, module, v, DEQUANTIZE) else { return Ok(()) };
+        let Some(d) = defined_by(ctx, module, v, qnn_op::DEQUANTIZE) else { return Ok(()) };
         let q = module.operand(d, 0);
         let q_ty = module.value_type(q);
         let Some(quant) = quant_element(ctx, q_ty) else { return Ok(()) };
@@ -340,7 +342,7 @@ fn run_on_integers(
         OperationState::new(name).operands(&operands).results(&result_types).attrs(attrs).loc(loc),
     );
     module.insert_op_before(op, new);
-    let dequantize = ctx.op_name(DEQUANTIZE);
+    let dequantize = ctx.op_name(qnn_op::DEQUANTIZE);
     let old_results: Vec<ValueId> = module.results(op).collect();
     for (i, old) in old_results.into_iter().enumerate() {
         let float_ty = module.value_type(old);
@@ -371,11 +373,11 @@ fn is_float_tensor_type(ctx: &Context, ty: Type) -> bool {
 fn fold_pairs(ctx: &mut Context, module: &mut Module, stats: &mut Stats) {
     let quantizes: Vec<OpId> = module
         .walk_preorder(module.root())
-        .filter(|&op| op_named(ctx, module, op, QUANTIZE) && module.num_operands(op) == 1)
+        .filter(|&op| op_named(ctx, module, op, qnn_op::QUANTIZE) && module.num_operands(op) == 1)
         .collect();
     let mut made: FxHashMap<(ValueId, Type), ValueId> = FxHashMap::default();
     for q in quantizes {
-        let Some(d) = defined_by(ctx, module, module.operand(q, 0), DEQUANTIZE) else { continue };
+        let Some(d) = defined_by(ctx, module, module.operand(q, 0), qnn_op::DEQUANTIZE) else { continue };
         let source = module.operand(d, 0);
         let result = module.result(q, 0);
         let ty = module.value_type(result);
@@ -392,7 +394,7 @@ fn fold_pairs(ctx: &mut Context, module: &mut Module, stats: &mut Stats) {
             if !per_tensor || !expressed_ok {
                 continue;
             }
-            let name = ctx.op_name(REQUANTIZE);
+            let name = ctx.op_name(qnn_op::REQUANTIZE);
             let loc = module.op_loc(q);
             let r = module.create_op(OperationState::new(name).operands(&[source]).results(&[ty]).loc(loc));
             module.insert_op_before(q, r);

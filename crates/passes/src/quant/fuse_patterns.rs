@@ -9,6 +9,8 @@
 //! rewritten to a corresponding quantized pattern"), as `examples/toy-accel`
 //! does.
 
+use qopt_dialect_fp::op_names as fp_op;
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::quant_element;
 use qopt_ir_core::{
     constant_value, AttrData, Attribute, Context, DenseElements, FloatKind, Module, OpId, OperationState,
@@ -84,20 +86,20 @@ impl Default for FusionPatterns {
     fn default() -> FusionPatterns {
         FusionPatterns {
             patterns: vec![
-                Arc::new(Weighted { root: "fp.conv2d", plain: "qnn.conv2d", relu: "qnn.conv2d_relu" }),
-                Arc::new(Weighted { root: "fp.dense", plain: "qnn.dense", relu: "qnn.dense_relu" }),
+                Arc::new(Weighted { root: fp_op::CONV2D, plain: qnn_op::CONV2D, relu: qnn_op::CONV2D_RELU }),
+                Arc::new(Weighted { root: fp_op::DENSE, plain: qnn_op::DENSE, relu: qnn_op::DENSE_RELU }),
                 Arc::new(MatmulByConstant),
-                Arc::new(Elementwise { root: "fp.add", op: "qnn.add", name: "fused-add" }),
-                Arc::new(Elementwise { root: "fp.mul", op: "qnn.mul", name: "fused-mul" }),
-                Arc::new(Elementwise { root: "fp.concat", op: "qnn.concat", name: "fused-concat" }),
+                Arc::new(Elementwise { root: fp_op::ADD, op: qnn_op::ADD, name: "fused-add" }),
+                Arc::new(Elementwise { root: fp_op::MUL, op: qnn_op::MUL, name: "fused-mul" }),
+                Arc::new(Elementwise { root: fp_op::CONCAT, op: qnn_op::CONCAT, name: "fused-concat" }),
                 Arc::new(Elementwise {
-                    root: "fp.avg_pool2d",
-                    op: "qnn.avg_pool2d",
+                    root: fp_op::AVG_POOL2D,
+                    op: qnn_op::AVG_POOL2D,
                     name: "fused-avg-pool2d",
                 }),
                 Arc::new(Elementwise {
-                    root: "fp.global_avg_pool2d",
-                    op: "qnn.global_avg_pool2d",
+                    root: fp_op::GLOBAL_AVG_POOL2D,
+                    op: qnn_op::GLOBAL_AVG_POOL2D,
                     name: "fused-global-avg-pool2d",
                 }),
             ],
@@ -157,7 +159,7 @@ struct Weighted {
 impl QuantPattern for Weighted {
     fn name(&self) -> &'static str {
         match self.root {
-            "fp.conv2d" => "fused-conv2d",
+            fp_op::CONV2D => "fused-conv2d",
             _ => "fused-dense",
         }
     }
@@ -204,7 +206,7 @@ impl QuantPattern for MatmulByConstant {
         "fused-matmul"
     }
     fn root(&self) -> &'static str {
-        "fp.matmul"
+        fp_op::MATMUL
     }
     fn rewrite(&self, rw: &mut Rewriter<'_>, site: &FuseSite) -> Result<Option<ValueId>, String> {
         let [a, c] = site.operands[..] else { return Ok(None) };
@@ -236,13 +238,13 @@ impl QuantPattern for MatmulByConstant {
         let ty = rw.ctx.tensor_type(&[n as i64, k as i64], elem);
         let attr = rw.ctx.dense_attr(DenseElements::from_i128(rw.ctx, ty, &transposed)?);
         let attrs = rw.ctx.dict_attr(&[("value", attr)]);
-        let weight = rw.create_inferred("fp.constant", &[], attrs)?;
+        let weight = rw.create_inferred(fp_op::CONSTANT, &[], attrs)?;
         let weight = rw.module.result(weight, 0);
         let no_attrs = rw.ctx.dict_attr(&[]);
         let (name, attrs) = match site.activation {
-            Activation::None => ("qnn.dense", no_attrs),
-            Activation::Relu => ("qnn.dense_relu", no_attrs),
-            Activation::Clip(max) => ("qnn.dense_relu", rw.ctx.dict_attr(&[("relu_max", max)])),
+            Activation::None => (qnn_op::DENSE, no_attrs),
+            Activation::Relu => (qnn_op::DENSE_RELU, no_attrs),
+            Activation::Clip(max) => (qnn_op::DENSE_RELU, rw.ctx.dict_attr(&[("relu_max", max)])),
         };
         let name = rw.ctx.op_name(name);
         let op =
@@ -298,7 +300,7 @@ pub fn integer_bias(
     let ty = rw.ctx.tensor_type(&shape, i32_ty);
     let plain = rw.ctx.dense_attr(DenseElements::from_bytes(rw.ctx, ty, bytes)?);
     let attrs = rw.ctx.dict_attr(&[("value", plain)]);
-    let op = rw.create_inferred("fp.constant", &[], attrs)?;
+    let op = rw.create_inferred(fp_op::CONSTANT, &[], attrs)?;
     Ok(Some(rw.module.result(op, 0)))
 }
 

@@ -35,8 +35,9 @@ use super::bias_correction::correct_bias;
 use super::methods::{QuantMethods, RangeMethod, RangeTarget};
 use super::scheme::{Scheme, DEGENERATE_SCALE};
 use super::stats::ObserverStats;
-use super::util::{is_float_tensor, op_named, quantizable, FAKE_QUANT, OBSERVE};
+use super::util::{is_float_tensor, op_named, quantizable};
 use qopt_dialect_qnn::fixed_point::scale_f32;
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::KernelRegistry;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
@@ -117,9 +118,9 @@ impl Pass for InsertFakeq {
         let config = Config::read(cx.ctx, options)?;
         let observers: Vec<OpId> = module
             .walk_preorder(module.root())
-            .filter(|&op| op_named(cx.ctx, module, op, OBSERVE) && module.num_operands(op) == 1)
+            .filter(|&op| op_named(cx.ctx, module, op, qnn_op::OBSERVE) && module.num_operands(op) == 1)
             .collect();
-        let fake_quant = cx.ctx.op_name(FAKE_QUANT);
+        let fake_quant = cx.ctx.op_name(qnn_op::FAKE_QUANT);
 
         // Decide every observer's type first, so errors are reported together and nothing changes on failure.
         let mut errors = Vec::new();
@@ -350,8 +351,8 @@ fn float_kind(ctx: &Context, ty: Type) -> Option<FloatKind> {
 fn quantized_ops(ctx: &Context, module: &Module) -> Vec<OpId> {
     let quantized_value = |v: ValueId| match module.value_def(v) {
         ValueDef::Result { op, .. } => {
-            op_named(ctx, module, op, OBSERVE)
-                || op_named(ctx, module, op, FAKE_QUANT)
+            op_named(ctx, module, op, qnn_op::OBSERVE)
+                || op_named(ctx, module, op, qnn_op::FAKE_QUANT)
                 || constant_value(ctx, module, v).is_some()
         }
         ValueDef::BlockArg { .. } => false,
@@ -394,7 +395,7 @@ fn fake_quantize_operand(
     let (scheme, axis) = (plan.scheme, plan.axis);
     let value = module.operand(op, index);
     let def = module.defining_op(value);
-    if !def.is_none() && op_named(ctx, module, def, FAKE_QUANT) {
+    if !def.is_none() && op_named(ctx, module, def, qnn_op::FAKE_QUANT) {
         return Ok(false);
     }
     let value_ty = module.value_type(value);
@@ -420,7 +421,7 @@ fn fake_quantize_operand(
     let fake = match cache.get(&key) {
         Some(&v) => v,
         None => {
-            let name = ctx.op_name(FAKE_QUANT);
+            let name = ctx.op_name(qnn_op::FAKE_QUANT);
             let attrs = {
                 let t = ctx.type_attr(elem);
                 ctx.dict_attr(&[("type", t)])

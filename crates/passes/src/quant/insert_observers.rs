@@ -35,9 +35,8 @@
 //! ```
 
 use super::methods::QuantMethods;
-use super::util::{
-    is_float_tensor, is_kept_float, loc_names, op_named, quantizable, users, FAKE_QUANT, OBSERVE,
-};
+use super::util::{is_float_tensor, is_kept_float, loc_names, op_named, quantizable, users};
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::interfaces::FusedActivation;
 use qopt_ir_core::pass::pipeline::nearest_name;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, OptionValue, PassOptions};
@@ -96,7 +95,7 @@ impl Pass for InsertObservers {
     ) -> Result<PassOutcome, PassError> {
         let config = Config::read(cx.ctx, options)?;
         let attrs = config.observer_attrs(cx.ctx);
-        let observe = cx.ctx.op_name(OBSERVE);
+        let observe = cx.ctx.op_name(qnn_op::OBSERVE);
         let funcs: Vec<OpId> =
             module.top_level_ops().filter(|&op| module.op_name(op) == OpName::FUNC).collect();
         let mut inserted = 0u64;
@@ -279,7 +278,10 @@ fn wants_observer(ctx: &Context, module: &Module, value: ValueId) -> bool {
     if !def.is_none() {
         let is_constant =
             ctx.op_def(module.op_name(def)).is_some_and(|d| d.traits.contains(Traits::CONSTANT_LIKE));
-        if is_constant || op_named(ctx, module, def, FAKE_QUANT) || op_named(ctx, module, def, OBSERVE) {
+        if is_constant
+            || op_named(ctx, module, def, qnn_op::FAKE_QUANT)
+            || op_named(ctx, module, def, qnn_op::OBSERVE)
+        {
             return false;
         }
         if is_kept_float(ctx, module, def) {
@@ -287,8 +289,8 @@ fn wants_observer(ctx: &Context, module: &Module, value: ValueId) -> bool {
         }
     }
     !users(module, value).iter().any(|&u| {
-        op_named(ctx, module, u, FAKE_QUANT)
-            || op_named(ctx, module, u, OBSERVE)
+        op_named(ctx, module, u, qnn_op::FAKE_QUANT)
+            || op_named(ctx, module, u, qnn_op::OBSERVE)
             || is_kept_float(ctx, module, u)
     })
 }

@@ -27,7 +27,9 @@
 //! ```
 
 use super::scheme::Scheme;
-use super::util::{op_named, runs_on_integers, users, FAKE_QUANT};
+use super::util::{op_named, runs_on_integers, users};
+use qopt_dialect_fp::op_names as fp_op;
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::params;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
@@ -64,7 +66,7 @@ impl Pass for PropagateQparams {
         let ops: Vec<OpId> = module.walk_preorder(module.root()).collect();
         let mut changes = Changes::default();
         for op in ops {
-            if op_named(cx.ctx, module, op, "fp.concat") {
+            if op_named(cx.ctx, module, op, fp_op::CONCAT) {
                 unify_concat(cx.ctx, module, op, &mut changes);
             } else if runs_on_integers(cx.ctx, module, op) {
                 propagate_through(cx.ctx, module, op, &mut changes);
@@ -85,7 +87,7 @@ struct Changes {
 /// The element type of the `qnn.fake_quant` defining `value`, if per tensor.
 fn fake_quant_type(ctx: &Context, module: &Module, value: ValueId) -> Option<(OpId, Type)> {
     let def = module.defining_op(value);
-    if def.is_none() || !op_named(ctx, module, def, FAKE_QUANT) {
+    if def.is_none() || !op_named(ctx, module, def, qnn_op::FAKE_QUANT) {
         return None;
     }
     let AttrData::Type(t) = *ctx.attr_data(module.op_attr(ctx, def, "type")?) else { return None };
@@ -116,7 +118,7 @@ fn retype(ctx: &mut Context, module: &mut Module, op: OpId, ty: Type, changes: &
 
 /// The fake_quants reading `value`.
 fn fake_quant_users(ctx: &Context, module: &Module, value: ValueId) -> Vec<OpId> {
-    users(module, value).into_iter().filter(|&u| op_named(ctx, module, u, FAKE_QUANT)).collect()
+    users(module, value).into_iter().filter(|&u| op_named(ctx, module, u, qnn_op::FAKE_QUANT)).collect()
 }
 
 fn propagate_through(ctx: &mut Context, module: &mut Module, op: OpId, changes: &mut Changes) {

@@ -28,7 +28,9 @@
 //! (the same constants in f32), and `warnings`.
 
 use super::fuse_patterns::FusionPatterns;
-use super::util::{is_kept_float, op_named, users, DEQUANTIZE, QUANTIZE};
+use super::util::{is_kept_float, op_named, users};
+use qopt_dialect_fp::op_names as fp_op;
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{params, quant_element};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
@@ -169,9 +171,9 @@ impl Lint<'_> {
     fn count(&mut self, op: OpId) {
         let name = self.name(op).to_string();
         match name.as_str() {
-            QUANTIZE => self.stats.quantizes += 1,
-            DEQUANTIZE => self.stats.dequantizes += 1,
-            "qnn.requantize" => self.stats.requantizes += 1,
+            qnn_op::QUANTIZE => self.stats.quantizes += 1,
+            qnn_op::DEQUANTIZE => self.stats.dequantizes += 1,
+            qnn_op::REQUANTIZE => self.stats.requantizes += 1,
             _ => {}
         }
         if name.starts_with("qnn.") {
@@ -209,17 +211,17 @@ impl Lint<'_> {
         }
         let source = self.module.operand(op, 0);
         match self.name(op) {
-            DEQUANTIZE if self.defining(source, QUANTIZE).is_some() => self.warn(
+            qnn_op::DEQUANTIZE if self.defining(source, qnn_op::QUANTIZE).is_some() => self.warn(
                 op,
                 "a quantize → dequantize pair is left: the value is rounded but computed on in float".into(),
                 "run fuse after quantize-constants; if the op using it stays float, see its warning",
             ),
-            QUANTIZE if self.defining(source, DEQUANTIZE).is_some() => self.warn(
+            qnn_op::QUANTIZE if self.defining(source, qnn_op::DEQUANTIZE).is_some() => self.warn(
                 op,
                 "a dequantize → quantize pair is left".into(),
                 "run fuse: it removes the pair or makes it one qnn.requantize",
             ),
-            DEQUANTIZE => {
+            qnn_op::DEQUANTIZE => {
                 let def = self.module.defining_op(source);
                 let float_users = users(self.module, self.module.result(op, 0))
                     .into_iter()
@@ -248,11 +250,11 @@ impl Lint<'_> {
         }
         let operands: Vec<ValueId> = self.module.operands(op).collect();
         let dequantized: Vec<bool> =
-            operands.iter().map(|&v| self.defining(v, DEQUANTIZE).is_some()).collect();
+            operands.iter().map(|&v| self.defining(v, qnn_op::DEQUANTIZE).is_some()).collect();
         let results: Vec<ValueId> = self.module.results(op).collect();
         let result_users: Vec<OpId> = results.iter().flat_map(|&r| users(self.module, r)).collect();
         let quantized_user =
-            result_users.iter().any(|&u| self.name(u) == QUANTIZE || self.through_activation(u));
+            result_users.iter().any(|&u| self.name(u) == qnn_op::QUANTIZE || self.through_activation(u));
         if !dequantized.contains(&true) && !quantized_user {
             return;
         }
@@ -266,7 +268,7 @@ impl Lint<'_> {
         let (why, fix) = if agnostic && !has_pattern {
             let types: Vec<_> = operands
                 .iter()
-                .filter_map(|&v| self.defining(v, DEQUANTIZE))
+                .filter_map(|&v| self.defining(v, qnn_op::DEQUANTIZE))
                 .map(|d| self.module.value_type(self.module.operand(d, 0)))
                 .map(|t| self.ctx.element_type(t))
                 .collect();
@@ -302,7 +304,10 @@ impl Lint<'_> {
             )
         } else if !quantized_user {
             ("its result is used as float".to_string(), "observe the result (insert-observers)".to_string())
-        } else if result_users.iter().any(|&u| self.name(u) != QUANTIZE && !self.through_activation(u)) {
+        } else if result_users
+            .iter()
+            .any(|&u| self.name(u) != qnn_op::QUANTIZE && !self.through_activation(u))
+        {
             (
                 "its result also has float users".to_string(),
                 "quantize every use of the result, or keep the layer float on purpose".to_string(),
@@ -320,9 +325,11 @@ impl Lint<'_> {
 
     /// Whether `user` is a relu or clip whose result is quantized.
     fn through_activation(&self, user: OpId) -> bool {
-        matches!(self.name(user), "fp.relu" | "fp.clip")
+        matches!(self.name(user), fp_op::RELU | fp_op::CLIP)
             && self.module.num_results(user) == 1
-            && users(self.module, self.module.result(user, 0)).iter().any(|&u| self.name(u) == QUANTIZE)
+            && users(self.module, self.module.result(user, 0))
+                .iter()
+                .any(|&u| self.name(u) == qnn_op::QUANTIZE)
     }
 
     /// Scales that are not positive normal numbers, on results of this op.
@@ -367,7 +374,7 @@ impl Lint<'_> {
     }
 
     fn concat(&mut self, op: OpId) {
-        if self.name(op) != "qnn.concat" || self.module.num_results(op) != 1 {
+        if self.name(op) != qnn_op::CONCAT || self.module.num_results(op) != 1 {
             return;
         }
         let out = self.module.value_type(self.module.result(op, 0));
@@ -391,7 +398,7 @@ impl Lint<'_> {
     }
 
     fn observer(&mut self, op: OpId) {
-        if !op_named(self.ctx, self.module, op, "qnn.observe") {
+        if !op_named(self.ctx, self.module, op, qnn_op::OBSERVE) {
             return;
         }
         let has = |name| self.module.op_attr(self.ctx, op, name).is_some();
@@ -409,12 +416,12 @@ impl Lint<'_> {
     /// `1 − threshold` of it.
     fn clipping(&mut self, op: OpId, threshold: f64) {
         let name = self.name(op);
-        if !matches!(name, QUANTIZE | "qnn.fake_quant") {
+        if !matches!(name, qnn_op::QUANTIZE | qnn_op::FAKE_QUANT) {
             return;
         }
         let float = |n| self.module.op_attr(self.ctx, op, n).and_then(|a| self.ctx.attr_as_f64(a));
         let (Some(lo), Some(hi)) = (float("calibrated_min"), float("calibrated_max")) else { return };
-        let ty = if name == QUANTIZE {
+        let ty = if name == qnn_op::QUANTIZE {
             self.module.value_type(self.module.result(op, 0))
         } else {
             match self.module.op_attr(self.ctx, op, "type").map(|a| self.ctx.attr_data(a)) {
@@ -448,7 +455,7 @@ impl Lint<'_> {
     /// channel, against `bits`.
     fn accumulator(&mut self, op: OpId, bits: u32) {
         let name = self.name(op);
-        if !matches!(name, "qnn.conv2d" | "qnn.conv2d_relu" | "qnn.dense" | "qnn.dense_relu")
+        if !matches!(name, qnn_op::CONV2D | qnn_op::CONV2D_RELU | qnn_op::DENSE | qnn_op::DENSE_RELU)
             || self.module.num_operands(op) < 2
         {
             return;

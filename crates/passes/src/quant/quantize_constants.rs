@@ -26,9 +26,10 @@
 //!
 //! Statistics: `quantized-constants`, `quantized-biases`.
 
-use super::util::{op_named, quantizable, DEQUANTIZE, QUANTIZE};
+use super::util::{op_named, quantizable};
 use crate::fp_constants::{create_constant, erase_if_unused_constant};
 use qopt_dialect_qnn::fixed_point::{quantize_f32, scale_f32};
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{params, quant_element};
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
@@ -93,7 +94,7 @@ fn at(ctx: &Context, module: &Module, op: OpId, message: String) -> PassError {
 fn quantize_constant_operands(ctx: &mut Context, module: &mut Module) -> Result<u64, PassError> {
     let quantizes: Vec<OpId> = module
         .walk_preorder(module.root())
-        .filter(|&op| op_named(ctx, module, op, QUANTIZE) && module.num_operands(op) == 1)
+        .filter(|&op| op_named(ctx, module, op, qnn_op::QUANTIZE) && module.num_operands(op) == 1)
         .collect();
     let mut done = 0;
     for op in quantizes {
@@ -177,7 +178,7 @@ fn bias_plan(ctx: &Context, module: &Module, op: OpId) -> Result<Option<BiasPlan
     }
     let dequantized = |i: usize| -> Option<QuantType> {
         let def = module.defining_op(module.operand(op, i));
-        if def.is_none() || !op_named(ctx, module, def, DEQUANTIZE) {
+        if def.is_none() || !op_named(ctx, module, def, qnn_op::DEQUANTIZE) {
             return None;
         }
         quant_element(ctx, module.value_type(module.operand(def, 0))).cloned()
@@ -254,7 +255,7 @@ fn quantize_bias(ctx: &mut Context, module: &mut Module, op: OpId, plan: BiasPla
 
 /// `qnn.dequantize(value)` with result type `float_ty`, at the insertion point.
 fn dequantize_of(rewriter: &mut Rewriter<'_>, value: ValueId, float_ty: Type) -> ValueId {
-    let name = rewriter.ctx.op_name(DEQUANTIZE);
+    let name = rewriter.ctx.op_name(qnn_op::DEQUANTIZE);
     let op = rewriter.create(OperationState::new(name).operands(&[value]).results(&[float_ty]));
     rewriter.module.result(op, 0)
 }

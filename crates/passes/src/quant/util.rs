@@ -2,22 +2,11 @@
 //! values are kept float, the users of a value, the names in a location, and
 //! the per-channel blocks of a tensor's values.
 
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape;
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::interfaces::QuantizableOp;
 use qopt_ir_core::{Context, FxHashSet, Location, LocationData, Module, OpId, Type, TypeData, ValueId};
-
-/// `qnn.observe`.
-pub const OBSERVE: &str = "qnn.observe";
-/// `qnn.fake_quant`.
-pub const FAKE_QUANT: &str = "qnn.fake_quant";
-/// `qnn.cast_hint`.
-pub const CAST_HINT: &str = "qnn.cast_hint";
-/// `qnn.quantize`.
-pub const QUANTIZE: &str = "qnn.quantize";
-/// `qnn.dequantize`.
-pub const DEQUANTIZE: &str = "qnn.dequantize";
-/// `qnn.requantize`.
-pub const REQUANTIZE: &str = "qnn.requantize";
 
 /// Whether `op` is the op named `name`.
 pub fn op_named(ctx: &Context, module: &Module, op: OpId, name: &str) -> bool {
@@ -45,7 +34,7 @@ pub fn runs_on_integers(ctx: &Context, module: &Module, op: OpId) -> bool {
     if !name.starts_with("fp.") || !agnostic {
         return false;
     }
-    if name == "fp.pad" {
+    if name == fp_op::PAD {
         let value = module.op_attr(ctx, op, "value").and_then(|a| ctx.attr_as_f64(a)).unwrap_or(0.0);
         let mode = module.op_attr(ctx, op, "mode").and_then(|a| ctx.attr_as_str(a)).unwrap_or("constant");
         return value == 0.0 && mode == "constant";
@@ -65,7 +54,7 @@ pub fn is_float_tensor(ctx: &Context, ty: Type) -> bool {
 
 /// Whether `op` is `qnn.cast_hint {kind = "float"}`: its operand and result stay float.
 pub fn is_kept_float(ctx: &Context, module: &Module, op: OpId) -> bool {
-    op_named(ctx, module, op, CAST_HINT)
+    op_named(ctx, module, op, qnn_op::CAST_HINT)
         && module.op_attr(ctx, op, "kind").and_then(|k| ctx.attr_as_str(k)) == Some("float")
 }
 

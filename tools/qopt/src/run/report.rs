@@ -12,7 +12,7 @@
 //!           "median_ms":x,"min_ms":x,"max_ms":x}
 //! compare: {"mode":"compare","reference":M,"other":M2,"function":F,"runs":K,
 //!           "rows":[ROW...],"unmatched_other":["loc(\"x\")",...]}
-//!          ROW = {"value":"loc(\"fc1\")","op":"fp.dense","kind":"op"|"output",
+//!          ROW = {"value":"loc(\"fc1\")","op":fp_op::DENSE,"kind":"op"|"output",
 //!                 "shape":[1,8],"sqnr_db":x,"cosine":x,"max_abs_error":x,
 //!                 "mean_abs_error":x,"note":null|"..."}
 //! ```
@@ -253,6 +253,7 @@ fn document(fields: Vec<(&'static str, Json)>) -> String {
 mod tests {
     use super::*;
     use crate::run::metrics::ErrorStats;
+    use qopt_dialect_fp::op_names as fp_op;
 
     #[test]
     fn summary_lines_give_range_mean_and_argmax() {
@@ -270,7 +271,7 @@ mod tests {
     fn compare_rows_align_and_say_why_metrics_are_missing() {
         let row = |value: &str, outcome| Row {
             value: value.into(),
-            op: "fp.dense".into(),
+            op: fp_op::DENSE.into(),
             shape: vec![1, 2],
             output: false,
             outcome,

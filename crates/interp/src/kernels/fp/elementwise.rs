@@ -8,6 +8,7 @@ use crate::error::{bail, InterpError};
 use crate::registry::{KernelContext, KernelResults};
 use crate::tensor::Tensor;
 use ndarray::{ArrayD, Axis, IxDyn, Zip};
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::{attrs, shape::broadcast};
 
 /// `f(a, b)` element by element with numpy broadcasting.
@@ -54,22 +55,22 @@ fn binary(
 
 /// `fp.add`.
 pub(crate) fn add(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
-    binary(ops, "fp.add", |x, y| x + y, |x, y| x + y)
+    binary(ops, fp_op::ADD, |x, y| x + y, |x, y| x + y)
 }
 
 /// `fp.sub`.
 pub(crate) fn sub(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
-    binary(ops, "fp.sub", |x, y| x - y, |x, y| x - y)
+    binary(ops, fp_op::SUB, |x, y| x - y, |x, y| x - y)
 }
 
 /// `fp.mul`.
 pub(crate) fn mul(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
-    binary(ops, "fp.mul", |x, y| x * y, |x, y| x * y)
+    binary(ops, fp_op::MUL, |x, y| x * y, |x, y| x * y)
 }
 
 /// `fp.div` (IEEE division: x / 0 is ±inf or NaN).
 pub(crate) fn div(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
-    binary(ops, "fp.div", |x, y| x / y, |x, y| x / y)
+    binary(ops, fp_op::DIV, |x, y| x / y, |x, y| x / y)
 }
 
 fn relu_real<T: Real>(a: &ArrayD<T>) -> ArrayD<T> {
@@ -119,7 +120,7 @@ pub(crate) fn relu(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<Kernel
                 Tensor::I16(a) => Tensor::I16(relu_int(a, &zps, axis)?),
                 Tensor::I32(a) => Tensor::I32(relu_int(a, &zps, axis)?),
                 Tensor::I64(a) => Tensor::I64(relu_int(a, &zps, axis)?),
-                other => return Err(unsupported("fp.relu", other)),
+                other => return Err(unsupported(fp_op::RELU, other)),
             }
         }
     };
@@ -132,12 +133,12 @@ fn sigmoid_real<T: Real>(a: &ArrayD<T>) -> ArrayD<T> {
 
 /// `fp.sigmoid`: 1 / (1 + exp(-x)).
 pub(crate) fn sigmoid(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
-    one(float_map!(operand(ops, 0)?, "fp.sigmoid", a => sigmoid_real(a)))
+    one(float_map!(operand(ops, 0)?, fp_op::SIGMOID, a => sigmoid_real(a)))
 }
 
 /// `fp.tanh`.
 pub(crate) fn tanh(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
-    one(float_map!(operand(ops, 0)?, "fp.tanh", a => a.mapv(Real::tanh)))
+    one(float_map!(operand(ops, 0)?, fp_op::TANH, a => a.mapv(Real::tanh)))
 }
 
 fn clip_real<T: Real>(a: &ArrayD<T>, lo: f64, hi: f64) -> ArrayD<T> {
@@ -160,7 +161,7 @@ pub(crate) fn clip(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<Kernel
     if lo > hi {
         bail!("'min' {lo} is greater than 'max' {hi}");
     }
-    one(float_map!(operand(ops, 0)?, "fp.clip", a => clip_real(a, lo, hi)))
+    one(float_map!(operand(ops, 0)?, fp_op::CLIP, a => clip_real(a, lo, hi)))
 }
 
 #[cfg(test)]

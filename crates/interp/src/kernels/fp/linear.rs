@@ -6,6 +6,7 @@ use crate::error::{bail, InterpError};
 use crate::registry::{KernelContext, KernelResults};
 use crate::tensor::Tensor;
 use ndarray::{Array2, ArrayD, ArrayView2, Axis, Dimension, Ix2, IxDyn};
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape::broadcast;
 
 fn shape_err(e: ndarray::ShapeError) -> InterpError {
@@ -62,7 +63,7 @@ pub(crate) fn dense(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<Kernel
             one(Tensor::F64(dense_real(x, w, Some(b))?))
         }
         _ if x.dtype() != w.dtype() => bail!("operands have different dtypes"),
-        _ => Err(unsupported("fp.dense", x)),
+        _ => Err(unsupported(fp_op::DENSE, x)),
     }
 }
 
@@ -123,7 +124,7 @@ fn matmul_kernel(ops: &[&Tensor], broadcast_batch: bool, name: &str) -> Result<K
 
 /// `fp.matmul`.
 pub(crate) fn matmul(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
-    matmul_kernel(ops, true, "fp.matmul")
+    matmul_kernel(ops, true, fp_op::MATMUL)
 }
 
 /// `fp.batch_matmul`.
@@ -132,7 +133,7 @@ pub(crate) fn batch_matmul(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result
     if a.rank() != 3 || operand(ops, 1)?.rank() != 3 {
         bail!("operands must have rank 3");
     }
-    matmul_kernel(ops, false, "fp.batch_matmul")
+    matmul_kernel(ops, false, fp_op::BATCH_MATMUL)
 }
 
 #[cfg(test)]

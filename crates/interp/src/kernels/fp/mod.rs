@@ -18,40 +18,41 @@ use crate::registry::{KernelRegistry, KernelResults};
 use crate::tensor::Tensor;
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2};
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::{Context, QuantParams, Type, TypeData};
 use smallvec::smallvec;
 
 /// Registers a kernel for every `fp` op (`fp.constant` too, though the executor
 /// serves constants from its cache).
 pub(crate) fn register(r: &mut KernelRegistry) {
-    r.register("fp.constant", shape::constant);
-    r.register("fp.add", elementwise::add);
-    r.register("fp.sub", elementwise::sub);
-    r.register("fp.mul", elementwise::mul);
-    r.register("fp.div", elementwise::div);
-    r.register("fp.relu", elementwise::relu);
-    r.register("fp.sigmoid", elementwise::sigmoid);
-    r.register("fp.tanh", elementwise::tanh);
-    r.register("fp.clip", elementwise::clip);
-    r.register("fp.conv2d", conv::conv2d);
-    r.register("fp.conv1d", conv::conv1d);
-    r.register("fp.dense", linear::dense);
-    r.register("fp.matmul", linear::matmul);
-    r.register("fp.batch_matmul", linear::batch_matmul);
-    r.register("fp.batch_norm", norm::batch_norm);
-    r.register("fp.bias_add", norm::bias_add);
-    r.register("fp.softmax", norm::softmax);
-    r.register("fp.max_pool2d", pool::max_pool2d);
-    r.register("fp.max_pool1d", pool::max_pool1d);
-    r.register("fp.avg_pool2d", pool::avg_pool2d);
-    r.register("fp.global_avg_pool2d", pool::global_avg_pool2d);
-    r.register("fp.reshape", shape::reshape);
-    r.register("fp.flatten", shape::flatten);
-    r.register("fp.transpose", shape::transpose);
-    r.register("fp.concat", shape::concat);
-    r.register("fp.split", shape::split);
-    r.register("fp.pad", shape::pad);
-    r.register("fp.strided_slice", shape::strided_slice);
+    r.register(fp_op::CONSTANT, shape::constant);
+    r.register(fp_op::ADD, elementwise::add);
+    r.register(fp_op::SUB, elementwise::sub);
+    r.register(fp_op::MUL, elementwise::mul);
+    r.register(fp_op::DIV, elementwise::div);
+    r.register(fp_op::RELU, elementwise::relu);
+    r.register(fp_op::SIGMOID, elementwise::sigmoid);
+    r.register(fp_op::TANH, elementwise::tanh);
+    r.register(fp_op::CLIP, elementwise::clip);
+    r.register(fp_op::CONV2D, conv::conv2d);
+    r.register(fp_op::CONV1D, conv::conv1d);
+    r.register(fp_op::DENSE, linear::dense);
+    r.register(fp_op::MATMUL, linear::matmul);
+    r.register(fp_op::BATCH_MATMUL, linear::batch_matmul);
+    r.register(fp_op::BATCH_NORM, norm::batch_norm);
+    r.register(fp_op::BIAS_ADD, norm::bias_add);
+    r.register(fp_op::SOFTMAX, norm::softmax);
+    r.register(fp_op::MAX_POOL2D, pool::max_pool2d);
+    r.register(fp_op::MAX_POOL1D, pool::max_pool1d);
+    r.register(fp_op::AVG_POOL2D, pool::avg_pool2d);
+    r.register(fp_op::GLOBAL_AVG_POOL2D, pool::global_avg_pool2d);
+    r.register(fp_op::RESHAPE, shape::reshape);
+    r.register(fp_op::FLATTEN, shape::flatten);
+    r.register(fp_op::TRANSPOSE, shape::transpose);
+    r.register(fp_op::CONCAT, shape::concat);
+    r.register(fp_op::SPLIT, shape::split);
+    r.register(fp_op::PAD, shape::pad);
+    r.register(fp_op::STRIDED_SLICE, shape::strided_slice);
 }
 
 /// A float element type the kernels compute in (f32, f64).

@@ -6,6 +6,7 @@ use crate::registry::{KernelContext, KernelResults};
 use crate::tensor::Tensor;
 use ndarray::{ArrayD, Axis};
 use qopt_dialect_fp::attrs;
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape::normalize_axis;
 
 /// Multiplies slice `i` of `x` along `axis` by `a[i]` and adds `b[i]`, in
@@ -57,7 +58,7 @@ pub(crate) fn batch_norm(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<
     match x {
         Tensor::F32(a) => one(Tensor::F32(batch_norm_real(a, &ops[1..5], eps)?)),
         Tensor::F64(a) => one(Tensor::F64(batch_norm_real(a, &ops[1..5], eps)?)),
-        other => Err(unsupported("fp.batch_norm", other)),
+        other => Err(unsupported(fp_op::BATCH_NORM, other)),
     }
 }
 
@@ -77,7 +78,7 @@ pub(crate) fn bias_add(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<Ke
             one(Tensor::F64(scale_shift(x, axis, &vec![1.0; c], &b.iter().copied().collect::<Vec<_>>())))
         }
         _ if x.dtype() != b.dtype() => bail!("operands have different dtypes"),
-        _ => Err(unsupported("fp.bias_add", x)),
+        _ => Err(unsupported(fp_op::BIAS_ADD, x)),
     }
 }
 
@@ -111,7 +112,7 @@ pub(crate) fn softmax(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<Ker
     match x {
         Tensor::F32(a) => one(Tensor::F32(softmax_real(a, axis))),
         Tensor::F64(a) => one(Tensor::F64(softmax_real(a, axis))),
-        other => Err(unsupported("fp.softmax", other)),
+        other => Err(unsupported(fp_op::SOFTMAX, other)),
     }
 }
 

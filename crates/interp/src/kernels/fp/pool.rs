@@ -15,6 +15,7 @@ use crate::registry::{KernelContext, KernelResults};
 use crate::tensor::Tensor;
 use ndarray::{ArrayD, IxDyn};
 use qopt_dialect_fp::attrs::PoolAttrs;
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape::pool_out;
 
 /// Window geometry of a 2-D pool (1-D pools use H = 1).
@@ -293,7 +294,7 @@ pub(crate) fn avg_pool2d(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<
     match x {
         Tensor::F32(a) => one(Tensor::F32(avg_pool_real(a, &g, attrs.count_include_pad)?)),
         Tensor::F64(a) => one(Tensor::F64(avg_pool_real(a, &g, attrs.count_include_pad)?)),
-        other => Err(unsupported("fp.avg_pool2d", other)),
+        other => Err(unsupported(fp_op::AVG_POOL2D, other)),
     }
 }
 
@@ -320,7 +321,7 @@ pub(crate) fn global_avg_pool2d(
     match x {
         Tensor::F32(a) => one(Tensor::F32(global_avg_real(a)?)),
         Tensor::F64(a) => one(Tensor::F64(global_avg_real(a)?)),
-        other => Err(unsupported("fp.global_avg_pool2d", other)),
+        other => Err(unsupported(fp_op::GLOBAL_AVG_POOL2D, other)),
     }
 }
 

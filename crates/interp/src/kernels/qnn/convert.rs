@@ -170,6 +170,7 @@ mod tests {
     use crate::kernels::fp::tests::{f32t, run_typed, run_typed_err};
     use crate::kernels::qnn::tests::{i8t, u8t};
     use proptest::prelude::*;
+    use qopt_dialect_qnn::op_names as qnn_op;
     use qopt_ir_core::Context;
 
     const Q: &str = "tensor<7x!qnn.uniform<i8:f32, 0.5:-3>>";
@@ -346,7 +347,7 @@ mod tests {
         assert!(e.contains("needs a 'type'"), "{e}");
         // The identities, as registered.
         let registry = crate::registry::KernelRegistry::standard();
-        for name in ["qnn.observe", "qnn.cast_hint", "qnn.stop_fusion"] {
+        for name in [qnn_op::OBSERVE, qnn_op::CAST_HINT, qnn_op::STOP_FUSION] {
             let kernel = registry.get(name).unwrap();
             let q = i8t(&[2], &[1, -1]);
             let ty = "tensor<2x!qnn.uniform<i8:f32, 0.1:0>>";

@@ -38,28 +38,29 @@ use crate::registry::{KernelContext, KernelRegistry};
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 use qopt_dialect_fp::attrs;
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{self, ScaleZp};
 use qopt_dialect_qnn::Rounding;
 use qopt_ir_core::{type_to_string, QuantType, Type, TypeData};
 
 /// Registers a kernel for every `qnn` op.
 pub(crate) fn register(r: &mut KernelRegistry) {
-    r.register("qnn.quantize", convert::quantize);
-    r.register("qnn.dequantize", convert::dequantize);
-    r.register("qnn.requantize", convert::requantize);
-    r.register("qnn.fake_quant", convert::fake_quant);
-    r.register("qnn.cast_hint", convert::identity);
-    r.register("qnn.stop_fusion", convert::identity);
-    r.register("qnn.observe", convert::identity);
-    r.register("qnn.conv2d", conv::conv2d);
-    r.register("qnn.conv2d_relu", conv::conv2d_relu);
-    r.register("qnn.dense", linear::dense);
-    r.register("qnn.dense_relu", linear::dense_relu);
-    r.register("qnn.add", elementwise::add);
-    r.register("qnn.mul", elementwise::mul);
-    r.register("qnn.concat", elementwise::concat);
-    r.register("qnn.avg_pool2d", pool::avg_pool2d);
-    r.register("qnn.global_avg_pool2d", pool::global_avg_pool2d);
+    r.register(qnn_op::QUANTIZE, convert::quantize);
+    r.register(qnn_op::DEQUANTIZE, convert::dequantize);
+    r.register(qnn_op::REQUANTIZE, convert::requantize);
+    r.register(qnn_op::FAKE_QUANT, convert::fake_quant);
+    r.register(qnn_op::CAST_HINT, convert::identity);
+    r.register(qnn_op::STOP_FUSION, convert::identity);
+    r.register(qnn_op::OBSERVE, convert::identity);
+    r.register(qnn_op::CONV2D, conv::conv2d);
+    r.register(qnn_op::CONV2D_RELU, conv::conv2d_relu);
+    r.register(qnn_op::DENSE, linear::dense);
+    r.register(qnn_op::DENSE_RELU, linear::dense_relu);
+    r.register(qnn_op::ADD, elementwise::add);
+    r.register(qnn_op::MUL, elementwise::mul);
+    r.register(qnn_op::CONCAT, elementwise::concat);
+    r.register(qnn_op::AVG_POOL2D, pool::avg_pool2d);
+    r.register(qnn_op::GLOBAL_AVG_POOL2D, pool::global_avg_pool2d);
 }
 
 /// The quantized element type of tensor type `ty`, or an error naming it as `what`.
