@@ -2,9 +2,13 @@
 //! becomes constant data bound to the output (an `fp.constant` appears only
 //! where a node uses it as an operand; see [`crate::import`]).
 
+use super::ConvertFn;
 use crate::import::NodeCx;
 use crate::onnx::data_type as dt;
 use crate::tensor::TensorData;
+
+/// The ONNX op types this family converts, with their converters.
+pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[("Constant", constant)];
 
 pub(super) fn constant(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let attrs = cx.attrs();

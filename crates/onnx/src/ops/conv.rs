@@ -2,9 +2,13 @@
 //! `strides`, `dilations`, explicit `pads` or `auto_pad`, and the optional
 //! bias. Attributes equal to the fp defaults are left out.
 
+use super::ConvertFn;
 use super::{spatial_ints, window_pads, AttrList};
 use crate::import::NodeCx;
 use qopt_dialect_fp::op_names as fp_op;
+
+/// The ONNX op types this family converts, with their converters.
+pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[("Conv", conv)];
 
 pub(super) fn conv(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let attrs = cx.attrs();

@@ -7,9 +7,23 @@
 //! `0 − alpha · (−x)`, the same rounding as ONNX's `alpha · x`.
 
 use super::AttrList;
+use super::ConvertFn;
 use crate::import::NodeCx;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::{Attribute, Context, Type, TypeData};
+
+/// The ONNX op types this family converts, with their converters.
+pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
+    ("Add", add),
+    ("Clip", clip),
+    ("Div", div),
+    ("LeakyRelu", leaky_relu),
+    ("Mul", mul),
+    ("Relu", relu),
+    ("Sigmoid", sigmoid),
+    ("Sub", sub),
+    ("Tanh", tanh),
+];
 
 fn binary(cx: &mut NodeCx<'_, '_>, op: &str) -> Result<(), String> {
     let a = cx.input(0)?;

@@ -13,9 +13,13 @@
 //! dimension is reshaped away from the result, as numpy does.
 
 use super::shape::reshape_to;
+use super::ConvertFn;
 use crate::import::NodeCx;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::{Attribute, ValueId};
+
+/// The ONNX op types this family converts, with their converters.
+pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[("Gemm", gemm), ("MatMul", matmul)];
 
 fn transpose_2d(cx: &mut NodeCx<'_, '_>, v: ValueId) -> Result<ValueId, String> {
     let ctx = cx.ctx();

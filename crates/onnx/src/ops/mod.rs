@@ -1,5 +1,5 @@
 //! The converters: one function per ONNX op type, grouped by family in the
-//! modules below, listed in [`CONVERTERS`]; the graph walk looks them up by
+//! modules below, each of which lists its own in a `CONVERTERS` table; the graph walk looks them up by
 //! op type. Each converter reads its node through [`NodeCx`], appends fp or
 //! qnn ops (types from the ops' own inference) and binds the node's outputs.
 //!
@@ -24,48 +24,35 @@ use qopt_ir_core::{Attribute, Context};
 /// Converts one node.
 pub(crate) type ConvertFn = fn(&mut NodeCx<'_, '_>) -> Result<(), String>;
 
-/// Every supported op type of the standard domain and its converter.
-const CONVERTERS: &[(&str, ConvertFn)] = &[
-    ("Add", elementwise::add),
-    ("AveragePool", pool::average_pool),
-    ("BatchNormalization", norm::batch_normalization),
-    ("Clip", elementwise::clip),
-    ("Concat", shape::concat),
-    ("Constant", constant::constant),
-    ("Conv", conv::conv),
-    ("DequantizeLinear", quant::dequantize_linear),
-    ("Div", elementwise::div),
-    ("Flatten", shape::flatten),
-    ("Gemm", linear::gemm),
-    ("GlobalAveragePool", pool::global_average_pool),
-    ("Identity", shape::identity),
-    ("LeakyRelu", elementwise::leaky_relu),
-    ("MatMul", linear::matmul),
-    ("MaxPool", pool::max_pool),
-    ("Mul", elementwise::mul),
-    ("Pad", shape::pad),
-    ("QuantizeLinear", quant::quantize_linear),
-    ("Relu", elementwise::relu),
-    ("Reshape", shape::reshape),
-    ("Sigmoid", elementwise::sigmoid),
-    ("Slice", shape::slice),
-    ("Softmax", norm::softmax),
-    ("Split", shape::split),
-    ("Squeeze", shape::squeeze),
-    ("Sub", elementwise::sub),
-    ("Tanh", elementwise::tanh),
-    ("Transpose", shape::transpose),
-    ("Unsqueeze", shape::unsqueeze),
-];
+/// Every supported op type of the standard domain and its converter, sorted:
+/// the tables of the family modules, gathered once.
+fn converters() -> &'static [(&'static str, ConvertFn)] {
+    static ALL: std::sync::OnceLock<Vec<(&'static str, ConvertFn)>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut all: Vec<(&'static str, ConvertFn)> = [
+            constant::CONVERTERS,
+            conv::CONVERTERS,
+            elementwise::CONVERTERS,
+            linear::CONVERTERS,
+            norm::CONVERTERS,
+            pool::CONVERTERS,
+            quant::CONVERTERS,
+            shape::CONVERTERS,
+        ]
+        .concat();
+        all.sort_by_key(|(name, _)| *name);
+        all
+    })
+}
 
 /// The op types the importer supports, sorted.
 pub fn supported_op_types() -> impl Iterator<Item = &'static str> {
-    CONVERTERS.iter().map(|(name, _)| *name)
+    converters().iter().map(|(name, _)| *name)
 }
 
 /// The converter of a standard-domain op type.
 pub(crate) fn converter(op_type: &str) -> Option<ConvertFn> {
-    CONVERTERS.iter().find(|(name, _)| *name == op_type).map(|(_, f)| *f)
+    converters().iter().find(|(name, _)| *name == op_type).map(|(_, f)| *f)
 }
 
 /// One error listing every op type of `graph` without a converter, with the

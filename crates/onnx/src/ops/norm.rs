@@ -5,10 +5,15 @@
 //! `axis`, `fp.softmax` over the flattened tail, `fp.reshape` back.
 
 use super::shape::reshape_to;
+use super::ConvertFn;
 use super::{normalize_axis, AttrList};
 use crate::import::NodeCx;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::Attribute;
+
+/// The ONNX op types this family converts, with their converters.
+pub(crate) const CONVERTERS: &[(&str, ConvertFn)] =
+    &[("BatchNormalization", batch_normalization), ("Softmax", softmax)];
 
 pub(super) fn batch_normalization(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let attrs = cx.attrs();

@@ -5,10 +5,15 @@
 //! Not supported: MaxPool's `Indices` output and `storage_order`, dilated
 //! or 1-D average pooling.
 
+use super::ConvertFn;
 use super::{spatial_ints, window_pads, AttrList};
 use crate::import::NodeCx;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::ValueId;
+
+/// The ONNX op types this family converts, with their converters.
+pub(crate) const CONVERTERS: &[(&str, ConvertFn)] =
+    &[("AveragePool", average_pool), ("GlobalAveragePool", global_average_pool), ("MaxPool", max_pool)];
 
 pub(super) fn max_pool(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     if cx.has_output(1) {

@@ -11,6 +11,7 @@
 //! (the output of the matching `QuantizeLinear`). Blocked quantization
 //! (`block_size`, opset 21) is not supported.
 
+use super::ConvertFn;
 use crate::import::NodeCx;
 use crate::onnx::data_type as dt;
 use crate::tensor::float_kind;
@@ -18,6 +19,10 @@ use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::{
     type_to_string, Attribute, Context, IntType, QuantParams, QuantType, Signedness, Type, TypeData,
 };
+
+/// The ONNX op types this family converts, with their converters.
+pub(crate) const CONVERTERS: &[(&str, ConvertFn)] =
+    &[("DequantizeLinear", dequantize_linear), ("QuantizeLinear", quantize_linear)];
 
 /// The storage type of quantized values of ONNX type `data_type`.
 fn storage(data_type: i32) -> Result<IntType, String> {

@@ -7,10 +7,25 @@
 //! Older opsets pass some of them as attributes; both forms are read.
 
 use super::elementwise::float_attr;
+use super::ConvertFn;
 use super::{normalize_axis, AttrList};
 use crate::import::NodeCx;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::ValueId;
+
+/// The ONNX op types this family converts, with their converters.
+pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
+    ("Concat", concat),
+    ("Flatten", flatten),
+    ("Identity", identity),
+    ("Pad", pad),
+    ("Reshape", reshape),
+    ("Slice", slice),
+    ("Split", split),
+    ("Squeeze", squeeze),
+    ("Transpose", transpose),
+    ("Unsqueeze", unsqueeze),
+];
 
 /// Appends `fp.reshape` of `x` to the static shape `target`. A 0 in `shape`
 /// means "copy the input size" to fp.reshape, so a zero-sized target

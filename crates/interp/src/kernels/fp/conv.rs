@@ -13,12 +13,18 @@
 
 use super::{expect_rank, operand, to_usize, unsupported, Real};
 use crate::error::{bail, InterpError};
-use crate::registry::{KernelContext, KernelResults};
+use crate::registry::{Kernel, KernelContext, KernelResults};
 use crate::tensor::Tensor;
 use ndarray::{s, ArrayD, ArrayView2, ArrayViewMut2, IxDyn};
 use qopt_dialect_fp::attrs::ConvAttrs;
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape::conv_out;
 use smallvec::smallvec;
+
+/// The kernels of this family, by op name.
+pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
+    vec![(fp_op::CONV2D, conv2d), (fp_op::CONV1D, conv1d)]
+}
 
 /// Window parameters of a 2-D convolution, as sizes.
 #[derive(Clone, Copy, Debug)]

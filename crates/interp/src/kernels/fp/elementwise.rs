@@ -5,11 +5,25 @@
 
 use super::{float_map, one, operand, unsupported, zero_points, Real};
 use crate::error::{bail, InterpError};
-use crate::registry::{KernelContext, KernelResults};
+use crate::registry::{Kernel, KernelContext, KernelResults};
 use crate::tensor::Tensor;
 use ndarray::{ArrayD, Axis, IxDyn, Zip};
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::{attrs, shape::broadcast};
+
+/// The kernels of this family, by op name.
+pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
+    vec![
+        (fp_op::ADD, add),
+        (fp_op::SUB, sub),
+        (fp_op::MUL, mul),
+        (fp_op::DIV, div),
+        (fp_op::RELU, relu),
+        (fp_op::SIGMOID, sigmoid),
+        (fp_op::TANH, tanh),
+        (fp_op::CLIP, clip),
+    ]
+}
 
 /// `f(a, b)` element by element with numpy broadcasting.
 pub(crate) fn broadcast_with<T: Copy, U>(

@@ -18,41 +18,24 @@ use crate::registry::{KernelRegistry, KernelResults};
 use crate::tensor::Tensor;
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2};
-use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::{Context, QuantParams, Type, TypeData};
 use smallvec::smallvec;
 
-/// Registers a kernel for every `fp` op (`fp.constant` too, though the executor
-/// serves constants from its cache).
+/// Registers a kernel for every `fp` op: each op-family file lists its own.
 pub(crate) fn register(r: &mut KernelRegistry) {
-    r.register(fp_op::CONSTANT, shape::constant);
-    r.register(fp_op::ADD, elementwise::add);
-    r.register(fp_op::SUB, elementwise::sub);
-    r.register(fp_op::MUL, elementwise::mul);
-    r.register(fp_op::DIV, elementwise::div);
-    r.register(fp_op::RELU, elementwise::relu);
-    r.register(fp_op::SIGMOID, elementwise::sigmoid);
-    r.register(fp_op::TANH, elementwise::tanh);
-    r.register(fp_op::CLIP, elementwise::clip);
-    r.register(fp_op::CONV2D, conv::conv2d);
-    r.register(fp_op::CONV1D, conv::conv1d);
-    r.register(fp_op::DENSE, linear::dense);
-    r.register(fp_op::MATMUL, linear::matmul);
-    r.register(fp_op::BATCH_MATMUL, linear::batch_matmul);
-    r.register(fp_op::BATCH_NORM, norm::batch_norm);
-    r.register(fp_op::BIAS_ADD, norm::bias_add);
-    r.register(fp_op::SOFTMAX, norm::softmax);
-    r.register(fp_op::MAX_POOL2D, pool::max_pool2d);
-    r.register(fp_op::MAX_POOL1D, pool::max_pool1d);
-    r.register(fp_op::AVG_POOL2D, pool::avg_pool2d);
-    r.register(fp_op::GLOBAL_AVG_POOL2D, pool::global_avg_pool2d);
-    r.register(fp_op::RESHAPE, shape::reshape);
-    r.register(fp_op::FLATTEN, shape::flatten);
-    r.register(fp_op::TRANSPOSE, shape::transpose);
-    r.register(fp_op::CONCAT, shape::concat);
-    r.register(fp_op::SPLIT, shape::split);
-    r.register(fp_op::PAD, shape::pad);
-    r.register(fp_op::STRIDED_SLICE, shape::strided_slice);
+    for (name, kernel) in [
+        shape::kernels(),
+        elementwise::kernels(),
+        conv::kernels(),
+        linear::kernels(),
+        norm::kernels(),
+        pool::kernels(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        r.register(name, kernel);
+    }
 }
 
 /// A float element type the kernels compute in (f32, f64).

@@ -2,12 +2,17 @@
 
 use super::{one, operand, unsupported, Real};
 use crate::error::{bail, InterpError};
-use crate::registry::{KernelContext, KernelResults};
+use crate::registry::{Kernel, KernelContext, KernelResults};
 use crate::tensor::Tensor;
 use ndarray::{ArrayD, Axis};
 use qopt_dialect_fp::attrs;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape::normalize_axis;
+
+/// The kernels of this family, by op name.
+pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
+    vec![(fp_op::BATCH_NORM, batch_norm), (fp_op::BIAS_ADD, bias_add), (fp_op::SOFTMAX, softmax)]
+}
 
 /// Multiplies slice `i` of `x` along `axis` by `a[i]` and adds `b[i]`, in
 /// one pass that reads `x` and writes the result.

@@ -10,12 +10,27 @@
 
 use super::{one, operand, to_usize, zero_points};
 use crate::error::{bail, InterpError};
-use crate::registry::{KernelContext, KernelResults};
+use crate::registry::{Kernel, KernelContext, KernelResults};
 use crate::tensor::{map_tensor, Tensor};
 use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, Slice};
 use qopt_dialect_fp::attrs;
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape::normalize_axis;
 use qopt_ir_core::AttrData;
+
+/// The kernels of this family, by op name.
+pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
+    vec![
+        (fp_op::CONSTANT, constant),
+        (fp_op::RESHAPE, reshape),
+        (fp_op::FLATTEN, flatten),
+        (fp_op::TRANSPOSE, transpose),
+        (fp_op::CONCAT, concat),
+        (fp_op::SPLIT, split),
+        (fp_op::PAD, pad),
+        (fp_op::STRIDED_SLICE, strided_slice),
+    ]
+}
 
 fn shape_err(e: ndarray::ShapeError) -> InterpError {
     InterpError::new(e.to_string())

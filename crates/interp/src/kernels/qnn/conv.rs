@@ -13,10 +13,16 @@ use super::{narrow, quant_operand, result_quant, rounding, typed_operand};
 use crate::error::InterpError;
 use crate::kernels::fp::conv::{conv2d_gemm, ConvShape, Window2};
 use crate::kernels::fp::one;
-use crate::registry::{KernelContext, KernelResults};
+use crate::registry::{Kernel, KernelContext, KernelResults};
 use crate::tensor::Tensor;
 use qopt_dialect_fp::attrs::ConvAttrs;
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::Rounding;
+
+/// The kernels of this family, by op name.
+pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
+    vec![(qnn_op::CONV2D, conv2d), (qnn_op::CONV2D_RELU, conv2d_relu)]
+}
 
 /// A quantized 2-D convolution (NCHW) with explicit parameters: exactly what
 /// `qnn.conv2d` (or `qnn.conv2d_relu`, with `relu`) computes with these

@@ -21,14 +21,28 @@ use super::{
 };
 use crate::error::{bail, InterpError};
 use crate::kernels::fp::{one, operand};
-use crate::registry::{KernelContext, KernelResults};
+use crate::registry::{Kernel, KernelContext, KernelResults};
 use crate::tensor::Tensor;
 use ndarray::ArrayD;
 use qopt_dialect_qnn::fixed_point::{
     dequantize_f32, fake_quant_f32, quantize_f32, requantize as requantize_value, saturate, scale_f32,
 };
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{check_quant_type, requantize_multipliers, storage_range};
 use qopt_ir_core::{bits_to_f64, f64_to_bits, AttrData, FloatKind, QuantType, TypeData};
+
+/// The kernels of this family, by op name.
+pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
+    vec![
+        (qnn_op::QUANTIZE, quantize),
+        (qnn_op::DEQUANTIZE, dequantize),
+        (qnn_op::REQUANTIZE, requantize),
+        (qnn_op::FAKE_QUANT, fake_quant),
+        (qnn_op::CAST_HINT, identity),
+        (qnn_op::STOP_FUSION, identity),
+        (qnn_op::OBSERVE, identity),
+    ]
+}
 
 /// The f32 input of quantize and fake_quant.
 fn floats<'t>(t: &'t Tensor, what: &str) -> Result<&'t ArrayD<f32>, InterpError> {
@@ -170,7 +184,6 @@ mod tests {
     use crate::kernels::fp::tests::{f32t, run_typed, run_typed_err};
     use crate::kernels::qnn::tests::{i8t, u8t};
     use proptest::prelude::*;
-    use qopt_dialect_qnn::op_names as qnn_op;
     use qopt_ir_core::Context;
 
     const Q: &str = "tensor<7x!qnn.uniform<i8:f32, 0.5:-3>>";

@@ -15,16 +15,22 @@ use super::{ints, narrow, per_tensor, quant_operand, result_quant, rounding};
 use crate::error::{bail, InterpError};
 use crate::kernels::fp::elementwise::broadcast_with;
 use crate::kernels::fp::one;
-use crate::registry::{KernelContext, KernelResults};
+use crate::registry::{Kernel, KernelContext, KernelResults};
 use crate::tensor::Tensor;
 use ndarray::{ArrayD, ArrayViewD, Axis};
 use qopt_dialect_fp::attrs;
 use qopt_dialect_fp::shape::normalize_axis;
 use qopt_dialect_qnn::fixed_point::{requantize, requantize_sum, rounding_shift, saturate};
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{
     add_multipliers, mul_multiplier, requantize_multipliers, storage_range,
 };
 use qopt_ir_core::QuantType;
+
+/// The kernels of this family, by op name.
+pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
+    vec![(qnn_op::ADD, add), (qnn_op::MUL, mul), (qnn_op::CONCAT, concat)]
+}
 
 /// Both operands of add or mul, stored values widened, with their types and
 /// the result's.

@@ -6,9 +6,15 @@ use super::accumulate::{exact_gemm, exact_in_f64, wrapping_gemm, Centered, Outpu
 use super::{narrow, quant_operand, result_quant, rounding, typed_operand};
 use crate::error::{bail, InterpError};
 use crate::kernels::fp::one;
-use crate::registry::{KernelContext, KernelResults};
+use crate::registry::{Kernel, KernelContext, KernelResults};
 use crate::tensor::Tensor;
 use ndarray::{ArrayView2, ArrayViewMut2};
+use qopt_dialect_qnn::op_names as qnn_op;
+
+/// The kernels of this family, by op name.
+pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
+    vec![(qnn_op::DENSE, dense), (qnn_op::DENSE_RELU, dense_relu)]
+}
 
 fn dense_kernel(kc: &KernelContext<'_>, ops: &[&Tensor], relu: bool) -> Result<KernelResults, InterpError> {
     let (x, xq) = quant_operand(kc, ops, 0, "input")?;

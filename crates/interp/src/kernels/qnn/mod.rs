@@ -38,29 +38,19 @@ use crate::registry::{KernelContext, KernelRegistry};
 use crate::tensor::{DType, Tensor};
 use ndarray::ArrayD;
 use qopt_dialect_fp::attrs;
-use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{self, ScaleZp};
 use qopt_dialect_qnn::Rounding;
 use qopt_ir_core::{type_to_string, QuantType, Type, TypeData};
 
-/// Registers a kernel for every `qnn` op.
+/// Registers a kernel for every `qnn` op: each op-family file lists its own.
 pub(crate) fn register(r: &mut KernelRegistry) {
-    r.register(qnn_op::QUANTIZE, convert::quantize);
-    r.register(qnn_op::DEQUANTIZE, convert::dequantize);
-    r.register(qnn_op::REQUANTIZE, convert::requantize);
-    r.register(qnn_op::FAKE_QUANT, convert::fake_quant);
-    r.register(qnn_op::CAST_HINT, convert::identity);
-    r.register(qnn_op::STOP_FUSION, convert::identity);
-    r.register(qnn_op::OBSERVE, convert::identity);
-    r.register(qnn_op::CONV2D, conv::conv2d);
-    r.register(qnn_op::CONV2D_RELU, conv::conv2d_relu);
-    r.register(qnn_op::DENSE, linear::dense);
-    r.register(qnn_op::DENSE_RELU, linear::dense_relu);
-    r.register(qnn_op::ADD, elementwise::add);
-    r.register(qnn_op::MUL, elementwise::mul);
-    r.register(qnn_op::CONCAT, elementwise::concat);
-    r.register(qnn_op::AVG_POOL2D, pool::avg_pool2d);
-    r.register(qnn_op::GLOBAL_AVG_POOL2D, pool::global_avg_pool2d);
+    for (name, kernel) in
+        [convert::kernels(), conv::kernels(), linear::kernels(), elementwise::kernels(), pool::kernels()]
+            .into_iter()
+            .flatten()
+    {
+        r.register(name, kernel);
+    }
 }
 
 /// The quantized element type of tensor type `ty`, or an error naming it as `what`.

@@ -8,12 +8,18 @@ use super::{ints, narrow, per_tensor, quant_operand, result_quant, rounding};
 use crate::error::{bail, InterpError};
 use crate::kernels::fp::one;
 use crate::kernels::fp::pool::{geometry, out_shape, window_sums};
-use crate::registry::{KernelContext, KernelResults};
+use crate::registry::{Kernel, KernelContext, KernelResults};
 use crate::tensor::Tensor;
 use qopt_dialect_fp::attrs::PoolAttrs;
 use qopt_dialect_qnn::fixed_point::{quantize_multiplier, requantize, saturate, Rounding};
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::storage_range;
 use qopt_ir_core::QuantType;
+
+/// The kernels of this family, by op name.
+pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
+    vec![(qnn_op::AVG_POOL2D, avg_pool2d), (qnn_op::GLOBAL_AVG_POOL2D, global_avg_pool2d)]
+}
 
 /// The output of one window: `requantize(sum; M_n) + zp_out`, saturated,
 /// with `M_n = s_in ⊘₆₄ (n ⊗₆₄ s_out)`; `zp_out` for an empty window.
