@@ -28,7 +28,8 @@ pub enum DiagnosticFormat {
         qopt model.qir --diagnostics=json                one JSON object per diagnostic on stderr\n  \
         qopt --list-dialects                             registered dialects with summaries\n  \
         qopt --list-ops=fp                               ops of one dialect: arity, traits, summary\n  \
-        qopt --emit-op-docs docs/dialects                write one Markdown op reference per dialect"
+        qopt --emit-op-docs docs/dialects                write one Markdown op reference per dialect
+        qopt --emit-pass-docs docs/passes.md             write the Markdown pass reference"
 )]
 pub struct Cli {
     /// Input `.qir` file, `-` for standard input.
@@ -90,6 +91,10 @@ pub struct Cli {
     /// into this directory, as `DIR/<dialect>.md`.
     #[arg(long, value_name = "DIR")]
     pub emit_op_docs: Option<PathBuf>,
+    /// Write the Markdown pass reference (every registered pass and named
+    /// pipeline with its options) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub emit_pass_docs: Option<PathBuf>,
     /// How diagnostics are written to stderr: `human`, or `json` (one object per line).
     #[arg(long, value_name = "FORMAT", value_enum, default_value_t = DiagnosticFormat::Human)]
     pub diagnostics: DiagnosticFormat,

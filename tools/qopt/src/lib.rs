@@ -10,7 +10,8 @@
 //!
 //! Besides running pipelines, the driver reports on its registry:
 //! `--list-passes`, `--list-dialects`, `--list-ops[=DIALECT]` and
-//! `--emit-op-docs DIR` (a Markdown op reference per dialect, [`op_docs`]).
+//! `--emit-op-docs DIR` (a Markdown op reference per dialect, [`op_docs`]),
+//! `--emit-pass-docs FILE` (the Markdown pass reference, [`pass_docs`]).
 //! `--diagnostics=json` writes diagnostics as JSON lines ([`diagnostic_to_json`]).
 //!
 //! Exit codes: 0 success; 1 bad input, failed verification or a failing pass;
@@ -21,6 +22,7 @@ mod diagnostics;
 pub mod golden;
 pub mod op_docs;
 mod output;
+pub mod pass_docs;
 pub mod run;
 
 pub use cli::{Cli, DiagnosticFormat};
@@ -87,6 +89,12 @@ impl Driver {
     /// The pass registry, to register more passes and named pipelines.
     pub fn passes_mut(&mut self) -> &mut PassRegistry {
         &mut self.passes
+    }
+
+    /// The Markdown pass reference of this driver's passes and pipelines
+    /// (what `--emit-pass-docs` writes; see [`pass_docs::render_pass_docs`]).
+    pub fn pass_docs(&self) -> String {
+        pass_docs::render_pass_docs(&self.passes)
     }
 
     /// Adds a description of an interface for `--emit-op-docs` (those of
@@ -206,11 +214,19 @@ impl Driver {
         reporter: Reporter<'_>,
     ) -> Option<i32> {
         let needs_dialects = cli.list_dialects || cli.list_ops.is_some() || cli.emit_op_docs.is_some();
-        if !cli.list_passes && !needs_dialects {
+        if !cli.list_passes && !needs_dialects && cli.emit_pass_docs.is_none() {
             return None;
         }
         if cli.list_passes {
             let _ = out.write_all(self.passes.list_text().as_bytes());
+        }
+        if let Some(file) = &cli.emit_pass_docs {
+            let text = pass_docs::render_pass_docs(&self.passes);
+            if let Err(e) = output::write_file_atomically(file, |w| w.write_all(text.as_bytes())) {
+                let message = format!("cannot write the pass docs to '{}': {e}", file.display());
+                reporter.tool_error(err, None, &message);
+                return Some(EXIT_FAILURE);
+            }
         }
         if !needs_dialects {
             return Some(EXIT_OK);

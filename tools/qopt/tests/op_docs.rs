@@ -1,7 +1,7 @@
 //! The checked-in op reference (`docs/dialects/*.md`) is exactly what the
 //! default driver's registry generates: one file per registered dialect (builtin
 //! and func excepted), byte for byte, and no file for a dialect that is not
-//! registered.
+//! registered. Likewise the pass reference (`docs/passes.md`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -65,4 +65,17 @@ fn checked_in_op_docs_match_the_registry() {
         problems.push(format!("docs/dialects/{name} documents no registered dialect; delete it"));
     }
     assert!(problems.is_empty(), "{}\nRegenerate the op docs with: {REGENERATE}", problems.join("\n"));
+}
+
+#[test]
+fn checked_in_pass_docs_match_the_registry() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/passes.md");
+    let checked_in = std::fs::read_to_string(&path).expect("docs/passes.md exists");
+    let generated = qopt_driver::Driver::new("qopt").pass_docs();
+    assert!(
+        generated == checked_in,
+        "docs/passes.md is stale; {}\nRegenerate it with: \
+         cargo run -p qopt-tools --bin qopt -- --emit-pass-docs docs/passes.md",
+        first_difference(&generated, &checked_in)
+    );
 }

@@ -69,8 +69,8 @@ pub trait QuantPattern: Send + Sync {
     fn root(&self) -> &'static str;
     /// Builds the quantized op at the rewriter's insertion point (just before
     /// the root) and returns its result, of type `site.output`; `Ok(None)` when
-    /// the site does not fit the pattern (the reason, for `quant-lint`, is the
-    /// `Err` of [`QuantPattern::check`]). Activations it cannot fuse are
+    /// the site does not fit the pattern (`quant-lint` then reports the op as a
+    /// float island). Activations it cannot fuse are
     /// declined with `Ok(None)`; `fuse` then retries without a relu and applies
     /// the relu to the quantized result.
     fn rewrite(&self, rewriter: &mut Rewriter<'_>, site: &FuseSite) -> Result<Option<ValueId>, String>;
