@@ -30,6 +30,8 @@ pub use pass::{
     Instrumentation, NamedPipeline, Pass, PassContext, PassError, PassFilter, PassInstrumentation,
     PassManager, PassOutcome, PassRegistry, PassRun, PipelineFailure, RunReport, TimingNode, TimingTree,
 };
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod text;
 pub use text::{
     attr_to_string, loc_to_string, module_to_string, parse_module, parse_module_chunk, parse_source,

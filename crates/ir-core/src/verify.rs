@@ -913,45 +913,10 @@ mod tests {
     use super::*;
     use crate::types::{FloatKind, QuantParams, QuantType, Signedness};
     use crate::{loc_to_string, LocationData};
-    use crate::{Attribute, OperationState, RegionId};
-    use smallvec::{smallvec, SmallVec};
+    use crate::{OperationState, RegionId};
 
-    /// A tiny dialect with one op per structural property the verifier checks.
-    struct TestDialect;
-
-    fn infer_first(_: &mut Context, operands: &[Type], _: Attribute) -> Result<SmallVec<[Type; 1]>, String> {
-        match operands.first() {
-            Some(&t) => Ok(smallvec![t]),
-            None => Err("cannot infer a type without operands".into()),
-        }
-    }
-
-    impl Dialect for TestDialect {
-        fn name(&self) -> &'static str {
-            "test"
-        }
-        fn ops(&self) -> Vec<OpDef> {
-            vec![
-                OpDef::new("test.add", "adds")
-                    .operands(Arity::Exact(2))
-                    .traits(Traits::SAME_OPERANDS_AND_RESULT_TYPE | Traits::PURE)
-                    .infer(infer_first),
-                OpDef::new("test.const", "a constant"),
-                OpDef::new("test.infer", "result type is the operand type")
-                    .operands(Arity::Exact(1))
-                    .infer(infer_first),
-                OpDef::new("test.term", "ends a block")
-                    .operands(Arity::AtLeast(0))
-                    .results(Arity::Exact(0))
-                    .traits(Traits::TERMINATOR),
-                OpDef::new("test.region", "holds a region").results(Arity::Exact(0)).regions(Arity::Exact(1)),
-                OpDef::new("test.isolated", "holds an isolated region")
-                    .results(Arity::Exact(0))
-                    .regions(Arity::Exact(1))
-                    .traits(Traits::ISOLATED_FROM_ABOVE | Traits::NO_TERMINATOR),
-            ]
-        }
-    }
+    // The shared test dialect has one op per structural property the verifier checks.
+    use crate::testing::TestDialect;
 
     fn setup() -> (Context, Module) {
         let mut ctx = Context::new();

@@ -17,8 +17,6 @@ mod fp_constants;
 pub mod quant;
 
 #[cfg(test)]
-mod test_dialect;
-#[cfg(test)]
 mod test_ir;
 
 use qopt_ir_core::{Pass, PassRegistry};

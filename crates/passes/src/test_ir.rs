@@ -5,8 +5,8 @@
 //! statistics, or the pipeline's errors.
 
 use crate::register_generic_passes;
-use crate::test_dialect::register_test_dialect;
 use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
+use qopt_ir_core::testing::register_test_dialect;
 use qopt_ir_core::{
     module_to_string, parse_module, verify, BlockId, Context, Module, OpId, OpName, OperationState,
     PassError, SourceMap, ValueId,

@@ -1,18 +1,24 @@
-//! The `test` dialect: a handful of scalar integer ops with just the traits the
-//! generic passes ask about, so their tests do not depend on a real dialect.
-//! The unit tests (`#[cfg(test)]`) and the golden harness (`tests/golden.rs`, by
-//! `#[path]`) share this one definition.
+//! The `test` dialect: scalar integer ops and structural ops with just the
+//! traits that the IR core and the generic passes ask about, so their tests do
+//! not depend on a real dialect. One definition for every test that needs one:
+//! ir-core's unit tests, and (with the `testing` feature) the passes' unit and
+//! golden tests.
 //!
 //! | op | traits | notes |
 //! |---|---|---|
-//! | `test.const` | ConstantLike, Pure | `value` is an integer attribute |
-//! | `test.add` | Pure, Commutative | folds `x + 0 -> x` and `c1 + c2 -> c` (wrapping i64) |
-//! | `test.mul` | Pure | not commutative, no folder |
-//! | `test.neg` | Pure | pattern `neg-neg`: `neg(neg(x)) -> x` |
-//! | `test.swap` | Pure | pattern `swap-operands` swaps its operands forever (never converges) |
-//! | `test.effect` | none | any operands and results: has side effects |
-//! | `test.region_op` | NoTerminator | one region; any operands and results |
+//! | `test.const` | ConstantLike, Pure | `value` is the constant (folds read integers) |
+//! | `test.add` | Pure, Commutative, SameOperandsAndResultType | result type inferred from operand 0; folds `x + 0 -> x` and `c1 + c2 -> c` (wrapping i64) |
+//! | `test.mul` | Pure, SameOperandsAndResultType | not commutative, no folder |
+//! | `test.neg` | Pure, SameOperandsAndResultType | inferred; pattern `neg-neg`: `neg(neg(x)) -> x` |
+//! | `test.swap` | Pure, SameOperandsAndResultType | pattern `swap-operands` swaps its operands forever (never converges) |
+//! | `test.infer` | none | one operand; result type inferred from it |
+//! | `test.effect` | none | any operands and results: has side effects, never dead |
+//! | `test.term` | Terminator | any operands, no results |
+//! | `test.region` | none | any operands and results, one region (blocks end in a terminator) |
+//! | `test.region_op` | NoTerminator | any operands and results, one region |
 //! | `test.pure_region` | Pure, NoTerminator | like `test.region_op`, but pure |
+//! | `test.multi` | none | any number of regions, no results |
+//! | `test.isolated` | IsolatedFromAbove, NoTerminator | one region, no results |
 //!
 //! ```text
 //! %0 = test.const() {value = 2} : () -> i64
@@ -20,10 +26,9 @@
 //! test.effect(%1) : (i64) -> ()
 //! ```
 
-use qopt_ir_core::{Arity, RewritePattern, Rewriter};
-use qopt_ir_core::{
-    AttrData, Attribute, Context, Dialect, FoldResult, Location, Module, OpDef, OpId, OperationState, Traits,
-    Type, ValueId,
+use crate::{
+    Arity, AttrData, Attribute, Context, Dialect, FoldResult, Location, Module, OpDef, OpId, OperationState,
+    RewritePattern, Rewriter, Traits, Type, ValueId,
 };
 use smallvec::{smallvec, SmallVec};
 
@@ -41,44 +46,53 @@ impl Dialect for TestDialect {
     }
 
     fn summary(&self) -> &'static str {
-        "ops for testing the generic passes"
+        "ops for testing the IR core and the generic passes"
     }
 
     fn ops(&self) -> Vec<OpDef> {
         let binary = Traits::PURE | Traits::SAME_OPERANDS_AND_RESULT_TYPE;
+        let any = |def: OpDef| def.operands(Arity::AtLeast(0)).results(Arity::AtLeast(0));
         vec![
-            OpDef::new("test.const", "an integer constant")
-                .traits(Traits::CONSTANT_LIKE | Traits::PURE)
-                .verifier(|v| match v.attr("value").map(|a| v.ctx.attr_data(a)) {
-                    Some(AttrData::Int { .. }) => Ok(()),
-                    _ => Err("test.const needs an integer 'value' attribute".into()),
-                }),
+            OpDef::new("test.const", "a constant: the result is the `value` attribute")
+                .traits(Traits::CONSTANT_LIKE | Traits::PURE),
             OpDef::new("test.add", "integer addition")
                 .operands(Arity::Exact(2))
                 .traits(binary | Traits::COMMUTATIVE)
+                .infer(infer_first)
                 .folder(fold_add),
             OpDef::new("test.mul", "integer multiplication (not marked commutative)")
                 .operands(Arity::Exact(2))
                 .traits(binary),
             OpDef::new("test.neg", "integer negation")
                 .operands(Arity::Exact(1))
-                .traits(Traits::PURE | Traits::SAME_OPERANDS_AND_RESULT_TYPE),
+                .traits(binary)
+                .infer(infer_first),
             OpDef::new("test.swap", "an op whose canonicalization never converges")
                 .operands(Arity::Exact(2))
                 .traits(binary),
-            OpDef::new("test.effect", "an op with side effects")
+            OpDef::new("test.infer", "result type is the operand type")
+                .operands(Arity::Exact(1))
+                .infer(infer_first),
+            any(OpDef::new("test.effect", "an op with side effects, never dead")),
+            OpDef::new("test.term", "ends a block")
                 .operands(Arity::AtLeast(0))
-                .results(Arity::AtLeast(0)),
-            OpDef::new("test.region_op", "an op with one region whose blocks need no terminator")
-                .operands(Arity::AtLeast(0))
-                .results(Arity::AtLeast(0))
+                .results(Arity::Exact(0))
+                .traits(Traits::TERMINATOR),
+            any(OpDef::new("test.region", "holds one region whose blocks end in a terminator"))
+                .regions(Arity::Exact(1)),
+            any(OpDef::new("test.region_op", "an op with one region whose blocks need no terminator"))
                 .regions(Arity::Exact(1))
                 .traits(Traits::NO_TERMINATOR),
-            OpDef::new("test.pure_region", "a pure op with one region whose blocks need no terminator")
-                .operands(Arity::AtLeast(0))
-                .results(Arity::AtLeast(0))
+            any(OpDef::new("test.pure_region", "a pure op with one region whose blocks need no terminator"))
                 .regions(Arity::Exact(1))
                 .traits(Traits::PURE | Traits::NO_TERMINATOR),
+            OpDef::new("test.multi", "holds any number of regions")
+                .results(Arity::Exact(0))
+                .regions(Arity::AtLeast(0)),
+            OpDef::new("test.isolated", "holds an isolated region")
+                .results(Arity::Exact(0))
+                .regions(Arity::Exact(1))
+                .traits(Traits::ISOLATED_FROM_ABOVE | Traits::NO_TERMINATOR),
         ]
     }
 
@@ -100,6 +114,14 @@ impl Dialect for TestDialect {
 
     fn canonicalization_patterns(&self) -> Vec<Box<dyn RewritePattern>> {
         vec![Box::new(NegNeg), Box::new(SwapOperands)]
+    }
+}
+
+/// The result type of an op whose result has operand 0's type.
+fn infer_first(_: &mut Context, operands: &[Type], _: Attribute) -> Result<SmallVec<[Type; 1]>, String> {
+    match operands.first() {
+        Some(&t) => Ok(smallvec![t]),
+        None => Err("cannot infer a type without operands".into()),
     }
 }
 
