@@ -128,6 +128,14 @@ fn elementwise() {
             .output("l"),
     );
     check(
+        "gelu",
+        Model::new(20)
+            .input("x", &[2, 3])
+            .node("Gelu", "gelu", &["x"], &["g"])
+            .node_attrs("Gelu", "gelu_tanh", &["g"], &["t"], &[attr_str("approximate", "tanh")])
+            .output("t"),
+    );
+    check(
         "clip_forms",
         Model::new(13)
             .input("x", &[4])

@@ -39,6 +39,8 @@ pub mod names {
     pub const SIGMOID: &str = "fp.sigmoid";
     /// `fp.tanh`.
     pub const TANH: &str = "fp.tanh";
+    /// `fp.gelu`.
+    pub const GELU: &str = "fp.gelu";
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {
@@ -125,6 +127,18 @@ pub(crate) fn ops() -> Vec<OpDef> {
             Traits::NONE,
         )
         .folder(fold_tanh),
+        super::with_signature::<Gelu>(
+            OpDef::new(names::GELU, "Gaussian error linear unit: x · Φ(x)")
+                .description(
+                    "`fp.gelu(x) {approximate}`: `0.5 · x · (1 + erf(x / √2))` element by element \
+                     (ONNX Gelu); with `approximate = \"tanh\"`, `0.5 · x · (1 + tanh(√(2/π) · (x + \
+                     0.044715 · x³)))`. `approximate` is `\"none\"` (the default) or `\"tanh\"`.\n\n\
+                     ```\n%y = fp.gelu(%x) : (tensor<1x16x64xf32>) -> tensor<1x16x64xf32>\n\
+                     %z = fp.gelu(%x) {approximate = \"tanh\"} : (tensor<1x16x64xf32>) -> tensor<1x16x64xf32>\n```",
+                )
+                .operands(Arity::Exact(1))
+                .traits(Traits::ELEMENTWISE | Traits::PURE | Traits::SAME_OPERANDS_AND_RESULT_TYPE),
+        ),
         super::with_signature::<Clip>(
             OpDef::new(names::CLIP, "clamps values into [min, max]")
                 .description(
@@ -177,6 +191,17 @@ impl Signature for QuantAgnosticUnary {
     fn check(ctx: &Context, operands: &[Type], _attrs: Attribute) -> Result<Sigs, String> {
         let ops = tensor_operands(ctx, operands, &["input"], 1)?;
         let elem = common_element(ctx, &ops, Elements::FloatOrQuant)?;
+        Ok(same_as(&ops[0], elem))
+    }
+}
+
+struct Gelu;
+
+impl Signature for Gelu {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let ops = tensor_operands(ctx, operands, &["input"], 1)?;
+        let elem = common_element(ctx, &ops, Elements::Float)?;
+        attrs::one_of_in(ctx, attrs, "approximate", "none", &["none", "tanh"])?;
         Ok(same_as(&ops[0], elem))
     }
 }

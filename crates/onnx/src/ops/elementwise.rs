@@ -17,6 +17,7 @@ pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("Add", add),
     ("Clip", clip),
     ("Div", div),
+    ("Gelu", gelu),
     ("LeakyRelu", leaky_relu),
     ("Mul", mul),
     ("Relu", relu),
@@ -98,6 +99,23 @@ pub(super) fn clip(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     }
     let dict = list.dict(ctx);
     let y = cx.emit(fp_op::CLIP, &[x], dict)?;
+    cx.set_output(0, y)
+}
+
+/// `Gelu` (opset 20): `fp.gelu`, with `approximate = "tanh"` when the node
+/// asks for it.
+pub(super) fn gelu(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let approximate = cx.attrs().string("approximate", "none")?;
+    let attrs = match approximate.as_str() {
+        "none" => Attribute::EMPTY_DICT,
+        "tanh" => {
+            let value = cx.ctx().string_attr("tanh");
+            cx.ctx().dict_attr(&[("approximate", value)])
+        }
+        other => return Err(format!("approximate = '{other}' is not 'none' or 'tanh'")),
+    };
+    let x = cx.input(0)?;
+    let y = cx.emit(fp_op::GELU, &[x], attrs)?;
     cx.set_output(0, y)
 }
 

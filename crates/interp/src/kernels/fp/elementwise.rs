@@ -21,6 +21,7 @@ pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
         (fp_op::RELU, relu),
         (fp_op::SIGMOID, sigmoid),
         (fp_op::TANH, tanh),
+        (fp_op::GELU, gelu),
         (fp_op::CLIP, clip),
     ]
 }
@@ -155,6 +156,57 @@ pub(crate) fn tanh(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelR
     one(float_map!(operand(ops, 0)?, fp_op::TANH, a => a.mapv(Real::tanh)))
 }
 
+/// `fp.gelu`: `x · Φ(x)` exactly (`approximate = "none"`) or with the tanh
+/// approximation, computed in f64 and rounded once.
+pub(crate) fn gelu(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    let tanh_form = attrs::one_of_in(kc.ctx, kc.attrs, "approximate", "none", &["none", "tanh"])? == "tanh";
+    let f = move |x: f64| {
+        if tanh_form {
+            let inner = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+            0.5 * x * (1.0 + inner.tanh())
+        } else {
+            0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2))
+        }
+    };
+    one(float_map!(operand(ops, 0)?, fp_op::GELU, a => map_in_f64(a, f)))
+}
+
+/// `f` on every element, computed in f64 and rounded once to the element type.
+fn map_in_f64<T: Real + Into<f64>>(a: &ArrayD<T>, f: impl Fn(f64) -> f64) -> ArrayD<T> {
+    a.mapv(|v| T::from_f64(f(v.into())))
+}
+
+/// The error function, to about 1e-15 relative: its Taylor series below
+/// |x| = 2.5, and 1 − erfc(x) with erfc's continued fraction above (erf is
+/// ±1 in f64 beyond |x| = 6).
+pub(crate) fn erf(x: f64) -> f64 {
+    let a = x.abs();
+    if a.is_nan() {
+        return x;
+    }
+    let value = if a < 2.5 {
+        // erf(x) = 2/√π · Σ (−1)^n x^(2n+1) / (n! (2n+1))
+        let (mut term, mut sum, mut n) = (a, a, 0.0f64);
+        let a2 = a * a;
+        while term.abs() > 1e-17 * sum.abs() {
+            n += 1.0;
+            term *= -a2 / n;
+            sum += term / (2.0 * n + 1.0);
+        }
+        sum * 2.0 / std::f64::consts::PI.sqrt()
+    } else if a < 6.0 {
+        // erfc(a) = exp(−a²)/√π · 1/(a + 1/2/(a + 1/(a + 3/2/(a + ...)))), evaluated backwards.
+        let mut f = a;
+        for k in (1..60).rev() {
+            f = a + (k as f64 / 2.0) / f;
+        }
+        1.0 - (-a * a).exp() / (std::f64::consts::PI.sqrt() * f)
+    } else {
+        1.0
+    };
+    value.copysign(x)
+}
+
 fn clip_real<T: Real>(a: &ArrayD<T>, lo: f64, hi: f64) -> ArrayD<T> {
     let (lo, hi) = (T::from_f64(lo), T::from_f64(hi));
     a.mapv(|v| {
@@ -181,7 +233,7 @@ pub(crate) fn clip(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<Kernel
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::fp::tests::{f32t, run};
+    use crate::kernels::fp::tests::{f32t, run, run_err};
     use qopt_ir_core::Context;
 
     #[test]
@@ -231,5 +283,40 @@ mod tests {
         let q = Tensor::U8(ndarray::arr2(&[[0u8, 9], [0, 9]]).into_dyn());
         let out = run(&mut ctx, relu, &[&q], "{}", &["tensor<2x2x!qnn.uniform<u8:f32:0, {0.1:1, 0.1:10}>>"]);
         assert_eq!(out, Tensor::U8(ndarray::arr2(&[[1u8, 9], [10, 10]]).into_dyn()));
+    }
+
+    #[test]
+    fn gelu_exact_and_tanh() {
+        let mut ctx = Context::new();
+        let x = f32t(&[4], &[-3.0, -1.0, 1.0, 2.5]);
+        let y = run(&mut ctx, gelu, &[&x], "{}", &[]).to_f64_vec();
+        // x·Φ(x) from the normal CDF: Φ(1) = 0.8413447460685429, Φ(−3) = 0.0013498980316301.
+        let want =
+            [-3.0 * 0.0013498980316301, -0.15865525393145707, 0.8413447460685429, 2.5 * 0.9937903346742238];
+        for (got, want) in y.iter().zip(want) {
+            assert!((got - want).abs() <= 2e-7 * want.abs().max(1e-3), "{got} vs {want}");
+        }
+        let y = run(&mut ctx, gelu, &[&x], "{approximate = \"tanh\"}", &[]).to_f64_vec();
+        assert!((y[2] - 0.8411919906082768).abs() < 1e-7, "{}", y[2]);
+        assert!(run_err(&mut ctx, gelu, &[&x], "{approximate = \"fast\"}").contains("approximate"));
+    }
+
+    #[test]
+    fn erf_matches_reference_values() {
+        // erf at a few points (Abramowitz & Stegun table 7.1 and the tails).
+        for (x, want) in [
+            (0.0, 0.0),
+            (0.5, 0.5204998778130465),
+            (1.0, 0.8427007929497149),
+            (2.0, 0.9953222650189527),
+            (2.4, 0.9993114861033555),
+            (2.6, 0.9997639655834707),
+            (3.5, 0.9999992569016276),
+            (-1.0, -0.8427007929497149),
+        ] {
+            assert!((erf(x) - want).abs() < 1e-14, "erf({x}) = {} vs {want}", erf(x));
+        }
+        assert_eq!(erf(7.0), 1.0);
+        assert!(erf(f64::NAN).is_nan());
     }
 }
