@@ -7,8 +7,9 @@
 //! 2. list every node whose op type has no converter ([`crate::ops`]) and
 //!    report them all in one error;
 //! 3. graph inputs that are not initializers become `@main`'s arguments,
-//!    with static shapes (a dynamic batch dimension is fixed by
-//!    [`ImportOptions::batch`]; any other dynamic dimension is an error);
+//!    with static shapes: dynamic dimensions (symbolic, unset, −1 or 0) are
+//!    fixed by [`ImportOptions::input_shapes`] or, for dimension 0, by
+//!    [`ImportOptions::batch`]; any other is an error naming the flag;
 //! 4. initializers and `Constant` outputs are kept as data and become an
 //!    `fp.constant` only where a node uses them as a tensor operand, placed
 //!    right before that first use with the location `loc("<name>")`; inputs
@@ -41,6 +42,10 @@ pub const SUPPORTED_OPSETS: std::ops::RangeInclusive<i64> = 11..=21;
 pub struct ImportOptions {
     /// The size of a dynamic batch dimension (dimension 0 of a graph input).
     pub batch: Option<i64>,
+    /// Whole shapes for named graph inputs (`--input-shape x=1x3x48x192`):
+    /// they fix every dynamic dimension of that input and must agree with its
+    /// static ones.
+    pub input_shapes: Vec<(String, Vec<i64>)>,
 }
 
 /// Imports an ONNX model (the bytes of a `.onnx` file) into a verified module
@@ -152,6 +157,20 @@ impl<'c> Importer<'c> {
 
     /// Creates `@main` with the graph inputs as arguments; later ops go into its body.
     fn add_function(&mut self, graph: &GraphProto<'_>, options: &ImportOptions) -> Result<OpId, ImportError> {
+        for (name, _) in &options.input_shapes {
+            if !graph.input.iter().any(|i| &i.name == name && !self.slots.contains_key(name)) {
+                let inputs: Vec<&str> = graph
+                    .input
+                    .iter()
+                    .filter(|i| !self.slots.contains_key(&i.name))
+                    .map(|i| i.name.as_str())
+                    .collect();
+                return Err(ImportError::Model(format!(
+                    "--input-shape names '{name}', which is not an input of the model (inputs: {})",
+                    inputs.join(", ")
+                )));
+            }
+        }
         let mut names = Vec::new();
         let mut types = Vec::new();
         for input in &graph.input {
@@ -175,7 +194,9 @@ impl<'c> Importer<'c> {
         Ok(func)
     }
 
-    /// The static tensor type of a graph input.
+    /// The static tensor type of a graph input. A dimension written as a
+    /// symbolic name, left unset, or as −1 or 0 (Paddle writes −1) is dynamic:
+    /// `--input-shape` fixes it, or `--batch` when it is dimension 0.
     fn input_type(&mut self, input: &ValueInfo, options: &ImportOptions) -> Result<Type, String> {
         let name = &input.name;
         let Some(tensor) = &input.tensor else {
@@ -186,27 +207,59 @@ impl<'c> Importer<'c> {
             });
         };
         let elem = element_type(self.ctx, tensor.elem_type).map_err(|e| format!("input '{name}': {e}"))?;
-        let dims =
-            tensor.shape.as_ref().ok_or_else(|| format!("input '{name}' has no shape (unknown rank)"))?;
-        let mut shape = Vec::with_capacity(dims.len());
-        for (i, dim) in dims.iter().enumerate() {
-            let size = match (dim, i, options.batch) {
-                (Dim::Value(v), _, _) if *v >= 0 => *v,
-                (Dim::Value(v), _, _) => return Err(format!("input '{name}' has size {v} in dimension {i}")),
-                (_, 0, Some(batch)) => batch,
-                (dim, 0, None) => {
+        let given = options.input_shapes.iter().find(|(n, _)| n == name).map(|(_, s)| s.as_slice());
+        let declared: Vec<Dim> = match (&tensor.shape, given) {
+            (Some(dims), _) => dims.clone(),
+            (None, Some(shape)) => vec![Dim::Unknown; shape.len()],
+            (None, None) => {
+                return Err(format!(
+                "input '{name}' has no shape (unknown rank); give one with --input-shape {name}=1x3x224x224"
+            ))
+            }
+        };
+        if let Some(shape) = given {
+            if shape.len() != declared.len() {
+                return Err(format!(
+                    "--input-shape gives input '{name}' {} dimensions, the model declares {}",
+                    shape.len(),
+                    declared.len()
+                ));
+            }
+        }
+        let mut shape = Vec::with_capacity(declared.len());
+        for (i, dim) in declared.iter().enumerate() {
+            let fixed = given.map(|g| g[i]);
+            let size = match (dim, fixed) {
+                (Dim::Value(v), Some(g)) if *v > 0 && *v != g => {
                     return Err(format!(
-                        "input '{name}' has a dynamic batch dimension{} (dimension 0); \
-                         fix it with --batch N",
-                        describe_dim(dim)
+                        "input '{name}' has size {v} in dimension {i}, but --input-shape says {g}"
                     ))
                 }
-                (dim, _, _) => {
+                (Dim::Value(v), None) if *v > 0 => {
+                    if let (0, Some(batch)) = (i, options.batch) {
+                        if batch != *v {
+                            return Err(format!(
+                                "input '{name}' has a static batch of {v}; --batch {batch} cannot change it"
+                            ));
+                        }
+                    }
+                    *v
+                }
+                (Dim::Value(v), None) if *v < -1 => {
+                    return Err(format!("input '{name}' has size {v} in dimension {i}"))
+                }
+                (_, Some(g)) => g,
+                (_, None) if i == 0 && options.batch.is_some() => options.batch.unwrap_or(1),
+                (dim, None) => {
+                    let hint = if i == 0 {
+                        format!("--batch N or --input-shape {name}=...")
+                    } else {
+                        format!("--input-shape {name}=...")
+                    };
                     return Err(format!(
-                        "input '{name}' has a dynamic size{} in dimension {i}; only the batch \
-                         dimension (0) may be dynamic, and it must be fixed with --batch N",
+                        "input '{name}' has a dynamic size{} in dimension {i}; fix it with {hint}",
                         describe_dim(dim)
-                    ))
+                    ));
                 }
             };
             shape.push(size);
@@ -338,12 +391,15 @@ impl<'c> Importer<'c> {
         let (Some(tensor), Some(shape)) = (&info.tensor, self.ctx.tensor_shape(ty)) else { return Ok(()) };
         let Some(dims) = &tensor.shape else { return Ok(()) };
         let differs = dims.len() != shape.len()
-            || dims.iter().zip(shape).any(|(d, &s)| matches!(d, Dim::Value(v) if *v != s && s != DYNAMIC));
+            || dims
+                .iter()
+                .zip(shape)
+                .any(|(d, &s)| matches!(d, Dim::Value(v) if *v > 0 && *v != s && s != DYNAMIC));
         if differs {
             let declared: Vec<String> = dims
                 .iter()
                 .map(|d| match d {
-                    Dim::Value(v) => v.to_string(),
+                    Dim::Value(v) if *v > 0 => v.to_string(),
                     _ => "?".to_string(),
                 })
                 .collect();

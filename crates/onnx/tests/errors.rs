@@ -55,23 +55,56 @@ fn unsupported_ops_are_listed_together() {
 fn dynamic_dimensions() {
     assert_eq!(
         import_err(&dynamic_batch_model(), None),
-        "input 'x' has a dynamic batch dimension 'N' (dimension 0); fix it with --batch N"
+        "input 'x' has a dynamic size 'N' in dimension 0; fix it with --batch N or --input-shape x=..."
     );
     let text = import_text(&dynamic_batch_model().bytes(), Some(8)).unwrap();
     assert!(text.contains("func.func @main(%arg0: tensor<8x4xf32>) -> tensor<8x4xf32>"), "{text}");
-    for batch in [None, Some(8)] {
+    for batch in [None, Some(1)] {
         assert_eq!(
             import_err(&dynamic_width_model(), batch),
-            "input 'x' has a dynamic size in dimension 1; only the batch dimension (0) may be dynamic, \
-             and it must be fixed with --batch N"
+            "input 'x' has a dynamic size in dimension 1; fix it with --input-shape x=..."
         );
     }
     let no_shape =
         Model::new(17).input_dims("x", FLOAT, &[D::Unknown]).node("Relu", "r", &["x"], &["y"]).output("y");
     assert_eq!(
         import_err(&no_shape, None),
-        "input 'x' has a dynamic batch dimension (dimension 0); fix it with --batch N"
+        "input 'x' has a dynamic size in dimension 0; fix it with --batch N or --input-shape x=..."
     );
+    let static_batch = Model::new(17)
+        .input_dims("x", FLOAT, &[D::V(1), D::V(4)])
+        .node("Relu", "r", &["x"], &["y"])
+        .output("y");
+    assert_eq!(
+        import_err(&static_batch, Some(8)),
+        "input 'x' has a static batch of 1; --batch 8 cannot change it"
+    );
+    assert!(import_text(&static_batch.bytes(), Some(1)).is_ok(), "--batch equal to the static batch is fine");
+}
+
+#[test]
+fn input_shapes_fix_any_dynamic_dimension() {
+    let shaped = |shapes: &[(&str, &[i64])]| qopt_onnx::ImportOptions {
+        input_shapes: shapes.iter().map(|(n, s)| (n.to_string(), s.to_vec())).collect(),
+        ..Default::default()
+    };
+    // Paddle writes -1 for a dynamic size; symbolic and unset sizes are dynamic too.
+    let model = Model::new(17)
+        .input_dims("x", FLOAT, &[D::V(-1), D::V(3), D::P("h"), D::Unknown])
+        .node("Relu", "r", &["x"], &["y"])
+        .output("y");
+    let text = import_with(&model.bytes(), &shaped(&[("x", &[1, 3, 48, 192])])).unwrap();
+    assert!(text.contains("%arg0: tensor<1x3x48x192xf32>"), "{text}");
+    let e = import_with(&model.bytes(), &shaped(&[("x", &[1, 4, 48, 192])])).unwrap_err();
+    assert_eq!(e, "input 'x' has size 3 in dimension 1, but --input-shape says 4");
+    let e = import_with(&model.bytes(), &shaped(&[("x", &[1, 3, 48])])).unwrap_err();
+    assert_eq!(e, "--input-shape gives input 'x' 3 dimensions, the model declares 4");
+    let e = import_with(&model.bytes(), &shaped(&[("image", &[1, 3, 48, 192])])).unwrap_err();
+    assert_eq!(e, "--input-shape names 'image', which is not an input of the model (inputs: x)");
+    // An input declared without any shape takes the whole --input-shape.
+    let no_shape = Model::new(17).input_unranked("x", FLOAT).node("Relu", "r", &["x"], &["y"]).output("y");
+    let text = import_with(&no_shape.bytes(), &shaped(&[("x", &[2, 5])])).unwrap();
+    assert!(text.contains("%arg0: tensor<2x5xf32>"), "{text}");
 }
 
 #[test]

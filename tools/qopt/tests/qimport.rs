@@ -94,22 +94,36 @@ fn batch_fixes_a_dynamic_batch_dimension() {
     assert_eq!(
         text(&out.stderr),
         format!(
-            "qimport: error: {model}: input 'x' has a dynamic batch dimension 'N' (dimension 0); fix it with --batch N\n"
+            "qimport: error: {model}: input 'x' has a dynamic size 'N' in dimension 0; fix it with --batch N or \
+             --input-shape x=...\n"
         )
     );
     let out = qimport(&[&model, "--batch", "3"]);
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     assert!(text(&out.stdout).contains("func.func @main(%arg0: tensor<3x4xf32>) -> tensor<3x4xf32>"));
-    let out = qimport(&[&repo("tests/onnx/dynamic_width.onnx"), "--batch", "3"]);
+    let width = repo("tests/onnx/dynamic_width.onnx");
+    let out = qimport(&[&width]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("input 'x' has a dynamic size in dimension 1"));
+    assert!(text(&out.stderr)
+        .contains("input 'x' has a dynamic size in dimension 1; fix it with --input-shape x="));
+    // --input-shape fixes any dimension.
+    let out = qimport(&[&width, "--input-shape", "x=1x6"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("%arg0: tensor<1x6xf32>"), "{}", text(&out.stdout));
 }
 
 #[test]
 fn usage_errors_exit_2() {
     let model = repo("tests/models/digits_mlp/model.onnx");
-    for args in [&[][..], &[model.as_str(), "--batch", "0"], &[model.as_str(), "--batch", "x"], &["--bogus"]]
-    {
+    for args in [
+        &[][..],
+        &[model.as_str(), "--batch", "0"],
+        &[model.as_str(), "--batch", "x"],
+        &["--bogus"],
+        &[model.as_str(), "--input-shape", "x"],
+        &[model.as_str(), "--input-shape", "x=1x0"],
+        &[model.as_str(), "--input-shape", "=1x2"],
+    ] {
         let out = qimport(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
         assert!(out.stdout.is_empty());

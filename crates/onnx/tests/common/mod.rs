@@ -159,6 +159,11 @@ impl Model {
         self.graph = self.graph.msg(11, &value_info(name, elem, Some(dims)));
         self
     }
+    /// An input with an element type but no shape (unknown rank).
+    pub fn input_unranked(mut self, name: &str, elem: i32) -> Model {
+        self.graph = self.graph.msg(11, &value_info(name, elem, None));
+        self
+    }
     /// An output without a declared type.
     pub fn output(mut self, name: &str) -> Model {
         self.graph = self.graph.msg(12, &Msg::new().str(1, name));
@@ -225,9 +230,13 @@ impl Model {
 
 /// Imports `bytes` with `batch` and prints the module, or the error.
 pub fn import_text(bytes: &[u8], batch: Option<i64>) -> Result<String, String> {
+    import_with(bytes, &qopt_onnx::ImportOptions { batch, ..Default::default() })
+}
+
+/// Imports `bytes` with `options` and prints the module, or the error.
+pub fn import_with(bytes: &[u8], options: &qopt_onnx::ImportOptions) -> Result<String, String> {
     let mut ctx = qopt_ir_core::Context::new();
-    let options = qopt_onnx::ImportOptions { batch };
-    match qopt_onnx::import_model(&mut ctx, bytes, &options) {
+    match qopt_onnx::import_model(&mut ctx, bytes, options) {
         Ok(module) => Ok(qopt_ir_core::module_to_string(&ctx, &module)),
         Err(e) => Err(e.to_string()),
     }

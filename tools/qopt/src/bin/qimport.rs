@@ -21,7 +21,8 @@ use std::process::ExitCode;
     after_help = "Examples:\n  \
         qimport model.onnx                       print the module\n  \
         qimport model.onnx -o model.qir          write it atomically\n  \
-        qimport model.onnx --batch 8             fix a dynamic batch dimension to 8"
+        qimport model.onnx --batch 8             fix a dynamic batch dimension to 8\n  \
+        qimport model.onnx --input-shape x=1x3x48x192   fix every dynamic dimension of input x"
 )]
 struct Cli {
     /// The ONNX model file.
@@ -32,6 +33,26 @@ struct Cli {
     /// The size of a dynamic batch dimension (dimension 0 of the inputs).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
     batch: Option<i64>,
+    /// The whole shape of a graph input, `NAME=1x3x48x192`: fixes its dynamic
+    /// dimensions (repeat for several inputs).
+    #[arg(long = "input-shape", value_name = "NAME=SHAPE", value_parser = parse_input_shape)]
+    input_shape: Vec<(String, Vec<i64>)>,
+}
+
+/// `NAME=1x3x48x192` into the name and the sizes (each at least 1).
+fn parse_input_shape(text: &str) -> Result<(String, Vec<i64>), String> {
+    let (name, shape) = text.rsplit_once('=').ok_or("expected NAME=SHAPE, like x=1x3x224x224")?;
+    if name.is_empty() {
+        return Err("the input name is empty (expected NAME=SHAPE)".into());
+    }
+    let sizes = shape
+        .split('x')
+        .map(|d| match d.trim().parse::<i64>() {
+            Ok(v) if v >= 1 => Ok(v),
+            _ => Err(format!("'{d}' is not a size of at least 1 (expected NAME=SHAPE, like x=1x3x224x224)")),
+        })
+        .collect::<Result<Vec<i64>, String>>()?;
+    Ok((name.to_string(), sizes))
 }
 
 fn run() -> i32 {
@@ -52,7 +73,7 @@ fn run() -> i32 {
         Err(e) => return fail(format!("cannot read the file: {e}")),
     };
     let mut ctx = Context::new();
-    let options = ImportOptions { batch: cli.batch };
+    let options = ImportOptions { batch: cli.batch, input_shapes: cli.input_shape.clone() };
     let module = match import_model(&mut ctx, &bytes, &options) {
         Ok(module) => module,
         Err(e) => return fail(e.to_string()),
