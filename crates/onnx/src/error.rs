@@ -45,7 +45,7 @@ impl fmt::Display for ImportError {
                     .iter()
                     .map(|op| {
                         let noun = if op.nodes.len() == 1 { "node" } else { "nodes" };
-                        format!("{} ({noun} {})", op.op_type, op.nodes.join(", "))
+                        format!("{} ({noun} {})", op.op_type, shortened(&op.nodes))
                     })
                     .collect();
                 write!(f, "unsupported ONNX ops: {}", parts.join(", "))
@@ -66,3 +66,15 @@ impl From<DecodeError> for ImportError {
         ImportError::Decode(e)
     }
 }
+
+/// Node names for a message: all of them up to [`LISTED_NODES`], else the
+/// first ones and how many more.
+fn shortened(nodes: &[String]) -> String {
+    if nodes.len() <= LISTED_NODES {
+        return nodes.join(", ");
+    }
+    format!("{} and {} more", nodes[..LISTED_NODES - 1].join(", "), nodes.len() - (LISTED_NODES - 1))
+}
+
+/// Most node names an error lists for one op type.
+const LISTED_NODES: usize = 6;

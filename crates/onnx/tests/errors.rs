@@ -49,6 +49,15 @@ fn unsupported_ops_are_listed_together() {
         import_err(&unsupported_ops_model(), None),
         "unsupported ONNX ops: Foo (nodes n1, n2, unnamed_out), Bar (node n7), com.example.Relu (node n9)"
     );
+    // A long list names the first five nodes and counts the rest.
+    let mut many = Model::new(17).input("x", &[1]);
+    for i in 0..9 {
+        many = many.node("Foo", &format!("f{i}"), &["x"], &[&format!("y{i}")]);
+    }
+    assert_eq!(
+        import_err(&many.output("y0"), None),
+        "unsupported ONNX ops: Foo (nodes f0, f1, f2, f3, f4 and 4 more)"
+    );
 }
 
 #[test]
