@@ -136,6 +136,21 @@ fn elementwise() {
             .output("t"),
     );
     check(
+        "unary_math",
+        Model::new(17)
+            .input("x", &[2, 3])
+            .node("Abs", "abs", &["x"], &["a"])
+            .node("Exp", "exp", &["a"], &["e"])
+            .node("Log", "log", &["e"], &["l"])
+            .node("Sqrt", "sqrt", &["l"], &["s"])
+            .node("Reciprocal", "recip", &["s"], &["r"])
+            .node("Neg", "neg", &["r"], &["n"])
+            .node("Softplus", "softplus", &["n"], &["p"])
+            .node("HardSwish", "hswish", &["p"], &["h"])
+            .node_attrs("HardSigmoid", "hsig", &["h"], &["g"], &[attr_float("alpha", 0.25)])
+            .output("g"),
+    );
+    check(
         "clip_forms",
         Model::new(13)
             .input("x", &[4])

@@ -41,6 +41,24 @@ pub mod names {
     pub const TANH: &str = "fp.tanh";
     /// `fp.gelu`.
     pub const GELU: &str = "fp.gelu";
+    /// `fp.exp`.
+    pub const EXP: &str = "fp.exp";
+    /// `fp.log`.
+    pub const LOG: &str = "fp.log";
+    /// `fp.sqrt`.
+    pub const SQRT: &str = "fp.sqrt";
+    /// `fp.reciprocal`.
+    pub const RECIPROCAL: &str = "fp.reciprocal";
+    /// `fp.neg`.
+    pub const NEG: &str = "fp.neg";
+    /// `fp.abs`.
+    pub const ABS: &str = "fp.abs";
+    /// `fp.softplus`.
+    pub const SOFTPLUS: &str = "fp.softplus";
+    /// `fp.hard_sigmoid`.
+    pub const HARD_SIGMOID: &str = "fp.hard_sigmoid";
+    /// `fp.hard_swish`.
+    pub const HARD_SWISH: &str = "fp.hard_swish";
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {
@@ -127,6 +145,73 @@ pub(crate) fn ops() -> Vec<OpDef> {
             Traits::NONE,
         )
         .folder(fold_tanh),
+        unary(
+            names::EXP,
+            "exponential: e^x",
+            "`fp.exp(x)`: `e^x` element by element (ONNX Exp).\n\n\
+             ```\n%y = fp.exp(%x) : (tensor<4xf32>) -> tensor<4xf32>\n```",
+            Traits::NONE,
+        ),
+        unary(
+            names::LOG,
+            "natural logarithm",
+            "`fp.log(x)`: `ln x` element by element (ONNX Log); `ln 0 = -inf`, negative inputs give NaN.\n\n\
+             ```\n%y = fp.log(%x) : (tensor<4xf32>) -> tensor<4xf32>\n```",
+            Traits::NONE,
+        ),
+        unary(
+            names::SQRT,
+            "square root",
+            "`fp.sqrt(x)`: `√x` element by element (ONNX Sqrt); negative inputs give NaN.\n\n\
+             ```\n%y = fp.sqrt(%x) : (tensor<4xf32>) -> tensor<4xf32>\n```",
+            Traits::NONE,
+        ),
+        unary(
+            names::RECIPROCAL,
+            "reciprocal: 1 / x",
+            "`fp.reciprocal(x)`: `1 / x` element by element (ONNX Reciprocal; IEEE division, so `1 / 0 = inf`).\n\n\
+             ```\n%y = fp.reciprocal(%x) : (tensor<4xf32>) -> tensor<4xf32>\n```",
+            Traits::NONE,
+        ),
+        unary(
+            names::NEG,
+            "negation: -x",
+            "`fp.neg(x)`: `-x` element by element (ONNX Neg).\n\n\
+             ```\n%y = fp.neg(%x) : (tensor<4xf32>) -> tensor<4xf32>\n```",
+            Traits::NONE,
+        ),
+        unary(
+            names::ABS,
+            "absolute value",
+            "`fp.abs(x)`: `|x|` element by element (ONNX Abs).\n\n\
+             ```\n%y = fp.abs(%x) : (tensor<4xf32>) -> tensor<4xf32>\n```",
+            Traits::NONE,
+        ),
+        unary(
+            names::SOFTPLUS,
+            "softplus: ln(1 + e^x)",
+            "`fp.softplus(x)`: `ln(1 + e^x)` element by element (ONNX Softplus), computed as `max(x, 0) + ln(1 + e^(-|x|))` in f64 so large inputs do not overflow.\n\n\
+             ```\n%y = fp.softplus(%x) : (tensor<4xf32>) -> tensor<4xf32>\n```",
+            Traits::NONE,
+        ),
+        unary(
+            names::HARD_SWISH,
+            "hard swish: x · clip(x/6 + 1/2, 0, 1)",
+            "`fp.hard_swish(x)`: `x · max(0, min(1, x / 6 + 0.5))` element by element (ONNX HardSwish, MobileNetV3), in f64, rounded once.\n\n\
+             ```\n%y = fp.hard_swish(%x) : (tensor<1x16x56x56xf32>) -> tensor<1x16x56x56xf32>\n```",
+            Traits::NONE,
+        ),
+        super::with_signature::<HardSigmoid>(
+            OpDef::new(names::HARD_SIGMOID, "hard sigmoid: clip(alpha · x + beta, 0, 1)")
+                .description(
+                    "`fp.hard_sigmoid(x) {alpha, beta}`: `max(0, min(1, alpha · x + beta))` element by element \
+                     (ONNX HardSigmoid), in f64, rounded once. `alpha` (default 0.2) and `beta` (default 0.5) \
+                     are finite floats.\n\n\
+                     ```\n%y = fp.hard_sigmoid(%x) {alpha = 0.1666667 : f32, beta = 0.5 : f32} : (tensor<4xf32>) -> tensor<4xf32>\n```",
+                )
+                .operands(Arity::Exact(1))
+                .traits(Traits::ELEMENTWISE | Traits::PURE | Traits::SAME_OPERANDS_AND_RESULT_TYPE),
+        ),
         super::with_signature::<Gelu>(
             OpDef::new(names::GELU, "Gaussian error linear unit: x · Φ(x)")
                 .description(
@@ -204,6 +289,27 @@ impl Signature for Gelu {
         attrs::one_of_in(ctx, attrs, "approximate", "none", &["none", "tanh"])?;
         Ok(same_as(&ops[0], elem))
     }
+}
+
+struct HardSigmoid;
+
+impl Signature for HardSigmoid {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let ops = tensor_operands(ctx, operands, &["input"], 1)?;
+        let elem = common_element(ctx, &ops, Elements::Float)?;
+        hard_sigmoid_params(ctx, attrs)?;
+        Ok(same_as(&ops[0], elem))
+    }
+}
+
+/// `(alpha, beta)` of `fp.hard_sigmoid` (defaults 0.2 and 0.5), finite.
+pub fn hard_sigmoid_params(ctx: &Context, attrs: Attribute) -> Result<(f64, f64), String> {
+    let alpha = attrs::opt_float_in(ctx, attrs, "alpha")?.unwrap_or(0.2);
+    let beta = attrs::opt_float_in(ctx, attrs, "beta")?.unwrap_or(0.5);
+    if !(alpha.is_finite() && beta.is_finite()) {
+        return Err(format!("'alpha' ({alpha}) and 'beta' ({beta}) must be finite"));
+    }
+    Ok((alpha, beta))
 }
 
 struct Clip;

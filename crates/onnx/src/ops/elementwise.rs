@@ -14,14 +14,23 @@ use qopt_ir_core::{Attribute, Context, Type, TypeData};
 
 /// The ONNX op types this family converts, with their converters.
 pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
+    ("Abs", |cx| unary(cx, fp_op::ABS)),
     ("Add", add),
     ("Clip", clip),
     ("Div", div),
+    ("Exp", |cx| unary(cx, fp_op::EXP)),
     ("Gelu", gelu),
+    ("HardSigmoid", hard_sigmoid),
+    ("HardSwish", |cx| unary(cx, fp_op::HARD_SWISH)),
     ("LeakyRelu", leaky_relu),
+    ("Log", |cx| unary(cx, fp_op::LOG)),
     ("Mul", mul),
+    ("Neg", |cx| unary(cx, fp_op::NEG)),
+    ("Reciprocal", |cx| unary(cx, fp_op::RECIPROCAL)),
     ("Relu", relu),
     ("Sigmoid", sigmoid),
+    ("Softplus", |cx| unary(cx, fp_op::SOFTPLUS)),
+    ("Sqrt", |cx| unary(cx, fp_op::SQRT)),
     ("Sub", sub),
     ("Tanh", tanh),
 ];
@@ -116,6 +125,19 @@ pub(super) fn gelu(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     };
     let x = cx.input(0)?;
     let y = cx.emit(fp_op::GELU, &[x], attrs)?;
+    cx.set_output(0, y)
+}
+
+/// `HardSigmoid`: `fp.hard_sigmoid` with the node's `alpha` and `beta`
+/// (ONNX defaults 0.2 and 0.5).
+pub(super) fn hard_sigmoid(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let alpha = f64::from(cx.attrs().float("alpha", 0.2)?);
+    let beta = f64::from(cx.attrs().float("beta", 0.5)?);
+    let x = cx.input(0)?;
+    let f32_ty = cx.ctx().common().f32;
+    let (alpha, beta) = (cx.ctx().float_attr(alpha, f32_ty), cx.ctx().float_attr(beta, f32_ty));
+    let attrs = cx.ctx().dict_attr(&[("alpha", alpha), ("beta", beta)]);
+    let y = cx.emit(fp_op::HARD_SIGMOID, &[x], attrs)?;
     cx.set_output(0, y)
 }
 

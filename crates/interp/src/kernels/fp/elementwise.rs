@@ -22,6 +22,15 @@ pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
         (fp_op::SIGMOID, sigmoid),
         (fp_op::TANH, tanh),
         (fp_op::GELU, gelu),
+        (fp_op::EXP, exp),
+        (fp_op::LOG, log),
+        (fp_op::SQRT, sqrt),
+        (fp_op::RECIPROCAL, reciprocal),
+        (fp_op::NEG, neg),
+        (fp_op::ABS, abs),
+        (fp_op::SOFTPLUS, softplus),
+        (fp_op::HARD_SIGMOID, hard_sigmoid),
+        (fp_op::HARD_SWISH, hard_swish),
         (fp_op::CLIP, clip),
     ]
 }
@@ -176,6 +185,48 @@ fn map_in_f64<T: Real + Into<f64>>(a: &ArrayD<T>, f: impl Fn(f64) -> f64) -> Arr
     a.mapv(|v| T::from_f64(f(v.into())))
 }
 
+/// Unary kernels that compute each element in f64 and round once.
+macro_rules! unary_in_f64 {
+    ($($(#[$doc:meta])* $kernel:ident, $name:expr, |$x:ident| $body:expr;)*) => {
+        $(
+            $(#[$doc])*
+            pub(crate) fn $kernel(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+                one(float_map!(operand(ops, 0)?, $name, a => map_in_f64(a, |$x: f64| $body)))
+            }
+        )*
+    };
+}
+
+unary_in_f64! {
+    /// `fp.exp`.
+    exp, fp_op::EXP, |x| x.exp();
+    /// `fp.log`.
+    log, fp_op::LOG, |x| x.ln();
+    /// `fp.sqrt`.
+    sqrt, fp_op::SQRT, |x| x.sqrt();
+    /// `fp.reciprocal`.
+    reciprocal, fp_op::RECIPROCAL, |x| 1.0 / x;
+    /// `fp.neg`.
+    neg, fp_op::NEG, |x| -x;
+    /// `fp.abs`.
+    abs, fp_op::ABS, |x| x.abs();
+    /// `fp.softplus`: max(x, 0) + ln(1 + e^(−|x|)), which does not overflow.
+    softplus, fp_op::SOFTPLUS, |x| x.max(0.0) + (-x.abs()).exp().ln_1p();
+    /// `fp.hard_swish`: x · clip(x/6 + 1/2, 0, 1).
+    hard_swish, fp_op::HARD_SWISH, |x| x * (x / 6.0 + 0.5).clamp(0.0, 1.0);
+}
+
+/// `fp.hard_sigmoid`: clip(alpha · x + beta, 0, 1).
+pub(crate) fn hard_sigmoid(
+    kc: &mut KernelContext<'_>,
+    ops: &[&Tensor],
+) -> Result<KernelResults, InterpError> {
+    let (alpha, beta) = qopt_dialect_fp::hard_sigmoid_params(kc.ctx, kc.attrs).map_err(InterpError::new)?;
+    one(
+        float_map!(operand(ops, 0)?, fp_op::HARD_SIGMOID, a => map_in_f64(a, |x| (alpha * x + beta).clamp(0.0, 1.0))),
+    )
+}
+
 /// The error function, to about 1e-15 relative: its Taylor series below
 /// |x| = 2.5, and 1 − erfc(x) with erfc's continued fraction above (erf is
 /// ±1 in f64 beyond |x| = 6).
@@ -318,5 +369,45 @@ mod tests {
         }
         assert_eq!(erf(7.0), 1.0);
         assert!(erf(f64::NAN).is_nan());
+    }
+
+    #[test]
+    fn unary_math() {
+        let mut ctx = Context::new();
+        let x = f32t(&[5], &[-2.0, -0.5, 0.0, 1.0, 4.0]);
+        let got =
+            |kernel: Kernel, attrs: &str, ctx: &mut Context| run(ctx, kernel, &[&x], attrs, &[]).to_f64_vec();
+        let close =
+            |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(p, q)| (p - q).abs() <= 1e-6 * q.abs().max(1.0));
+        let e = std::f64::consts::E;
+        assert!(close(&got(exp, "{}", &mut ctx), &[e.powi(-2), (-0.5f64).exp(), 1.0, e, e.powi(4)]));
+        assert_eq!(got(neg, "{}", &mut ctx), [2.0, 0.5, -0.0, -1.0, -4.0]);
+        assert_eq!(got(abs, "{}", &mut ctx), [2.0, 0.5, 0.0, 1.0, 4.0]);
+        assert_eq!(got(reciprocal, "{}", &mut ctx), [-0.5, -2.0, f64::INFINITY, 1.0, 0.25]);
+        let s = got(sqrt, "{}", &mut ctx);
+        assert!(s[0].is_nan() && s[2..] == [0.0, 1.0, 2.0]);
+        let l = got(log, "{}", &mut ctx);
+        assert!(l[0].is_nan() && l[2] == f64::NEG_INFINITY && l[3] == 0.0);
+        let sp = got(softplus, "{}", &mut ctx);
+        assert!(close(
+            &sp,
+            &[
+                (1.0 + e.powi(-2)).ln(),
+                (1.0 + (-0.5f64).exp()).ln(),
+                2f64.ln(),
+                (1.0 + e).ln(),
+                (1.0 + e.powi(4)).ln()
+            ]
+        ));
+        // hard swish: x · clip(x/6 + 0.5, 0, 1); hard sigmoid with ONNX's defaults and MobileNetV3's.
+        assert!(close(
+            &got(hard_swish, "{}", &mut ctx),
+            &[-2.0 / 6.0, -0.5 * (5.0 / 12.0), 0.0, 1.0 * (2.0 / 3.0), 4.0]
+        ));
+        assert!(close(&got(hard_sigmoid, "{}", &mut ctx), &[0.1, 0.4, 0.5, 0.7, 1.0]));
+        let hs = got(hard_sigmoid, "{alpha = 0.5 : f32, beta = 0.0 : f32}", &mut ctx);
+        assert!(close(&hs, &[0.0, 0.0, 0.0, 0.5, 1.0]));
+        let huge = run(&mut ctx, softplus, &[&f32t(&[1], &[100.0])], "{}", &[]).to_f64_vec();
+        assert_eq!(huge, [100.0], "softplus does not overflow");
     }
 }
