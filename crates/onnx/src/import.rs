@@ -464,6 +464,11 @@ impl<'i> NodeCx<'i, '_> {
         self.node.output.get(i).is_some_and(|n| !n.is_empty())
     }
 
+    /// How many inputs the node lists (empty names included).
+    pub fn node_input_count(&self) -> usize {
+        self.node.input.len()
+    }
+
     /// The value of required input `i`.
     pub fn input(&mut self, i: usize) -> Result<ValueId, String> {
         let name = self.input_name(i).ok_or_else(|| format!("input #{i} is missing"))?.to_string();

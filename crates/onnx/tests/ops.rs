@@ -151,6 +151,22 @@ fn elementwise() {
             .output("g"),
     );
     check(
+        "nary_and_binary",
+        Model::new(17)
+            .input("a", &[2, 3])
+            .input("b", &[3])
+            .input("c", &[1, 3])
+            .init(tensor_f32("slope", &[1], &[0.25]))
+            .init(tensor_f32("two", &[], &[2.0]))
+            .node("Max", "max3", &["a", "b", "c"], &["m"])
+            .node("Min", "min2", &["m", "b"], &["n"])
+            .node("Sum", "sum1", &["n"], &["s"])
+            .node("Mean", "mean2", &["s", "a"], &["e"])
+            .node("Pow", "pow", &["e", "two"], &["p"])
+            .node("PRelu", "prelu", &["p", "slope"], &["r"])
+            .output("r"),
+    );
+    check(
         "clip_forms",
         Model::new(13)
             .input("x", &[4])

@@ -59,6 +59,14 @@ pub mod names {
     pub const HARD_SIGMOID: &str = "fp.hard_sigmoid";
     /// `fp.hard_swish`.
     pub const HARD_SWISH: &str = "fp.hard_swish";
+    /// `fp.max`.
+    pub const MAX: &str = "fp.max";
+    /// `fp.min`.
+    pub const MIN: &str = "fp.min";
+    /// `fp.pow`.
+    pub const POW: &str = "fp.pow";
+    /// `fp.prelu`.
+    pub const PRELU: &str = "fp.prelu";
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {
@@ -83,7 +91,53 @@ pub(crate) fn ops() -> Vec<OpDef> {
             super::with_signature::<Unary>(def)
         }
     };
+    // Binary ops that are not quantized as activations pairs (no QuantizableOp).
+    let binary_float =
+        |name: &'static str, summary: &'static str, description: &'static str, fold: FoldFn| {
+            super::with_signature::<Binary>(
+                OpDef::new(name, summary)
+                    .description(description)
+                    .operands(Arity::Exact(2))
+                    .traits(Traits::ELEMENTWISE | Traits::PURE)
+                    .folder(fold),
+            )
+        };
     vec![
+        binary_float(
+            names::MAX,
+            "elementwise maximum with broadcasting",
+            "`fp.max(a, b)`: the larger of `a` and `b` element by element with numpy broadcasting; NaN if \
+             either is NaN (ONNX Max of two inputs; `qimport` chains more). Commutative.\n\n\
+             ```\n%y = fp.max(%a, %b) : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>\n```",
+            fold_max,
+        )
+        .traits(Traits::COMMUTATIVE),
+        binary_float(
+            names::MIN,
+            "elementwise minimum with broadcasting",
+            "`fp.min(a, b)`: the smaller of `a` and `b` element by element with numpy broadcasting; NaN if \
+             either is NaN (ONNX Min). Commutative.\n\n\
+             ```\n%y = fp.min(%a, %b) : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>\n```",
+            fold_min,
+        )
+        .traits(Traits::COMMUTATIVE),
+        binary_float(
+            names::POW,
+            "elementwise power with broadcasting",
+            "`fp.pow(a, b)`: `a^b` element by element with numpy broadcasting (ONNX Pow with float \
+             operands of one type). Folds `x^1` to `x`.\n\n\
+             ```\n%y = fp.pow(%a, %e) : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>\n```",
+            fold_pow,
+        ),
+        binary_float(
+            names::PRELU,
+            "parametric relu: x, or slope · x below 0",
+            "`fp.prelu(x, slope)`: `x` where `x ≥ 0`, `slope · x` elsewhere, `slope` broadcasting to `x` \
+             with numpy rules (ONNX PRelu; a per-channel slope of an N×C×H×W input is C×1×1). Folds a slope \
+             of 1 to `x`.\n\n\
+             ```\n%y = fp.prelu(%x, %s) : (tensor<1x16x8x8xf32>, tensor<16x1x1xf32>) -> tensor<1x16x8x8xf32>\n```",
+            fold_prelu,
+        ),
         binary(
             names::ADD,
             "elementwise addition with broadcasting",
@@ -341,6 +395,10 @@ enum BinaryKind {
     Sub,
     Mul,
     Div,
+    Max,
+    Min,
+    Pow,
+    Prelu,
 }
 
 impl BinaryKind {
@@ -350,6 +408,21 @@ impl BinaryKind {
             BinaryKind::Sub => a - b,
             BinaryKind::Mul => a * b,
             BinaryKind::Div => a / b,
+            BinaryKind::Max | BinaryKind::Min if a.is_nan() || b.is_nan() => f64::NAN,
+            BinaryKind::Max => a.max(b),
+            BinaryKind::Min => a.min(b),
+            BinaryKind::Pow => a.powf(b),
+            BinaryKind::Prelu if a < 0.0 => a * b,
+            BinaryKind::Prelu => a,
+        }
+    }
+
+    /// The right operand that leaves the left unchanged, if any.
+    fn right_identity(self) -> Option<f64> {
+        match self {
+            BinaryKind::Add | BinaryKind::Sub => Some(0.0),
+            BinaryKind::Mul | BinaryKind::Div | BinaryKind::Pow | BinaryKind::Prelu => Some(1.0),
+            BinaryKind::Max | BinaryKind::Min => None,
         }
     }
 }
@@ -386,6 +459,38 @@ fn fold_div(
 ) -> Option<SmallVec<[FoldResult; 1]>> {
     fold_binary(BinaryKind::Div, ctx, m, op, c)
 }
+fn fold_max(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    c: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    fold_binary(BinaryKind::Max, ctx, m, op, c)
+}
+fn fold_min(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    c: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    fold_binary(BinaryKind::Min, ctx, m, op, c)
+}
+fn fold_pow(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    c: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    fold_binary(BinaryKind::Pow, ctx, m, op, c)
+}
+fn fold_prelu(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    c: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    fold_binary(BinaryKind::Prelu, ctx, m, op, c)
+}
 
 /// True if `attr` is a dense constant whose every element equals `value`
 /// (checked only for splats and small constants).
@@ -415,16 +520,14 @@ fn fold_binary(
     }
     let (lhs, rhs) = (m.operand(op, 0), m.operand(op, 1));
     let result_ty = m.value_type(m.result(op, 0));
-    let identity = match kind {
-        BinaryKind::Add | BinaryKind::Sub => 0.0,
-        BinaryKind::Mul | BinaryKind::Div => 1.0,
-    };
-    if m.value_type(lhs) == result_ty && constant_is(ctx, constants[1], identity) {
-        return Some(smallvec::smallvec![FoldResult::Value(lhs)]);
-    }
-    let commutative = matches!(kind, BinaryKind::Add | BinaryKind::Mul);
-    if commutative && m.value_type(rhs) == result_ty && constant_is(ctx, constants[0], identity) {
-        return Some(smallvec::smallvec![FoldResult::Value(rhs)]);
+    if let Some(identity) = kind.right_identity() {
+        if m.value_type(lhs) == result_ty && constant_is(ctx, constants[1], identity) {
+            return Some(smallvec::smallvec![FoldResult::Value(lhs)]);
+        }
+        let commutative = matches!(kind, BinaryKind::Add | BinaryKind::Mul);
+        if commutative && m.value_type(rhs) == result_ty && constant_is(ctx, constants[0], identity) {
+            return Some(smallvec::smallvec![FoldResult::Value(rhs)]);
+        }
     }
     let a = foldable_values(ctx, constants[0]?)?;
     let b = foldable_values(ctx, constants[1]?)?;

@@ -24,14 +24,20 @@ pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("HardSwish", |cx| unary(cx, fp_op::HARD_SWISH)),
     ("LeakyRelu", leaky_relu),
     ("Log", |cx| unary(cx, fp_op::LOG)),
+    ("Max", |cx| variadic(cx, fp_op::MAX)),
+    ("Mean", mean),
+    ("Min", |cx| variadic(cx, fp_op::MIN)),
     ("Mul", mul),
     ("Neg", |cx| unary(cx, fp_op::NEG)),
+    ("Pow", |cx| binary(cx, fp_op::POW)),
+    ("PRelu", |cx| binary(cx, fp_op::PRELU)),
     ("Reciprocal", |cx| unary(cx, fp_op::RECIPROCAL)),
     ("Relu", relu),
     ("Sigmoid", sigmoid),
     ("Softplus", |cx| unary(cx, fp_op::SOFTPLUS)),
     ("Sqrt", |cx| unary(cx, fp_op::SQRT)),
     ("Sub", sub),
+    ("Sum", |cx| variadic(cx, fp_op::ADD)),
     ("Tanh", tanh),
 ];
 
@@ -139,6 +145,41 @@ pub(super) fn hard_sigmoid(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let attrs = cx.ctx().dict_attr(&[("alpha", alpha), ("beta", beta)]);
     let y = cx.emit(fp_op::HARD_SIGMOID, &[x], attrs)?;
     cx.set_output(0, y)
+}
+
+/// An N-ary op (`Max`, `Min`, `Sum`) of one or more inputs as a left-to-right
+/// chain of the binary `op`, broadcasting at each step; one input is passed
+/// through.
+fn variadic(cx: &mut NodeCx<'_, '_>, op: &str) -> Result<(), String> {
+    let inputs = cx.node_input_count();
+    if inputs == 0 {
+        return Err("needs at least one input".into());
+    }
+    let mut acc = cx.input(0)?;
+    for i in 1..inputs {
+        let next = cx.input(i)?;
+        acc = cx.emit(op, &[acc, next], Attribute::EMPTY_DICT)?;
+    }
+    cx.set_output(0, acc)
+}
+
+/// `Mean`: the chained sum divided by the number of inputs.
+pub(super) fn mean(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let inputs = cx.node_input_count();
+    if inputs == 0 {
+        return Err("needs at least one input".into());
+    }
+    let mut acc = cx.input(0)?;
+    for i in 1..inputs {
+        let next = cx.input(i)?;
+        acc = cx.emit(fp_op::ADD, &[acc, next], Attribute::EMPTY_DICT)?;
+    }
+    if inputs > 1 {
+        let elem = cx.element(acc);
+        let n = cx.scalar(inputs as f64, elem)?;
+        acc = cx.emit(fp_op::DIV, &[acc, n], Attribute::EMPTY_DICT)?;
+    }
+    cx.set_output(0, acc)
 }
 
 pub(super) fn leaky_relu(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {

@@ -31,6 +31,10 @@ pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
         (fp_op::SOFTPLUS, softplus),
         (fp_op::HARD_SIGMOID, hard_sigmoid),
         (fp_op::HARD_SWISH, hard_swish),
+        (fp_op::MAX, max),
+        (fp_op::MIN, min),
+        (fp_op::POW, pow),
+        (fp_op::PRELU, prelu),
         (fp_op::CLIP, clip),
     ]
 }
@@ -80,6 +84,48 @@ fn binary(
 /// `fp.add`.
 pub(crate) fn add(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
     binary(ops, fp_op::ADD, |x, y| x + y, |x, y| x + y)
+}
+
+/// `fp.max`: NaN if either operand is.
+pub(crate) fn max(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    binary(
+        ops,
+        fp_op::MAX,
+        |x, y| if x.is_nan() || y.is_nan() { f32::NAN } else { x.max(y) },
+        |x, y| {
+            if x.is_nan() || y.is_nan() {
+                f64::NAN
+            } else {
+                x.max(y)
+            }
+        },
+    )
+}
+
+/// `fp.min`: NaN if either operand is.
+pub(crate) fn min(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    binary(
+        ops,
+        fp_op::MIN,
+        |x, y| if x.is_nan() || y.is_nan() { f32::NAN } else { x.min(y) },
+        |x, y| {
+            if x.is_nan() || y.is_nan() {
+                f64::NAN
+            } else {
+                x.min(y)
+            }
+        },
+    )
+}
+
+/// `fp.pow`.
+pub(crate) fn pow(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    binary(ops, fp_op::POW, f32::powf, f64::powf)
+}
+
+/// `fp.prelu`: x, or slope · x below 0.
+pub(crate) fn prelu(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    binary(ops, fp_op::PRELU, |x, s| if x < 0.0 { x * s } else { x }, |x, s| if x < 0.0 { x * s } else { x })
 }
 
 /// `fp.sub`.
@@ -409,5 +455,20 @@ mod tests {
         assert!(close(&hs, &[0.0, 0.0, 0.0, 0.5, 1.0]));
         let huge = run(&mut ctx, softplus, &[&f32t(&[1], &[100.0])], "{}", &[]).to_f64_vec();
         assert_eq!(huge, [100.0], "softplus does not overflow");
+    }
+
+    #[test]
+    fn max_min_pow_prelu() {
+        let mut ctx = Context::new();
+        let (a, b) = (f32t(&[4], &[-2.0, 1.0, f32::NAN, 3.0]), f32t(&[1], &[0.5]));
+        let got = |kernel: Kernel, ctx: &mut Context| run(ctx, kernel, &[&a, &b], "{}", &[]).to_f64_vec();
+        let mx = got(max, &mut ctx);
+        assert!(mx[0] == 0.5 && mx[1] == 1.0 && mx[2].is_nan() && mx[3] == 3.0);
+        let mn = got(min, &mut ctx);
+        assert!(mn[0] == -2.0 && mn[1] == 0.5 && mn[2].is_nan() && mn[3] == 0.5);
+        let p = run(&mut ctx, pow, &[&f32t(&[3], &[4.0, 2.0, 9.0]), &b], "{}", &[]).to_f64_vec();
+        assert_eq!(p, [2.0, 2f32.sqrt() as f64, 3.0]);
+        let r = got(prelu, &mut ctx);
+        assert!(r[0] == -1.0 && r[1] == 1.0 && r[2].is_nan() && r[3] == 3.0);
     }
 }
