@@ -27,6 +27,7 @@ pub mod op_names {
     pub use crate::ops::linear::names::*;
     pub use crate::ops::norm::names::*;
     pub use crate::ops::pool::names::*;
+    pub use crate::ops::reduce::names::*;
     pub use crate::ops::shape::names::*;
 }
 pub mod shape;
@@ -34,6 +35,7 @@ pub mod shape;
 /// Shape rules of the shape ops, shared with kernels that execute them.
 pub use ops::elementwise::hard_sigmoid_params;
 pub use ops::norm::{BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
+pub use ops::reduce::reduce_axes;
 pub use ops::shape::{reshape_target, slice_axes, slice_len, transpose_perm, SliceAxis};
 
 use qopt_ir_core::{Attribute, Context, Dialect, Location, OpDef, RewritePattern, Rewriter, Type, ValueId};

@@ -167,6 +167,17 @@ fn elementwise() {
             .output("r"),
     );
     check(
+        "reductions",
+        Model::new(17)
+            .input("x", &[2, 3, 4])
+            .init(tensor_i64("last", &[1], &[-1]))
+            .node_attrs("ReduceMean", "mean_attr", &["x"], &["m"], &[attr_ints("axes", &[1])])
+            .node_attrs("ReduceSum", "sum_input", &["m", "last"], &["s"], &[attr_int("keepdims", 0)])
+            .node("ReduceMax", "max_all", &["s"], &["a"])
+            .node_attrs("ReduceMin", "min_noop", &["a"], &["n"], &[attr_int("noop_with_empty_axes", 1)])
+            .output("n"),
+    );
+    check(
         "clip_forms",
         Model::new(13)
             .input("x", &[4])

@@ -20,6 +20,7 @@ pub(crate) mod elementwise;
 pub(crate) mod linear;
 pub(crate) mod norm;
 pub(crate) mod pool;
+pub(crate) mod reduce;
 pub(crate) mod shape;
 
 /// Every op of the dialect.
@@ -30,6 +31,7 @@ pub(crate) fn all() -> Vec<OpDef> {
     ops.extend(norm::ops());
     ops.extend(elementwise::ops());
     ops.extend(pool::ops());
+    ops.extend(reduce::ops());
     ops.extend(shape::ops());
     ops
 }

@@ -13,6 +13,7 @@ mod linear;
 mod norm;
 mod pool;
 mod quant;
+mod reduce;
 mod shape;
 
 use crate::attrs::NodeAttrs;
@@ -37,6 +38,7 @@ fn converters() -> &'static [(&'static str, ConvertFn)] {
             norm::CONVERTERS,
             pool::CONVERTERS,
             quant::CONVERTERS,
+            reduce::CONVERTERS,
             shape::CONVERTERS,
         ]
         .concat();

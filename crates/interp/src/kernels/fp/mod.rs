@@ -11,6 +11,7 @@ pub(crate) mod elementwise;
 mod linear;
 mod norm;
 pub(crate) mod pool;
+mod reduce;
 mod shape;
 
 use crate::error::{bail, InterpError};
@@ -30,6 +31,7 @@ pub(crate) fn register(r: &mut KernelRegistry) {
         linear::kernels(),
         norm::kernels(),
         pool::kernels(),
+        reduce::kernels(),
     ]
     .into_iter()
     .flatten()
