@@ -178,6 +178,21 @@ fn elementwise() {
             .output("n"),
     );
     check(
+        "layer_norm",
+        Model::new(17)
+            .input("x", &[1, 4, 8])
+            .init(tensor_f32("gamma", &[8], &[1.0; 8]))
+            .init(tensor_f32("beta", &[8], &[0.5; 8]))
+            .node_attrs(
+                "LayerNormalization",
+                "ln",
+                &["x", "gamma", "beta"],
+                &["y"],
+                &[attr_float("epsilon", 1e-6)],
+            )
+            .output("y"),
+    );
+    check(
         "clip_forms",
         Model::new(13)
             .input("x", &[4])

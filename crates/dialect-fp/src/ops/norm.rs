@@ -15,6 +15,8 @@ pub mod names {
     pub const BIAS_ADD: &str = "fp.bias_add";
     /// `fp.softmax`.
     pub const SOFTMAX: &str = "fp.softmax";
+    /// `fp.layer_norm`.
+    pub const LAYER_NORM: &str = "fp.layer_norm";
 }
 
 /// `fp.batch_norm`'s `epsilon` when the attribute is absent (ONNX's default).
@@ -60,7 +62,57 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .operands(Arity::Exact(1))
                 .traits(Traits::PURE | Traits::SAME_OPERANDS_AND_RESULT_TYPE),
         ),
+        super::with_signature::<LayerNorm>(
+            OpDef::new(names::LAYER_NORM, "layer normalization over the trailing dimensions")
+                .description(
+                    "`fp.layer_norm(x, scale[, bias]) {axis, epsilon}`: over the dimensions from `axis` \
+                     (default -1) to the last, `y = (x - mean) / sqrt(var + epsilon) · scale + bias` with the \
+                     mean and (population) variance of each such block, computed in f64 and rounded once \
+                     (ONNX LayerNormalization, inference). `scale` and `bias` have the normalized shape \
+                     `x.shape[axis..]`; `epsilon` defaults to `1.0e-5`.\n\n\
+                     ```\n%y = fp.layer_norm(%x, %g, %b) {axis = -1, epsilon = 1.0e-5 : f32} : (tensor<1x16x64xf32>, \
+                     tensor<64xf32>, tensor<64xf32>) -> tensor<1x16x64xf32>\n```",
+                )
+                .operands(Arity::Range(2, 3))
+                .traits(Traits::PURE),
+        ),
     ]
+}
+
+/// The first normalized dimension and the epsilon of `fp.layer_norm`.
+pub fn layer_norm_params(ctx: &Context, attrs: Attribute, rank: usize) -> Result<(usize, f64), String> {
+    let axis = attrs::int_in(ctx, attrs, "axis", -1)?;
+    let axis = normalize_axis(axis, rank).map_err(|e| format!("'axis': {e}"))?;
+    let epsilon = attrs::float_in(ctx, attrs, "epsilon", BATCH_NORM_EPSILON)?;
+    if !(epsilon.is_finite() && epsilon >= 0.0) {
+        return Err(format!("'epsilon' must be finite and at least 0, got {epsilon}"));
+    }
+    Ok((axis, epsilon))
+}
+
+struct LayerNorm;
+
+impl Signature for LayerNorm {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let ops = tensor_operands(ctx, operands, &["input", "scale", "bias"], 2)?;
+        let elem = common_element(ctx, &ops, Elements::Float)?;
+        let x = &ops[0];
+        let (axis, _) = layer_norm_params(ctx, attrs, x.rank())?;
+        let tail = &x.shape[axis..];
+        for p in &ops[1..] {
+            let fits =
+                p.shape.len() == tail.len() && p.shape.iter().zip(tail).all(|(&a, &b)| dims_compatible(a, b));
+            if !fits {
+                return Err(format!(
+                    "{} must have the normalized shape {:?} (x's dimensions from axis {axis}), got {:?}",
+                    p.label(),
+                    tail,
+                    p.shape
+                ));
+            }
+        }
+        Ok(same_as(x, elem))
+    }
 }
 
 struct BatchNorm;

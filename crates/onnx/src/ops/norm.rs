@@ -1,4 +1,5 @@
-//! `BatchNormalization` (inference) → `fp.batch_norm`; `Softmax` →
+//! `BatchNormalization` (inference) → `fp.batch_norm`; `LayerNormalization`
+//! (inference) → `fp.layer_norm`; `Softmax` →
 //! `fp.softmax`. Before opset 13 Softmax normalizes over all dimensions
 //! from `axis` on (default 1) as one: that is `fp.softmax` over the last
 //! axis when `axis` is the last dimension, and otherwise `fp.flatten` at
@@ -12,8 +13,34 @@ use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::Attribute;
 
 /// The ONNX op types this family converts, with their converters.
-pub(crate) const CONVERTERS: &[(&str, ConvertFn)] =
-    &[("BatchNormalization", batch_normalization), ("Softmax", softmax)];
+pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
+    ("BatchNormalization", batch_normalization),
+    ("LayerNormalization", layer_normalization),
+    ("Softmax", softmax),
+];
+
+/// `LayerNormalization` (opset 17, inference) → `fp.layer_norm` with its
+/// `axis` and `epsilon`; the optional mean and inverse-deviation outputs
+/// (training) are an error when a model uses them.
+pub(super) fn layer_normalization(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    if (1..cx.num_outputs()).any(|i| cx.has_output(i)) {
+        return Err("the Mean and InvStdDev outputs (training) are not supported".into());
+    }
+    let axis = cx.attrs().int("axis", -1)?;
+    let epsilon = f64::from(cx.attrs().float("epsilon", 1e-5)?);
+    let x = cx.input(0)?;
+    let scale = cx.input(1)?;
+    let mut operands = vec![x, scale];
+    if let Some(bias) = cx.opt_input(2)? {
+        operands.push(bias);
+    }
+    let (f32_ty, i64_ty) = (cx.ctx().common().f32, cx.ctx().common().i64);
+    let axis = cx.ctx().int_attr(i128::from(axis), i64_ty);
+    let epsilon = cx.ctx().float_attr(epsilon, f32_ty);
+    let attrs = cx.ctx().dict_attr(&[("axis", axis), ("epsilon", epsilon)]);
+    let y = cx.emit(fp_op::LAYER_NORM, &operands, attrs)?;
+    cx.set_output(0, y)
+}
 
 pub(super) fn batch_normalization(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let attrs = cx.attrs();

@@ -11,7 +11,55 @@ use qopt_dialect_fp::shape::normalize_axis;
 
 /// The kernels of this family, by op name.
 pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![(fp_op::BATCH_NORM, batch_norm), (fp_op::BIAS_ADD, bias_add), (fp_op::SOFTMAX, softmax)]
+    vec![
+        (fp_op::BATCH_NORM, batch_norm),
+        (fp_op::BIAS_ADD, bias_add),
+        (fp_op::SOFTMAX, softmax),
+        (fp_op::LAYER_NORM, layer_norm),
+    ]
+}
+
+/// `fp.layer_norm`: each block of the dimensions from `axis` on is
+/// normalized by its mean and population variance in f64, then scaled and
+/// shifted elementwise, and rounded once.
+pub(crate) fn layer_norm(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    let x = operand(ops, 0)?;
+    if !matches!(x, Tensor::F32(_) | Tensor::F64(_)) {
+        return Err(unsupported(fp_op::LAYER_NORM, x));
+    }
+    let shape = x.shape().to_vec();
+    let (axis, epsilon) =
+        qopt_dialect_fp::layer_norm_params(kc.ctx, kc.attrs, shape.len()).map_err(InterpError::new)?;
+    let block: usize = shape[axis..].iter().product();
+    let values = x.to_f64_vec();
+    let scale = operand(ops, 1)?.to_f64_vec();
+    let bias = match ops.get(2) {
+        Some(b) => b.to_f64_vec(),
+        None => vec![0.0; block],
+    };
+    if scale.len() != block || bias.len() != block {
+        bail!(
+            "scale and bias need {block} elements (the normalized shape), got {} and {}",
+            scale.len(),
+            bias.len()
+        );
+    }
+    let mut out = Vec::with_capacity(values.len());
+    for row in values.chunks(block.max(1)) {
+        let n = row.len() as f64;
+        let mean = row.iter().sum::<f64>() / n;
+        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+        let inv = 1.0 / (var + epsilon).sqrt();
+        out.extend(row.iter().zip(&scale).zip(&bias).map(|((v, s), b)| (v - mean) * inv * s + b));
+    }
+    let build = |e: ndarray::ShapeError| InterpError::new(e.to_string());
+    one(match x {
+        Tensor::F32(_) => Tensor::F32(
+            ArrayD::from_shape_vec(ndarray::IxDyn(&shape), out.iter().map(|&v| v as f32).collect())
+                .map_err(build)?,
+        ),
+        _ => Tensor::F64(ArrayD::from_shape_vec(ndarray::IxDyn(&shape), out).map_err(build)?),
+    })
 }
 
 /// Multiplies slice `i` of `x` along `axis` by `a[i]` and adds `b[i]`, in
@@ -153,5 +201,17 @@ mod tests {
         let y = run(&mut ctx, softmax, &[&f32t(&[2, 1], &[1., 3.])], "{axis = 0}", &[]);
         let e = (2f32).exp();
         assert!(y.all_close(&f32t(&[2, 1], &[1. / (1. + e), e / (1. + e)]), 1e-6, 0.0));
+    }
+
+    #[test]
+    fn layer_norm_over_the_last_axis() {
+        let mut ctx = Context::new();
+        let x = f32t(&[2, 2], &[1.0, 3.0, -2.0, 2.0]);
+        let (g, b) = (f32t(&[2], &[1.0, 2.0]), f32t(&[2], &[0.0, 1.0]));
+        let y = run(&mut ctx, layer_norm, &[&x, &g, &b], "{epsilon = 0.0 : f32}", &[]).to_f64_vec();
+        // Rows normalize to [-1, 1]; then · [1, 2] + [0, 1].
+        assert_eq!(y, [-1.0, 3.0, -1.0, 3.0]);
+        let y = run(&mut ctx, layer_norm, &[&x, &g], "{}", &[]).to_f64_vec();
+        assert!((y[1] - 2.0 / (1.0f64 + 1e-5).sqrt()).abs() < 1e-6, "{y:?}");
     }
 }
