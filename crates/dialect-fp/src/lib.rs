@@ -34,7 +34,7 @@ pub mod shape;
 
 /// Shape rules of the shape ops, shared with kernels that execute them.
 pub use ops::elementwise::hard_sigmoid_params;
-pub use ops::norm::{layer_norm_params, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
+pub use ops::norm::{instance_norm_epsilon, layer_norm_params, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
 pub use ops::reduce::reduce_axes;
 pub use ops::shape::{reshape_target, slice_axes, slice_len, transpose_perm, SliceAxis};
 

@@ -193,6 +193,15 @@ fn elementwise() {
             .output("y"),
     );
     check(
+        "instance_norm",
+        Model::new(17)
+            .input("x", &[1, 2, 3, 3])
+            .init(tensor_f32("s", &[2], &[1.0, 0.5]))
+            .init(tensor_f32("b", &[2], &[0.0, 0.25]))
+            .node("InstanceNormalization", "in", &["x", "s", "b"], &["y"])
+            .output("y"),
+    );
+    check(
         "clip_forms",
         Model::new(13)
             .input("x", &[4])

@@ -17,6 +17,8 @@ pub mod names {
     pub const SOFTMAX: &str = "fp.softmax";
     /// `fp.layer_norm`.
     pub const LAYER_NORM: &str = "fp.layer_norm";
+    /// `fp.instance_norm`.
+    pub const INSTANCE_NORM: &str = "fp.instance_norm";
 }
 
 /// `fp.batch_norm`'s `epsilon` when the attribute is absent (ONNX's default).
@@ -62,6 +64,18 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .operands(Arity::Exact(1))
                 .traits(Traits::PURE | Traits::SAME_OPERANDS_AND_RESULT_TYPE),
         ),
+        super::with_signature::<InstanceNorm>(
+            OpDef::new(names::INSTANCE_NORM, "instance normalization over the spatial dimensions")
+                .description(
+                    "`fp.instance_norm(x, scale, bias) {epsilon}`: `x` is N×C×… (rank ≥ 3); for each sample \
+                     and channel, `y = (x - mean) / sqrt(var + epsilon) · scale[c] + bias[c]` with the mean and \
+                     population variance over the spatial dimensions, in f64, rounded once (ONNX \
+                     InstanceNormalization). `epsilon` defaults to `1.0e-5`.\n\n\
+                     ```\n%y = fp.instance_norm(%x, %s, %b) : (tensor<1x8x16x16xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<1x8x16x16xf32>\n```",
+                )
+                .operands(Arity::Exact(3))
+                .traits(Traits::PURE),
+        ),
         super::with_signature::<LayerNorm>(
             OpDef::new(names::LAYER_NORM, "layer normalization over the trailing dimensions")
                 .description(
@@ -77,6 +91,35 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .traits(Traits::PURE),
         ),
     ]
+}
+
+/// The epsilon of `fp.instance_norm` (default 1e-5, finite, at least 0).
+pub fn instance_norm_epsilon(ctx: &Context, attrs: Attribute) -> Result<f64, String> {
+    let epsilon = attrs::float_in(ctx, attrs, "epsilon", BATCH_NORM_EPSILON)?;
+    if !(epsilon.is_finite() && epsilon >= 0.0) {
+        return Err(format!("'epsilon' must be finite and at least 0, got {epsilon}"));
+    }
+    Ok(epsilon)
+}
+
+struct InstanceNorm;
+
+impl Signature for InstanceNorm {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let ops = tensor_operands(ctx, operands, &["input", "scale", "bias"], 3)?;
+        let elem = common_element(ctx, &ops, Elements::Float)?;
+        let x = &ops[0];
+        if x.rank() < 3 {
+            return Err(format!("input must have rank 3 or more (N×C×…), got {:?}", x.shape));
+        }
+        instance_norm_epsilon(ctx, attrs)?;
+        for p in &ops[1..] {
+            if p.rank() != 1 || !dims_compatible(p.shape[0], x.shape[1]) {
+                return Err(format!("{} must be [C] = [{}], got {:?}", p.label(), x.shape[1], p.shape));
+            }
+        }
+        Ok(same_as(x, elem))
+    }
 }
 
 /// The first normalized dimension and the epsilon of `fp.layer_norm`.

@@ -15,9 +15,21 @@ use qopt_ir_core::Attribute;
 /// The ONNX op types this family converts, with their converters.
 pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("BatchNormalization", batch_normalization),
+    ("InstanceNormalization", instance_normalization),
     ("LayerNormalization", layer_normalization),
     ("Softmax", softmax),
 ];
+
+/// `InstanceNormalization` → `fp.instance_norm` with its `epsilon`.
+pub(super) fn instance_normalization(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let epsilon = f64::from(cx.attrs().float("epsilon", 1e-5)?);
+    let (x, scale, bias) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
+    let f32_ty = cx.ctx().common().f32;
+    let epsilon = cx.ctx().float_attr(epsilon, f32_ty);
+    let attrs = cx.ctx().dict_attr(&[("epsilon", epsilon)]);
+    let y = cx.emit(fp_op::INSTANCE_NORM, &[x, scale, bias], attrs)?;
+    cx.set_output(0, y)
+}
 
 /// `LayerNormalization` (opset 17, inference) → `fp.layer_norm` with its
 /// `axis` and `epsilon`; the optional mean and inverse-deviation outputs

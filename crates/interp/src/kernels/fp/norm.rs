@@ -16,6 +16,7 @@ pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
         (fp_op::BIAS_ADD, bias_add),
         (fp_op::SOFTMAX, softmax),
         (fp_op::LAYER_NORM, layer_norm),
+        (fp_op::INSTANCE_NORM, instance_norm),
     ]
 }
 
@@ -51,6 +52,43 @@ pub(crate) fn layer_norm(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<
         let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
         let inv = 1.0 / (var + epsilon).sqrt();
         out.extend(row.iter().zip(&scale).zip(&bias).map(|((v, s), b)| (v - mean) * inv * s + b));
+    }
+    let build = |e: ndarray::ShapeError| InterpError::new(e.to_string());
+    one(match x {
+        Tensor::F32(_) => Tensor::F32(
+            ArrayD::from_shape_vec(ndarray::IxDyn(&shape), out.iter().map(|&v| v as f32).collect())
+                .map_err(build)?,
+        ),
+        _ => Tensor::F64(ArrayD::from_shape_vec(ndarray::IxDyn(&shape), out).map_err(build)?),
+    })
+}
+
+/// `fp.instance_norm`: each N×C plane normalized by its own mean and
+/// population variance in f64, then `· scale[c] + bias[c]`, rounded once.
+pub(crate) fn instance_norm(
+    kc: &mut KernelContext<'_>,
+    ops: &[&Tensor],
+) -> Result<KernelResults, InterpError> {
+    let x = operand(ops, 0)?;
+    if !matches!(x, Tensor::F32(_) | Tensor::F64(_)) || x.rank() < 3 {
+        return Err(unsupported(fp_op::INSTANCE_NORM, x));
+    }
+    let epsilon = qopt_dialect_fp::instance_norm_epsilon(kc.ctx, kc.attrs).map_err(InterpError::new)?;
+    let shape = x.shape().to_vec();
+    let (channels, plane) = (shape[1], shape[2..].iter().product::<usize>());
+    let (scale, bias) = (operand(ops, 1)?.to_f64_vec(), operand(ops, 2)?.to_f64_vec());
+    if scale.len() != channels || bias.len() != channels {
+        bail!("scale and bias need {channels} elements, got {} and {}", scale.len(), bias.len());
+    }
+    let values = x.to_f64_vec();
+    let mut out = Vec::with_capacity(values.len());
+    for (i, block) in values.chunks(plane.max(1)).enumerate() {
+        let c = i % channels.max(1);
+        let n = block.len() as f64;
+        let mean = block.iter().sum::<f64>() / n;
+        let var = block.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+        let inv = 1.0 / (var + epsilon).sqrt();
+        out.extend(block.iter().map(|v| (v - mean) * inv * scale[c] + bias[c]));
     }
     let build = |e: ndarray::ShapeError| InterpError::new(e.to_string());
     one(match x {
@@ -213,5 +251,15 @@ mod tests {
         assert_eq!(y, [-1.0, 3.0, -1.0, 3.0]);
         let y = run(&mut ctx, layer_norm, &[&x, &g], "{}", &[]).to_f64_vec();
         assert!((y[1] - 2.0 / (1.0f64 + 1e-5).sqrt()).abs() < 1e-6, "{y:?}");
+    }
+
+    #[test]
+    fn instance_norm_per_plane() {
+        let mut ctx = Context::new();
+        // Two channels of 1×2 planes: [1, 3] and [-2, 2].
+        let x = f32t(&[1, 2, 1, 2], &[1.0, 3.0, -2.0, 2.0]);
+        let (s, b) = (f32t(&[2], &[1.0, 2.0]), f32t(&[2], &[0.0, 1.0]));
+        let y = run(&mut ctx, instance_norm, &[&x, &s, &b], "{epsilon = 0.0 : f32}", &[]).to_f64_vec();
+        assert_eq!(y, [-1.0, 1.0, -1.0, 3.0]);
     }
 }
