@@ -175,6 +175,7 @@ mod tests {
                 "fp.max_pool1d",
                 "fp.reshape",
                 "fp.flatten",
+                "fp.gather",
                 "fp.transpose",
                 "fp.concat",
                 "fp.split",

@@ -202,6 +202,17 @@ fn elementwise() {
             .output("y"),
     );
     check(
+        "gather_embedding",
+        Model::new(17)
+            .input("x", &[1, 4])
+            .init(tensor_f32("table", &[5, 3], &weights(15)))
+            .init(tensor_i64("ids", &[1, 2], &[4, 0]))
+            .node("Gather", "embed", &["table", "ids"], &["e"])
+            .node_attrs("Gather", "cols", &["x", "ids"], &["c"], &[attr_int("axis", 1)])
+            .output("e")
+            .output("c"),
+    );
+    check(
         "clip_forms",
         Model::new(13)
             .input("x", &[4])

@@ -30,6 +30,8 @@ pub mod names {
     pub const PAD: &str = "fp.pad";
     /// `fp.strided_slice`.
     pub const STRIDED_SLICE: &str = "fp.strided_slice";
+    /// `fp.gather`.
+    pub const GATHER: &str = "fp.gather";
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {
@@ -59,6 +61,19 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .operands(Arity::Exact(1))
                 .traits(traits)
                 .folder(fold_to_operand_if_same_type),
+        ),
+        super::with_signature::<Gather>(
+            OpDef::new(names::GATHER, "takes slices along an axis by index (ONNX Gather)")
+                .description(
+                    "`fp.gather(x, indices) {axis}`: with integer (i32 or i64) `indices` of any shape, the \
+                     result is `x.shape[..axis] ++ indices.shape ++ x.shape[axis+1..]`, each index selecting a \
+                     slice of `x` along `axis` (default 0; negative indices count from the end). An index out \
+                     of range is an error when the op runs. Values are moved unchanged, so it is \
+                     quant-agnostic (embedding lookups).\n\n\
+                     ```\n%y = fp.gather(%table, %ids) : (tensor<1000x64xf32>, tensor<1x16xi64>) -> tensor<1x16x64xf32>\n```",
+                )
+                .operands(Arity::Exact(2))
+                .traits(traits),
         ),
         super::with_signature::<Transpose>(
             OpDef::new(names::TRANSPOSE, "permutes dimensions (ONNX Transpose)")
@@ -314,6 +329,34 @@ impl Signature for Flatten {
 }
 
 // ---- transpose --------------------------------------------------------------
+
+struct Gather;
+
+impl Signature for Gather {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let [x, indices] = operands else {
+            return Err(format!("expects 2 operands, found {}", operands.len()));
+        };
+        let (x, elem) = single(ctx, std::slice::from_ref(x))?;
+        let Some((index_shape, index_elem)) = crate::shape::tensor_parts(ctx, *indices) else {
+            return Err("indices must be a tensor".into());
+        };
+        let integer =
+            matches!(ctx.type_data(index_elem), qopt_ir_core::TypeData::Int(i) if matches!(i.width, 32 | 64));
+        if !integer {
+            return Err(format!(
+                "indices must be a tensor of i32 or i64, got {}",
+                qopt_ir_core::type_to_string(ctx, *indices)
+            ));
+        }
+        let axis = normalize_axis(attrs::int_in(ctx, attrs, "axis", 0)?, x.rank())
+            .map_err(|e| format!("'axis': {e}"))?;
+        let mut shape: SmallVec<[i64; 4]> = x.shape[..axis].into();
+        shape.extend_from_slice(index_shape);
+        shape.extend_from_slice(&x.shape[axis + 1..]);
+        Ok(smallvec::smallvec![Sig { shape, elem }])
+    }
+}
 
 struct Transpose;
 

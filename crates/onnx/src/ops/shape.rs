@@ -17,6 +17,7 @@ use qopt_ir_core::ValueId;
 pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("Concat", concat),
     ("Flatten", flatten),
+    ("Gather", gather),
     ("Identity", identity),
     ("Pad", pad),
     ("Reshape", reshape),
@@ -26,6 +27,18 @@ pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("Transpose", transpose),
     ("Unsqueeze", unsqueeze),
 ];
+
+/// `Gather` → `fp.gather` with the node's `axis` (default 0); the indices
+/// are an operand (constant ones become an `fp.constant`).
+pub(super) fn gather(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let axis = cx.attrs().int("axis", 0)?;
+    let (x, indices) = (cx.input(0)?, cx.input(1)?);
+    let i64_ty = cx.ctx().common().i64;
+    let axis = cx.ctx().int_attr(i128::from(axis), i64_ty);
+    let attrs = cx.ctx().dict_attr(&[("axis", axis)]);
+    let y = cx.emit(fp_op::GATHER, &[x, indices], attrs)?;
+    cx.set_output(0, y)
+}
 
 /// Appends `fp.reshape` of `x` to the static shape `target`. A 0 in `shape`
 /// means "copy the input size" to fp.reshape, so a zero-sized target

@@ -29,6 +29,7 @@ pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
         (fp_op::SPLIT, split),
         (fp_op::PAD, pad),
         (fp_op::STRIDED_SLICE, strided_slice),
+        (fp_op::GATHER, gather),
     ]
 }
 
@@ -88,6 +89,36 @@ pub(crate) fn transpose(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<K
     let x = operand(ops, 0)?;
     let perm = qopt_dialect_fp::transpose_perm(kc.ctx, kc.attrs, x.rank())?;
     one(map_tensor!(x, a => a.view().permuted_axes(IxDyn(&perm)).as_standard_layout().into_owned()))
+}
+
+/// `fp.gather`: slices of `x` along `axis` picked by `indices` (i32 or i64;
+/// negative ones count from the end).
+pub(crate) fn gather(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    let (x, indices) = (operand(ops, 0)?, operand(ops, 1)?);
+    let axis =
+        normalize_axis(attrs::int_in(kc.ctx, kc.attrs, "axis", 0)?, x.rank()).map_err(InterpError::new)?;
+    let size = x.shape()[axis] as i64;
+    let raw: Vec<i64> = match indices {
+        Tensor::I64(a) => a.iter().copied().collect(),
+        Tensor::I32(a) => a.iter().map(|&v| i64::from(v)).collect(),
+        other => bail!("indices must be i32 or i64, got {}", other.dtype()),
+    };
+    let picks = raw
+        .iter()
+        .map(|&i| {
+            let j = if i < 0 { i + size } else { i };
+            usize::try_from(j).ok().filter(|_| j < size).ok_or_else(|| {
+                InterpError::new(format!("index {i} is out of range for dimension {axis} of size {size}"))
+            })
+        })
+        .collect::<Result<Vec<usize>, _>>()?;
+    let mut shape: Vec<usize> = x.shape()[..axis].to_vec();
+    shape.extend_from_slice(indices.shape());
+    shape.extend_from_slice(&x.shape()[axis + 1..]);
+    one(map_tensor!(x, a => {
+        let picked = a.select(Axis(axis), &picks).as_standard_layout().into_owned();
+        picked.into_shape_with_order(IxDyn(&shape)).map_err(shape_err)?
+    }))
 }
 
 fn concat_views<T: Clone>(arrays: &[&ArrayD<T>], axis: usize) -> Result<ArrayD<T>, InterpError> {
@@ -301,7 +332,7 @@ pub(crate) fn strided_slice(
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{f32t, iota, run, run_all};
+    use super::super::tests::{f32t, iota, run, run_all, run_err};
     use super::*;
     use qopt_ir_core::Context;
 
@@ -413,5 +444,22 @@ mod tests {
         let e =
             run(&mut ctx, strided_slice, &[&x], "{begin = [5], end = [9], axes = [0]}", &["tensor<0x3xf32>"]);
         assert_eq!(e.shape(), [0, 3]);
+    }
+
+    #[test]
+    fn gather_picks_slices() {
+        let mut ctx = Context::new();
+        let table = f32t(&[3, 2], &[0.0, 1.0, 10.0, 11.0, 20.0, 21.0]);
+        let ids = Tensor::I64(ndarray::ArrayD::from_shape_vec(IxDyn(&[2, 2]), vec![2, 0, -1, 1]).unwrap());
+        let y = run(&mut ctx, gather, &[&table, &ids], "{}", &[]);
+        assert_eq!(y.shape(), [2, 2, 2]);
+        assert_eq!(y.to_f64_vec(), [20.0, 21.0, 0.0, 1.0, 20.0, 21.0, 10.0, 11.0]);
+        let cols = Tensor::I32(ndarray::ArrayD::from_shape_vec(IxDyn(&[1]), vec![1]).unwrap());
+        assert_eq!(
+            run(&mut ctx, gather, &[&table, &cols], "{axis = 1}", &[]).to_f64_vec(),
+            [1.0, 11.0, 21.0]
+        );
+        let bad = Tensor::I64(ndarray::ArrayD::from_shape_vec(IxDyn(&[1]), vec![3]).unwrap());
+        assert!(run_err(&mut ctx, gather, &[&table, &bad], "{}").contains("out of range"));
     }
 }
