@@ -36,7 +36,9 @@ pub mod shape;
 pub use ops::elementwise::hard_sigmoid_params;
 pub use ops::norm::{instance_norm_epsilon, layer_norm_params, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
 pub use ops::reduce::reduce_axes;
-pub use ops::shape::{reshape_target, slice_axes, slice_len, transpose_perm, SliceAxis};
+pub use ops::shape::{
+    depth_space_params, reshape_target, slice_axes, slice_len, tile_repeats, transpose_perm, SliceAxis,
+};
 
 use qopt_ir_core::{Attribute, Context, Dialect, Location, OpDef, RewritePattern, Rewriter, Type, ValueId};
 
@@ -175,6 +177,9 @@ mod tests {
                 "fp.max_pool1d",
                 "fp.reshape",
                 "fp.flatten",
+                "fp.depth_to_space",
+                "fp.space_to_depth",
+                "fp.tile",
                 "fp.gather",
                 "fp.transpose",
                 "fp.concat",

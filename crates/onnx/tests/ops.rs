@@ -213,6 +213,22 @@ fn elementwise() {
             .output("c"),
     );
     check(
+        "depth_space_tile",
+        Model::new(17)
+            .input("x", &[1, 8, 2, 3])
+            .init(tensor_i64("reps", &[4], &[1, 1, 2, 1]))
+            .node_attrs(
+                "DepthToSpace",
+                "d2s",
+                &["x"],
+                &["d"],
+                &[attr_int("blocksize", 2), attr_str("mode", "CRD")],
+            )
+            .node_attrs("SpaceToDepth", "s2d", &["d"], &["s"], &[attr_int("blocksize", 2)])
+            .node("Tile", "tile", &["s", "reps"], &["t"])
+            .output("t"),
+    );
+    check(
         "clip_forms",
         Model::new(13)
             .input("x", &[4])

@@ -32,6 +32,12 @@ pub mod names {
     pub const STRIDED_SLICE: &str = "fp.strided_slice";
     /// `fp.gather`.
     pub const GATHER: &str = "fp.gather";
+    /// `fp.depth_to_space`.
+    pub const DEPTH_TO_SPACE: &str = "fp.depth_to_space";
+    /// `fp.space_to_depth`.
+    pub const SPACE_TO_DEPTH: &str = "fp.space_to_depth";
+    /// `fp.tile`.
+    pub const TILE: &str = "fp.tile";
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {
@@ -61,6 +67,38 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .operands(Arity::Exact(1))
                 .traits(traits)
                 .folder(fold_to_operand_if_same_type),
+        ),
+        super::with_signature::<DepthSpace<true>>(
+            OpDef::new(names::DEPTH_TO_SPACE, "moves channel blocks into space (ONNX DepthToSpace)")
+                .description(
+                    "`fp.depth_to_space(x) {blocksize, mode}`: N×C×H×W becomes N×(C/b²)×(H·b)×(W·b) with \
+                     `b = blocksize` (≥ 1, `C` divisible by b²); `mode` is `\"DCR\"` (default: depth, column, \
+                     row) or `\"CRD\"`, as in ONNX. Values move unchanged (quant-agnostic).\n\n\
+                     ```\n%y = fp.depth_to_space(%x) {blocksize = 2} : (tensor<1x8x2x3xf32>) -> tensor<1x2x4x6xf32>\n```",
+                )
+                .operands(Arity::Exact(1))
+                .traits(traits),
+        ),
+        super::with_signature::<DepthSpace<false>>(
+            OpDef::new(names::SPACE_TO_DEPTH, "moves spatial blocks into channels (ONNX SpaceToDepth)")
+                .description(
+                    "`fp.space_to_depth(x) {blocksize}`: N×C×H×W becomes N×(C·b²)×(H/b)×(W/b) with \
+                     `b = blocksize` (≥ 1, dividing H and W), the inverse of DCR `fp.depth_to_space`. \
+                     Quant-agnostic.\n\n\
+                     ```\n%y = fp.space_to_depth(%x) {blocksize = 2} : (tensor<1x2x4x6xf32>) -> tensor<1x8x2x3xf32>\n```",
+                )
+                .operands(Arity::Exact(1))
+                .traits(traits),
+        ),
+        super::with_signature::<Tile>(
+            OpDef::new(names::TILE, "repeats a tensor along each dimension (ONNX Tile)")
+                .description(
+                    "`fp.tile(x) {repeats = [...]}`: one repeat count (≥ 1) per dimension; result dimension \
+                     i is `x.shape[i] · repeats[i]`, the input copied in every block. Quant-agnostic.\n\n\
+                     ```\n%y = fp.tile(%x) {repeats = [1, 2]} : (tensor<3x4xf32>) -> tensor<3x8xf32>\n```",
+                )
+                .operands(Arity::Exact(1))
+                .traits(traits),
         ),
         super::with_signature::<Gather>(
             OpDef::new(names::GATHER, "takes slices along an axis by index (ONNX Gather)")
@@ -329,6 +367,69 @@ impl Signature for Flatten {
 }
 
 // ---- transpose --------------------------------------------------------------
+
+/// `fp.depth_to_space` (`TO_SPACE`) and `fp.space_to_depth`.
+struct DepthSpace<const TO_SPACE: bool>;
+
+/// The block size and, for `fp.depth_to_space`, whether the mode is CRD.
+pub fn depth_space_params(ctx: &Context, attrs: Attribute, to_space: bool) -> Result<(i64, bool), String> {
+    let b = attrs::int_in(ctx, attrs, "blocksize", 0)?;
+    if b < 1 {
+        return Err(format!("'blocksize' must be at least 1, got {b}"));
+    }
+    let crd =
+        if to_space { attrs::one_of_in(ctx, attrs, "mode", "DCR", &["DCR", "CRD"])? == "CRD" } else { false };
+    Ok((b, crd))
+}
+
+impl<const TO_SPACE: bool> Signature for DepthSpace<TO_SPACE> {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let (x, elem) = single(ctx, operands)?;
+        if x.rank() != 4 {
+            return Err(format!("input must have rank 4 (NxCxHxW), got {}", shape_to_string(x.shape)));
+        }
+        let (b, _) = depth_space_params(ctx, attrs, TO_SPACE)?;
+        let [n, c, h, w] = [x.shape[0], x.shape[1], x.shape[2], x.shape[3]];
+        let scale = |d: i64, by: i64| if is_dynamic(d) { d } else { d * by };
+        let shape: SmallVec<[i64; 4]> = if TO_SPACE {
+            if !is_dynamic(c) && c % (b * b) != 0 {
+                return Err(format!("channels ({c}) must be divisible by blocksize² ({})", b * b));
+            }
+            smallvec::smallvec![n, if is_dynamic(c) { c } else { c / (b * b) }, scale(h, b), scale(w, b)]
+        } else {
+            for (what, d) in [("height", h), ("width", w)] {
+                if !is_dynamic(d) && d % b != 0 {
+                    return Err(format!("{what} ({d}) must be divisible by blocksize ({b})"));
+                }
+            }
+            let div = |d: i64| if is_dynamic(d) { d } else { d / b };
+            smallvec::smallvec![n, scale(c, b * b), div(h), div(w)]
+        };
+        Ok(smallvec::smallvec![Sig { shape, elem }])
+    }
+}
+
+struct Tile;
+
+/// The repeat counts of `fp.tile` for rank `rank`, each at least 1.
+pub fn tile_repeats(ctx: &Context, attrs: Attribute, rank: usize) -> Result<SmallVec<[i64; 4]>, String> {
+    let repeats = attrs::opt_int_array_in(ctx, attrs, "repeats", Some(rank))?
+        .ok_or("needs 'repeats' (one count per dimension)")?;
+    if let Some(r) = repeats.iter().find(|&&r| r < 1) {
+        return Err(format!("'repeats' must be at least 1, got {r}"));
+    }
+    Ok(repeats)
+}
+
+impl Signature for Tile {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let (x, elem) = single(ctx, operands)?;
+        let repeats = tile_repeats(ctx, attrs, x.rank())?;
+        let shape: SmallVec<[i64; 4]> =
+            x.shape.iter().zip(&repeats).map(|(&d, &r)| if is_dynamic(d) { d } else { d * r }).collect();
+        Ok(smallvec::smallvec![Sig { shape, elem }])
+    }
+}
 
 struct Gather;
 

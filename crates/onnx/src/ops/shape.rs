@@ -16,17 +16,54 @@ use qopt_ir_core::ValueId;
 /// The ONNX op types this family converts, with their converters.
 pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("Concat", concat),
+    ("DepthToSpace", depth_to_space),
     ("Flatten", flatten),
     ("Gather", gather),
     ("Identity", identity),
     ("Pad", pad),
     ("Reshape", reshape),
     ("Slice", slice),
+    ("SpaceToDepth", space_to_depth),
     ("Split", split),
     ("Squeeze", squeeze),
+    ("Tile", tile),
     ("Transpose", transpose),
     ("Unsqueeze", unsqueeze),
 ];
+
+/// `DepthToSpace` → `fp.depth_to_space` with `blocksize` and `mode`.
+pub(super) fn depth_to_space(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let blocksize = cx.attrs().opt_int("blocksize")?.ok_or("needs a 'blocksize' attribute")?;
+    let mode = cx.attrs().string("mode", "DCR")?;
+    let x = cx.input(0)?;
+    let i64_ty = cx.ctx().common().i64;
+    let b = cx.ctx().int_attr(i128::from(blocksize), i64_ty);
+    let m = cx.ctx().string_attr(&mode);
+    let attrs = cx.ctx().dict_attr(&[("blocksize", b), ("mode", m)]);
+    let y = cx.emit(fp_op::DEPTH_TO_SPACE, &[x], attrs)?;
+    cx.set_output(0, y)
+}
+
+/// `SpaceToDepth` → `fp.space_to_depth` with `blocksize`.
+pub(super) fn space_to_depth(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let blocksize = cx.attrs().opt_int("blocksize")?.ok_or("needs a 'blocksize' attribute")?;
+    let x = cx.input(0)?;
+    let i64_ty = cx.ctx().common().i64;
+    let b = cx.ctx().int_attr(i128::from(blocksize), i64_ty);
+    let attrs = cx.ctx().dict_attr(&[("blocksize", b)]);
+    let y = cx.emit(fp_op::SPACE_TO_DEPTH, &[x], attrs)?;
+    cx.set_output(0, y)
+}
+
+/// `Tile` → `fp.tile`; the repeats input must be constant.
+pub(super) fn tile(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let repeats = cx.const_ints(1)?.ok_or("the repeats input must be a constant")?;
+    let x = cx.input(0)?;
+    let r = cx.ctx().i64_array_attr(&repeats);
+    let attrs = cx.ctx().dict_attr(&[("repeats", r)]);
+    let y = cx.emit(fp_op::TILE, &[x], attrs)?;
+    cx.set_output(0, y)
+}
 
 /// `Gather` → `fp.gather` with the node's `axis` (default 0); the indices
 /// are an operand (constant ones become an `fp.constant`).

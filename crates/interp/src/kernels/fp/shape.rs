@@ -30,6 +30,9 @@ pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
         (fp_op::PAD, pad),
         (fp_op::STRIDED_SLICE, strided_slice),
         (fp_op::GATHER, gather),
+        (fp_op::DEPTH_TO_SPACE, depth_to_space),
+        (fp_op::SPACE_TO_DEPTH, space_to_depth),
+        (fp_op::TILE, tile),
     ]
 }
 
@@ -118,6 +121,74 @@ pub(crate) fn gather(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<Kern
     one(map_tensor!(x, a => {
         let picked = a.select(Axis(axis), &picks).as_standard_layout().into_owned();
         picked.into_shape_with_order(IxDyn(&shape)).map_err(shape_err)?
+    }))
+}
+
+/// `a` viewed with shape `split`, its axes permuted by `perm`, and laid out
+/// anew with shape `out`: the reshape–transpose–reshape of the ONNX
+/// definitions of DepthToSpace and SpaceToDepth.
+fn regroup<T: Clone>(
+    a: &ArrayD<T>,
+    split: &[usize],
+    perm: &[usize],
+    out: &[usize],
+) -> Result<ArrayD<T>, InterpError> {
+    let a = a.as_standard_layout();
+    let view = a.view().into_shape_with_order(IxDyn(split)).map_err(shape_err)?;
+    let moved = view.permuted_axes(IxDyn(perm)).as_standard_layout().into_owned();
+    moved.into_shape_with_order(IxDyn(out)).map_err(shape_err)
+}
+
+/// `fp.depth_to_space` (DCR or CRD, as ONNX).
+pub(crate) fn depth_to_space(
+    kc: &mut KernelContext<'_>,
+    ops: &[&Tensor],
+) -> Result<KernelResults, InterpError> {
+    let x = operand(ops, 0)?;
+    let (b, crd) = qopt_dialect_fp::depth_space_params(kc.ctx, kc.attrs, true).map_err(InterpError::new)?;
+    let b = b as usize;
+    let &[n, c, h, w] = x.shape() else { bail!("input must have rank 4, got shape {:?}", x.shape()) };
+    if c % (b * b) != 0 {
+        bail!("channels ({c}) must be divisible by blocksize² ({})", b * b);
+    }
+    let cb = c / (b * b);
+    let out = [n, cb, h * b, w * b];
+    let (split, perm) = if crd {
+        ([n, cb, b, b, h, w], [0, 1, 4, 2, 5, 3])
+    } else {
+        ([n, b, b, cb, h, w], [0, 3, 4, 1, 5, 2])
+    };
+    one(map_tensor!(x, a => regroup(a, &split, &perm, &out)?))
+}
+
+/// `fp.space_to_depth`.
+pub(crate) fn space_to_depth(
+    kc: &mut KernelContext<'_>,
+    ops: &[&Tensor],
+) -> Result<KernelResults, InterpError> {
+    let x = operand(ops, 0)?;
+    let (b, _) = qopt_dialect_fp::depth_space_params(kc.ctx, kc.attrs, false).map_err(InterpError::new)?;
+    let b = b as usize;
+    let &[n, c, h, w] = x.shape() else { bail!("input must have rank 4, got shape {:?}", x.shape()) };
+    if h % b != 0 || w % b != 0 {
+        bail!("height ({h}) and width ({w}) must be divisible by blocksize ({b})");
+    }
+    let (split, perm, out) = ([n, c, h / b, b, w / b, b], [0, 3, 5, 1, 2, 4], [n, c * b * b, h / b, w / b]);
+    one(map_tensor!(x, a => regroup(a, &split, &perm, &out)?))
+}
+
+/// `fp.tile`: the input copied into every block of the repeated shape.
+pub(crate) fn tile(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    let x = operand(ops, 0)?;
+    let repeats = qopt_dialect_fp::tile_repeats(kc.ctx, kc.attrs, x.rank()).map_err(InterpError::new)?;
+    let shape = x.shape().to_vec();
+    let out: Vec<usize> = shape.iter().zip(&repeats).map(|(&d, &r)| d * r as usize).collect();
+    one(map_tensor!(x, a => {
+        let a = a.as_standard_layout();
+        ArrayD::from_shape_fn(IxDyn(&out), |index| {
+            let at: Vec<usize> = (0..shape.len()).map(|d| index[d] % shape[d].max(1)).collect();
+            a[IxDyn(&at)]
+        })
     }))
 }
 
@@ -461,5 +532,29 @@ mod tests {
         );
         let bad = Tensor::I64(ndarray::ArrayD::from_shape_vec(IxDyn(&[1]), vec![3]).unwrap());
         assert!(run_err(&mut ctx, gather, &[&table, &bad], "{}").contains("out of range"));
+    }
+
+    #[test]
+    fn depth_space_round_trip_and_tile() {
+        let mut ctx = Context::new();
+        // ONNX's DepthToSpace example, DCR: 1×8×2×3 with values 0..48 becomes 1×2×4×6.
+        let x = iota(&[1, 8, 2, 3]);
+        let y = run(&mut ctx, depth_to_space, &[&x], "{blocksize = 2}", &[]);
+        assert_eq!(y.shape(), [1, 2, 4, 6]);
+        let v = y.to_f64_vec();
+        assert_eq!(&v[..6], &[0.0, 12.0, 1.0, 13.0, 2.0, 14.0]);
+        assert_eq!(&v[6..12], &[24.0, 36.0, 25.0, 37.0, 26.0, 38.0]);
+        // CRD: the first row interleaves channels 0 and 1.
+        let crd = run(&mut ctx, depth_to_space, &[&x], "{blocksize = 2, mode = \"CRD\"}", &[]).to_f64_vec();
+        assert_eq!(&crd[..6], &[0.0, 6.0, 1.0, 7.0, 2.0, 8.0]);
+        // SpaceToDepth undoes DCR DepthToSpace.
+        let back = run(&mut ctx, space_to_depth, &[&y], "{blocksize = 2}", &[]);
+        assert_eq!(back.shape(), [1, 8, 2, 3]);
+        assert_eq!(back.to_f64_vec(), x.to_f64_vec());
+        let t = run(&mut ctx, tile, &[&f32t(&[2, 2], &[1.0, 2.0, 3.0, 4.0])], "{repeats = [1, 2]}", &[]);
+        assert_eq!(
+            (t.shape().to_vec(), t.to_f64_vec()),
+            (vec![2, 4], vec![1.0, 2.0, 1.0, 2.0, 3.0, 4.0, 3.0, 4.0])
+        );
     }
 }
