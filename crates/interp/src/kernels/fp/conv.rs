@@ -225,6 +225,11 @@ pub(crate) fn conv2d_real<T: Real>(
     let b = b.map(|b| b.as_standard_layout());
     let bias = b.as_ref().and_then(|b| b.as_slice());
     let mut out = vec![T::zero(); n * o * p];
+    if win.groups == shape.c && o == shape.c && shape.cg == 1 {
+        depthwise(xd, wdata, &shape, win, bias, &mut out);
+        return ArrayD::from_shape_vec(IxDyn(&[n, o, shape.oh, shape.ow]), out)
+            .map_err(|e| InterpError::new(e.to_string()));
+    }
     let direct = shape.kh == 1 && shape.kw == 1 && win.stride == [1, 1] && win.pad == [0; 4];
     if !direct && T::conv_fused(xd, wdata, &shape, win, bias, &mut out)? {
         return ArrayD::from_shape_vec(IxDyn(&[n, o, shape.oh, shape.ow]), out)
@@ -240,6 +245,59 @@ pub(crate) fn conv2d_real<T: Real>(
     })?;
     ArrayD::from_shape_vec(IxDyn(&[n, o, shape.oh, shape.ow]), out)
         .map_err(|e| InterpError::new(e.to_string()))
+}
+
+/// A depthwise convolution (one input and one output channel per group) done
+/// directly: per channel, the output starts at the bias and each tap adds
+/// its weight times a shifted input row over the output columns that read
+/// inside the input (a contiguous run, so the inner loop vectorizes for
+/// stride 1). One output channel per group would make each GEMM a single
+/// row, far from its speed.
+fn depthwise<T: Real>(x: &[T], w: &[T], shape: &ConvShape, win: &Window2, bias: Option<&[T]>, out: &mut [T]) {
+    let ConvShape { n, c, h, w: wd, kh, kw, oh, ow, .. } = *shape;
+    let [sh, sw] = win.stride;
+    let [dh, dw] = win.dilation;
+    let (pt, pl) = (win.pad[0] as isize, win.pad[1] as isize);
+    for ni in 0..n {
+        for ci in 0..c {
+            let xc = &x[(ni * c + ci) * h * wd..][..h * wd];
+            let kc = &w[ci * kh * kw..][..kh * kw];
+            let oc = &mut out[(ni * c + ci) * oh * ow..][..oh * ow];
+            oc.fill(bias.map_or(T::zero(), |b| b[ci]));
+            for kj in 0..kw {
+                // Output columns ox read input column ox·sw + off: the valid run lo..hi.
+                let off = (kj * dw) as isize - pl;
+                let lo = if off >= 0 { 0 } else { ((-off) as usize).div_ceil(sw) }.min(ow);
+                let hi = if (wd as isize) <= off { 0 } else { (wd as isize - off) as usize }
+                    .div_ceil(sw)
+                    .clamp(lo, ow);
+                if lo == hi {
+                    continue;
+                }
+                let start = (lo as isize * sw as isize + off) as usize;
+                for ki in 0..kh {
+                    let wv = kc[ki * kw + kj];
+                    for oy in 0..oh {
+                        let iy = (oy * sh + ki * dh) as isize - pt;
+                        if iy < 0 || iy >= h as isize {
+                            continue;
+                        }
+                        let src = &xc[iy as usize * wd..][..wd];
+                        let dst = &mut oc[oy * ow + lo..oy * ow + hi];
+                        if sw == 1 {
+                            for (d, &s) in dst.iter_mut().zip(&src[start..]) {
+                                *d = *d + wv * s;
+                            }
+                        } else {
+                            for (d, &s) in dst.iter_mut().zip(src[start..].iter().step_by(sw)) {
+                                *d = *d + wv * s;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Unrolls the patches of one channel group (`cg`×`h`×`w`, row-major in `x`)
@@ -445,6 +503,23 @@ mod tests {
             let got = Tensor::F32(conv2d_real(xa, wa, Some(ba), win).unwrap());
             let want = naive(&x, &w, Some(&b), win);
             assert!(got.all_close(&want, 1e-5, 1e-5), "case {i}: {got:?}\n{want:?}");
+        }
+        // Depthwise (one channel per group): the direct kernel, with strides,
+        // dilations, asymmetric padding and taps wholly in the padding.
+        let depthwise = [
+            (Window2 { stride: [1, 1], pad: [1, 1, 1, 1], dilation: [1, 1], groups: 4 }, 3),
+            (Window2 { stride: [2, 2], pad: [0, 1, 1, 0], dilation: [1, 1], groups: 4 }, 3),
+            (Window2 { stride: [1, 3], pad: [2, 0, 2, 3], dilation: [2, 2], groups: 4 }, 3),
+            (Window2 { stride: [2, 1], pad: [0, 0, 0, 0], dilation: [1, 1], groups: 4 }, 5),
+        ];
+        for (i, (win, kernel)) in depthwise.iter().enumerate() {
+            let x = Tensor::F32(iota(&[2, 4, 7, 6]).as_f32().unwrap().mapv(|v| (v * 0.37).sin()));
+            let w = Tensor::F32(iota(&[4, 1, *kernel, *kernel]).as_f32().unwrap().mapv(|v| (v * 0.11).cos()));
+            let b = iota(&[4]);
+            let (Tensor::F32(xa), Tensor::F32(wa), Tensor::F32(ba)) = (&x, &w, &b) else { unreachable!() };
+            let got = Tensor::F32(conv2d_real(xa, wa, Some(ba), win).unwrap());
+            let want = naive(&x, &w, Some(&b), win);
+            assert!(got.all_close(&want, 1e-5, 1e-5), "depthwise case {i}: {got:?}\n{want:?}");
         }
     }
 
