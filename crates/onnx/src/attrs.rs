@@ -3,23 +3,60 @@
 //! An attribute is checked against its declared `type`; a producer that left
 //! `type` out (IR version 1) is read by which field is present. A wrong kind
 //! is an error naming the attribute and both kinds, never a silent default.
+//!
+//! Reads are recorded ([`AttrsRead`]): after a converter ran, an attribute it
+//! never looked at is an error ([`AttrsRead::check`]). That is how a model
+//! from a newer opset that uses an attribute the importer does not implement
+//! is refused instead of silently computing the old semantics.
 
 use crate::onnx::{attr_type as at, AttributeProto, NodeProto, TensorProto};
+use std::cell::Cell;
+
+/// Which of a node's attributes were read (bit `i` for attribute `i`; the
+/// 65th and later are not tracked).
+#[derive(Default)]
+pub(crate) struct AttrsRead(Cell<u64>);
+
+impl AttrsRead {
+    /// An error naming the first attribute of `node` that was never read.
+    pub fn check(&self, node: &NodeProto<'_>) -> Result<(), String> {
+        let read = self.0.get();
+        match node.attribute.iter().take(64).enumerate().find(|(i, _)| read & (1 << i) == 0) {
+            Some((_, a)) => Err(format!(
+                "attribute '{}' is not supported (qimport does not implement it for {})",
+                a.name, node.op_type
+            )),
+            None => Ok(()),
+        }
+    }
+}
 
 /// The attributes of one node.
 #[derive(Copy, Clone)]
 pub(crate) struct NodeAttrs<'n> {
     node: &'n NodeProto<'n>,
+    read: Option<&'n AttrsRead>,
 }
 
 impl<'n> NodeAttrs<'n> {
+    /// The attributes of `node`, reads not recorded.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn new(node: &'n NodeProto<'n>) -> NodeAttrs<'n> {
-        NodeAttrs { node }
+        NodeAttrs { node, read: None }
+    }
+
+    /// The attributes of `node`, reads recorded in `read`.
+    pub fn tracked(node: &'n NodeProto<'n>, read: &'n AttrsRead) -> NodeAttrs<'n> {
+        NodeAttrs { node, read: Some(read) }
     }
 
     /// The attribute `name`, if the node has it.
     pub fn get(&self, name: &str) -> Option<&'n AttributeProto<'n>> {
-        self.node.attribute.iter().find(|a| a.name == name)
+        let (i, a) = self.node.attribute.iter().enumerate().find(|(_, a)| a.name == name)?;
+        if let (Some(read), true) = (self.read, i < 64) {
+            read.0.set(read.0.get() | 1 << i);
+        }
+        Some(a)
     }
 
     /// The attribute `name` if present and of kind `kind` (or untyped with

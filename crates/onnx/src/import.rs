@@ -3,7 +3,7 @@
 //!
 //! Steps, in order, each failing with one [`ImportError`]:
 //!
-//! 1. decode the file; find the standard opset (11 to 21);
+//! 1. decode the file; find the standard opset (11 to 28);
 //! 2. list every node whose op type has no converter ([`crate::ops`]) and
 //!    report them all in one error;
 //! 3. graph inputs that are not initializers become `@main`'s arguments,
@@ -23,8 +23,9 @@
 //!
 //! The walk is a loop over the node list: nothing recurses over the graph.
 
-use crate::attrs::NodeAttrs;
+use crate::attrs::{AttrsRead, NodeAttrs};
 use crate::error::ImportError;
+use crate::fold::{Fail, FoldCx, FoldFn, Tensor, FOLD_LIMIT};
 use crate::onnx::{decode_model, Dim, GraphProto, ModelProto, NodeProto, ValueInfo};
 use crate::tensor::{element_type, TensorData};
 use qopt_dialect_fp::op_names as fp_op;
@@ -35,7 +36,7 @@ use qopt_ir_core::{
 use smallvec::SmallVec;
 
 /// The opsets of the standard domain the importer implements.
-pub const SUPPORTED_OPSETS: std::ops::RangeInclusive<i64> = 11..=21;
+pub const SUPPORTED_OPSETS: std::ops::RangeInclusive<i64> = 11..=28;
 
 /// How to import.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -94,6 +95,14 @@ fn standard_opset(model: &ModelProto<'_>) -> Result<i64, ImportError> {
     Ok(opset)
 }
 
+/// The error for a use of `name` before any definition.
+fn undefined(name: &str) -> String {
+    format!(
+        "value '{name}' is not defined before its use (not a graph input, an initializer or \
+         the output of an earlier node; ONNX nodes must be in topological order)"
+    )
+}
+
 /// The name a node goes by in messages and locations.
 pub(crate) fn node_label(node: &NodeProto<'_>) -> String {
     if !node.name.is_empty() {
@@ -113,6 +122,14 @@ enum Slot {
     Value(ValueId),
     /// Constant data (index into `Importer::constants`), made into an op on first use.
     Constant(usize),
+}
+
+/// A node's inputs, as far as import-time evaluation is concerned.
+enum NodeInputs {
+    /// Every input is constant (`None` for an omitted optional one).
+    Constant(Vec<Option<Tensor>>),
+    /// This input is computed from the graph inputs (or too large to evaluate on).
+    Computed(String),
 }
 
 struct ConstEntry {
@@ -273,18 +290,85 @@ impl<'c> Importer<'c> {
             op_type: node.op_type.clone(),
             message,
         };
-        if let Some(a) = node.attribute.iter().find(|a| a.has_subgraph) {
+        if let Some(a) = node.attribute.iter().find(|a| !a.subgraphs.is_empty()) {
             return Err(fail(format!("attribute '{}' is a subgraph; subgraphs are not supported", a.name)));
         }
-        let convert =
-            crate::ops::converter(&node.op_type).ok_or_else(|| fail("op type is not supported".into()))?;
+        let converter = crate::ops::converter(&node.op_type);
+        if let Some(fold) = crate::fold::folder(&node.op_type) {
+            match self.constant_inputs(node).map_err(&fail)? {
+                NodeInputs::Constant(inputs) => match self.evaluate(node, fold, inputs) {
+                    Ok(()) => return Ok(()),
+                    Err(Fail::TooLarge(_)) if converter.is_some() => {}
+                    Err(e) => return Err(fail(e.to_string())),
+                },
+                NodeInputs::Computed(computed) if converter.is_none() => {
+                    return Err(fail(format!(
+                        "input '{computed}' is computed from the model's inputs, and qimport evaluates {} \
+                         only on constants (a shape computation); give the inputs static shapes with \
+                         --input-shape",
+                        node.op_type
+                    )))
+                }
+                NodeInputs::Computed(_) => {}
+            }
+        }
+        let convert = converter.ok_or_else(|| fail("op type is not supported".into()))?;
         let loc = self.ctx.name_loc(&node_label(node));
-        let mut cx = NodeCx { imp: self, node, loc };
-        convert(&mut cx).map_err(fail)?;
+        let read = AttrsRead::default();
+        let mut cx = NodeCx { imp: self, node, loc, read: &read };
+        convert(&mut cx).map_err(&fail)?;
+        read.check(node).map_err(&fail)?;
         for (i, output) in node.output.iter().enumerate() {
             if !output.is_empty() && !self.slots.contains_key(output) {
                 return Err(fail(format!("output #{i} ('{output}') is not supported")));
             }
+        }
+        Ok(())
+    }
+
+    /// The node's inputs as constant tensors, or the first that is computed.
+    fn constant_inputs(&self, node: &NodeProto<'_>) -> Result<NodeInputs, String> {
+        let mut inputs = Vec::with_capacity(node.input.len());
+        for name in &node.input {
+            if name.is_empty() {
+                inputs.push(None);
+                continue;
+            }
+            match self.slots.get(name) {
+                Some(Slot::Constant(index)) => {
+                    let data = &self.constants[*index].data;
+                    if data.bytes.len() / crate::tensor::element_bytes(data.data_type).unwrap_or(1)
+                        > FOLD_LIMIT
+                    {
+                        return Ok(NodeInputs::Computed(name.clone()));
+                    }
+                    inputs.push(Some(Tensor::from_data(data)?));
+                }
+                Some(Slot::Value(_)) => return Ok(NodeInputs::Computed(name.clone())),
+                None => return Err(undefined(name)),
+            }
+        }
+        Ok(NodeInputs::Constant(inputs))
+    }
+
+    /// Evaluates `node` on constant `inputs` and binds its outputs to the results.
+    fn evaluate(
+        &mut self,
+        node: &NodeProto<'_>,
+        fold: FoldFn,
+        inputs: Vec<Option<Tensor>>,
+    ) -> Result<(), Fail> {
+        let read = AttrsRead::default();
+        let cx = FoldCx { attrs: NodeAttrs::tracked(node, &read), opset: self.opset, inputs };
+        let results = fold(&cx)?;
+        read.check(node)?;
+        for (name, result) in node.output.iter().zip(results) {
+            if name.is_empty() {
+                continue;
+            }
+            let data = result.into_data(name)?;
+            self.constants.push(ConstEntry { data, value: None });
+            self.define(name, Slot::Constant(self.constants.len() - 1))?;
         }
         Ok(())
     }
@@ -294,10 +378,7 @@ impl<'c> Importer<'c> {
         match self.slots.get(name).copied() {
             Some(Slot::Value(v)) => Ok(v),
             Some(Slot::Constant(index)) => self.materialize(index),
-            None => Err(format!(
-                "value '{name}' is not defined before its use (not a graph input, an initializer or \
-                 the output of an earlier node; ONNX nodes must be in topological order)"
-            )),
+            None => Err(undefined(name)),
         }
     }
 
@@ -426,6 +507,7 @@ pub(crate) struct NodeCx<'i, 'c> {
     imp: &'i mut Importer<'c>,
     node: &'i NodeProto<'i>,
     loc: Location,
+    read: &'i AttrsRead,
 }
 
 impl<'i> NodeCx<'i, '_> {
@@ -436,7 +518,7 @@ impl<'i> NodeCx<'i, '_> {
 
     /// The node's attributes.
     pub fn attrs(&self) -> NodeAttrs<'i> {
-        NodeAttrs::new(self.node)
+        NodeAttrs::tracked(self.node, self.read)
     }
 
     /// The context, to build attributes and types.
@@ -502,6 +584,30 @@ impl<'i> NodeCx<'i, '_> {
     /// The integers of constant input `i`, `None` if absent.
     pub fn const_ints(&self, i: usize) -> Result<Option<Vec<i64>>, String> {
         self.const_input(i)?.map(|t| t.ints()).transpose()
+    }
+
+    /// The shape of input `i`, without making an op for a constant input.
+    pub fn input_shape(&self, i: usize) -> Result<Vec<i64>, String> {
+        let name = self.input_name(i).ok_or_else(|| format!("input #{i} is missing"))?;
+        match self.imp.slots.get(name) {
+            Some(Slot::Constant(index)) => Ok(self.imp.constants[*index].data.dims.clone()),
+            Some(Slot::Value(v)) => self.shape(*v),
+            None => Err(undefined(name)),
+        }
+    }
+
+    /// The ONNX element type of input `i` (a `TensorProto.DataType` value).
+    pub fn input_data_type(&self, i: usize) -> Result<i32, String> {
+        let name = self.input_name(i).ok_or_else(|| format!("input #{i} is missing"))?;
+        match self.imp.slots.get(name) {
+            Some(Slot::Constant(index)) => Ok(self.imp.constants[*index].data.data_type),
+            Some(Slot::Value(v)) => {
+                let elem = self.imp.ctx.element_type(self.value_type(*v));
+                crate::tensor::onnx_data_type(self.imp.ctx, elem)
+                    .ok_or_else(|| format!("input '{name}' has no ONNX element type"))
+            }
+            None => Err(undefined(name)),
+        }
     }
 
     /// The type of `v`.

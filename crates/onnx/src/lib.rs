@@ -10,6 +10,7 @@
 //! - `tensor`: constant tensors as element bytes, ONNX element types as IR types;
 //! - `attrs`: typed node attributes;
 //! - `import`: the graph walk, constants, signature, verification;
+//! - `fold`: evaluation of nodes whose inputs are all constant (shape computations);
 //! - `ops`: one converter per op type, by family;
 //! - `error`: [`ImportError`].
 //!
@@ -22,6 +23,7 @@
 
 mod attrs;
 mod error;
+mod fold;
 mod import;
 mod onnx;
 mod ops;
@@ -31,8 +33,8 @@ mod tensor;
 pub use error::{ImportError, UnsupportedOp};
 pub use import::{import_model, ImportOptions, SUPPORTED_OPSETS};
 pub use onnx::{
-    attr_type, data_type, decode_model, AttributeProto, Dim, GraphProto, ModelProto, NodeProto,
-    OperatorSetId, TensorProto, TensorType, ValueInfo,
+    attr_type, data_type, decode_model, decode_subgraph, AttributeProto, Dim, GraphProto, ModelProto,
+    NodeProto, OperatorSetId, TensorProto, TensorType, ValueInfo,
 };
 pub use ops::supported_op_types;
 pub use proto::{DecodeError, Field, Reader, WireValue};

@@ -12,7 +12,8 @@
 //! tensor; value info → type → shape → dimension), and the decoders follow
 //! it with one function per message and no recursion: a graph inside an
 //! attribute (the bodies of `If`, `Loop`, `Scan`) is not decoded, only
-//! recorded ([`AttributeProto::has_subgraph`]), and a nested non-tensor type
+//! recorded ([`AttributeProto::subgraphs`]; [`decode_subgraph`] decodes one
+//! on request, so a caller walks nested bodies with a worklist), and a nested non-tensor type
 //! (sequence, map, optional) only as "not a tensor".
 
 use crate::proto::{DecodeError, Field, Reader};
@@ -136,8 +137,8 @@ pub struct AttributeProto<'a> {
     pub ints: Vec<i64>,
     /// `strings` (9).
     pub strings: Vec<&'a [u8]>,
-    /// True if `g` (6) or `graphs` (11) is present: a subgraph, not decoded.
-    pub has_subgraph: bool,
+    /// `g` (6) and `graphs` (11): subgraphs, not decoded (see [`decode_subgraph`]).
+    pub subgraphs: Vec<Field<'a>>,
 }
 
 /// `TensorProto.DataType` values.
@@ -303,6 +304,12 @@ fn decode_opset(field: &Field<'_>) -> Result<OperatorSetId, DecodeError> {
     Ok(opset)
 }
 
+/// Decodes a subgraph recorded in [`AttributeProto::subgraphs`] (its own
+/// subgraphs stay recorded, not decoded).
+pub fn decode_subgraph<'a>(field: &Field<'a>) -> Result<GraphProto<'a>, DecodeError> {
+    decode_graph(field)
+}
+
 fn decode_graph<'a>(field: &Field<'a>) -> Result<GraphProto<'a>, DecodeError> {
     let wrap = |e: DecodeError| e.within("GraphProto");
     let mut r = field.message().map_err(wrap)?;
@@ -353,7 +360,7 @@ fn decode_attribute<'a>(field: &Field<'a>) -> Result<AttributeProto<'a>, DecodeE
             // Subgraphs are recorded, not decoded: the importer rejects them.
             6 | 11 => {
                 f.as_bytes().map_err(wrap)?;
-                attr.has_subgraph = true;
+                attr.subgraphs.push(f);
             }
             7 => f.push_f32s(&mut attr.floats).map_err(wrap)?,
             8 => f.push_i64s(&mut attr.ints).map_err(wrap)?,

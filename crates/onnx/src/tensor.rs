@@ -57,6 +57,30 @@ pub(crate) fn element_type(ctx: &mut Context, data_type: i32) -> Result<Type, St
     Ok(ctx.intern_type(data))
 }
 
+/// The ONNX element type of IR scalar type `elem`, if it has one.
+pub(crate) fn onnx_data_type(ctx: &Context, elem: Type) -> Option<i32> {
+    let data_type = match ctx.type_data(elem) {
+        TypeData::Float(FloatKind::F32) => dt::FLOAT,
+        TypeData::Float(FloatKind::F64) => dt::DOUBLE,
+        TypeData::Float(FloatKind::F16) => dt::FLOAT16,
+        TypeData::Float(FloatKind::BF16) => dt::BFLOAT16,
+        TypeData::Int(IntType { width, signedness }) => match (*width, *signedness) {
+            (1, _) => dt::BOOL,
+            (8, Signedness::Unsigned) => dt::UINT8,
+            (16, Signedness::Unsigned) => dt::UINT16,
+            (32, Signedness::Unsigned) => dt::UINT32,
+            (64, Signedness::Unsigned) => dt::UINT64,
+            (8, _) => dt::INT8,
+            (16, _) => dt::INT16,
+            (32, _) => dt::INT32,
+            (64, _) => dt::INT64,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some(data_type)
+}
+
 /// The float kind of an ONNX float element type.
 pub(crate) fn float_kind(data_type: i32) -> Option<FloatKind> {
     match data_type {

@@ -160,7 +160,7 @@ fn subgraphs_are_recorded_not_decoded() {
     let node = Msg::new().str(4, "If").msg(5, &attr);
     let model = Msg::new().msg(7, &Msg::new().msg(1, &node));
     let decoded = decode_model(&model.0).unwrap();
-    assert!(decoded.graph.unwrap().node[0].attribute[0].has_subgraph);
+    assert_eq!(decoded.graph.unwrap().node[0].attribute[0].subgraphs.len(), 1);
 }
 
 #[test]

@@ -60,6 +60,40 @@ fn unsupported_ops_are_listed_together() {
     );
 }
 
+/// A graph-valued attribute `name` holding one node per `(op_type, node name, extra attribute)`.
+fn body(name: &str, nodes: &[(&str, &str, Option<Msg>)]) -> Msg {
+    let mut graph = Msg::new().str(2, name);
+    for (op_type, node_name, attr) in nodes {
+        let mut node =
+            Msg::new().str(1, "x").str(2, &format!("{node_name}_out")).str(3, node_name).str(4, op_type);
+        if let Some(a) = attr {
+            node = node.msg(5, a);
+        }
+        graph = graph.msg(1, &node);
+    }
+    Msg::new().str(1, name).int(20, 5).msg(6, &graph)
+}
+
+#[test]
+fn ops_inside_subgraphs_are_listed() {
+    // Loop's body holds a supported Relu, an unsupported NonMaxSuppression and
+    // an If whose branch holds an unsupported TopK.
+    let branch = body("then_branch", &[("TopK", "topk", None), ("Relu", "inner_relu", None)]);
+    let loop_body = body(
+        "body",
+        &[("Relu", "r", None), ("NonMaxSuppression", "nms", None), ("If", "cond", Some(branch))],
+    );
+    let model = Model::new(17)
+        .input("x", &[4])
+        .node_attrs("Loop", "loop", &["", "", "x"], &["y"], &[loop_body])
+        .output("y");
+    assert_eq!(
+        import_err(&model, None),
+        "unsupported ONNX ops: Loop (node loop), NonMaxSuppression (node loop/body/nms), \
+         If (node loop/body/cond), TopK (node loop/body/cond/then_branch/topk)"
+    );
+}
+
 #[test]
 fn dynamic_dimensions() {
     assert_eq!(
@@ -140,13 +174,13 @@ fn files_that_are_not_onnx_models() {
 #[test]
 fn opsets() {
     let relu = |opset| Model::new(opset).input("x", &[2]).node("Relu", "r", &["x"], &["y"]).output("y");
-    for opset in [11, 21] {
+    for opset in [11, 21, 28] {
         assert!(import_text(&relu(opset).bytes(), None).is_ok(), "opset {opset}");
     }
-    for opset in [10, 22] {
+    for opset in [10, 29] {
         assert_eq!(
             import_err(&relu(opset), None),
-            format!("ONNX opset {opset} is not supported (qimport supports opsets 11 to 21)")
+            format!("ONNX opset {opset} is not supported (qimport supports opsets 11 to 28)")
         );
     }
 }
@@ -157,6 +191,15 @@ fn node_errors_name_the_node() {
         (
             Model::new(17).input("x", &[1, 1, 4, 4]).node_attrs("MaxPool", "pool", &["x"], &["y", "idx"], &[attr_ints("kernel_shape", &[2, 2])]).output("y"),
             "node 'pool' (MaxPool): the Indices output is not supported",
+        ),
+        (
+            // An attribute the converter never reads (here: one no opset defines) is refused.
+            Model::new(17).input("x", &[2]).node_attrs("Relu", "r", &["x"], &["y"], &[attr_int("fancy", 1)]).output("y"),
+            "node 'r' (Relu): attribute 'fancy' is not supported (qimport does not implement it for Relu)",
+        ),
+        (
+            Model::new(28).input("x", &[1, 1, 4, 4]).node_attrs("SpaceToDepth", "s2d", &["x"], &["y"], &[attr_int("blocksize", 2), attr_str("mode", "CRD")]).output("y"),
+            "node 's2d' (SpaceToDepth): mode 'CRD' is not supported (only DCR)",
         ),
         (
             Model::new(17).input("x", &[2]).node_attrs("Relu", "r", &["x"], &["y"], &[attr_graph("body")]).output("y"),

@@ -460,3 +460,57 @@ fn quantize_dequantize() {
             .output("y"),
     );
 }
+
+#[test]
+fn shape_subgraphs_fold_at_import() {
+    // PyTorch's flatten with a dynamic batch: Shape → Gather → Unsqueeze →
+    // Concat → Reshape; with --batch 2 the whole chain is constant.
+    let flatten = Model::new(13)
+        .input_dims("x", FLOAT, &[D::P("N"), D::V(3), D::V(2), D::V(2)])
+        .init(tensor_i64("zero", &[], &[0]))
+        .init(tensor_i64("axes", &[1], &[0]))
+        .init(tensor_i64("rest", &[1], &[-1]))
+        .node("Shape", "shape", &["x"], &["s"])
+        .node("Gather", "batch", &["s", "zero"], &["n"])
+        .node("Unsqueeze", "unsq", &["n", "axes"], &["n1"])
+        .node_attrs("Concat", "cat", &["n1", "rest"], &["target"], &[attr_int("axis", 0)])
+        .node("Reshape", "flat", &["x", "target"], &["y"])
+        .output("y");
+    let text = import_text(&flatten.bytes(), Some(2)).unwrap();
+    insta::assert_snapshot!("shape_chain_flatten", text);
+
+    // Paddle's -1 filling: ConstantOfShape, Equal, Where, Range, Cast, Mul
+    // on shape vectors, then Expand of the data.
+    let fill = Model::new(13)
+        .input("x", &[1, 3, 1])
+        .init(tensor_i64("two", &[1], &[2]))
+        .init(tensor_i64("target", &[3], &[2, -1, 4]))
+        .init(tensor_i64("minus1", &[], &[-1]))
+        .init(tensor_i64("r0", &[], &[0]))
+        .init(tensor_i64("r1", &[], &[3]))
+        .init(tensor_i64("r2", &[], &[1]))
+        .node("ConstantOfShape", "ones_shape", &["two"], &["zeros"])
+        .node("Equal", "is_neg", &["target", "minus1"], &["mask"])
+        .node("Shape", "xs", &["x"], &["x_shape"])
+        .node("Where", "fix", &["mask", "x_shape", "target"], &["fixed"])
+        .node("Range", "range", &["r0", "r1", "r2"], &["idx"])
+        .node_attrs("Cast", "to_float", &["idx"], &["idx_f"], &[attr_int("to", i64::from(FLOAT))])
+        .node("Expand", "expand", &["x", "fixed"], &["y"])
+        .output("y")
+        .output("zeros")
+        .output("idx_f");
+    let text = import_text(&fill.bytes(), None).unwrap();
+    insta::assert_snapshot!("shape_where_expand_range", text);
+
+    // A shape-only op on computed data is an error naming the input.
+    let computed = Model::new(13)
+        .input("x", &[2])
+        .init(tensor_f32("zero", &[], &[0.0]))
+        .node("Equal", "eq", &["x", "zero"], &["y"])
+        .output("y");
+    let err = import_text(&computed.bytes(), None).unwrap_err();
+    assert!(
+        err.contains("node 'eq' (Equal): input 'x' is computed from the model's inputs, and qimport evaluates Equal only on constants"),
+        "{err}"
+    );
+}

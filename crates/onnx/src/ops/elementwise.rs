@@ -16,6 +16,7 @@ use qopt_ir_core::{Attribute, Context, Type, TypeData};
 pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("Abs", |cx| unary(cx, fp_op::ABS)),
     ("Add", add),
+    ("Cast", cast),
     ("Clip", clip),
     ("Div", div),
     ("Exp", |cx| unary(cx, fp_op::EXP)),
@@ -40,6 +41,24 @@ pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("Sum", |cx| variadic(cx, fp_op::ADD)),
     ("Tanh", tanh),
 ];
+
+/// `Cast` of a computed value to its own element type forwards it; other
+/// casts of computed values are not supported (casts of constants are
+/// evaluated at import, see [`crate::fold`]).
+fn cast(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let to = cx.attrs().opt_int("to")?.ok_or("needs a 'to' attribute")?;
+    cx.attrs().int("saturate", 1)?;
+    cx.attrs().string("round_mode", "up")?;
+    let from = cx.input_data_type(0)?;
+    if i64::from(from) != to {
+        return Err(format!(
+            "casting a computed {} value to {} is not supported",
+            crate::onnx::data_type::name(from),
+            i32::try_from(to).map_or_else(|_| to.to_string(), crate::onnx::data_type::name)
+        ));
+    }
+    cx.forward_input()
+}
 
 fn binary(cx: &mut NodeCx<'_, '_>, op: &str) -> Result<(), String> {
     let a = cx.input(0)?;

@@ -47,9 +47,24 @@ fn converters() -> &'static [(&'static str, ConvertFn)] {
     })
 }
 
-/// The op types the importer supports, sorted.
+/// The op types the importer supports, sorted: those with a converter and
+/// those it evaluates on constants ([`crate::fold`]).
 pub fn supported_op_types() -> impl Iterator<Item = &'static str> {
-    converters().iter().map(|(name, _)| *name)
+    static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        let mut all: Vec<&'static str> =
+            converters().iter().map(|(name, _)| *name).chain(crate::fold::folded_op_types()).collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    })
+    .iter()
+    .copied()
+}
+
+/// True if the importer converts or evaluates standard-domain op type `op_type`.
+pub(crate) fn is_supported(op_type: &str) -> bool {
+    converter(op_type).is_some() || crate::fold::folder(op_type).is_some()
 }
 
 /// The converter of a standard-domain op type.
@@ -58,26 +73,50 @@ pub(crate) fn converter(op_type: &str) -> Option<ConvertFn> {
 }
 
 /// One error listing every op type of `graph` without a converter, with the
-/// nodes using it, in graph order.
+/// nodes using it, in graph order. Nodes inside subgraphs (the bodies of
+/// `If`, `Loop`, `Scan`) are listed too, named by their path
+/// (`loop/body/node`); nested bodies are walked with a worklist.
 pub(crate) fn check_supported(graph: &GraphProto<'_>) -> Result<(), ImportError> {
     let mut unsupported: Vec<UnsupportedOp> = Vec::new();
-    for node in &graph.node {
-        let standard = node.domain.is_empty() || node.domain == "ai.onnx";
-        if standard && converter(&node.op_type).is_some() {
-            continue;
-        }
-        let op_type =
-            if standard { node.op_type.clone() } else { format!("{}.{}", node.domain, node.op_type) };
-        let label = node_label(node);
-        match unsupported.iter_mut().find(|u| u.op_type == op_type) {
-            Some(u) => u.nodes.push(label),
-            None => unsupported.push(UnsupportedOp { op_type, nodes: vec![label] }),
-        }
+    let mut pending = Vec::new();
+    list_unsupported("", graph, &mut pending, &mut unsupported);
+    while let Some((prefix, body)) = pending.pop() {
+        list_unsupported(&prefix, &body, &mut pending, &mut unsupported);
     }
     if unsupported.is_empty() {
         Ok(())
     } else {
         Err(ImportError::UnsupportedOps(unsupported))
+    }
+}
+
+/// Adds the unsupported nodes of `graph` to `unsupported` and its subgraphs to `pending`.
+fn list_unsupported<'a>(
+    prefix: &str,
+    graph: &GraphProto<'a>,
+    pending: &mut Vec<(String, GraphProto<'a>)>,
+    unsupported: &mut Vec<UnsupportedOp>,
+) {
+    for node in &graph.node {
+        let label = format!("{prefix}{}", node_label(node));
+        for attr in &node.attribute {
+            for sub in &attr.subgraphs {
+                // A body that does not decode is reported when the node is converted.
+                if let Ok(body) = crate::onnx::decode_subgraph(sub) {
+                    pending.push((format!("{label}/{}/", attr.name), body));
+                }
+            }
+        }
+        let standard = node.domain.is_empty() || node.domain == "ai.onnx";
+        if standard && is_supported(&node.op_type) {
+            continue;
+        }
+        let op_type =
+            if standard { node.op_type.clone() } else { format!("{}.{}", node.domain, node.op_type) };
+        match unsupported.iter_mut().find(|u| u.op_type == op_type) {
+            Some(u) => u.nodes.push(label),
+            None => unsupported.push(UnsupportedOp { op_type, nodes: vec![label] }),
+        }
     }
 }
 

@@ -40,6 +40,8 @@ pub(super) fn layer_normalization(cx: &mut NodeCx<'_, '_>) -> Result<(), String>
     }
     let axis = cx.attrs().int("axis", -1)?;
     let epsilon = f64::from(cx.attrs().float("epsilon", 1e-5)?);
+    // The precision of the statistics: the interpreter uses f64, at least as precise as any.
+    cx.attrs().int("stash_type", 1)?;
     let x = cx.input(0)?;
     let scale = cx.input(1)?;
     let mut operands = vec![x, scale];
@@ -60,6 +62,8 @@ pub(super) fn batch_normalization(cx: &mut NodeCx<'_, '_>) -> Result<(), String>
         return Err("training mode (running mean and variance outputs) is not supported".into());
     }
     let epsilon = attrs.float("epsilon", 1e-5)?;
+    // Only training updates the running statistics with it.
+    attrs.opt_float("momentum")?;
     let operands = (0..5).map(|i| cx.input(i)).collect::<Result<Vec<_>, _>>()?;
     let ctx = cx.ctx();
     let f32 = ctx.common().f32;

@@ -94,6 +94,12 @@ fn quantized_tensor(ctx: &mut Context, shape: &[i64], q: QuantType) -> Type {
 }
 
 pub(super) fn quantize_linear(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    // Saturation choices concern float8 outputs only; integers always saturate.
+    cx.attrs().int("saturate", 1)?;
+    let precision = cx.attrs().int("precision", 0)?;
+    if precision != 0 && precision != i64::from(dt::FLOAT) {
+        return Err(format!("precision {precision} is not supported (only the scale's own FLOAT)"));
+    }
     let x = cx.input(0)?;
     let shape = cx.shape(x)?;
     let default = match cx.attrs().opt_int("output_dtype")? {
@@ -107,6 +113,10 @@ pub(super) fn quantize_linear(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
 }
 
 pub(super) fn dequantize_linear(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let output = cx.attrs().int("output_dtype", 0)?;
+    if output != 0 && output != i64::from(dt::FLOAT) {
+        return Err(format!("output_dtype {output} is not supported (only FLOAT)"));
+    }
     let q = if cx.is_const_input(0) {
         let data = cx.const_input(0)?.ok_or("input #0 is missing")?;
         let q = quant_type(cx, &data.dims, storage(data.data_type)?)?;

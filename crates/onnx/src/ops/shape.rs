@@ -2,6 +2,10 @@
 //! `Slice` → the fp op of the same job; `Squeeze` and `Unsqueeze` →
 //! `fp.reshape` to the computed shape; `Identity` forwards its input.
 //!
+//! `Shape` and `Size` of a value become constant data (shapes are static
+//! after import), which [`crate::fold`] computes on; `Expand` of a computed
+//! value is `fp.tile` (after `fp.reshape` where it adds dimensions).
+//!
 //! Inputs that ONNX passes as tensors but fp holds as attributes (the
 //! target shape, split sizes, pads, slice bounds, axes) must be constants.
 //! Older opsets pass some of them as attributes; both forms are read.
@@ -10,18 +14,23 @@ use super::elementwise::float_attr;
 use super::ConvertFn;
 use super::{normalize_axis, AttrList};
 use crate::import::NodeCx;
+use crate::onnx::data_type as dt;
+use crate::tensor::{element_count, TensorData};
 use qopt_dialect_fp::op_names as fp_op;
-use qopt_ir_core::ValueId;
+use qopt_ir_core::{ValueId, DYNAMIC};
 
 /// The ONNX op types this family converts, with their converters.
 pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("Concat", concat),
     ("DepthToSpace", depth_to_space),
+    ("Expand", expand),
     ("Flatten", flatten),
     ("Gather", gather),
     ("Identity", identity),
     ("Pad", pad),
     ("Reshape", reshape),
+    ("Shape", shape),
+    ("Size", size),
     ("Slice", slice),
     ("SpaceToDepth", space_to_depth),
     ("Split", split),
@@ -30,6 +39,69 @@ pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("Transpose", transpose),
     ("Unsqueeze", unsqueeze),
 ];
+
+/// `Shape` (with opset 15's `start` / `end`): the input's static shape as an
+/// int64 constant.
+pub(super) fn shape(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let dims = static_shape(cx)?;
+    let rank = dims.len() as i64;
+    let clamp = |v: i64| if v < 0 { (v + rank).max(0) } else { v.min(rank) } as usize;
+    let start = clamp(cx.attrs().int("start", 0)?);
+    let end = clamp(cx.attrs().int("end", rank)?);
+    let picked = dims.get(start..end.max(start)).unwrap_or_default();
+    let bytes = picked.iter().flat_map(|d| d.to_le_bytes()).collect();
+    let data = TensorData::new(&cx.output_name(0), vec![picked.len() as i64], dt::INT64, bytes);
+    cx.set_const_output(0, data)
+}
+
+/// `Size`: the input's static element count as an int64 scalar constant.
+pub(super) fn size(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let count = element_count(&static_shape(cx)?)?;
+    let count = i64::try_from(count).map_err(|_| "the element count overflows int64")?;
+    let data = TensorData::new(&cx.output_name(0), vec![], dt::INT64, count.to_le_bytes().to_vec());
+    cx.set_const_output(0, data)
+}
+
+/// The shape of input 0, which must be static.
+fn static_shape(cx: &NodeCx<'_, '_>) -> Result<Vec<i64>, String> {
+    let dims = cx.input_shape(0)?;
+    if dims.contains(&DYNAMIC) {
+        return Err("the input's shape is not static; fix the model's input shapes with --input-shape".into());
+    }
+    Ok(dims)
+}
+
+/// `Expand` of a computed value: the broadcast of the input and the
+/// (constant) target shape, as `fp.tile` of the input with size-1
+/// dimensions repeated, after an `fp.reshape` that prepends any new ones.
+pub(super) fn expand(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let target = cx.const_ints(1)?.ok_or("input #1 (shape) is missing")?;
+    let mut x = cx.input(0)?;
+    let shape = cx.shape(x)?;
+    let rank = shape.len().max(target.len());
+    let mut padded = vec![1; rank - shape.len()];
+    padded.extend_from_slice(&shape);
+    let mut repeats = vec![1; rank];
+    for (i, &t) in target.iter().enumerate() {
+        let d = &mut repeats[rank - target.len() + i];
+        let s = padded[rank - target.len() + i];
+        match (s, t) {
+            (s, t) if s == t || t == 1 => {}
+            (1, t) if t > 1 => *d = t,
+            _ => return Err(format!("shape {shape:?} does not broadcast to {target:?}")),
+        }
+    }
+    if padded != shape {
+        x = reshape_to(cx, x, &padded)?;
+    }
+    if repeats.iter().all(|&r| r == 1) {
+        return cx.set_output(0, x);
+    }
+    let r = cx.ctx().i64_array_attr(&repeats);
+    let attrs = cx.ctx().dict_attr(&[("repeats", r)]);
+    let y = cx.emit(fp_op::TILE, &[x], attrs)?;
+    cx.set_output(0, y)
+}
 
 /// `DepthToSpace` → `fp.depth_to_space` with `blocksize` and `mode`.
 pub(super) fn depth_to_space(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
@@ -44,9 +116,13 @@ pub(super) fn depth_to_space(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     cx.set_output(0, y)
 }
 
-/// `SpaceToDepth` → `fp.space_to_depth` with `blocksize`.
+/// `SpaceToDepth` → `fp.space_to_depth` with `blocksize` (opset 28's `mode`: DCR only).
 pub(super) fn space_to_depth(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let blocksize = cx.attrs().opt_int("blocksize")?.ok_or("needs a 'blocksize' attribute")?;
+    let mode = cx.attrs().string("mode", "DCR")?;
+    if mode != "DCR" {
+        return Err(format!("mode '{mode}' is not supported (only DCR)"));
+    }
     let x = cx.input(0)?;
     let i64_ty = cx.ctx().common().i64;
     let b = cx.ctx().int_attr(i128::from(blocksize), i64_ty);
