@@ -169,6 +169,14 @@ fn bench_prints_one_latency_line() {
     };
     let (median, min, max) = (ms(median), ms(min), ms(max));
     assert!(min <= median && median <= max, "{line}");
+    let (profiled, _) = expect(0, &[&model("mlp.qir"), "--input", &x, "--bench", "3", "--profile"]);
+    let report: Vec<&str> = profiled.lines().collect();
+    assert!(
+        report[1].starts_with("profile: ") && report[1].ends_with(" ms per run in ops (3 runs)"),
+        "{profiled}"
+    );
+    assert!(report.iter().any(|l| l.trim_start().starts_with("fp.dense ")), "{profiled}");
+    assert!(report.contains(&"  slowest ops:"), "{profiled}");
     let (json, _) = expect(0, &[&model("mlp.qir"), "--input", &x, "--bench", "2", "--json"]);
     assert!(json.starts_with("{\"mode\":\"bench\",") && json.contains("\"runs\":2,\"median_ms\":"), "{json}");
 }

@@ -55,6 +55,10 @@ pub struct RunCli {
     /// Time N runs of the function after one warm-up run.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub bench: Option<u32>,
+    /// With --bench: also time every op over the runs (first sample) and
+    /// print where the time goes, per op name and the slowest ops.
+    #[arg(long, requires = "bench", conflicts_with = "json")]
+    pub profile: bool,
     /// Compare with another model on the same inputs, per located op (this
     /// model is the reference).
     #[arg(long, value_name = "OTHER.qir", conflicts_with_all = ["output", "print", "bench"])]

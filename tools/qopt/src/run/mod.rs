@@ -17,7 +17,8 @@
 //!
 //! - run: print a summary line or the values of each output, write them with
 //!   `--output`;
-//! - `--bench N`: time N runs after a warm-up (`bench`);
+//! - `--bench N`: time N runs after a warm-up (`bench`); with `--profile`,
+//!   per-op times too (`profile`);
 //! - `--compare OTHER`: run both models, compare every located value
 //!   (`compare`, `metrics`).
 //!
@@ -36,6 +37,7 @@ mod metrics;
 mod model;
 mod parallel;
 mod prng;
+mod profile;
 mod report;
 mod samples;
 mod tensor_text;
@@ -238,11 +240,19 @@ impl RunDriver {
         let latency = Latency::measure(runs as usize, || {
             run_all(&mut workers, model, sig, samples, &hidden).map(drop)
         })?;
+        let profile = match (cli.profile, workers.first_mut()) {
+            (true, Some(interpreter)) => {
+                let inputs = samples.chunk(0)?;
+                let profile = profile::Profile::measure(interpreter, &sig.func, &inputs, runs as usize)?;
+                profile.report(&model.ctx, &model.module)
+            }
+            _ => String::new(),
+        };
         Ok(if cli.json {
             report::bench_json(header, &latency)
         } else {
             let values = if cli.print { report::run_text(&outputs, true) } else { String::new() };
-            format!("{values}{}\n", latency.line())
+            format!("{values}{}\n{profile}", latency.line())
         })
     }
 

@@ -248,53 +248,65 @@ pub(crate) fn conv2d_real<T: Real>(
 }
 
 /// A depthwise convolution (one input and one output channel per group) done
-/// directly: per channel, the output starts at the bias and each tap adds
-/// its weight times a shifted input row over the output columns that read
-/// inside the input (a contiguous run, so the inner loop vectorizes for
-/// stride 1). One output channel per group would make each GEMM a single
+/// directly, one channel at a time. The zero-padded input is split into
+/// stride-phase planes (plane (pr, pc) holds padded rows pr, pr + sh, ... and
+/// columns pc, pc + sw, ...), so that every tap reads one plane at a fixed
+/// offset for every output: the output is accumulated on a grid as wide as a
+/// plane row, each tap one contiguous multiply-add over the whole grid (which
+/// vectorizes at any stride), and the first `ow` columns of each grid row are
+/// the result. One output channel per group would make each GEMM a single
 /// row, far from its speed.
 fn depthwise<T: Real>(x: &[T], w: &[T], shape: &ConvShape, win: &Window2, bias: Option<&[T]>, out: &mut [T]) {
     let ConvShape { n, c, h, w: wd, kh, kw, oh, ow, .. } = *shape;
     let [sh, sw] = win.stride;
     let [dh, dw] = win.dilation;
-    let (pt, pl) = (win.pad[0] as isize, win.pad[1] as isize);
+    let (pt, pl) = (win.pad[0], win.pad[1]);
+    // Plane rows and columns: enough for every output plus the largest tap shift,
+    // and one spare row so the grid's last (unused) columns stay inside the plane.
+    let (shift_r, shift_c) = ((kh - 1) * dh / sh, (kw - 1) * dw / sw);
+    let grid_w = ow + shift_c;
+    let plane_rows = oh + shift_r + 1;
+    let plane_len = plane_rows * grid_w;
+    let mut planes = vec![T::zero(); sh * sw * plane_len];
+    let mut grid = vec![T::zero(); oh * grid_w];
     for ni in 0..n {
         for ci in 0..c {
             let xc = &x[(ni * c + ci) * h * wd..][..h * wd];
-            let kc = &w[ci * kh * kw..][..kh * kw];
-            let oc = &mut out[(ni * c + ci) * oh * ow..][..oh * ow];
-            oc.fill(bias.map_or(T::zero(), |b| b[ci]));
-            for kj in 0..kw {
-                // Output columns ox read input column ox·sw + off: the valid run lo..hi.
-                let off = (kj * dw) as isize - pl;
-                let lo = if off >= 0 { 0 } else { ((-off) as usize).div_ceil(sw) }.min(ow);
-                let hi = if (wd as isize) <= off { 0 } else { (wd as isize - off) as usize }
-                    .div_ceil(sw)
-                    .clamp(lo, ow);
-                if lo == hi {
-                    continue;
-                }
-                let start = (lo as isize * sw as isize + off) as usize;
-                for ki in 0..kh {
-                    let wv = kc[ki * kw + kj];
-                    for oy in 0..oh {
-                        let iy = (oy * sh + ki * dh) as isize - pt;
-                        if iy < 0 || iy >= h as isize {
+            for pr in 0..sh {
+                for pc in 0..sw {
+                    let plane = &mut planes[(pr * sw + pc) * plane_len..][..plane_len];
+                    for r in 0..plane_rows {
+                        let dst = &mut plane[r * grid_w..][..grid_w];
+                        let y = (r * sh + pr).wrapping_sub(pt);
+                        if y >= h {
+                            dst.fill(T::zero());
                             continue;
                         }
-                        let src = &xc[iy as usize * wd..][..wd];
-                        let dst = &mut oc[oy * ow + lo..oy * ow + hi];
-                        if sw == 1 {
-                            for (d, &s) in dst.iter_mut().zip(&src[start..]) {
-                                *d = *d + wv * s;
-                            }
-                        } else {
-                            for (d, &s) in dst.iter_mut().zip(src[start..].iter().step_by(sw)) {
-                                *d = *d + wv * s;
-                            }
+                        let src = &xc[y * wd..][..wd];
+                        for (col, d) in dst.iter_mut().enumerate() {
+                            let xx = (col * sw + pc).wrapping_sub(pl);
+                            *d = if xx < wd { src[xx] } else { T::zero() };
                         }
                     }
                 }
+            }
+            grid.fill(bias.map_or(T::zero(), |b| b[ci]));
+            let kc = &w[ci * kh * kw..][..kh * kw];
+            for ki in 0..kh {
+                let (pr, sr) = ((ki * dh) % sh, (ki * dh) / sh);
+                for kj in 0..kw {
+                    let (pc, sc) = ((kj * dw) % sw, (kj * dw) / sw);
+                    let wv = kc[ki * kw + kj];
+                    let plane = &planes[(pr * sw + pc) * plane_len..][..plane_len];
+                    let src = &plane[sr * grid_w + sc..][..grid.len()];
+                    for (g, &v) in grid.iter_mut().zip(src) {
+                        *g = *g + wv * v;
+                    }
+                }
+            }
+            let oc = &mut out[(ni * c + ci) * oh * ow..][..oh * ow];
+            for (row, g) in oc.chunks_exact_mut(ow.max(1)).zip(grid.chunks_exact(grid_w.max(1))) {
+                row.copy_from_slice(&g[..ow]);
             }
         }
     }

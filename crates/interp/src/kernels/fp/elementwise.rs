@@ -56,10 +56,49 @@ pub(crate) fn broadcast_with<T: Copy, U>(
     let sa: Vec<i64> = a.shape().iter().map(|&d| d as i64).collect();
     let sb: Vec<i64> = b.shape().iter().map(|&d| d as i64).collect();
     let out: Vec<usize> = broadcast(&sa, &sb)?.iter().map(|&d| d as usize).collect();
+    // One operand whole, the other constant over runs of the whole one (a
+    // per-channel scale, a scalar): a scalar loop per run, which vectorizes.
+    if let (Some(xs), Some(ys)) = (a.as_slice(), b.as_slice()) {
+        let run = |full: &[T], small: &[T], small_shape: &[usize], f: &dyn Fn(T, T) -> U| {
+            let (inner, period) = runs(&out, small_shape)?;
+            let mut values = Vec::with_capacity(full.len());
+            for (i, chunk) in full.chunks(inner.max(1)).enumerate() {
+                let s = small[i % period];
+                values.extend(chunk.iter().map(|&x| f(x, s)));
+            }
+            Some(values)
+        };
+        let values = if a.shape() == out.as_slice() {
+            run(xs, ys, b.shape(), &|x, y| f(x, y))
+        } else if b.shape() == out.as_slice() {
+            run(ys, xs, a.shape(), &|y, x| f(x, y))
+        } else {
+            None
+        };
+        if let Some(values) = values {
+            return ArrayD::from_shape_vec(IxDyn(&out), values).map_err(|e| InterpError::new(e.to_string()));
+        }
+    }
     let (Some(av), Some(bv)) = (a.broadcast(IxDyn(&out)), b.broadcast(IxDyn(&out))) else {
         bail!("shapes {:?} and {:?} cannot be broadcast", a.shape(), b.shape());
     };
     Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
+}
+
+/// How an operand of shape `small` broadcasts to `out` when it is constant
+/// over contiguous runs of the result: `(run length, number of distinct
+/// runs)`. That is the case when `small`, aligned to the right, is 1 on some
+/// leading and some trailing dimensions and equal to `out` in between.
+fn runs(out: &[usize], small: &[usize]) -> Option<(usize, usize)> {
+    let pad = out.len().checked_sub(small.len())?;
+    let dims: Vec<usize> = std::iter::repeat_n(1, pad).chain(small.iter().copied()).collect();
+    // Without a dimension other than 1 the operand is one value for the whole result.
+    let first = dims.iter().position(|&d| d != 1).unwrap_or(0);
+    let last = dims.iter().rposition(|&d| d != 1).map_or(0, |i| i + 1);
+    if (first..last).any(|i| dims[i] != out[i]) {
+        return None;
+    }
+    Some((out[last..].iter().product(), dims[first..last].iter().product()))
 }
 
 /// `fp.add` and friends. The operations are generic (not `fn` pointers) so
@@ -259,7 +298,7 @@ unary_in_f64! {
     /// `fp.softplus`: max(x, 0) + ln(1 + e^(−|x|)), which does not overflow.
     softplus, fp_op::SOFTPLUS, |x| x.max(0.0) + (-x.abs()).exp().ln_1p();
     /// `fp.hard_swish`: x · clip(x/6 + 1/2, 0, 1).
-    hard_swish, fp_op::HARD_SWISH, |x| x * (x / 6.0 + 0.5).clamp(0.0, 1.0);
+    hard_swish, fp_op::HARD_SWISH, |x| x * (x * (1.0 / 6.0) + 0.5).clamp(0.0, 1.0);
 }
 
 /// `fp.hard_sigmoid`: clip(alpha · x + beta, 0, 1).
@@ -330,6 +369,26 @@ pub(crate) fn clip(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<Kernel
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_broadcasts_agree_with_the_general_one() {
+        assert_eq!(runs(&[2, 3, 4, 5], &[1, 3, 1, 1]), Some((20, 3)));
+        assert_eq!(runs(&[2, 3, 4, 5], &[3, 4, 1]), Some((5, 12)));
+        assert_eq!(runs(&[2, 3, 4, 5], &[]), Some((120, 1)));
+        assert_eq!(runs(&[2, 3, 4, 5], &[3, 1, 5]), None);
+        let full =
+            ArrayD::from_shape_fn(IxDyn(&[2, 3, 4, 5]), |i| (i[0] * 60 + i[1] * 20 + i[2] * 5 + i[3]) as f32);
+        for small_shape in [&[1, 3, 1, 1][..], &[3, 4, 1], &[5], &[2, 1, 1, 1], &[3, 1, 5], &[1]] {
+            let small = ArrayD::from_shape_fn(IxDyn(small_shape), |i| {
+                1.0 + ndarray::Dimension::slice(&i).iter().sum::<usize>() as f32
+            });
+            let (fa, sa) = (full.view(), small.broadcast(full.raw_dim()).unwrap());
+            let want_ab = Zip::from(&fa).and(&sa).map_collect(|&x, &y| x - y);
+            let want_ba = Zip::from(&sa).and(&fa).map_collect(|&x, &y| x - y);
+            assert_eq!(broadcast_with(&full, &small, |x, y| x - y).unwrap(), want_ab, "{small_shape:?}");
+            assert_eq!(broadcast_with(&small, &full, |x, y| x - y).unwrap(), want_ba, "{small_shape:?}");
+        }
+    }
     use crate::kernels::fp::tests::{f32t, run, run_err};
     use qopt_ir_core::Context;
 

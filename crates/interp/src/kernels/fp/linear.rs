@@ -35,6 +35,19 @@ pub(crate) fn dense_real<T: Real>(
         }
     }
     let rows = x.len().checked_div(k).unwrap_or_else(|| x.shape()[..x.ndim() - 1].iter().product());
+    let mut shape = x.shape().to_vec();
+    if let Some(last) = shape.last_mut() {
+        *last = n;
+    }
+    if rows <= GEMV_ROWS {
+        let (xs, ws) = (x.as_standard_layout(), w.as_standard_layout());
+        let bias = b.map(|b| b.as_standard_layout());
+        if let (Some(xd), Some(wd)) = (xs.as_slice(), ws.as_slice()) {
+            let bias = bias.as_ref().and_then(|b| b.as_slice());
+            let out = gemv_rows(xd, wd, bias, [rows, k, n]);
+            return ArrayD::from_shape_vec(IxDyn(&shape), out).map_err(shape_err);
+        }
+    }
     let xs = x.as_standard_layout();
     let xv = ArrayView2::from_shape((rows, k), xs.as_slice().unwrap_or(&[])).map_err(shape_err)?;
     let wv = w.view().into_dimensionality::<Ix2>().map_err(shape_err)?;
@@ -48,12 +61,55 @@ pub(crate) fn dense_real<T: Real>(
         None => Array2::zeros((rows, n)),
     };
     T::gemm(xv, wv.t(), b.is_some(), out.view_mut());
-    let mut shape = x.shape().to_vec();
-    if let Some(last) = shape.last_mut() {
-        *last = n;
-    }
     out.into_shape_with_order(IxDyn(&shape)).map_err(shape_err)
 }
+
+/// Up to this many input rows, `fp.dense` takes dot products with the
+/// weight rows directly ([`gemv_rows`]) instead of a GEMM that would pack the
+/// whole weight for a few rows.
+const GEMV_ROWS: usize = 4;
+
+/// `x · wᵀ (+ bias)` for row-major `x` (rows × k) and `w` (n × k), one dot
+/// product per output.
+fn gemv_rows<T: Real>(x: &[T], w: &[T], bias: Option<&[T]>, [rows, k, n]: [usize; 3]) -> Vec<T> {
+    let mut out = Vec::with_capacity(rows * n);
+    for r in 0..rows {
+        let xr = &x[r * k..][..k];
+        for j in 0..n {
+            let start = bias.map_or(T::zero(), |b| b[j]);
+            out.push(start + dot(xr, &w[j * k..][..k]));
+        }
+    }
+    out
+}
+
+/// A dot product in [`LANES`] independent partial sums (so it vectorizes),
+/// added pairwise at the end.
+fn dot<T: Real>(a: &[T], b: &[T]) -> T {
+    let mut acc = [T::zero(); LANES];
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..LANES {
+            acc[i] = acc[i] + x[i] * y[i];
+        }
+    }
+    let mut tail = T::zero();
+    for (&x, &y) in ra.iter().zip(rb) {
+        tail = tail + x * y;
+    }
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for i in 0..width {
+            acc[i] = acc[i] + acc[i + width];
+        }
+    }
+    acc[0] + tail
+}
+
+/// Partial sums of [`dot`]: one AVX-512 register of f32, two of AVX2.
+const LANES: usize = 16;
 
 /// `fp.dense`.
 pub(crate) fn dense(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {

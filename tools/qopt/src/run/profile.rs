@@ -1,0 +1,71 @@
+//! `--bench N --profile`: where the time goes. The first sample is run N
+//! more times with the interpreter's per-op callback; the time between two
+//! callbacks is the op's (its kernel plus the interpreter's bookkeeping). The
+//! report sums it per op name and lists the slowest single ops by location.
+
+use qopt_interp::{Interpreter, Tensor};
+use qopt_ir_core::{loc_to_string, Context, FxHashMap, Module, OpId};
+use std::fmt::Write as _;
+use std::time::Instant;
+
+/// Accumulated op times over the profiled runs.
+pub(crate) struct Profile {
+    runs: usize,
+    per_op: FxHashMap<OpId, f64>,
+}
+
+/// How many single ops the report lists.
+const SLOWEST: usize = 10;
+
+impl Profile {
+    /// Runs `func` of `interpreter` on `inputs` `runs` times (at least once), timing each op.
+    pub fn measure(
+        interpreter: &mut Interpreter<'_>,
+        func: &str,
+        inputs: &[Tensor],
+        runs: usize,
+    ) -> Result<Profile, String> {
+        let mut per_op: FxHashMap<OpId, f64> = FxHashMap::default();
+        for _ in 0..runs.max(1) {
+            let mut last = Instant::now();
+            interpreter
+                .run_with(func, inputs, &mut |op, _| {
+                    let now = Instant::now();
+                    *per_op.entry(op).or_default() += (now - last).as_secs_f64() * 1000.0;
+                    last = now;
+                })
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(Profile { runs: runs.max(1), per_op })
+    }
+
+    /// The report: a table per op name (ms per run, share, op count), then
+    /// the slowest ops with their locations.
+    pub fn report(&self, ctx: &Context, module: &Module) -> String {
+        let runs = self.runs as f64;
+        let total: f64 = self.per_op.values().sum::<f64>() / runs;
+        let mut by_name: FxHashMap<&str, (f64, usize)> = FxHashMap::default();
+        for (&op, &ms) in &self.per_op {
+            let entry = by_name.entry(ctx.op_name_str(module.op_name(op))).or_default();
+            entry.0 += ms / runs;
+            entry.1 += 1;
+        }
+        let mut names: Vec<(&str, (f64, usize))> = by_name.into_iter().collect();
+        names.sort_by(|a, b| b.1 .0.total_cmp(&a.1 .0).then(a.0.cmp(b.0)));
+        let share = |ms: f64| if total > 0.0 { 100.0 * ms / total } else { 0.0 };
+        let mut out = format!("profile: {total:.3} ms per run in ops ({} runs)\n", self.runs);
+        let _ = writeln!(out, "  {:<28} {:>10} {:>7} {:>5}", "op", "ms/run", "share", "ops");
+        for (name, (ms, count)) in &names {
+            let _ = writeln!(out, "  {name:<28} {ms:>10.3} {:>6.1}% {count:>5}", share(*ms));
+        }
+        let mut ops: Vec<(OpId, f64)> = self.per_op.iter().map(|(&op, &ms)| (op, ms / runs)).collect();
+        ops.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let _ = writeln!(out, "  slowest ops:");
+        for (op, ms) in ops.iter().take(SLOWEST) {
+            let name = ctx.op_name_str(module.op_name(*op));
+            let loc = loc_to_string(ctx, module.op_loc(*op));
+            let _ = writeln!(out, "  {ms:>10.3} ms {:>6.1}%  {name} {loc}", share(*ms));
+        }
+        out
+    }
+}
