@@ -12,9 +12,9 @@
 //! arrays are arrays of integer attributes (`stride = [1, 1]`, normally `i64`),
 //! integers are integer attributes, floats are float attributes of any float
 //! type (`epsilon = 1.0e-5 : f32`), flags are `true`/`false` and strings are
-//! string attributes. [`ConvAttrs`] and [`PoolAttrs`] read the window
-//! attributes of convolutions and pools with their defaults, so every dialect
-//! and the interpreter agree on them.
+//! string attributes. [`ConvAttrs`], [`ConvTransposeAttrs`] and [`PoolAttrs`]
+//! read the window attributes of convolutions, transposed convolutions and
+//! pools with their defaults, so every dialect and the interpreter agree on them.
 
 use qopt_ir_core::{attr_to_string, AttrData, Attribute, Context, OpView};
 use smallvec::SmallVec;
@@ -270,6 +270,47 @@ impl ConvAttrs {
 
     /// [`Self::read_in`] over an op.
     pub fn read(view: &OpView<'_>, n: usize) -> Result<ConvAttrs, String> {
+        Self::read_in(view.ctx, view.attrs(), n)
+    }
+}
+
+/// The checked attributes of a transposed convolution over `n` spatial
+/// dimensions (`fp.conv_transpose1d`, `fp.conv_transpose2d`): the window of
+/// [`ConvAttrs`] (`stride`, `pad`, `dilation`, `groups`, with the same
+/// defaults and ranges; `pad` crops the full output) and `output_padding`
+/// (default zeros), extra positions at the end of each spatial dimension,
+/// each at least 0 and smaller than the larger of that dimension's stride
+/// and dilation (as ONNX Runtime and PyTorch require).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvTransposeAttrs {
+    /// The window: stride, paddings, dilation, groups.
+    pub window: ConvAttrs,
+    /// Extra positions at the end of each spatial dimension.
+    pub output_padding: IntArray,
+}
+
+impl ConvTransposeAttrs {
+    /// Reads and checks the attributes of a transposed convolution over `n`
+    /// spatial dimensions.
+    pub fn read_in(ctx: &Context, attrs: Attribute, n: usize) -> Result<ConvTransposeAttrs, String> {
+        let window = ConvAttrs::read_in(ctx, attrs, n)?;
+        let output_padding = int_array_at_least_in(ctx, attrs, "output_padding", Some(n), &vec![0; n], 0)?;
+        for i in 0..n {
+            let limit = window.stride[i].max(window.dilation[i]);
+            if output_padding[i] >= limit {
+                return Err(format!(
+                    "'output_padding' values must be smaller than the stride or the dilation, whichever \
+                     is larger ({limit} along dimension {}), got {}",
+                    2 + i,
+                    output_padding[i]
+                ));
+            }
+        }
+        Ok(ConvTransposeAttrs { window, output_padding })
+    }
+
+    /// [`Self::read_in`] over an op.
+    pub fn read(view: &OpView<'_>, n: usize) -> Result<ConvTransposeAttrs, String> {
         Self::read_in(view.ctx, view.attrs(), n)
     }
 }

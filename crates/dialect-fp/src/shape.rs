@@ -165,6 +165,49 @@ pub fn conv_out(
     })
 }
 
+/// The output size of a transposed convolution along one spatial axis (ONNX
+/// ConvTranspose with explicit pads):
+/// `stride · (input - 1) + output_padding + dilation · (kernel - 1) + 1 - pad_begin - pad_end`.
+/// Unknown input or kernel gives unknown output. Errors when a parameter is
+/// out of range (stride and dilation ≥ 1, paddings ≥ 0, input ≥ 1), when the
+/// paddings remove the whole output, or on overflow.
+pub fn conv_transpose_out(
+    input: i64,
+    kernel: i64,
+    stride: i64,
+    pad_begin: i64,
+    pad_end: i64,
+    dilation: i64,
+    output_padding: i64,
+) -> Result<i64, String> {
+    check_window(kernel, stride, pad_begin, pad_end, dilation)?;
+    if output_padding < 0 {
+        return Err(format!("output padding must be non-negative, got {output_padding}"));
+    }
+    if is_dynamic(input) || is_dynamic(kernel) {
+        return Ok(DYNAMIC);
+    }
+    if input < 1 {
+        return Err(format!("input size must be at least 1, got {input}"));
+    }
+    let full = (|| {
+        stride
+            .checked_mul(input - 1)?
+            .checked_add(output_padding)?
+            .checked_add(dilation.checked_mul(kernel - 1)?)?
+            .checked_add(1)
+    })()
+    .ok_or("window sizes overflow")?;
+    let pads = pad_begin.checked_add(pad_end).ok_or("window sizes overflow")?;
+    if pads >= full {
+        return Err(format!(
+            "paddings {pad_begin} and {pad_end} remove the whole output of {full} (input {input}, \
+             kernel {kernel}, stride {stride}, dilation {dilation}, output padding {output_padding})"
+        ));
+    }
+    Ok(full - pads)
+}
+
 /// The output size of a pooling window along one spatial axis (ONNX MaxPool /
 /// AveragePool). Without `ceil_mode` it is [`conv_out`]. With `ceil_mode` the
 /// division rounds up, but a last window that would start in the end padding
@@ -235,6 +278,38 @@ mod tests {
         assert_eq!(conv_out(8, 3, 1, 0, 0, 0).unwrap_err(), "dilation must be at least 1, got 0");
         assert_eq!(conv_out(8, 0, 1, 0, 0, 1).unwrap_err(), "kernel size must be at least 1, got 0");
         assert!(conv_out(i64::MAX, 3, 1, 1, 1, 1).is_err());
+    }
+
+    #[test]
+    fn conv_transpose_sizes() {
+        // 3 → 5 with a 3-kernel; stride 2: 2·2 + 3 = 7; pads and output padding.
+        assert_eq!(conv_transpose_out(3, 3, 1, 0, 0, 1, 0), Ok(5));
+        assert_eq!(conv_transpose_out(3, 3, 2, 0, 0, 1, 0), Ok(7));
+        assert_eq!(conv_transpose_out(3, 3, 2, 1, 0, 1, 1), Ok(7));
+        assert_eq!(conv_transpose_out(3, 3, 3, 1, 1, 1, 0), Ok(7));
+        // Dilation 2 makes a 2-kernel span 3: 1·2 + 3 = 5.
+        assert_eq!(conv_transpose_out(3, 2, 1, 0, 0, 2, 0), Ok(5));
+        assert_eq!(conv_transpose_out(Q, 3, 2, 0, 0, 1, 0), Ok(Q));
+        assert_eq!(conv_transpose_out(4, Q, 2, 0, 0, 1, 0), Ok(Q));
+        assert_eq!(
+            conv_transpose_out(1, 1, 1, 1, 0, 1, 0).unwrap_err(),
+            "paddings 1 and 0 remove the whole output of 1 (input 1, kernel 1, stride 1, dilation 1, \
+             output padding 0)"
+        );
+        assert_eq!(
+            conv_transpose_out(0, 3, 1, 0, 0, 1, 0).unwrap_err(),
+            "input size must be at least 1, got 0"
+        );
+        assert_eq!(
+            conv_transpose_out(3, 3, 1, 0, 0, 1, -1).unwrap_err(),
+            "output padding must be non-negative, got -1"
+        );
+        assert_eq!(
+            conv_transpose_out(3, 3, 1, -1, 0, 1, 0).unwrap_err(),
+            "padding must be non-negative, got -1 and 0"
+        );
+        assert!(conv_transpose_out(i64::MAX, 3, 2, 0, 0, 1, 0).is_err());
+        assert!(conv_transpose_out(3, 3, 1, i64::MAX, i64::MAX, 1, 0).is_err());
     }
 
     #[test]

@@ -235,6 +235,25 @@ fn node_errors_name_the_node() {
             "node 'avg' (AveragePool): auto_pad 'SAME' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID",
         ),
         (
+            Model::new(17)
+                .input("x", &[1, 1, 3, 3])
+                .init(tensor_f32("w", &[1, 1, 3, 3], &[1.0; 9]))
+                .node_attrs("ConvTranspose", "up", &["x", "w"], &["y"], &[attr_ints("strides", &[2, 2]), attr_ints("output_shape", &[9, 7])])
+                .output("y"),
+            "node 'up' (ConvTranspose): output size 9 along dimension 2 is 2 more than the 7 the input, kernel and \
+             output padding give; at most 1 more (smaller than the stride or the dilation, whichever is larger) \
+             can be added",
+        ),
+        (
+            Model::new(17)
+                .input("x", &[1, 1, 3, 3])
+                .init(tensor_f32("w", &[1, 1, 3, 3], &[1.0; 9]))
+                .node_attrs("ConvTranspose", "up", &["x", "w"], &["y"], &[attr_ints("strides", &[2, 1]), attr_ints("output_padding", &[1, 1])])
+                .output("y"),
+            "node 'up' (ConvTranspose): fp.conv_transpose2d: 'output_padding' values must be smaller than the \
+             stride or the dilation, whichever is larger (1 along dimension 3), got 1",
+        ),
+        (
             Model::new(17).input("x", &[2, 3]).node_attrs("Concat", "cat", &["x", "x"], &["y"], &[attr_float("axis", 1.0)]).output("y"),
             "node 'cat' (Concat): attribute 'axis' must be INT, got FLOAT",
         ),

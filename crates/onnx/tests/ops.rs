@@ -59,6 +59,84 @@ fn conv() {
 }
 
 #[test]
+fn conv_transpose() {
+    // ONNX's test_convtranspose_output_shape: strides [3, 2] give 9×7; the
+    // output shape 10×8 asks for one more row and column, at the end.
+    check(
+        "conv_transpose_output_shape",
+        Model::new(17)
+            .input("x", &[1, 1, 3, 3])
+            .init(tensor_f32("w", &[1, 2, 3, 3], &weights(18)))
+            .node_attrs(
+                "ConvTranspose",
+                "up",
+                &["x", "w"],
+                &["y"],
+                &[attr_ints("strides", &[3, 2]), attr_ints("output_shape", &[10, 8])],
+            )
+            .output("y"),
+    );
+    // SAME_UPPER with stride 2: 3 → 6 of the full 7, the odd padding at the
+    // end; two groups of 2 input channels and 1 output channel, a bias.
+    check(
+        "conv_transpose_same_upper_groups",
+        Model::new(17)
+            .input("x", &[1, 4, 3, 3])
+            .init(tensor_f32("w", &[4, 1, 3, 3], &weights(36)))
+            .init(tensor_f32("b", &[2], &[0.1, 0.2]))
+            .node_attrs(
+                "ConvTranspose",
+                "up",
+                &["x", "w", "b"],
+                &["y"],
+                &[attr_str("auto_pad", "SAME_UPPER"), attr_ints("strides", &[2, 2]), attr_int("group", 2)],
+            )
+            .output("y"),
+    );
+    // An N×C×L output_shape with NOTSET: the odd padding at the beginning
+    // (2·4 + 4 = 12 → 9: pads [2, 1]); explicit pads are ignored.
+    check(
+        "conv_transpose1d_output_shape",
+        Model::new(11)
+            .input("x", &[1, 2, 5])
+            .init(tensor_f32("w", &[2, 3, 4], &weights(24)))
+            .node_attrs(
+                "ConvTranspose",
+                "up",
+                &["x", "w"],
+                &["y"],
+                &[
+                    attr_ints("strides", &[2]),
+                    attr_ints("pads", &[5, 5]),
+                    attr_ints("output_shape", &[1, 3, 9]),
+                ],
+            )
+            .output("y"),
+    );
+    // Explicit pads, dilation and output padding pass through.
+    check(
+        "conv_transpose_pads_dilation",
+        Model::new(17)
+            .input("x", &[1, 2, 4, 4])
+            .init(tensor_f32("w", &[2, 1, 2, 3], &weights(12)))
+            .node_attrs(
+                "ConvTranspose",
+                "up",
+                &["x", "w"],
+                &["y"],
+                &[
+                    attr_ints("strides", &[2, 1]),
+                    attr_ints("dilations", &[1, 2]),
+                    attr_ints("pads", &[0, 1, 1, 0]),
+                    attr_ints("output_padding", &[1, 1]),
+                    attr_ints("kernel_shape", &[2, 3]),
+                ],
+            )
+            .output("y"),
+    );
+}
+
+#[test]
 fn gemm_and_matmul() {
     check(
         "gemm_constant_b_transposed_at_import",

@@ -1,13 +1,18 @@
 //! `fold-bn`: folds each inference-mode `fp.batch_norm`, and each per-channel
 //! `fp.mul` by a constant or `fp.add` of a constant, into the `fp.conv2d`,
-//! `fp.conv1d` or `fp.dense` before it (TVM's `FoldScaleAxis`, forward direction).
+//! `fp.conv1d`, `fp.conv_transpose2d`, `fp.conv_transpose1d` or `fp.dense`
+//! before it (TVM's `FoldScaleAxis`, forward direction).
 //!
-//! All three compute `y[n, o, ...] = Σ w[o, ...] · x[...] + b[o]` with the output
-//! channel `o` along weight axis 0 (conv weights are O×(C/groups)×kernel for any
-//! `groups`, depthwise included; the dense weight is O×K). A per-channel affine
-//! map `y ↦ (y - m) · s + t` after it is therefore the same op with
+//! All of them compute `y[n, o, ...] = Σ w[o, ...] · x[...] + b[o]` where each
+//! weight element belongs to one output channel `o`: along weight axis 0 for
+//! convolutions (O×(C/groups)×kernel for any `groups`, depthwise included) and
+//! dense layers (O×K); for transposed convolutions (C×(O/groups)×kernel)
+//! element `[c, j, ...]` belongs to channel `g·(O/groups) + j`, `g` the group
+//! of input channel `c`. A per-channel affine map `y ↦ (y - m) · s + t` after
+//! it is therefore the same op with
 //!
-//! `w'[o, ...] = w[o, ...] · s[o]` and `b'[o] = (b[o] - m[o]) · s[o] + t[o]`
+//! `w'[o, ...] = w[o, ...] · s[o]` (every weight element of channel `o`) and
+//! `b'[o] = (b[o] - m[o]) · s[o] + t[o]`
 //!
 //! (`b = 0` when the op has no bias). A batch norm is the map with
 //! `s = scale / sqrt(var + ε)`, `m = mean`, `t = bias` (ε is its `epsilon`,
@@ -30,7 +35,8 @@
 //!   `kept-batch-norms` (so is one after a conv or dense that cannot be folded for
 //!   any other reason); a multiply or add after one is left alone silently;
 //! - the batch norm's channel axis 1 is the output channel axis: always for a
-//!   convolution (NCHW, NCL), for a dense only when its result has rank 2 (N×C);
+//!   convolution (NCHW, NCL) or transposed convolution, for a dense only when
+//!   its result has rank 2 (N×C);
 //! - the multiply's or add's constant varies at most along the output channel
 //!   axis (`[C, 1, 1]` after an NCHW conv2d, `[C, 1]` after a conv1d, `[C]` after
 //!   a dense, as `simplify-inference` makes them; any shape that broadcasts along
@@ -78,10 +84,12 @@ impl Pass for FoldBn {
 
     fn description(&self) -> &'static str {
         "Folds `fp.batch_norm` with constant parameters, and `fp.mul` / `fp.add` by a per-channel \
-         constant, into a preceding `fp.conv2d`, `fp.conv1d` or `fp.dense` with constant weight \
+         constant, into a preceding `fp.conv2d`, `fp.conv1d`, `fp.conv_transpose2d`, \
+         `fp.conv_transpose1d` or `fp.dense` with constant weight \
          (and bias) whose result has no other use: `w'[o, ...] = w[o, ...] * s[o]` and \
          `b'[o] = (b[o] - mean[o]) * s[o] + beta[o]` with `s = scale / sqrt(var + epsilon)` \
-         (a multiply by `c` is `s = c`; an add of `c` is `b' = b + c`), computed in f64 and \
+         (a multiply by `c` is `s = c`; an add of `c` is `b' = b + c`; a transposed convolution's \
+         weight C×(O/groups)×kernel is scaled by the output channel of each element), computed in f64 and \
          rounded once. A missing bias becomes a new constant. Batch norms after a conv or dense \
          that cannot be folded (e.g. one with other users) are kept with a warning.\n\n\
          ```\n\
@@ -140,6 +148,8 @@ struct Names {
     add: OpName,
     conv2d: OpName,
     conv1d: OpName,
+    conv_transpose2d: OpName,
+    conv_transpose1d: OpName,
     dense: OpName,
 }
 
@@ -151,6 +161,8 @@ impl Names {
             add: ctx.op_name(fp_op::ADD),
             conv2d: ctx.op_name(fp_op::CONV2D),
             conv1d: ctx.op_name(fp_op::CONV1D),
+            conv_transpose2d: ctx.op_name(fp_op::CONV_TRANSPOSE2D),
+            conv_transpose1d: ctx.op_name(fp_op::CONV_TRANSPOSE1D),
             dense: ctx.op_name(fp_op::DENSE),
         }
     }
@@ -165,6 +177,10 @@ impl Names {
             Some((fp_op::CONV2D, 4))
         } else if name == self.conv1d {
             Some((fp_op::CONV1D, 3))
+        } else if name == self.conv_transpose2d {
+            Some((fp_op::CONV_TRANSPOSE2D, 4))
+        } else if name == self.conv_transpose1d {
+            Some((fp_op::CONV_TRANSPOSE1D, 3))
         } else if name == self.dense {
             Some((fp_op::DENSE, 2))
         } else {
@@ -195,7 +211,8 @@ enum Kind {
 /// The conv or dense an op follows, with its constant weight and bias read.
 struct Producer {
     op: OpId,
-    /// `fp.conv2d`, `fp.conv1d` or `fp.dense`.
+    /// `fp.conv2d`, `fp.conv1d`, `fp.conv_transpose2d`, `fp.conv_transpose1d`
+    /// or `fp.dense`.
     name: &'static str,
     /// The input `x`.
     input: ValueId,
@@ -203,13 +220,40 @@ struct Producer {
     weight_values: Vec<f64>,
     /// The bias operand, its type and values, if there is one.
     bias: Option<(ValueId, Type, Vec<f64>)>,
-    /// Output channels (weight axis 0).
+    /// Output channels (weight axis 0, or groups × weight axis 1 for a
+    /// transposed convolution).
     channels: usize,
+    /// Which output channel each weight element belongs to.
+    layout: WeightLayout,
     /// The result's shape and element type.
     result_shape: Vec<i64>,
     elem: Type,
     /// The output channel axis of the result: 1 for a conv, the last for a dense.
     channel_axis: usize,
+}
+
+/// How the elements of a weight (row-major) map to output channels.
+#[derive(Clone, Copy, Debug)]
+enum WeightLayout {
+    /// O×…: element `i` of an `O·row`-element weight belongs to channel `i / row`.
+    OutputFirst,
+    /// C×(O/groups)×kernel, a transposed convolution: element
+    /// `[c, j, k]` belongs to channel `(c / in_per_group)·per_group + j`.
+    Transposed { in_per_group: usize, per_group: usize, kernel: usize },
+}
+
+impl WeightLayout {
+    /// The output channel of weight element `i`, `row` being the weight's
+    /// length divided by the number of output channels.
+    fn channel(self, i: usize, row: usize) -> usize {
+        match self {
+            WeightLayout::OutputFirst => i / row,
+            WeightLayout::Transposed { in_per_group, per_group, kernel } => {
+                let c = i / (per_group * kernel);
+                (c / in_per_group) * per_group + (i / kernel) % per_group
+            }
+        }
+    }
 }
 
 /// The per-channel map `y ↦ (y - sub) · scale + add`.
@@ -314,13 +358,26 @@ fn read_producer(
     if weight_shape.len() != weight_rank {
         return Err(format!("the weight of the {name} before it does not have rank {weight_rank}"));
     }
-    let channels = usize::try_from(weight_shape[0]).unwrap_or(0);
+    let dim = |i: usize| usize::try_from(weight_shape[i]).unwrap_or(0);
+    let (channels, layout) = if name == fp_op::CONV_TRANSPOSE2D || name == fp_op::CONV_TRANSPOSE1D {
+        let groups = attrs::int_in(ctx, module.op_attrs(op), "groups", 1)?;
+        let groups = usize::try_from(groups).unwrap_or(0);
+        let (inputs, per_group) = (dim(0), dim(1));
+        if groups == 0 || inputs % groups != 0 {
+            return Err(format!("the {name} before it does not split its {inputs} input channels into {groups} groups"));
+        }
+        let kernel = weight_values.len().checked_div(inputs * per_group).unwrap_or(0);
+        let layout = WeightLayout::Transposed { in_per_group: inputs / groups, per_group, kernel };
+        (per_group.checked_mul(groups).unwrap_or(0), layout)
+    } else {
+        (dim(0), WeightLayout::OutputFirst)
+    };
     if channels == 0 || weight_values.is_empty() || weight_values.len() % channels != 0 {
         return Err(format!("the weight of the {name} before it is empty"));
     }
     let channel_axis = if name == fp_op::DENSE { result_shape.len().saturating_sub(1) } else { 1 };
     match result_shape.get(channel_axis) {
-        Some(&c) if c == weight_shape[0] || shape::is_dynamic(c) => {}
+        Some(&c) if usize::try_from(c) == Ok(channels) || shape::is_dynamic(c) => {}
         _ => return Err(format!("the result of the {name} before it does not have {channels} channels")),
     }
     let bias = if operands == 3 {
@@ -342,6 +399,7 @@ fn read_producer(
         weight_values,
         bias,
         channels,
+        layout,
         result_shape,
         elem,
         channel_axis,
@@ -476,9 +534,9 @@ fn rebuild(
     let row = producer.weight_values.len() / channels;
     let weights: Vec<f64> = producer
         .weight_values
-        .chunks(row)
-        .zip(&affine.scale)
-        .flat_map(|(w, &s)| w.iter().map(move |&w| w * s))
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| w * affine.scale[producer.layout.channel(i, row)])
         .collect();
     let old_bias = producer.bias.as_ref().map(|(_, _, b)| b.as_slice());
     let biases: Vec<f64> = (0..channels)
@@ -652,6 +710,58 @@ mod tests {
         assert!(ir.contains("dense<[0.5]> : tensor<1xf32>"), "{ir}");
         assert_eq!(stats, [("folded-batch-norms", 1), ("folded-scales", 0), ("kept-batch-norms", 0)]);
         assert!(warnings.is_empty());
+    }
+
+    /// A transposed convolution with two groups (weight 4×3×2×2: 2 input and
+    /// 3 output channels per group) and a bias, then a batch norm over its 6
+    /// channels, folds; the folded op computes what the pair did (both run by
+    /// the interpreter). The scale differs per channel, so a weight element
+    /// scaled by the wrong channel would show.
+    #[test]
+    fn conv_transpose_folds_per_group() {
+        use qopt_interp::{Interpreter, KernelRegistry, Tensor};
+        let list = |values: &[f64]| values.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(", ");
+        // dense<[[[[..], [..]], ...]]> for 4×3×2×2, values (i mod 7) / 4 - 0.75.
+        let rows: Vec<String> =
+            (0..24).map(|r| format!("[{}]", list(&[(2 * r) % 7, (2 * r + 1) % 7].map(|v| v as f64 * 0.25 - 0.75)))).collect();
+        let kernels: Vec<String> = rows.chunks(2).map(|k| format!("[{}]", k.join(", "))).collect();
+        let inputs: Vec<String> = kernels.chunks(3).map(|c| format!("[{}]", c.join(", "))).collect();
+        let w = format!("[{}]", inputs.join(", "));
+        let vec6 = |f: fn(f64) -> f64| format!("[{}]", list(&(0..6).map(|c| f(c as f64)).collect::<Vec<_>>()));
+        let (b, scale, shift, mean, var) =
+            (vec6(|c| c * 0.5 - 1.0), vec6(|c| c + 0.5), vec6(|c| 2.0 - c), vec6(|c| c * 0.1), vec6(|c| c * c + 0.25));
+        let input = format!(
+            r#"func.func @f(%x: tensor<1x4x3x3xf32>) -> tensor<1x6x6x6xf32> {{
+  %w = fp.constant() {{value = dense<{w}> : tensor<4x3x2x2xf32>}} : () -> tensor<4x3x2x2xf32>
+  %b = fp.constant() {{value = dense<{b}> : tensor<6xf32>}} : () -> tensor<6xf32>
+  %s = fp.constant() {{value = dense<{scale}> : tensor<6xf32>}} : () -> tensor<6xf32>
+  %t = fp.constant() {{value = dense<{shift}> : tensor<6xf32>}} : () -> tensor<6xf32>
+  %m = fp.constant() {{value = dense<{mean}> : tensor<6xf32>}} : () -> tensor<6xf32>
+  %v = fp.constant() {{value = dense<{var}> : tensor<6xf32>}} : () -> tensor<6xf32>
+  %y = fp.conv_transpose2d(%x, %w, %b) {{groups = 2, stride = [2, 2]}} : (tensor<1x4x3x3xf32>, tensor<4x3x2x2xf32>, tensor<6xf32>) -> tensor<1x6x6x6xf32>
+  %z = fp.batch_norm(%y, %s, %t, %m, %v) : (tensor<1x6x6x6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<1x6x6x6xf32>
+  func.return %z : tensor<1x6x6x6xf32>
+}}
+"#
+        );
+        let (ir, stats, warnings) = fold(&input, true);
+        assert!(!ir.contains("batch_norm") && ir.contains("fp.conv_transpose2d"), "{ir}");
+        assert_eq!(stats, [("folded-batch-norms", 1), ("folded-scales", 0), ("kept-batch-norms", 0)]);
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let x = Tensor::from_f32(&[1, 4, 3, 3], (0..36).map(|i| ((i * 5) % 11) as f32 * 0.2 - 1.0).collect())
+            .unwrap();
+        let run = |text: &str| {
+            let mut ctx = test_context();
+            qopt_dialect_fp::register(&mut ctx).unwrap();
+            let module = parse_module(&mut ctx, text.as_bytes(), "input.qir").unwrap();
+            let kernels = KernelRegistry::standard();
+            let mut interp = Interpreter::new(&ctx, &module, &kernels);
+            interp.run("f", std::slice::from_ref(&x)).unwrap().remove(0).to_f64_vec()
+        };
+        let (before, after) = (run(&input), run(&ir));
+        assert_eq!(before.len(), 216);
+        let worst = before.iter().zip(&after).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        assert!(worst < 1e-5, "worst difference {worst}");
     }
 
     /// IR the verifier would reject (parameters of the wrong length, integer

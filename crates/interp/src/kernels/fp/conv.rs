@@ -10,20 +10,34 @@
 //! [`Real::gemm`] (matrixmultiply), accumulating into an output pre-filled with
 //! the bias. A 1×1 kernel with stride 1 and no padding multiplies the input
 //! directly. `fp.conv1d` is the 2-D case with H = 1.
+//!
+//! `fp.conv_transpose2d` and `fp.conv_transpose1d` (ONNX ConvTranspose) run
+//! the other way round: for each sample and group one GEMM multiplies the
+//! group's transposed weight ((O/g·kH·kW) × C/g) by its input channels
+//! (C/g × H·W) into a column buffer, which col2im scatter-adds into the output,
+//! pre-filled with the bias ([`conv_transpose2d_real`]). The sums are in the
+//! element type, as for the convolutions: each GEMM entry is a sum over the
+//! group's input channels, and each output value adds the entries that land
+//! on it, tap by tap.
 
 use super::{expect_rank, operand, to_usize, unsupported, Real};
 use crate::error::{bail, InterpError};
 use crate::registry::{Kernel, KernelContext, KernelResults};
 use crate::tensor::Tensor;
 use ndarray::{s, ArrayD, ArrayView2, ArrayViewMut2, IxDyn};
-use qopt_dialect_fp::attrs::ConvAttrs;
+use qopt_dialect_fp::attrs::{ConvAttrs, ConvTransposeAttrs};
 use qopt_dialect_fp::op_names as fp_op;
-use qopt_dialect_fp::shape::conv_out;
+use qopt_dialect_fp::shape::{conv_out, conv_transpose_out};
 use smallvec::smallvec;
 
 /// The kernels of this family, by op name.
 pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![(fp_op::CONV2D, conv2d), (fp_op::CONV1D, conv1d)]
+    vec![
+        (fp_op::CONV2D, conv2d),
+        (fp_op::CONV1D, conv1d),
+        (fp_op::CONV_TRANSPOSE2D, conv_transpose2d),
+        (fp_op::CONV_TRANSPOSE1D, conv_transpose1d),
+    ]
 }
 
 /// Window parameters of a 2-D convolution, as sizes.
@@ -368,6 +382,28 @@ fn im2col<T: Copy>(
     }
 }
 
+/// A 1-D operand (N×C×L) viewed as 2-D (N×C×1×L); a 2-D one (`n` = 2) as is.
+fn lift<T: Clone>(a: &ArrayD<T>, n: usize) -> Result<std::borrow::Cow<'_, ArrayD<T>>, InterpError> {
+    if n == 2 {
+        return Ok(std::borrow::Cow::Borrowed(a));
+    }
+    let &[s0, s1, s2] = a.shape() else { bail!("operand must have rank 3, got shape {:?}", a.shape()) };
+    a.as_standard_layout()
+        .into_owned()
+        .into_shape_with_order(IxDyn(&[s0, s1, 1, s2]))
+        .map(std::borrow::Cow::Owned)
+        .map_err(|e| InterpError::new(e.to_string()))
+}
+
+/// A 2-D result (N×O×1×L) of a 1-D op back as N×O×L; as is when `n` = 2.
+fn drop_h<T>(a: ArrayD<T>, n: usize) -> Result<ArrayD<T>, InterpError> {
+    if n == 2 {
+        return Ok(a);
+    }
+    let &[s0, s1, _, s3] = a.shape() else { bail!("result must have rank 4, got shape {:?}", a.shape()) };
+    a.into_shape_with_order(IxDyn(&[s0, s1, s3])).map_err(|e| InterpError::new(e.to_string()))
+}
+
 fn conv(kc: &mut KernelContext<'_>, ops: &[&Tensor], n: usize) -> Result<KernelResults, InterpError> {
     let attrs = ConvAttrs::read_in(kc.ctx, kc.attrs, n)?;
     let win = Window2::from_attrs(&attrs, n)?;
@@ -375,25 +411,6 @@ fn conv(kc: &mut KernelContext<'_>, ops: &[&Tensor], n: usize) -> Result<KernelR
     let b = ops.get(2).copied();
     expect_rank(x, n + 2, "input")?;
     expect_rank(w, n + 2, "weight")?;
-    // Views a 1-D operand (N×C×L) as 2-D (N×C×1×L).
-    fn lift<T: Clone>(a: &ArrayD<T>, n: usize) -> Result<std::borrow::Cow<'_, ArrayD<T>>, InterpError> {
-        if n == 2 {
-            return Ok(std::borrow::Cow::Borrowed(a));
-        }
-        let s = a.shape();
-        a.as_standard_layout()
-            .into_owned()
-            .into_shape_with_order(IxDyn(&[s[0], s[1], 1, s[2]]))
-            .map(std::borrow::Cow::Owned)
-            .map_err(|e| InterpError::new(e.to_string()))
-    }
-    fn drop_h<T>(a: ArrayD<T>, n: usize) -> Result<ArrayD<T>, InterpError> {
-        if n == 2 {
-            return Ok(a);
-        }
-        let s = a.shape().to_vec();
-        a.into_shape_with_order(IxDyn(&[s[0], s[1], s[3]])).map_err(|e| InterpError::new(e.to_string()))
-    }
     let out = match (x, w, b) {
         (Tensor::F32(x), Tensor::F32(w), None) => {
             Tensor::F32(drop_h(conv2d_real(&*lift(x, n)?, &*lift(w, n)?, None, &win)?, n)?)
@@ -423,6 +440,243 @@ pub(crate) fn conv2d(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<Kern
 /// `fp.conv1d`.
 pub(crate) fn conv1d(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
     conv(kc, ops, 1)
+}
+
+/// The sizes of a 2-D transposed convolution of an N×C×H×W input with a
+/// C×(O/g)×kH×kW weight, checked against each other and the window.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConvTransposeShape {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub o: usize,
+    /// Input channels per group.
+    pub cg: usize,
+    /// Output channels per group.
+    pub og: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub oh: usize,
+    pub ow: usize,
+}
+
+impl ConvTransposeShape {
+    /// The sizes of a transposed convolution of input shape `xs` with weight
+    /// shape `ws` under `win` and `output_padding` (rows, columns), or an
+    /// error naming the mismatch.
+    pub(crate) fn new(
+        xs: &[usize],
+        ws: &[usize],
+        win: &Window2,
+        output_padding: [usize; 2],
+    ) -> Result<ConvTransposeShape, InterpError> {
+        let (&[n, c, h, w], &[wc, og, kh, kw]) = (xs, ws) else {
+            bail!("input and weight must have rank 4, got {xs:?} and {ws:?}");
+        };
+        let g = win.groups;
+        if g == 0 || c % g != 0 || wc != c {
+            bail!(
+                "input has {c} channels and weight {ws:?} with {g} group(s): need the weight's dimension 0 \
+                 to be C and C divisible by groups"
+            );
+        }
+        let Some(o) = og.checked_mul(g) else {
+            bail!("{og} output channels per group in {g} groups overflow")
+        };
+        let i = |v: usize| i64::try_from(v).map_err(|_| InterpError::new(format!("size {v} is too large")));
+        let [sh, sw] = win.stride;
+        let [dh, dw] = win.dilation;
+        let [pt, pl, pb, pr] = win.pad;
+        let [oph, opw] = output_padding;
+        let oh = conv_transpose_out(i(h)?, i(kh)?, i(sh)?, i(pt)?, i(pb)?, i(dh)?, i(oph)?)
+            .map_err(|e| InterpError::new(format!("along the height: {e}")))?;
+        let ow = conv_transpose_out(i(w)?, i(kw)?, i(sw)?, i(pl)?, i(pr)?, i(dw)?, i(opw)?)
+            .map_err(|e| InterpError::new(format!("along the width: {e}")))?;
+        let (oh, ow) = (to_usize(oh, "output height")?, to_usize(ow, "output width")?);
+        // The column buffer, the transposed weight and the output are
+        // allocated: their sizes must fit.
+        let sizes = || -> Option<()> {
+            og.checked_mul(kh)?.checked_mul(kw)?.checked_mul(h.checked_mul(w)?)?;
+            n.checked_mul(o)?.checked_mul(oh.checked_mul(ow)?)?;
+            Some(())
+        };
+        if sizes().is_none() {
+            bail!("the transposed convolution of {xs:?} with {ws:?} is too large");
+        }
+        Ok(ConvTransposeShape { n, c, h, w, o, cg: c / g, og, kh, kw, oh, ow })
+    }
+}
+
+/// 2-D transposed convolution of N×C×H×W `x` with C×(O/g)×kH×kW `w`, optional
+/// [O] bias, window `win` and `output_padding` (rows, columns at the end).
+pub(crate) fn conv_transpose2d_real<T: Real>(
+    x: &ArrayD<T>,
+    w: &ArrayD<T>,
+    b: Option<&ArrayD<T>>,
+    win: &Window2,
+    output_padding: [usize; 2],
+) -> Result<ArrayD<T>, InterpError> {
+    let shape = ConvTransposeShape::new(x.shape(), w.shape(), win, output_padding)?;
+    let ConvTransposeShape { n, c, h, w: wd, o, cg, og, kh, kw, oh, ow } = shape;
+    if let Some(b) = b {
+        if b.shape() != [o] {
+            bail!("bias must have shape [{o}], got {:?}", b.shape());
+        }
+    }
+    let x = x.as_standard_layout();
+    let w = w.as_standard_layout();
+    let (Some(xd), Some(wdata)) = (x.as_slice(), w.as_slice()) else { bail!("non-contiguous operand") };
+    let (g, m, p, plane) = (win.groups, og * kh * kw, h * wd, oh * ow);
+    let mut out = vec![T::zero(); n * o * plane];
+    if let Some(b) = b {
+        for (chunk, &bv) in out.chunks_mut(plane.max(1)).zip(b.iter().cycle()) {
+            chunk.fill(bv);
+        }
+    }
+    if m == 0 || cg == 0 {
+        // No taps or no input channels: the bias alone.
+        return ArrayD::from_shape_vec(IxDyn(&[n, o, oh, ow]), out)
+            .map_err(|e| InterpError::new(e.to_string()));
+    }
+    // Each group's weight rows (C/g of them, O/g·kH·kW long) transposed into
+    // an (O/g·kH·kW) × C/g matrix, so the GEMM reads both operands row-major.
+    let mut wt = vec![T::zero(); g * m * cg];
+    for gi in 0..g {
+        let src = &wdata[gi * cg * m..][..cg * m];
+        let dst = &mut wt[gi * m * cg..][..m * cg];
+        for ci in 0..cg {
+            for r in 0..m {
+                dst[r * cg + ci] = src[ci * m + r];
+            }
+        }
+    }
+    let mut col = vec![T::zero(); m * p];
+    let err = |e: ndarray::ShapeError| InterpError::new(e.to_string());
+    for ni in 0..n {
+        for gi in 0..g {
+            let a = ArrayView2::from_shape((m, cg), &wt[gi * m * cg..][..m * cg]).map_err(err)?;
+            let xg = ArrayView2::from_shape((cg, p), &xd[(ni * c + gi * cg) * p..][..cg * p]).map_err(err)?;
+            T::gemm(a, xg, false, ArrayViewMut2::from_shape((m, p), &mut col[..]).map_err(err)?);
+            let dst = &mut out[(ni * o + gi * og) * plane..][..og * plane];
+            col2im_add(&col, dst, og, [h, wd], [kh, kw], [oh, ow], win);
+        }
+    }
+    ArrayD::from_shape_vec(IxDyn(&[n, o, oh, ow]), out).map_err(|e| InterpError::new(e.to_string()))
+}
+
+/// Adds the column buffer of one sample and group (`og`·kh·kw rows of h·w,
+/// row (oc·kh + ki)·kw + kj holding tap (ki, kj) of output channel oc for
+/// every input position) into that group's `og` output planes of oh×ow:
+/// input position (iy, ix) lands on (iy·sh + ki·dh − pt, ix·sw + kj·dw − pl),
+/// and is dropped outside the plane.
+fn col2im_add<T: Real>(
+    col: &[T],
+    out: &mut [T],
+    og: usize,
+    [h, w]: [usize; 2],
+    [kh, kw]: [usize; 2],
+    [oh, ow]: [usize; 2],
+    win: &Window2,
+) {
+    let [sh, sw] = win.stride;
+    let [dh, dw] = win.dilation;
+    let (pt, pl) = (win.pad[0] as isize, win.pad[1] as isize);
+    let p = h * w;
+    for oc in 0..og {
+        let plane = &mut out[oc * oh * ow..][..oh * ow];
+        for ki in 0..kh {
+            for kj in 0..kw {
+                let row = &col[((oc * kh + ki) * kw + kj) * p..][..p];
+                // Input column ix lands on output column ix·sw + off: the
+                // valid run lo..hi keeps it inside 0..ow.
+                let off = (kj * dw) as isize - pl;
+                let lo = if off >= 0 { 0 } else { ((-off) as usize).div_ceil(sw) }.min(w);
+                let hi = if (ow as isize) <= off { 0 } else { (ow as isize - off) as usize }
+                    .div_ceil(sw)
+                    .clamp(lo, w);
+                if lo == hi {
+                    continue;
+                }
+                let start = (lo as isize * sw as isize + off) as usize;
+                for iy in 0..h {
+                    let oy = (iy * sh + ki * dh) as isize - pt;
+                    if oy < 0 || oy >= oh as isize {
+                        continue;
+                    }
+                    let src = &row[iy * w + lo..iy * w + hi];
+                    let dst = &mut plane[oy as usize * ow..][..ow];
+                    if sw == 1 {
+                        for (d, &s) in dst[start..start + (hi - lo)].iter_mut().zip(src) {
+                            *d = *d + s;
+                        }
+                    } else {
+                        for (d, &s) in dst[start..].iter_mut().step_by(sw).zip(src) {
+                            *d = *d + s;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn conv_transpose(
+    kc: &mut KernelContext<'_>,
+    ops: &[&Tensor],
+    n: usize,
+) -> Result<KernelResults, InterpError> {
+    let attrs = ConvTransposeAttrs::read_in(kc.ctx, kc.attrs, n)?;
+    let win = Window2::from_attrs(&attrs.window, n)?;
+    let u = |v: i64| to_usize(v, "output padding");
+    let output_padding = if n == 2 {
+        [u(attrs.output_padding[0])?, u(attrs.output_padding[1])?]
+    } else {
+        [0, u(attrs.output_padding[0])?]
+    };
+    let (x, w) = (operand(ops, 0)?, operand(ops, 1)?);
+    let b = ops.get(2).copied();
+    expect_rank(x, n + 2, "input")?;
+    expect_rank(w, n + 2, "weight")?;
+    let out = match (x, w, b) {
+        (Tensor::F32(x), Tensor::F32(w), None) => Tensor::F32(drop_h(
+            conv_transpose2d_real(&*lift(x, n)?, &*lift(w, n)?, None, &win, output_padding)?,
+            n,
+        )?),
+        (Tensor::F32(x), Tensor::F32(w), Some(Tensor::F32(b))) => Tensor::F32(drop_h(
+            conv_transpose2d_real(&*lift(x, n)?, &*lift(w, n)?, Some(b), &win, output_padding)?,
+            n,
+        )?),
+        (Tensor::F64(x), Tensor::F64(w), None) => Tensor::F64(drop_h(
+            conv_transpose2d_real(&*lift(x, n)?, &*lift(w, n)?, None, &win, output_padding)?,
+            n,
+        )?),
+        (Tensor::F64(x), Tensor::F64(w), Some(Tensor::F64(b))) => Tensor::F64(drop_h(
+            conv_transpose2d_real(&*lift(x, n)?, &*lift(w, n)?, Some(b), &win, output_padding)?,
+            n,
+        )?),
+        _ if x.dtype() != w.dtype() || b.is_some_and(|b| b.dtype() != x.dtype()) => {
+            bail!("operands have different dtypes")
+        }
+        _ => return Err(unsupported("transposed convolution", x)),
+    };
+    Ok(smallvec![out])
+}
+
+/// `fp.conv_transpose2d`.
+pub(crate) fn conv_transpose2d(
+    kc: &mut KernelContext<'_>,
+    ops: &[&Tensor],
+) -> Result<KernelResults, InterpError> {
+    conv_transpose(kc, ops, 2)
+}
+
+/// `fp.conv_transpose1d`.
+pub(crate) fn conv_transpose1d(
+    kc: &mut KernelContext<'_>,
+    ops: &[&Tensor],
+) -> Result<KernelResults, InterpError> {
+    conv_transpose(kc, ops, 1)
 }
 
 #[cfg(test)]
@@ -559,5 +813,192 @@ mod tests {
         assert!(run_err(&mut ctx, conv2d, &[&x], "{}").contains("operand"));
         let w = iota(&[2, 3, 3, 3]);
         assert!(run_err(&mut ctx, conv2d, &[&x, &w], "{stride = [0, 1]}").contains("stride"));
+    }
+
+    /// The definition of a transposed convolution, in f64: every input value
+    /// times every tap, added where it lands (`win` and `output_padding` as
+    /// the kernel takes them).
+    fn naive_transpose(
+        x: &ArrayD<f32>,
+        w: &ArrayD<f32>,
+        b: Option<&[f32]>,
+        win: &Window2,
+        output_padding: [usize; 2],
+    ) -> (Vec<usize>, Vec<f64>) {
+        let (n, c, h, wd) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
+        let (og, kh, kw) = (w.shape()[1], w.shape()[2], w.shape()[3]);
+        let g = win.groups;
+        let (cg, o) = (c / g, og * g);
+        let full = |i: usize, k: usize, s: usize, d: usize, op: usize| s * (i - 1) + op + d * (k - 1) + 1;
+        let oh = full(h, kh, win.stride[0], win.dilation[0], output_padding[0]) - win.pad[0] - win.pad[2];
+        let ow = full(wd, kw, win.stride[1], win.dilation[1], output_padding[1]) - win.pad[1] - win.pad[3];
+        let mut out = vec![0f64; n * o * oh * ow];
+        for ni in 0..n {
+            for oc in 0..o {
+                let bias = b.map_or(0.0, |b| f64::from(b[oc]));
+                out[(ni * o + oc) * oh * ow..][..oh * ow].fill(bias);
+            }
+            for ci in 0..c {
+                let gi = ci / cg;
+                for oc in 0..og {
+                    for iy in 0..h {
+                        for ix in 0..wd {
+                            for ki in 0..kh {
+                                for kj in 0..kw {
+                                    let y = (iy * win.stride[0] + ki * win.dilation[0]) as isize
+                                        - win.pad[0] as isize;
+                                    let xx = (ix * win.stride[1] + kj * win.dilation[1]) as isize
+                                        - win.pad[1] as isize;
+                                    if y < 0 || xx < 0 || y as usize >= oh || xx as usize >= ow {
+                                        continue;
+                                    }
+                                    let at = ((ni * o + gi * og + oc) * oh + y as usize) * ow + xx as usize;
+                                    out[at] +=
+                                        f64::from(x[[ni, ci, iy, ix]]) * f64::from(w[[ci, oc, ki, kj]]);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (vec![n, o, oh, ow], out)
+    }
+
+    /// A small deterministic generator (64-bit LCG) for the random cases.
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            self.0 >> 33
+        }
+        /// Uniform in lo..=hi.
+        fn range(&mut self, lo: usize, hi: usize) -> usize {
+            lo + (self.next() as usize) % (hi - lo + 1)
+        }
+        /// Uniform in [-1, 1).
+        fn value(&mut self) -> f32 {
+            (self.next() % 2001) as f32 / 1000.0 - 1.0
+        }
+        fn tensor(&mut self, shape: &[usize]) -> ArrayD<f32> {
+            let len = shape.iter().product();
+            ArrayD::from_shape_vec(IxDyn(shape), (0..len).map(|_| self.value()).collect()).unwrap()
+        }
+    }
+
+    #[test]
+    fn transpose_onnx_examples() {
+        let mut ctx = Context::new();
+        // ONNX's ConvTranspose examples: a 3×3 input 0..8, two output channels of 3×3 ones.
+        let x = iota(&[1, 1, 3, 3]);
+        let ones = f32t(&[1, 2, 3, 3], &[1.; 18]);
+        let y = run(&mut ctx, conv_transpose2d, &[&x, &ones], "{}", &[]);
+        let plane = [
+            0., 1., 3., 3., 2., 3., 8., 15., 12., 7., 9., 21., 36., 27., 15., 9., 20., 33., 24., 13., 6.,
+            13., 21., 15., 8.,
+        ];
+        assert_eq!(y, f32t(&[1, 2, 5, 5], &[plane, plane].concat()));
+        // strides [3, 2], pads [1, 2, 1, 2]: 1×2×7×3.
+        let y = run(&mut ctx, conv_transpose2d, &[&x, &ones], "{pad = [1, 2, 1, 2], stride = [3, 2]}", &[]);
+        let plane = [1., 1., 3., 1., 1., 3., 7., 4., 9., 7., 4., 9., 7., 4., 9., 13., 7., 15., 13., 7., 15.];
+        assert_eq!(y, f32t(&[1, 2, 7, 3], &[plane, plane].concat()));
+        // strides [3, 2] with output_padding [1, 1]: 1×2×10×8, the last row and column zero.
+        let y =
+            run(&mut ctx, conv_transpose2d, &[&x, &ones], "{output_padding = [1, 1], stride = [3, 2]}", &[]);
+        assert_eq!(y.shape(), [1, 2, 10, 8]);
+        let v = y.to_f64_vec();
+        assert_eq!(&v[24..32], &[3., 3., 7., 4., 9., 5., 5., 0.]);
+        assert!(v[72..80].iter().all(|&e| e == 0.0));
+        // Dilations [2, 2].
+        let x = f32t(&[1, 1, 3, 3], &[3., 8., 1., 9., 5., 7., 3., 2., 6.]);
+        let w = f32t(&[1, 1, 2, 2], &[7., 2., 1., 9.]);
+        let y = run(&mut ctx, conv_transpose2d, &[&x, &w], "{dilation = [2, 2]}", &[]);
+        let want = [
+            21., 56., 13., 16., 2., 63., 35., 67., 10., 14., 24., 22., 76., 76., 21., 9., 5., 88., 45., 63.,
+            3., 2., 33., 18., 54.,
+        ];
+        assert_eq!(y, f32t(&[1, 1, 5, 5], &want));
+        // Two groups of one channel each.
+        let x = iota(&[1, 2, 3, 3]);
+        let w = f32t(&[2, 1, 3, 3], &[1.; 18]);
+        let y = run(&mut ctx, conv_transpose2d, &[&x, &w], "{groups = 2}", &[]).to_f64_vec();
+        assert_eq!(&y[25..30], &[9., 19., 30., 21., 11.]);
+        assert_eq!(y[25 + 12], 117.);
+        // 1-D, with a bias.
+        let x = f32t(&[1, 1, 3], &[0., 1., 2.]);
+        let w = f32t(&[1, 2, 3], &[1.; 6]);
+        let b = f32t(&[2], &[0.5, -1.]);
+        let y = run(&mut ctx, conv_transpose1d, &[&x, &w, &b], "{}", &[]);
+        assert_eq!(y, f32t(&[1, 2, 5], &[0.5, 1.5, 3.5, 3.5, 2.5, -1., 0., 2., 2., 1.]));
+    }
+
+    #[test]
+    fn transpose_matches_the_definition() {
+        let mut rng = Lcg(0x5eed);
+        let mut cases = 0;
+        while cases < 300 {
+            let (sh, sw) = (rng.range(1, 3), rng.range(1, 3));
+            let (dh, dw) = (rng.range(1, 2), rng.range(1, 2));
+            let (kh, kw) = (rng.range(1, 4), rng.range(1, 4));
+            let (h, wd) = (rng.range(1, 6), rng.range(1, 6));
+            let cg = rng.range(1, 3);
+            let groups = [1, 2, 3][rng.range(0, 2)];
+            // Depthwise-style (one input and one output channel per group) in about a third.
+            let (cg, og) = if rng.range(0, 2) == 0 { (1, 1) } else { (cg, rng.range(1, 3)) };
+            let c = cg * groups;
+            let op = [rng.range(0, sh.max(dh) - 1), rng.range(0, sw.max(dw) - 1)];
+            let full_h = sh * (h - 1) + op[0] + dh * (kh - 1) + 1;
+            let full_w = sw * (wd - 1) + op[1] + dw * (kw - 1) + 1;
+            let pad = [rng.range(0, 2), rng.range(0, 2), rng.range(0, 2), rng.range(0, 2)];
+            if pad[0] + pad[2] >= full_h || pad[1] + pad[3] >= full_w {
+                continue;
+            }
+            cases += 1;
+            let win = Window2 { stride: [sh, sw], pad, dilation: [dh, dw], groups };
+            let n = rng.range(1, 2);
+            let x = rng.tensor(&[n, c, h, wd]);
+            let w = rng.tensor(&[c, og, kh, kw]);
+            let b: Vec<f32> = (0..og * groups).map(|_| rng.value()).collect();
+            let bias = ArrayD::from_shape_vec(IxDyn(&[og * groups]), b.clone()).unwrap();
+            let with_bias = rng.range(0, 1) == 1;
+            let got = conv_transpose2d_real(&x, &w, with_bias.then_some(&bias), &win, op).unwrap();
+            let (shape, want) = naive_transpose(&x, &w, with_bias.then_some(&b[..]), &win, op);
+            assert_eq!(got.shape(), &shape[..], "case {cases}: {win:?} {op:?}");
+            for (i, (&g, &e)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (f64::from(g) - e).abs() <= 1e-5 * (1.0 + e.abs()),
+                    "case {cases} {win:?} {op:?} at {i}: {g} vs {e}"
+                );
+            }
+            // f64 agrees too, to f64 rounding.
+            let got64 =
+                conv_transpose2d_real(&x.mapv(f64::from), &w.mapv(f64::from), None, &win, op).unwrap();
+            let (_, want64) = naive_transpose(&x, &w, None, &win, op);
+            for (&g, &e) in got64.iter().zip(&want64) {
+                assert!((g - e).abs() <= 1e-12 * (1.0 + e.abs()));
+            }
+        }
+    }
+
+    #[test]
+    fn transpose_bad_operands() {
+        let mut ctx = Context::new();
+        let x = iota(&[1, 3, 4, 4]);
+        // The weight's dimension 0 is the input channels.
+        let w = iota(&[2, 3, 3, 3]);
+        assert!(run_err(&mut ctx, conv_transpose2d, &[&x, &w], "{}").contains("channels"));
+        let w = iota(&[3, 2, 3, 3]);
+        assert!(run_err(&mut ctx, conv_transpose2d, &[&x, &w], "{groups = 2}").contains("divisible"));
+        assert!(run_err(&mut ctx, conv_transpose2d, &[&x, &w], "{output_padding = [1, 0]}")
+            .contains("'output_padding' values must be smaller than the stride or the dilation"));
+        assert!(run_err(&mut ctx, conv_transpose2d, &[&x, &w], "{pad = [3, 0, 3, 0]}")
+            .contains("remove the whole output"));
+        let b = iota(&[3]);
+        assert!(run_err(&mut ctx, conv_transpose2d, &[&x, &w, &b], "{}").contains("bias must have shape [2]"));
+        assert!(run_err(&mut ctx, conv_transpose2d, &[&x], "{}").contains("operand"));
+        let x64 = Tensor::F64(ndarray::ArrayD::zeros(IxDyn(&[1, 3, 4, 4])));
+        assert!(run_err(&mut ctx, conv_transpose2d, &[&x64, &w], "{}").contains("dtypes"));
+        assert!(run_err(&mut ctx, conv_transpose1d, &[&x, &w], "{}").contains("rank 3"));
     }
 }
