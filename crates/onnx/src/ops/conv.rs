@@ -142,6 +142,8 @@ fn transpose_pads(
     }
     let output_shape = attrs.opt_ints("output_shape")?;
     let explicit = output_shape.is_some();
+    // ONNX: with output_shape (or SAME padding) the pads are computed and `pads` is ignored.
+    let written_pads = attrs.opt_ints("pads")?;
     let target: Option<Vec<i64>> = match output_shape {
         // Some exporters give the whole N×C×spatial shape.
         Some(shape) if shape.len() == n || shape.len() == n + 2 => Some(shape[shape.len() - n..].to_vec()),
@@ -165,7 +167,7 @@ fn transpose_pads(
         if mode == "VALID" {
             return Ok((vec![0; 2 * n], output_padding));
         }
-        let pads = attrs.opt_ints("pads")?.unwrap_or_else(|| vec![0; 2 * n]);
+        let pads = written_pads.unwrap_or_else(|| vec![0; 2 * n]);
         if pads.len() != 2 * n {
             return Err(format!("attribute 'pads' has {} values, expected {}", pads.len(), 2 * n));
         }
