@@ -3,7 +3,7 @@
 //!
 //! Steps, in order, each failing with one [`ImportError`]:
 //!
-//! 1. decode the file; find the standard opset (11 to 21);
+//! 1. decode the file; find the standard opset (11 to 28);
 //! 2. list every node whose op type has no converter ([`crate::ops`]) and
 //!    report them all in one error;
 //! 3. graph inputs that are not initializers become `@main`'s arguments,
@@ -35,7 +35,14 @@ use qopt_ir_core::{
 use smallvec::SmallVec;
 
 /// The opsets of the standard domain the importer implements.
-pub const SUPPORTED_OPSETS: std::ops::RangeInclusive<i64> = 11..=21;
+///
+/// Opsets 22 to 28 changed the op types the importer converts only by new
+/// element types (bf16 for convolution, pooling and activations; 4-bit, 2-bit,
+/// float4/6/8 types, which the importer rejects) and three attributes, which
+/// the converters check: `QuantizeLinear`'s `precision` and
+/// `DequantizeLinear`'s `output_dtype` (opset 23), `SpaceToDepth`'s `mode` (28).
+/// A converter for another op type must handle that op's versions up to 28.
+pub const SUPPORTED_OPSETS: std::ops::RangeInclusive<i64> = 11..=28;
 
 /// How to import.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

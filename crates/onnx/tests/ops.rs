@@ -228,6 +228,28 @@ fn elementwise() {
             .node("Tile", "tile", &["s", "reps"], &["t"])
             .output("t"),
     );
+    // SpaceToDepth's mode (opset 28): CRD is kept, the DCR default left out.
+    check(
+        "space_to_depth_modes",
+        Model::new(28)
+            .input("x", &[1, 2, 4, 4])
+            .node_attrs(
+                "SpaceToDepth",
+                "crd",
+                &["x"],
+                &["a"],
+                &[attr_int("blocksize", 2), attr_str("mode", "CRD")],
+            )
+            .node_attrs(
+                "SpaceToDepth",
+                "dcr",
+                &["x"],
+                &["b"],
+                &[attr_int("blocksize", 2), attr_str("mode", "DCR")],
+            )
+            .output("a")
+            .output("b"),
+    );
     check(
         "clip_forms",
         Model::new(13)
