@@ -250,6 +250,16 @@ fn elementwise() {
             .output("a")
             .output("b"),
     );
+    // ONNX: min above max sets every value to max, which fp.clip does with min = max.
+    check(
+        "clip_min_above_max",
+        Model::new(13)
+            .input("x", &[4])
+            .init(tensor_f32("lo", &[], &[2.0]))
+            .init(tensor_f32("hi", &[], &[1.0]))
+            .node("Clip", "clip", &["x", "lo", "hi"], &["y"])
+            .output("y"),
+    );
     check(
         "clip_forms",
         Model::new(13)
