@@ -36,6 +36,13 @@ use qopt_ir_core::{
 use smallvec::SmallVec;
 
 /// The opsets of the standard domain the importer implements.
+///
+/// Opsets 22 to 28 changed the op types the importer converts only by new
+/// element types (bf16 for convolution, pooling and activations; 4-bit, 2-bit,
+/// float4/6/8 types, which the importer rejects) and three attributes, which
+/// the converters check: `QuantizeLinear`'s `precision` and
+/// `DequantizeLinear`'s `output_dtype` (opset 23), `SpaceToDepth`'s `mode` (28).
+/// A converter for another op type must handle that op's versions up to 28.
 pub const SUPPORTED_OPSETS: std::ops::RangeInclusive<i64> = 11..=28;
 
 /// How to import.

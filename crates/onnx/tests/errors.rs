@@ -174,7 +174,7 @@ fn files_that_are_not_onnx_models() {
 #[test]
 fn opsets() {
     let relu = |opset| Model::new(opset).input("x", &[2]).node("Relu", "r", &["x"], &["y"]).output("y");
-    for opset in [11, 21, 28] {
+    for opset in [11, 21, 22, 28] {
         assert!(import_text(&relu(opset).bytes(), None).is_ok(), "opset {opset}");
     }
     for opset in [10, 29] {
@@ -196,10 +196,6 @@ fn node_errors_name_the_node() {
             // An attribute the converter never reads (here: one no opset defines) is refused.
             Model::new(17).input("x", &[2]).node_attrs("Relu", "r", &["x"], &["y"], &[attr_int("fancy", 1)]).output("y"),
             "node 'r' (Relu): attribute 'fancy' is not supported (qimport does not implement it for Relu)",
-        ),
-        (
-            Model::new(28).input("x", &[1, 1, 4, 4]).node_attrs("SpaceToDepth", "s2d", &["x"], &["y"], &[attr_int("blocksize", 2), attr_str("mode", "CRD")]).output("y"),
-            "node 's2d' (SpaceToDepth): mode 'CRD' is not supported (only DCR)",
         ),
         (
             Model::new(17).input("x", &[2]).node_attrs("Relu", "r", &["x"], &["y"], &[attr_graph("body")]).output("y"),
@@ -327,4 +323,54 @@ fn quantization_parameters_the_qnn_dialect_rejects() {
         import_err(&quantize(0.5, tensor_i64("zp", &[], &[0])), None),
         "node 'q' (QuantizeLinear): quantized type INT64 is not supported"
     );
+}
+
+#[test]
+fn opset_23_quantization_attributes() {
+    let f16_scale = || tensor_raw("s", FLOAT16, &[], &half_bits(0.5));
+    let quantize = |opset: i64, scale: Msg, attrs: Vec<Msg>| {
+        Model::new(opset)
+            .input("x", &[2])
+            .init(scale)
+            .init(tensor_i8("zp", &[], &[0]))
+            .node_attrs("QuantizeLinear", "q", &["x", "s", "zp"], &["y"], &attrs)
+            .output("y")
+    };
+    // f32 scales divide in f32, by default or when 'precision' says FLOAT.
+    for attrs in [vec![], vec![attr_int("precision", 1)]] {
+        assert!(import_text(&quantize(23, tensor_f32("s", &[], &[0.5]), attrs).bytes(), None).is_ok());
+    }
+    assert_eq!(
+        import_err(&quantize(23, tensor_f32("s", &[], &[0.5]), vec![attr_int("precision", 16)]), None),
+        "node 'q' (QuantizeLinear): the division x / y_scale runs in BFLOAT16 ('precision'); only FLOAT is \
+         supported (qnn.quantize divides in f32)"
+    );
+    // From opset 23 an f16 scale means an f16 division unless 'precision' says otherwise.
+    assert_eq!(
+        import_err(&quantize(23, f16_scale(), vec![]), None),
+        "node 'q' (QuantizeLinear): the division x / y_scale runs in FLOAT16 (the scale's type, the default \
+         of 'precision'); only FLOAT is supported (qnn.quantize divides in f32)"
+    );
+    let dequantize = |attrs: Vec<Msg>| {
+        Model::new(23)
+            .init(tensor_i8("q", &[2], &[1, -1]))
+            .init(tensor_f32("s", &[], &[0.5]))
+            .node_attrs("DequantizeLinear", "dq", &["q", "s"], &["y"], &attrs)
+            .output("y")
+    };
+    assert!(import_text(&dequantize(vec![attr_int("output_dtype", 1)]).bytes(), None).is_ok());
+    assert_eq!(
+        import_err(&dequantize(vec![attr_int("output_dtype", 10)]), None),
+        "node 'dq' (DequantizeLinear): output_dtype FLOAT16 differs from the scale's type FLOAT; the output \
+         has the scale's type"
+    );
+}
+
+/// The little-endian bytes of `v` as an IEEE half (exact for the values used here).
+fn half_bits(v: f32) -> [u8; 2] {
+    let bits = v.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exponent = ((bits >> 23) & 0xff) as i32 - 127 + 15;
+    let mantissa = ((bits >> 13) & 0x3ff) as u16;
+    (sign | ((exponent as u16) << 10) | mantissa).to_le_bytes()
 }

@@ -306,6 +306,38 @@ fn elementwise() {
             .node("Tile", "tile", &["s", "reps"], &["t"])
             .output("t"),
     );
+    // SpaceToDepth's mode (opset 28): CRD is kept, the DCR default left out.
+    check(
+        "space_to_depth_modes",
+        Model::new(28)
+            .input("x", &[1, 2, 4, 4])
+            .node_attrs(
+                "SpaceToDepth",
+                "crd",
+                &["x"],
+                &["a"],
+                &[attr_int("blocksize", 2), attr_str("mode", "CRD")],
+            )
+            .node_attrs(
+                "SpaceToDepth",
+                "dcr",
+                &["x"],
+                &["b"],
+                &[attr_int("blocksize", 2), attr_str("mode", "DCR")],
+            )
+            .output("a")
+            .output("b"),
+    );
+    // ONNX: min above max sets every value to max, which fp.clip does with min = max.
+    check(
+        "clip_min_above_max",
+        Model::new(13)
+            .input("x", &[4])
+            .init(tensor_f32("lo", &[], &[2.0]))
+            .init(tensor_f32("hi", &[], &[1.0]))
+            .node("Clip", "clip", &["x", "lo", "hi"], &["y"])
+            .output("y"),
+    );
     check(
         "clip_forms",
         Model::new(13)

@@ -130,6 +130,8 @@ fn usage_errors_exit_2() {
         &[model.as_str(), "--input-shape", "x"],
         &[model.as_str(), "--input-shape", "x=1x0"],
         &[model.as_str(), "--input-shape", "=1x2"],
+        &[model.as_str(), "--list-ops"],
+        &["--list-ops", "-o", "x.qir"],
     ] {
         let out = qimport(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
@@ -138,4 +140,17 @@ fn usage_errors_exit_2() {
     let out = qimport(&["--help"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).contains("--batch <N>"));
+}
+
+#[test]
+fn list_ops_prints_the_supported_op_types() {
+    let out = qimport(&["--list-ops"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(out.stderr.is_empty());
+    let expected: String = qopt_onnx::supported_op_types().map(|name| format!("{name}\n")).collect();
+    assert_eq!(text(&out.stdout), expected);
+    let listed: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+    for op in ["Conv", "Relu", "Reshape", "QuantizeLinear"] {
+        assert!(listed.iter().any(|l| l == op), "{op} missing from {listed:?}");
+    }
 }

@@ -82,8 +82,9 @@ pub(crate) fn ops() -> Vec<OpDef> {
         super::with_signature::<DepthSpace<false>>(
             OpDef::new(names::SPACE_TO_DEPTH, "moves spatial blocks into channels (ONNX SpaceToDepth)")
                 .description(
-                    "`fp.space_to_depth(x) {blocksize}`: N×C×H×W becomes N×(C·b²)×(H/b)×(W/b) with \
-                     `b = blocksize` (≥ 1, dividing H and W), the inverse of DCR `fp.depth_to_space`. \
+                    "`fp.space_to_depth(x) {blocksize, mode}`: N×C×H×W becomes N×(C·b²)×(H/b)×(W/b) with \
+                     `b = blocksize` (≥ 1, dividing H and W); `mode` is `\"DCR\"` (default) or `\"CRD\"` \
+                     (ONNX opset 28), the inverse of `fp.depth_to_space` in the same mode. \
                      Quant-agnostic.\n\n\
                      ```\n%y = fp.space_to_depth(%x) {blocksize = 2} : (tensor<1x2x4x6xf32>) -> tensor<1x8x2x3xf32>\n```",
                 )
@@ -371,14 +372,14 @@ impl Signature for Flatten {
 /// `fp.depth_to_space` (`TO_SPACE`) and `fp.space_to_depth`.
 struct DepthSpace<const TO_SPACE: bool>;
 
-/// The block size and, for `fp.depth_to_space`, whether the mode is CRD.
-pub fn depth_space_params(ctx: &Context, attrs: Attribute, to_space: bool) -> Result<(i64, bool), String> {
+/// The block size of `fp.depth_to_space` or `fp.space_to_depth` and whether
+/// its mode is CRD.
+pub fn depth_space_params(ctx: &Context, attrs: Attribute) -> Result<(i64, bool), String> {
     let b = attrs::int_in(ctx, attrs, "blocksize", 0)?;
     if b < 1 {
         return Err(format!("'blocksize' must be at least 1, got {b}"));
     }
-    let crd =
-        if to_space { attrs::one_of_in(ctx, attrs, "mode", "DCR", &["DCR", "CRD"])? == "CRD" } else { false };
+    let crd = attrs::one_of_in(ctx, attrs, "mode", "DCR", &["DCR", "CRD"])? == "CRD";
     Ok((b, crd))
 }
 
@@ -388,7 +389,7 @@ impl<const TO_SPACE: bool> Signature for DepthSpace<TO_SPACE> {
         if x.rank() != 4 {
             return Err(format!("input must have rank 4 (NxCxHxW), got {}", shape_to_string(x.shape)));
         }
-        let (b, _) = depth_space_params(ctx, attrs, TO_SPACE)?;
+        let (b, _) = depth_space_params(ctx, attrs)?;
         let [n, c, h, w] = [x.shape[0], x.shape[1], x.shape[2], x.shape[3]];
         let scale = |d: i64, by: i64| if is_dynamic(d) { d } else { d * by };
         let shape: SmallVec<[i64; 4]> = if TO_SPACE {

@@ -121,8 +121,16 @@ pub(super) fn clip(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
             _ => Err(format!("input #{input} ('{}') must hold one value", data.name)),
         }
     };
-    let min = bound(cx, 1, "min")?;
+    let mut min = bound(cx, 1, "min")?;
     let max = bound(cx, 2, "max")?;
+    // ONNX: "When 'min' is greater than 'max', the clip operator sets all the
+    // 'input' values to the value of 'max'" (Min(max, Max(x, min))), which is
+    // clipping to [max, max]; fp.clip requires min ≤ max.
+    if let (Some(lo), Some(hi)) = (min, max) {
+        if lo > hi {
+            min = Some(hi);
+        }
+    }
     let ctx = cx.ctx();
     let mut list = AttrList::default();
     for (name, value) in [("min", min), ("max", max)] {

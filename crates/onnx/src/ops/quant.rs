@@ -10,6 +10,11 @@
 //! computed value, that value must already carry the same quantized type
 //! (the output of the matching `QuantizeLinear`). Blocked quantization
 //! (`block_size`, opset 21) is not supported.
+//!
+//! Opset 23 added `QuantizeLinear`'s `precision` (the type the division
+//! `x / y_scale` runs in, by default the scale's) and `DequantizeLinear`'s
+//! `output_dtype` (by default the scale's type). `qnn.quantize` divides in f32
+//! and `qnn.dequantize` produces the scale's type, so other values are errors.
 
 use super::ConvertFn;
 use crate::import::NodeCx;
@@ -93,13 +98,36 @@ fn quantized_tensor(ctx: &mut Context, shape: &[i64], q: QuantType) -> Type {
     ctx.tensor_type(shape, elem)
 }
 
+/// The data type of the constant scale (input #1).
+fn scale_data_type(cx: &NodeCx<'_, '_>) -> Result<i32, String> {
+    Ok(cx.const_input(1)?.ok_or("input #1 (scale) is missing")?.data_type)
+}
+
+/// `QuantizeLinear`'s `precision` (opset 23): the division must run in f32,
+/// as `qnn.quantize`'s does (`docs/quant-semantics.md` §3.1). Before opset 23
+/// ONNX does not say, and the division is f32.
+fn check_precision(cx: &NodeCx<'_, '_>) -> Result<(), String> {
+    if cx.opset() < 23 {
+        return Ok(());
+    }
+    let scale = scale_data_type(cx)?;
+    let (precision, from) = match cx.attrs().int("precision", 0)? {
+        0 => (scale, "the scale's type, the default of 'precision'"),
+        p => (i32::try_from(p).unwrap_or(0), "'precision'"),
+    };
+    if precision != dt::FLOAT {
+        return Err(format!(
+            "the division x / y_scale runs in {} ({from}); only FLOAT is supported (qnn.quantize divides in f32)",
+            dt::name(precision)
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn quantize_linear(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     // Saturation choices concern float8 outputs only; integers always saturate.
     cx.attrs().int("saturate", 1)?;
-    let precision = cx.attrs().int("precision", 0)?;
-    if precision != 0 && precision != i64::from(dt::FLOAT) {
-        return Err(format!("precision {precision} is not supported (only the scale's own FLOAT)"));
-    }
+    check_precision(cx)?;
     let x = cx.input(0)?;
     let shape = cx.shape(x)?;
     let default = match cx.attrs().opt_int("output_dtype")? {
@@ -113,9 +141,18 @@ pub(super) fn quantize_linear(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
 }
 
 pub(super) fn dequantize_linear(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
-    let output = cx.attrs().int("output_dtype", 0)?;
-    if output != 0 && output != i64::from(dt::FLOAT) {
-        return Err(format!("output_dtype {output} is not supported (only FLOAT)"));
+    // Opset 23: `output_dtype` may only restate the scale's type, the type
+    // qnn.dequantize produces.
+    let output_dtype = cx.attrs().int("output_dtype", 0)?;
+    if output_dtype != 0 {
+        let scale = scale_data_type(cx)?;
+        if output_dtype != i64::from(scale) {
+            return Err(format!(
+                "output_dtype {} differs from the scale's type {}; the output has the scale's type",
+                dt::name(i32::try_from(output_dtype).unwrap_or(0)),
+                dt::name(scale)
+            ));
+        }
     }
     let q = if cx.is_const_input(0) {
         let data = cx.const_input(0)?.ok_or("input #0 is missing")?;

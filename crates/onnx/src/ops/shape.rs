@@ -116,17 +116,19 @@ pub(super) fn depth_to_space(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     cx.set_output(0, y)
 }
 
-/// `SpaceToDepth` → `fp.space_to_depth` with `blocksize` (opset 28's `mode`: DCR only).
+/// `SpaceToDepth` → `fp.space_to_depth` with `blocksize` and `mode` (opset
+/// 28; DCR before, which is also the default).
 pub(super) fn space_to_depth(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let blocksize = cx.attrs().opt_int("blocksize")?.ok_or("needs a 'blocksize' attribute")?;
     let mode = cx.attrs().string("mode", "DCR")?;
-    if mode != "DCR" {
-        return Err(format!("mode '{mode}' is not supported (only DCR)"));
-    }
     let x = cx.input(0)?;
     let i64_ty = cx.ctx().common().i64;
     let b = cx.ctx().int_attr(i128::from(blocksize), i64_ty);
-    let attrs = cx.ctx().dict_attr(&[("blocksize", b)]);
+    let mut entries = vec![("blocksize", b)];
+    if mode != "DCR" {
+        entries.push(("mode", cx.ctx().string_attr(&mode)));
+    }
+    let attrs = cx.ctx().dict_attr(&entries);
     let y = cx.emit(fp_op::SPACE_TO_DEPTH, &[x], attrs)?;
     cx.set_output(0, y)
 }

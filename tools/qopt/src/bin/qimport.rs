@@ -3,6 +3,10 @@
 //! to `-o`. The translation is the `qopt_onnx` crate; see
 //! `docs/onnx-import.md`.
 //!
+//! `--list-ops` prints the supported ONNX op types instead, one per line
+//! (`qopt_onnx::supported_op_types`), for scripts such as
+//! `scripts/onnx_conformance.py`.
+//!
 //! Exit codes: 0 success; 1 the model cannot be read or imported (errors
 //! name the file); 2 usage errors.
 
@@ -22,11 +26,16 @@ use std::process::ExitCode;
         qimport model.onnx                       print the module\n  \
         qimport model.onnx -o model.qir          write it atomically\n  \
         qimport model.onnx --batch 8             fix a dynamic batch dimension to 8\n  \
-        qimport model.onnx --input-shape x=1x3x48x192   fix every dynamic dimension of input x"
+        qimport model.onnx --input-shape x=1x3x48x192   fix every dynamic dimension of input x\n  \
+        qimport --list-ops                       the supported ONNX op types, one per line"
 )]
 struct Cli {
     /// The ONNX model file.
-    model: PathBuf,
+    #[arg(required_unless_present = "list_ops")]
+    model: Option<PathBuf>,
+    /// Print the supported ONNX op types (standard domain), one per line, and exit.
+    #[arg(long = "list-ops", conflicts_with_all = ["model", "output", "batch", "input_shape"])]
+    list_ops: bool,
     /// Output file (written atomically); standard output by default.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
@@ -63,12 +72,16 @@ fn run() -> i32 {
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
-    let model = cli.model.display().to_string();
+    // clap makes the model required without --list-ops and an error with it.
+    let Some(path) = cli.model.clone() else {
+        return list_ops();
+    };
+    let model = path.display().to_string();
     let fail = |message: String| {
         eprintln!("qimport: error: {model}: {message}");
         EXIT_FAILURE
     };
-    let bytes = match std::fs::read(&cli.model) {
+    let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
         Err(e) => return fail(format!("cannot read the file: {e}")),
     };
@@ -94,6 +107,19 @@ fn run() -> i32 {
         Err(e) => {
             let target = cli.output.map_or("standard output".to_string(), |p| p.display().to_string());
             eprintln!("qimport: error: cannot write {target}: {e}");
+            EXIT_FAILURE
+        }
+    }
+}
+
+/// `--list-ops`: the supported op types on standard output, one per line.
+fn list_ops() -> i32 {
+    let mut out = io::stdout().lock();
+    let written = qopt_onnx::supported_op_types().try_for_each(|name| writeln!(out, "{name}"));
+    match written.and_then(|()| out.flush()) {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            eprintln!("qimport: error: cannot write standard output: {e}");
             EXIT_FAILURE
         }
     }

@@ -145,7 +145,7 @@ pub(crate) fn depth_to_space(
     ops: &[&Tensor],
 ) -> Result<KernelResults, InterpError> {
     let x = operand(ops, 0)?;
-    let (b, crd) = qopt_dialect_fp::depth_space_params(kc.ctx, kc.attrs, true).map_err(InterpError::new)?;
+    let (b, crd) = qopt_dialect_fp::depth_space_params(kc.ctx, kc.attrs).map_err(InterpError::new)?;
     let b = b as usize;
     let &[n, c, h, w] = x.shape() else { bail!("input must have rank 4, got shape {:?}", x.shape()) };
     if c % (b * b) != 0 {
@@ -161,19 +161,23 @@ pub(crate) fn depth_to_space(
     one(map_tensor!(x, a => regroup(a, &split, &perm, &out)?))
 }
 
-/// `fp.space_to_depth`.
+/// `fp.space_to_depth` (DCR or CRD, as ONNX opset 28; the inverse of
+/// `fp.depth_to_space` in the same mode).
 pub(crate) fn space_to_depth(
     kc: &mut KernelContext<'_>,
     ops: &[&Tensor],
 ) -> Result<KernelResults, InterpError> {
     let x = operand(ops, 0)?;
-    let (b, _) = qopt_dialect_fp::depth_space_params(kc.ctx, kc.attrs, false).map_err(InterpError::new)?;
+    let (b, crd) = qopt_dialect_fp::depth_space_params(kc.ctx, kc.attrs).map_err(InterpError::new)?;
     let b = b as usize;
     let &[n, c, h, w] = x.shape() else { bail!("input must have rank 4, got shape {:?}", x.shape()) };
     if h % b != 0 || w % b != 0 {
         bail!("height ({h}) and width ({w}) must be divisible by blocksize ({b})");
     }
-    let (split, perm, out) = ([n, c, h / b, b, w / b, b], [0, 3, 5, 1, 2, 4], [n, c * b * b, h / b, w / b]);
+    // Channel c·b² + i·b + j (CRD) or (i·b + j)·C + c (DCR) takes the pixel at
+    // offset (i, j) of each block.
+    let perm = if crd { [0, 1, 3, 5, 2, 4] } else { [0, 3, 5, 1, 2, 4] };
+    let (split, out) = ([n, c, h / b, b, w / b, b], [n, c * b * b, h / b, w / b]);
     one(map_tensor!(x, a => regroup(a, &split, &perm, &out)?))
 }
 
@@ -547,10 +551,21 @@ mod tests {
         // CRD: the first row interleaves channels 0 and 1.
         let crd = run(&mut ctx, depth_to_space, &[&x], "{blocksize = 2, mode = \"CRD\"}", &[]).to_f64_vec();
         assert_eq!(&crd[..6], &[0.0, 6.0, 1.0, 7.0, 2.0, 8.0]);
-        // SpaceToDepth undoes DCR DepthToSpace.
+        // SpaceToDepth undoes DepthToSpace in the same mode.
         let back = run(&mut ctx, space_to_depth, &[&y], "{blocksize = 2}", &[]);
         assert_eq!(back.shape(), [1, 8, 2, 3]);
         assert_eq!(back.to_f64_vec(), x.to_f64_vec());
+        let crd_y = run(&mut ctx, depth_to_space, &[&x], "{blocksize = 2, mode = \"CRD\"}", &[]);
+        let crd_back = run(&mut ctx, space_to_depth, &[&crd_y], "{blocksize = 2, mode = \"CRD\"}", &[]);
+        assert_eq!(crd_back.to_f64_vec(), x.to_f64_vec());
+        // One 2×2 block of two channels (values 0..8): CRD keeps each channel's
+        // pixels together, DCR interleaves the channels per pixel.
+        let s = iota(&[1, 2, 2, 2]);
+        let crd = run(&mut ctx, space_to_depth, &[&s], "{blocksize = 2, mode = \"CRD\"}", &[]);
+        assert_eq!(crd.shape(), [1, 8, 1, 1]);
+        assert_eq!(crd.to_f64_vec(), [0., 1., 2., 3., 4., 5., 6., 7.]);
+        let dcr = run(&mut ctx, space_to_depth, &[&s], "{blocksize = 2}", &[]);
+        assert_eq!(dcr.to_f64_vec(), [0., 4., 1., 5., 2., 6., 3., 7.]);
         let t = run(&mut ctx, tile, &[&f32t(&[2, 2], &[1.0, 2.0, 3.0, 4.0])], "{repeats = [1, 2]}", &[]);
         assert_eq!(
             (t.shape().to_vec(), t.to_f64_vec()),
