@@ -11,10 +11,12 @@
 //! Conventions of the `fp` dialect (and of `qnn`, which shares them): integer
 //! arrays are arrays of integer attributes (`stride = [1, 1]`, normally `i64`),
 //! integers are integer attributes, floats are float attributes of any float
-//! type (`epsilon = 1.0e-5 : f32`), flags are `true`/`false` and strings are
-//! string attributes. [`ConvAttrs`], [`ConvTransposeAttrs`] and [`PoolAttrs`]
-//! read the window attributes of convolutions, transposed convolutions and
-//! pools with their defaults, so every dialect and the interpreter agree on them.
+//! type (`epsilon = 1.0e-5 : f32`), float arrays are arrays of float attributes
+//! (`scales = [1.0, 2.0]`, f64 printing without a type), flags are
+//! `true`/`false` and strings are string attributes. [`ConvAttrs`],
+//! [`ConvTransposeAttrs`] and [`PoolAttrs`] read the window attributes of
+//! convolutions, transposed convolutions and pools with their defaults, so
+//! every dialect and the interpreter agree on them.
 
 use qopt_ir_core::{attr_to_string, AttrData, Attribute, Context, OpView};
 use smallvec::SmallVec;
@@ -175,6 +177,35 @@ pub fn float_in(ctx: &Context, attrs: Attribute, name: &str, default: f64) -> Re
 /// [`float_in`] over an op.
 pub fn float(view: &OpView<'_>, name: &str, default: f64) -> Result<f64, String> {
     float_in(view.ctx, view.attrs(), name, default)
+}
+
+/// The float array `name` (each element a float attribute of any float type,
+/// widened to f64), or `None` if the op does not have it. `len`, when given, is
+/// the required number of elements. NaN elements are rejected.
+pub fn opt_float_array_in(
+    ctx: &Context,
+    attrs: Attribute,
+    name: &str,
+    len: Option<usize>,
+) -> Result<Option<SmallVec<[f64; 4]>>, String> {
+    let Some(attr) = ctx.dict_get(attrs, name) else { return Ok(None) };
+    let bad = || format!("'{name}' must be an array of floats, got {}", describe(ctx, attr));
+    let items = ctx.attr_as_array(attr).ok_or_else(bad)?;
+    let mut out = SmallVec::with_capacity(items.len());
+    for &item in items {
+        let v = ctx.attr_as_f64(item).ok_or_else(bad)?;
+        if v.is_nan() {
+            return Err(format!("'{name}' must not contain NaN"));
+        }
+        out.push(v);
+    }
+    if let Some(len) = len {
+        if out.len() != len {
+            let plural = if len == 1 { "" } else { "s" };
+            return Err(format!("'{name}' must have {len} element{plural}, got {}", out.len()));
+        }
+    }
+    Ok(Some(out))
 }
 
 // ---- strings and flags ------------------------------------------------------

@@ -37,10 +37,15 @@ pub use ops::elementwise::hard_sigmoid_params;
 pub use ops::norm::{instance_norm_epsilon, layer_norm_params, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
 pub use ops::reduce::reduce_axes;
 pub use ops::shape::{
-    depth_space_params, reshape_target, slice_axes, slice_len, tile_repeats, transpose_perm, SliceAxis,
+    depth_space_params, reshape_target, resize_keeps_dimension, resize_mode, resize_params,
+    resize_scaled_size, slice_axes, slice_len, tile_repeats, transpose_perm, NearestMode, ResizeCoordinates,
+    ResizeMode, ResizeParams, SliceAxis,
 };
 
-use qopt_ir_core::{Attribute, Context, Dialect, Location, OpDef, RewritePattern, Rewriter, Type, ValueId};
+use qopt_ir_core::{
+    Attribute, Context, Dialect, Location, Module, OpDef, OpId, RewritePattern, Rewriter, Traits, Type,
+    ValueId,
+};
 
 /// The `fp` dialect; see the crate docs.
 #[derive(Copy, Clone, Debug, Default)]
@@ -70,6 +75,21 @@ impl Dialect for FpDialect {
     }
 }
 
+/// Whether `op` is quant-agnostic as it stands: its definition has the
+/// `QuantAgnostic` trait and, for the one op whose agnosticism depends on an
+/// attribute, `fp.resize`, its `mode` is nearest (linear and cubic
+/// interpolation compute new values). Passes ask this, not the trait alone.
+pub fn is_quant_agnostic(ctx: &Context, module: &Module, op: OpId) -> bool {
+    let Some(def) = ctx.op_def(module.op_name(op)) else { return false };
+    if !def.has(Traits::QUANT_AGNOSTIC) {
+        return false;
+    }
+    match def.name {
+        op_names::RESIZE => resize_mode(ctx, module.op_attrs(op)) == Ok(ResizeMode::Nearest),
+        _ => true,
+    }
+}
+
 /// Registers the `fp` dialect in `ctx`.
 pub fn register(ctx: &mut Context) -> Result<(), String> {
     ctx.register_dialect(FpDialect)
@@ -79,7 +99,7 @@ pub fn register(ctx: &mut Context) -> Result<(), String> {
 mod tests {
     use super::*;
     use qopt_ir_core::interfaces::QuantizableOp;
-    use qopt_ir_core::{parse_module, verify, Traits};
+    use qopt_ir_core::{parse_module, verify};
 
     /// Splits `a, b<c, d>, e` at top-level commas.
     fn split_top(text: &str) -> Vec<String> {
@@ -180,6 +200,7 @@ mod tests {
                 "fp.depth_to_space",
                 "fp.space_to_depth",
                 "fp.tile",
+                "fp.resize",
                 "fp.gather",
                 "fp.transpose",
                 "fp.concat",
@@ -196,6 +217,32 @@ mod tests {
         let names: Vec<String> =
             FpDialect.canonicalization_patterns().iter().map(|p| p.name().to_string()).collect();
         assert_eq!(names, ["relu-relu", "reshape-reshape"]);
+    }
+
+    #[test]
+    fn resize_is_quant_agnostic_in_nearest_mode_only() {
+        let mut ctx = Context::new();
+        register(&mut ctx).unwrap();
+        let resize = |attrs: &str| {
+            format!(
+                "fp.resize(%x) {{{attrs}scales = [1.0, 2.0], sizes = [2, 4]}} : (tensor<2x2xf32>) -> tensor<2x4xf32>"
+            )
+        };
+        let text = format!(
+            "module {{\n  func.func @f(%x: tensor<2x2xf32>) {{\n    %0 = {}\n    %1 = {}\n    %2 = {}\n    \
+             %3 = fp.relu(%x) : (tensor<2x2xf32>) -> tensor<2x2xf32>\n    \
+             %4 = fp.add(%x, %x) : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>\n    func.return\n  }}\n}}\n",
+            resize(""),
+            resize("mode = \"linear\", "),
+            resize("mode = \"cubic\", "),
+        );
+        let module = parse_module(&mut ctx, text.as_bytes(), "t.qir").unwrap_or_else(|d| panic!("{d}"));
+        verify(&mut ctx, &module).unwrap_or_else(|d| panic!("{d}"));
+        let func = module.top_level_ops().next().unwrap();
+        let body = module.first_block(module.region(func, 0));
+        let agnostic: Vec<bool> =
+            module.block_ops(body).map(|op| is_quant_agnostic(&ctx, &module, op)).collect();
+        assert_eq!(agnostic, [true, false, false, true, false, false]);
     }
 
     #[test]

@@ -257,6 +257,41 @@ fn node_errors_name_the_node() {
             Model::new(17).input("x", &[2, 3]).input("y", &[4]).node("Add", "add", &["x", "y"], &["z"]).output("z"),
             "node 'add' (Add): fp.add: shapes 2x3 and 4 cannot be broadcast (dimension 1 of the result: 3 vs 4)",
         ),
+        (
+            Model::new(13).input("x", &[1, 1, 2, 2]).input("s", &[4]).node("Resize", "rs", &["x", "", "s"], &["y"]).output("y"),
+            "node 'rs' (Resize): input #2 ('s') must be a constant (an initializer or a Constant node)",
+        ),
+        (
+            Model::new(13)
+                .input("x", &[1, 1, 2, 2])
+                .init(tensor_f32("s", &[4], &[1.0, 1.0, 2.0, 2.0]))
+                .node_attrs("Resize", "rs", &["x", "", "s"], &["y"], &[attr_str("coordinate_transformation_mode", "tf_crop_and_resize")])
+                .output("y"),
+            "node 'rs' (Resize): coordinate_transformation_mode 'tf_crop_and_resize' (a crop to the roi input, \
+             extrapolation_value outside it) is not supported",
+        ),
+        (
+            Model::new(13)
+                .input("x", &[1, 1, 2, 2])
+                .init(tensor_f32("s", &[4], &[1.0, 1.0, 2.0, 2.0]))
+                .init(tensor_i64("n", &[4], &[1, 1, 4, 4]))
+                .node("Resize", "rs", &["x", "", "s", "n"], &["y"])
+                .output("y"),
+            "node 'rs' (Resize): only one of the scales and sizes inputs may be given",
+        ),
+        (
+            Model::new(18)
+                .input("x", &[1, 1, 2, 2])
+                .init(tensor_f32("s", &[4], &[1.0, 1.0, 0.5, 0.5]))
+                .node_attrs("Resize", "rs", &["x", "", "s"], &["y"], &[attr_int("antialias", 1)])
+                .output("y"),
+            "node 'rs' (Resize): exclude_outside and antialias are not supported with mode 'nearest' (they apply \
+             to linear and cubic interpolation)",
+        ),
+        (
+            Model::new(13).input("x", &[1, 1, 2, 2]).node("Resize", "rs", &["x"], &["y"]).output("y"),
+            "node 'rs' (Resize): needs the scales or the sizes input",
+        ),
     ];
     for (model, expected) in cases {
         assert_eq!(import_err(&model, None), expected);

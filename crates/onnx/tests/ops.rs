@@ -624,3 +624,102 @@ fn shape_subgraphs_fold_at_import() {
         "{err}"
     );
 }
+
+#[test]
+fn resize() {
+    // Opset 11: the roi and scales inputs are required, empty when unused.
+    check(
+        "resize_opset11",
+        Model::new(11)
+            .input("x", &[1, 2, 3, 4])
+            .init(tensor_f32("roi", &[0], &[]))
+            .init(tensor_f32("scales", &[4], &[1.0, 1.0, 2.0, 2.5]))
+            .init(tensor_f32("none", &[0], &[]))
+            .init(tensor_i64("sizes", &[4], &[1, 2, 5, 7]))
+            .node("Resize", "nearest", &["x", "roi", "scales"], &["a"])
+            .node_attrs(
+                "Resize",
+                "bilinear",
+                &["x", "roi", "none", "sizes"],
+                &["b"],
+                &[attr_str("mode", "linear"), attr_str("coordinate_transformation_mode", "align_corners")],
+            )
+            .output("a")
+            .output("b"),
+    );
+    // Opset 13: omitted inputs; cubic options; the nearest roundings.
+    check(
+        "resize_opset13",
+        Model::new(13)
+            .input("x", &[1, 2, 3, 4])
+            .init(tensor_f32("scales", &[4], &[1.0, 1.0, 0.5, 1.5]))
+            .init(tensor_i64("sizes", &[4], &[1, 2, 6, 3]))
+            .node_attrs(
+                "Resize",
+                "cubic",
+                &["x", "", "scales"],
+                &["a"],
+                &[
+                    attr_str("mode", "cubic"),
+                    attr_float("cubic_coeff_a", -0.5),
+                    attr_int("exclude_outside", 1),
+                ],
+            )
+            .node_attrs(
+                "Resize",
+                "floor",
+                &["x", "", "", "sizes"],
+                &["b"],
+                &[
+                    attr_str("nearest_mode", "floor"),
+                    attr_str("coordinate_transformation_mode", "asymmetric"),
+                ],
+            )
+            .node_attrs(
+                "Resize",
+                "tf",
+                &["x", "", "scales"],
+                &["c"],
+                &[attr_str("coordinate_transformation_mode", "tf_half_pixel_for_nn")],
+            )
+            .output("a")
+            .output("b")
+            .output("c"),
+    );
+    // Opsets 18 and 19: axes, keep_aspect_ratio_policy, antialias, half_pixel_symmetric.
+    check(
+        "resize_opset19",
+        Model::new(19)
+            .input("x", &[1, 2, 3, 4])
+            .init(tensor_f32("scales", &[2], &[1.5, 2.0]))
+            .init(tensor_i64("sizes", &[2], &[7, 7]))
+            .node_attrs(
+                "Resize",
+                "axes",
+                &["x", "", "scales"],
+                &["a"],
+                &[attr_ints("axes", &[-1, 2]), attr_str("mode", "linear"), attr_int("antialias", 1)],
+            )
+            .node_attrs(
+                "Resize",
+                "aspect",
+                &["x", "", "", "sizes"],
+                &["b"],
+                &[attr_ints("axes", &[2, 3]), attr_str("keep_aspect_ratio_policy", "not_larger")],
+            )
+            .node_attrs(
+                "Resize",
+                "symmetric",
+                &["x", "", "scales"],
+                &["c"],
+                &[
+                    attr_ints("axes", &[2, 3]),
+                    attr_str("mode", "linear"),
+                    attr_str("coordinate_transformation_mode", "half_pixel_symmetric"),
+                ],
+            )
+            .output("a")
+            .output("b")
+            .output("c"),
+    );
+}

@@ -353,6 +353,15 @@ mod tests {
         for v in [0.0, -1.0, 6.0, f64::NAN, f64::INFINITY] {
             values.push(ctx.float_attr(v, f32));
         }
+        let floats: Vec<Attribute> = [1.0, 2.0, 0.5, 1e300].iter().map(|&v| ctx.float_attr(v, f32)).collect();
+        for n in [1, 2, 4] {
+            values.push(ctx.array_attr(&floats[..n]));
+        }
+        let scale_ty = ctx.common().f64;
+        let zero_scale = ctx.float_attr(0.0, scale_ty);
+        values.push(ctx.array_attr(&[zero_scale, zero_scale]));
+        values.push(ctx.string_attr("linear"));
+        values.push(ctx.string_attr("nearest"));
         values.push(ctx.string_attr("reflect"));
         values.push(ctx.string_attr("edge"));
         values.push(ctx.bool_attr(true));
@@ -381,6 +390,11 @@ mod tests {
             "axes",
             "ceil_mode",
             "count_include_pad",
+            "scales",
+            "nearest_mode",
+            "antialias",
+            "exclude_outside",
+            "cubic_coeff_a",
         ];
         let defs: Vec<_> = all().into_iter().filter_map(|d| d.infer_types.map(|f| (d.name, f))).collect();
         assert_eq!(defs.len(), all().len(), "every fp op infers its result types");

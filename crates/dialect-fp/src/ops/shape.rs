@@ -1,8 +1,10 @@
 //! Shape ops, all quant-agnostic (they move elements without changing their
 //! values, so a quantized tensor keeps its quantized type): `fp.reshape`,
-//! `fp.flatten`, `fp.transpose`, `fp.concat`, `fp.split`, `fp.pad` and
-//! `fp.strided_slice`, with ONNX semantics; plus their identity folders and the
-//! `reshape-reshape` pattern.
+//! `fp.flatten`, `fp.transpose`, `fp.concat`, `fp.split`, `fp.pad`,
+//! `fp.strided_slice`, `fp.gather`, `fp.depth_to_space`, `fp.space_to_depth`,
+//! `fp.tile` and `fp.resize` (quant-agnostic in nearest mode only: linear and
+//! cubic interpolation compute new values), with ONNX semantics; plus their
+//! identity folders and the `reshape-reshape` pattern.
 
 use super::{common_element, tensor_operands, variadic_operands, Elements, Operand, Sig, Signature, Sigs};
 use crate::attrs;
@@ -38,6 +40,8 @@ pub mod names {
     pub const SPACE_TO_DEPTH: &str = "fp.space_to_depth";
     /// `fp.tile`.
     pub const TILE: &str = "fp.tile";
+    /// `fp.resize`.
+    pub const RESIZE: &str = "fp.resize";
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {
@@ -100,6 +104,46 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 )
                 .operands(Arity::Exact(1))
                 .traits(traits),
+        ),
+        super::with_signature::<Resize>(
+            OpDef::new(names::RESIZE, "resizes by nearest, linear or cubic interpolation (ONNX Resize)")
+                .description(
+                    "`fp.resize(x) {sizes = [...], scales = [...], mode, coordinate_transformation_mode, \
+                     nearest_mode, cubic_coeff_a, exclude_outside, antialias}`: ONNX Resize over every \
+                     dimension of a tensor of any rank. `sizes` is the result shape, one entry per \
+                     dimension (`-1`: `floor(in · scale)` of the input's size when the op runs, for a \
+                     dynamic one). `scales` (finite, > 0, one per dimension) are the factors of the \
+                     coordinate mapping: ONNX's scales when the model gave scales, `out / in` when it gave \
+                     sizes. Output index `y` maps to the input coordinate `x` by \
+                     `coordinate_transformation_mode`: `\"half_pixel\"` (default) `(y + 0.5) / scale − 0.5`, \
+                     `\"half_pixel_symmetric\"` (the same, centred when `out ≠ in · scale`), \
+                     `\"pytorch_half_pixel\"` (the same, but −0.5 when `in · scale` is 1), \
+                     `\"align_corners\"` `y · (in − 1) / (in · scale − 1)` (0 when `in · scale` is 1), \
+                     `\"asymmetric\"` `y / scale` or `\"tf_half_pixel_for_nn\"` `(y + 0.5) / scale` \
+                     (`\"tf_crop_and_resize\"` is not supported). `in · scale` is taken in f64 as ONNX's \
+                     reference takes it; ONNX Runtime uses the output size there, which differs when the \
+                     model's scales give a fractional `in · scale`. `mode` is `\"nearest\"` (default: one \
+                     neighbour, by `nearest_mode` `\"round_prefer_floor\"` (default), `\"round_prefer_ceil\"`, \
+                     `\"floor\"` or `\"ceil\"`), `\"linear\"` or `\"cubic\"` (`cubic_coeff_a`, default \
+                     −0.75). Neighbours outside the input take the edge value; with `exclude_outside = true` \
+                     (linear, cubic) they get weight 0 and the others are renormalized. `antialias = true` \
+                     (linear, cubic) stretches the filter by `1 / scale` when downscaling. Attributes of \
+                     another mode are an error. Dimensions are resized one after the other in f64 and \
+                     rounded once, as ONNX's reference implementation does (cubic weights in f32, as \
+                     there); a dimension with scale 1 and its size unchanged is left as it is. Nearest \
+                     copies values, so on it the op is quant-agnostic (a quantized tensor keeps its type; \
+                     one quantized per axis keeps that dimension as it is); linear and cubic compute new \
+                     values and take float tensors only (`qopt_dialect_fp::is_quant_agnostic` asks the \
+                     mode). A resize that changes nothing folds away.\n\n\
+                     ```\n%y = fp.resize(%x) {scales = [1.0, 1.0, 2.0, 2.0], sizes = [1, 3, 8, 8]} : \
+                     (tensor<1x3x4x4xf32>) -> tensor<1x3x8x8xf32>\n\
+                     %z = fp.resize(%x) {coordinate_transformation_mode = \"align_corners\", mode = \"linear\", \
+                     scales = [1.0, 1.0, 1.75, 1.75], sizes = [1, 3, 7, 7]} : (tensor<1x3x4x4xf32>) -> \
+                     tensor<1x3x7x7xf32>\n```",
+                )
+                .operands(Arity::Exact(1))
+                .traits(traits)
+                .folder(fold_resize),
         ),
         super::with_signature::<Gather>(
             OpDef::new(names::GATHER, "takes slices along an axis by index (ONNX Gather)")
@@ -432,6 +476,237 @@ impl Signature for Tile {
     }
 }
 
+// ---- resize -----------------------------------------------------------------
+
+/// The interpolation of `fp.resize` (ONNX's `mode`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ResizeMode {
+    /// One neighbour, chosen by [`NearestMode`]; values are copied.
+    Nearest,
+    /// Linear interpolation between the two neighbours (per dimension).
+    Linear,
+    /// Cubic convolution over four neighbours (per dimension).
+    Cubic,
+}
+
+/// How `fp.resize` maps an output index to an input coordinate (ONNX's
+/// `coordinate_transformation_mode`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ResizeCoordinates {
+    /// `(y + 0.5) / scale − 0.5`.
+    HalfPixel,
+    /// `half_pixel` shifted so the output is centred on the input when
+    /// `out ≠ in · scale` (ONNX opset 19).
+    HalfPixelSymmetric,
+    /// `half_pixel`, but −0.5 when `in · scale` is 1.
+    PytorchHalfPixel,
+    /// `y · (in − 1) / (in · scale − 1)`, 0 when `in · scale` is 1.
+    AlignCorners,
+    /// `y / scale`.
+    Asymmetric,
+    /// `(y + 0.5) / scale` (ONNX opsets 11 to 17).
+    TfHalfPixelForNn,
+}
+
+/// Which neighbour nearest `fp.resize` takes (ONNX's `nearest_mode`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum NearestMode {
+    /// Round, halves down.
+    RoundPreferFloor,
+    /// Round, halves up.
+    RoundPreferCeil,
+    /// Round down.
+    Floor,
+    /// Round up.
+    Ceil,
+}
+
+/// The checked attributes of `fp.resize`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResizeParams {
+    /// The result size per dimension; -1 means `floor(in · scale)` of the
+    /// input's size (see [`resize_scaled_size`]).
+    pub sizes: SmallVec<[i64; 4]>,
+    /// The scale of each dimension's coordinate mapping (finite, > 0).
+    pub scales: SmallVec<[f64; 4]>,
+    /// Nearest, linear or cubic.
+    pub mode: ResizeMode,
+    /// The coordinate mapping.
+    pub coordinates: ResizeCoordinates,
+    /// Nearest mode's rounding.
+    pub nearest: NearestMode,
+    /// Cubic mode's `A` (ONNX `cubic_coeff_a`).
+    pub cubic_coeff_a: f64,
+    /// Linear and cubic: neighbours outside the input get weight 0.
+    pub exclude_outside: bool,
+    /// Linear and cubic: widen the filter when downscaling.
+    pub antialias: bool,
+}
+
+impl ResizeParams {
+    /// The size of result dimension `i` when the input's size there is `input`
+    /// ([`DYNAMIC`] when unknown, which makes a `-1` entry unknown too).
+    pub fn out_size(&self, i: usize, input: i64) -> Result<i64, String> {
+        let (Some(&size), Some(&scale)) = (self.sizes.get(i), self.scales.get(i)) else {
+            return Err(format!("'sizes' and 'scales' have no entry for dimension {i}"));
+        };
+        let out = match size {
+            -1 if is_dynamic(input) => return Ok(DYNAMIC),
+            -1 => resize_scaled_size(input, scale)?,
+            size => size,
+        };
+        if input == 0 && out > 0 {
+            return Err(format!("dimension {i} is empty and cannot be resized to {out}"));
+        }
+        Ok(out)
+    }
+}
+
+/// The mode of an `fp.resize` with attributes `attrs` (default nearest).
+pub fn resize_mode(ctx: &Context, attrs: Attribute) -> Result<ResizeMode, String> {
+    Ok(match attrs::one_of_in(ctx, attrs, "mode", "nearest", &["nearest", "linear", "cubic"])? {
+        "linear" => ResizeMode::Linear,
+        "cubic" => ResizeMode::Cubic,
+        _ => ResizeMode::Nearest,
+    })
+}
+
+/// The output size ONNX computes from an input size and a scale:
+/// `floor(in · scale)`, the product taken in f64.
+pub fn resize_scaled_size(input: i64, scale: f64) -> Result<i64, String> {
+    let product = (input as f64 * scale).floor();
+    // 2^62 is far beyond any tensor and keeps the conversion exact.
+    if !(0.0..4.611_686_018_427_388e18).contains(&product) {
+        return Err(format!("size {input} scaled by {scale} is out of range"));
+    }
+    Ok(product as i64)
+}
+
+/// Whether `fp.resize` leaves a dimension as it is: the same size and a scale
+/// of 1 (within 1e-9 relative, as ONNX's reference checks, so that
+/// `pytorch_half_pixel` on a size-1 dimension copies it too).
+pub fn resize_keeps_dimension(input: i64, output: i64, scale: f64) -> bool {
+    input == output && (scale - 1.0).abs() <= 1e-9 * scale.abs().max(1.0)
+}
+
+/// The checked attributes of an `fp.resize` of a tensor of rank `rank`.
+pub fn resize_params(ctx: &Context, attrs: Attribute, rank: usize) -> Result<ResizeParams, String> {
+    let sizes = attrs::opt_int_array_in(ctx, attrs, "sizes", Some(rank))?
+        .ok_or("needs 'sizes' (the result size of each dimension, -1 for floor(input size · scale))")?;
+    if let Some(s) = sizes.iter().find(|&&s| s < -1) {
+        return Err(format!("'sizes' entries must be sizes or -1, got {s}"));
+    }
+    let scales = attrs::opt_float_array_in(ctx, attrs, "scales", Some(rank))?
+        .ok_or("needs 'scales' (the coordinate scale of each dimension)")?;
+    if let Some(s) = scales.iter().find(|s| !(s.is_finite() && **s > 0.0)) {
+        return Err(format!("'scales' entries must be finite and positive, got {s}"));
+    }
+    let mode = resize_mode(ctx, attrs)?;
+    let coordinates = match attrs::one_of_in(
+        ctx,
+        attrs,
+        "coordinate_transformation_mode",
+        "half_pixel",
+        &[
+            "half_pixel",
+            "half_pixel_symmetric",
+            "pytorch_half_pixel",
+            "align_corners",
+            "asymmetric",
+            "tf_half_pixel_for_nn",
+        ],
+    )? {
+        "half_pixel_symmetric" => ResizeCoordinates::HalfPixelSymmetric,
+        "pytorch_half_pixel" => ResizeCoordinates::PytorchHalfPixel,
+        "align_corners" => ResizeCoordinates::AlignCorners,
+        "asymmetric" => ResizeCoordinates::Asymmetric,
+        "tf_half_pixel_for_nn" => ResizeCoordinates::TfHalfPixelForNn,
+        _ => ResizeCoordinates::HalfPixel,
+    };
+    let only_for = |name: &str, modes: &str, applies: bool| -> Result<(), String> {
+        if !applies && ctx.dict_get(attrs, name).is_some() {
+            return Err(format!("'{name}' applies to {modes} mode only"));
+        }
+        Ok(())
+    };
+    only_for("nearest_mode", "nearest", mode == ResizeMode::Nearest)?;
+    only_for("cubic_coeff_a", "cubic", mode == ResizeMode::Cubic)?;
+    only_for("exclude_outside", "linear and cubic", mode != ResizeMode::Nearest)?;
+    only_for("antialias", "linear and cubic", mode != ResizeMode::Nearest)?;
+    let nearest = match attrs::one_of_in(
+        ctx,
+        attrs,
+        "nearest_mode",
+        "round_prefer_floor",
+        &["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"],
+    )? {
+        "round_prefer_ceil" => NearestMode::RoundPreferCeil,
+        "floor" => NearestMode::Floor,
+        "ceil" => NearestMode::Ceil,
+        _ => NearestMode::RoundPreferFloor,
+    };
+    let cubic_coeff_a = attrs::float_in(ctx, attrs, "cubic_coeff_a", -0.75)?;
+    if !cubic_coeff_a.is_finite() {
+        return Err(format!("'cubic_coeff_a' must be finite, got {cubic_coeff_a}"));
+    }
+    let exclude_outside = attrs::boolean_in(ctx, attrs, "exclude_outside", false)?;
+    let antialias = attrs::boolean_in(ctx, attrs, "antialias", false)?;
+    Ok(ResizeParams { sizes, scales, mode, coordinates, nearest, cubic_coeff_a, exclude_outside, antialias })
+}
+
+struct Resize;
+
+impl Signature for Resize {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let (x, elem) = single(ctx, operands)?;
+        let params = resize_params(ctx, attrs, x.rank())?;
+        if params.mode != ResizeMode::Nearest && crate::shape::is_quant_element(ctx, elem) {
+            return Err(format!(
+                "{} interpolation computes new values, so it takes a float tensor, not {}",
+                if params.mode == ResizeMode::Linear { "linear" } else { "cubic" },
+                qopt_ir_core::type_to_string(ctx, elem)
+            ));
+        }
+        let shape: SmallVec<[i64; 4]> =
+            x.shape.iter().enumerate().map(|(i, &d)| params.out_size(i, d)).collect::<Result<_, _>>()?;
+        // Per-axis parameters belong to their index: that dimension must stay as it is.
+        if let qopt_ir_core::TypeData::Quant(q) = ctx.type_data(elem) {
+            if let qopt_ir_core::QuantParams::PerAxis { axis, .. } = &q.params {
+                let a = *axis as usize;
+                if a < shape.len() && !resize_keeps_dimension(x.shape[a], shape[a], params.scales[a]) {
+                    return Err(format!(
+                        "the input is quantized per axis along dimension {a}, which must keep its size and \
+                         scale 1"
+                    ));
+                }
+            }
+        }
+        Ok(smallvec::smallvec![Sig { shape, elem }])
+    }
+}
+
+/// A resize that keeps every dimension (same size, scale 1) folds to its operand.
+fn fold_resize(
+    ctx: &mut Context,
+    m: &Module,
+    op: OpId,
+    _constants: &[Option<Attribute>],
+) -> Option<SmallVec<[FoldResult; 1]>> {
+    if m.num_operands(op) != 1 || m.num_results(op) != 1 {
+        return None;
+    }
+    let shape = ctx.tensor_shape(m.value_type(m.operand(op, 0)))?;
+    let params = resize_params(ctx, m.op_attrs(op), shape.len()).ok()?;
+    let keeps_all = shape.iter().enumerate().all(|(i, &d)| {
+        !is_dynamic(d)
+            && params.out_size(i, d).is_ok_and(|out| resize_keeps_dimension(d, out, params.scales[i]))
+    });
+    if !keeps_all {
+        return None;
+    }
+    fold_to_operand_if_same_type(ctx, m, op, &[])
+}
+
 struct Gather;
 
 impl Signature for Gather {
@@ -756,6 +1031,34 @@ mod tests {
         assert_eq!(slice_len(0, 0, 5, 1), 0);
         assert_eq!(slice_len(0, -1, -5, -1), 0);
         assert_eq!(slice_len(5, i64::MIN, i64::MAX, i64::MAX), 1);
+    }
+
+    #[test]
+    fn resize_sizes_and_identity() {
+        // ONNX: floor(in · scale) with the product in f64.
+        assert_eq!(resize_scaled_size(3, 2.5), Ok(7));
+        assert_eq!(resize_scaled_size(10, 0.33), Ok(3));
+        assert_eq!(resize_scaled_size(0, 4.0), Ok(0));
+        assert!(resize_scaled_size(1 << 40, 1e30).is_err());
+        assert!(resize_keeps_dimension(5, 5, 1.0));
+        assert!(!resize_keeps_dimension(5, 5, 1.001));
+        assert!(!resize_keeps_dimension(5, 6, 1.0));
+        let mut ctx = Context::new();
+        let sizes = ctx.i64_array_attr(&[-1, 6]);
+        let f64_ty = ctx.common().f64;
+        let (a, b) = (ctx.float_attr(2.0, f64_ty), ctx.float_attr(1.5, f64_ty));
+        let scales = ctx.array_attr(&[a, b]);
+        let attrs = ctx.dict_attr(&[("sizes", sizes), ("scales", scales)]);
+        let params = resize_params(&ctx, attrs, 2).unwrap();
+        assert_eq!(
+            (params.mode, params.coordinates, params.nearest),
+            (ResizeMode::Nearest, ResizeCoordinates::HalfPixel, NearestMode::RoundPreferFloor)
+        );
+        assert_eq!(params.out_size(0, 3), Ok(6));
+        assert_eq!(params.out_size(0, DYNAMIC), Ok(DYNAMIC));
+        assert_eq!(params.out_size(1, 4), Ok(6));
+        assert!(params.out_size(1, 0).unwrap_err().contains("empty"));
+        assert!(resize_params(&ctx, attrs, 3).unwrap_err().contains("'sizes' must have 3 elements"));
     }
 
     #[test]

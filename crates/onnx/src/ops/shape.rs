@@ -1,6 +1,7 @@
 //! Shape ops: `Flatten`, `Reshape`, `Transpose`, `Concat`, `Split`, `Pad`,
-//! `Slice` → the fp op of the same job; `Squeeze` and `Unsqueeze` →
-//! `fp.reshape` to the computed shape; `Identity` forwards its input.
+//! `Slice`, `Gather`, `DepthToSpace`, `SpaceToDepth`, `Tile`, `Resize` → the
+//! fp op of the same job; `Squeeze` and `Unsqueeze` → `fp.reshape` to the
+//! computed shape; `Identity` forwards its input.
 //!
 //! `Shape` and `Size` of a value become constant data (shapes are static
 //! after import), which [`crate::fold`] computes on; `Expand` of a computed
@@ -29,6 +30,7 @@ pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("Identity", identity),
     ("Pad", pad),
     ("Reshape", reshape),
+    ("Resize", resize),
     ("Shape", shape),
     ("Size", size),
     ("Slice", slice),
@@ -140,6 +142,176 @@ pub(super) fn tile(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let r = cx.ctx().i64_array_attr(&repeats);
     let attrs = cx.ctx().dict_attr(&[("repeats", r)]);
     let y = cx.emit(fp_op::TILE, &[x], attrs)?;
+    cx.set_output(0, y)
+}
+
+/// The data of constant input `i` of a `Resize`, `None` when absent or empty
+/// (ONNX passes an empty tensor for the unused one of scales and sizes).
+fn resize_input(cx: &NodeCx<'_, '_>, i: usize) -> Result<Option<crate::tensor::TensorData>, String> {
+    Ok(cx.const_input(i)?.filter(|d| d.dims.iter().product::<i64>() != 0))
+}
+
+/// `Resize` (opsets 11 to 19) → `fp.resize`. The constant scales or sizes
+/// (over `axes` from opset 18) become the size and coordinate scale of every
+/// dimension: with scales, `floor(in · scale)` (-1, computed when the op
+/// runs, for a dynamic input size) and the scale itself; with sizes, the size
+/// and `out / in` (or one common factor under `keep_aspect_ratio_policy`
+/// `not_larger` / `not_smaller`, the sizes then rounded half up). `roi` only
+/// matters to `tf_crop_and_resize`, which is not supported.
+pub(super) fn resize(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let attrs = cx.attrs();
+    let mode = attrs.string("mode", "nearest")?;
+    if !matches!(mode.as_str(), "nearest" | "linear" | "cubic") {
+        return Err(format!("mode '{mode}' is not nearest, linear or cubic"));
+    }
+    let coordinates = attrs.string("coordinate_transformation_mode", "half_pixel")?;
+    match coordinates.as_str() {
+        "half_pixel"
+        | "half_pixel_symmetric"
+        | "pytorch_half_pixel"
+        | "align_corners"
+        | "asymmetric"
+        | "tf_half_pixel_for_nn" => {}
+        "tf_crop_and_resize" => {
+            return Err("coordinate_transformation_mode 'tf_crop_and_resize' (a crop to the roi input, \
+                        extrapolation_value outside it) is not supported"
+                .into())
+        }
+        other => return Err(format!("coordinate_transformation_mode '{other}' is not known")),
+    }
+    let nearest_mode = attrs.string("nearest_mode", "round_prefer_floor")?;
+    if !matches!(nearest_mode.as_str(), "round_prefer_floor" | "round_prefer_ceil" | "floor" | "ceil") {
+        return Err(format!(
+            "nearest_mode '{nearest_mode}' is not round_prefer_floor, round_prefer_ceil, floor or ceil"
+        ));
+    }
+    let flag = |name: &str| -> Result<bool, String> {
+        match attrs.int(name, 0)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            v => Err(format!("{name} must be 0 or 1, got {v}")),
+        }
+    };
+    let (exclude_outside, antialias) = (flag("exclude_outside")?, flag("antialias")?);
+    if mode == "nearest" && (exclude_outside || antialias) {
+        return Err("exclude_outside and antialias are not supported with mode 'nearest' (they apply to \
+                    linear and cubic interpolation)"
+            .into());
+    }
+    let cubic_coeff_a = f64::from(attrs.float("cubic_coeff_a", -0.75)?);
+    let policy = attrs.string("keep_aspect_ratio_policy", "stretch")?;
+    if !matches!(policy.as_str(), "stretch" | "not_larger" | "not_smaller") {
+        return Err(format!("keep_aspect_ratio_policy '{policy}' is not stretch, not_larger or not_smaller"));
+    }
+    let x = cx.input(0)?;
+    let shape = cx.shape(x)?;
+    let rank = shape.len();
+    let axes: Vec<usize> = match attrs.opt_ints("axes")? {
+        None => (0..rank).collect(),
+        Some(axes) => {
+            let axes = axes.iter().map(|&a| normalize_axis(a, rank)).collect::<Result<Vec<_>, _>>()?;
+            if (1..axes.len()).any(|i| axes[..i].contains(&axes[i])) {
+                return Err("'axes' lists a dimension twice".into());
+            }
+            axes
+        }
+    };
+    let scales_in = resize_input(cx, 2)?;
+    let sizes_in = resize_input(cx, 3)?;
+    let mut scales = vec![1.0f64; rank];
+    let mut sizes: Vec<i64> = shape.iter().map(|&d| if d < 0 { -1 } else { d }).collect();
+    match (scales_in, sizes_in) {
+        (Some(_), Some(_)) => return Err("only one of the scales and sizes inputs may be given".into()),
+        (None, None) => return Err("needs the scales or the sizes input".into()),
+        (Some(data), None) => {
+            let given = data.floats()?;
+            if given.len() != axes.len() {
+                return Err(format!("{} scales for {} dimensions", given.len(), axes.len()));
+            }
+            for (&a, &scale) in axes.iter().zip(&given) {
+                if !(scale.is_finite() && scale > 0.0) {
+                    return Err(format!("scale {scale} of dimension {a} is not positive"));
+                }
+                scales[a] = scale;
+                if shape[a] >= 0 {
+                    sizes[a] = qopt_dialect_fp::resize_scaled_size(shape[a], scale)?;
+                }
+            }
+        }
+        (None, Some(data)) => {
+            let given = data.ints()?;
+            if given.len() != axes.len() {
+                return Err(format!("{} sizes for {} dimensions", given.len(), axes.len()));
+            }
+            let mut ratios = Vec::with_capacity(axes.len());
+            for (&a, &size) in axes.iter().zip(&given) {
+                if size < 0 {
+                    return Err(format!("size {size} of dimension {a} is negative"));
+                }
+                if shape[a] <= 0 {
+                    let what = if shape[a] < 0 { "unknown" } else { "0" };
+                    return Err(format!(
+                        "dimension {a}'s input size is {what}, so sizes cannot give its scale (fix dynamic sizes \
+                         with --batch or --input-shape)"
+                    ));
+                }
+                ratios.push(size as f64 / shape[a] as f64);
+            }
+            let common = match policy.as_str() {
+                "not_larger" => ratios.iter().copied().reduce(f64::min),
+                "not_smaller" => ratios.iter().copied().reduce(f64::max),
+                _ => None,
+            };
+            for (k, (&a, &size)) in axes.iter().zip(&given).enumerate() {
+                match common {
+                    Some(scale) => {
+                        scales[a] = scale;
+                        sizes[a] = (scale * shape[a] as f64 + 0.5) as i64;
+                    }
+                    None => {
+                        scales[a] = ratios[k];
+                        sizes[a] = size;
+                    }
+                }
+                if !(scales[a].is_finite() && scales[a] > 0.0) {
+                    return Err(format!("size {size} of dimension {a} gives no positive scale"));
+                }
+            }
+        }
+    }
+    let ctx = cx.ctx();
+    let mut list = AttrList::default();
+    let s = ctx.i64_array_attr(&sizes);
+    list.push("sizes", s);
+    let f64_ty = ctx.common().f64;
+    let items: Vec<_> = scales.iter().map(|&v| ctx.float_attr(v, f64_ty)).collect();
+    let s = ctx.array_attr(&items);
+    list.push("scales", s);
+    if mode != "nearest" {
+        let m = ctx.string_attr(&mode);
+        list.push("mode", m);
+    }
+    if coordinates != "half_pixel" {
+        let c = ctx.string_attr(&coordinates);
+        list.push("coordinate_transformation_mode", c);
+    }
+    if mode == "nearest" && nearest_mode != "round_prefer_floor" {
+        let n = ctx.string_attr(&nearest_mode);
+        list.push("nearest_mode", n);
+    }
+    if mode == "cubic" && cubic_coeff_a != -0.75 {
+        let f32_ty = ctx.common().f32;
+        let a = ctx.float_attr(cubic_coeff_a, f32_ty);
+        list.push("cubic_coeff_a", a);
+    }
+    for (name, on) in [("exclude_outside", exclude_outside), ("antialias", antialias)] {
+        if on {
+            let t = ctx.bool_attr(true);
+            list.push(name, t);
+        }
+    }
+    let attrs = list.dict(ctx);
+    let y = cx.emit(fp_op::RESIZE, &[x], attrs)?;
     cx.set_output(0, y)
 }
 

@@ -14,7 +14,8 @@
 //!    relu form) is applied to the quantized result, which is exact: relu
 //!    commutes with quantization (`quant-semantics.md` §9).
 //! 2. **Quant-agnostic ops** (`QuantAgnostic` trait: reshape, flatten,
-//!    transpose, split, strided_slice, zero pad, max_pool, relu) whose float
+//!    transpose, split, strided_slice, zero pad, max_pool, relu, and resize in
+//!    nearest mode: `qopt_dialect_fp::is_quant_agnostic`) whose float
 //!    operands are all dequantized from one per-tensor type run on the
 //!    integers directly; each result is dequantized for its users, exactly the
 //!    old value (§9).

@@ -4,7 +4,7 @@
 //! "Propagate QParam Info"):
 //!
 //! - a quant-agnostic `fp` op (reshape, flatten, transpose, split,
-//!   strided_slice, zero pad, max pool, relu) whose float operand is the
+//!   strided_slice, zero pad, max pool, relu, nearest resize) whose float operand is the
 //!   result of a per-tensor `qnn.fake_quant` of type T: every
 //!   `qnn.fake_quant` of its results takes T;
 //! - `fp.concat` whose operands are all per-tensor fake quants of one storage:
@@ -51,7 +51,7 @@ impl Pass for PropagateQparams {
 
     fn description(&self) -> &'static str {
         "On a fake-quant model: the `qnn.fake_quant` of a result of a quant-agnostic op (reshape, \
-         flatten, transpose, split, strided_slice, zero pad, max pool, relu) takes the type of the \
+         flatten, transpose, split, strided_slice, zero pad, max pool, relu, nearest resize) takes the type of the \
          fake_quant its operand comes from, and the inputs and output of an `fp.concat` take one type \
          covering all their ranges, so `fuse` needs no requantize there. Changes numerics slightly. \
          Statistics: `parameters-changed`, `largest-scale-change-percent`."

@@ -196,8 +196,7 @@ impl Lint<'_> {
         if !name.starts_with("fp.") || self.is_constant(op) {
             return false;
         }
-        let agnostic =
-            self.ctx.op_def(self.module.op_name(op)).is_some_and(|d| d.has(Traits::QUANT_AGNOSTIC));
+        let agnostic = qopt_dialect_fp::is_quant_agnostic(self.ctx, self.module, op);
         let float_result = self.module.results(op).any(|r| {
             let ty = self.module.value_type(r);
             matches!(self.ctx.type_data(self.ctx.element_type(ty)), TypeData::Float(_))
@@ -263,8 +262,7 @@ impl Lint<'_> {
         }
         let name = self.name(op).to_string();
         let has_pattern = FusionPatterns::of(self.ctx).for_root(&name).next().is_some();
-        let agnostic =
-            self.ctx.op_def(self.module.op_name(op)).is_some_and(|d| d.has(Traits::QUANT_AGNOSTIC));
+        let agnostic = qopt_dialect_fp::is_quant_agnostic(self.ctx, self.module, op);
         let (why, fix) = if agnostic && !has_pattern {
             let types: Vec<_> = operands
                 .iter()

@@ -25,13 +25,13 @@ pub fn users(module: &Module, value: ValueId) -> Vec<OpId> {
 }
 
 /// Whether `op` is an `fp` op that can run on stored integers unchanged
-/// (`quant-semantics.md` §9): it has the `QuantAgnostic` trait, and an
-/// `fp.pad` pads with 0 (the zero point) in constant mode.
+/// (`quant-semantics.md` §9): it is quant-agnostic as it stands
+/// ([`qopt_dialect_fp::is_quant_agnostic`]: the `QuantAgnostic` trait, and
+/// nearest mode for `fp.resize`), and an `fp.pad` pads with 0 (the zero
+/// point) in constant mode.
 pub fn runs_on_integers(ctx: &Context, module: &Module, op: OpId) -> bool {
     let name = ctx.op_name_str(module.op_name(op));
-    let agnostic =
-        ctx.op_def(module.op_name(op)).is_some_and(|d| d.has(qopt_ir_core::Traits::QUANT_AGNOSTIC));
-    if !name.starts_with("fp.") || !agnostic {
+    if !name.starts_with("fp.") || !qopt_dialect_fp::is_quant_agnostic(ctx, module, op) {
         return false;
     }
     if name == fp_op::PAD {
