@@ -228,6 +228,21 @@ fn elementwise() {
             .node_attrs("HardSigmoid", "hsig", &["h"], &["g"], &[attr_float("alpha", 0.25)])
             .output("g"),
     );
+    // Erf, as PyTorch exports GELU before opset 20: x · 0.5 · (1 + erf(x / √2)).
+    check(
+        "erf",
+        Model::new(13)
+            .input("x", &[2, 3])
+            .init(tensor_f32("sqrt2", &[], &[std::f32::consts::SQRT_2]))
+            .init(tensor_f32("one", &[], &[1.0]))
+            .init(tensor_f32("half", &[], &[0.5]))
+            .node("Div", "div", &["x", "sqrt2"], &["d"])
+            .node("Erf", "erf", &["d"], &["e"])
+            .node("Add", "add", &["e", "one"], &["a"])
+            .node("Mul", "mul", &["x", "a"], &["m"])
+            .node("Mul", "mul_half", &["m", "half"], &["y"])
+            .output("y"),
+    );
     check(
         "nary_and_binary",
         Model::new(17)

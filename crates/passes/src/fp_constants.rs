@@ -1,5 +1,6 @@
 //! Building and cleaning up `fp.constant`s, for the passes that fold
-//! arithmetic into new constants (`simplify-inference`, `fold-bn`).
+//! arithmetic into new constants (`simplify-inference`, `fold-bn`) or erase
+//! the arithmetic that used them (`recognize-gelu`).
 
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::{Attribute, Context, DenseElements, Module, Rewriter, Traits, Type, ValueId};

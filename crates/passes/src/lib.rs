@@ -1,8 +1,9 @@
 //! qopt's passes: the generic clean-up passes here, each in the module named
 //! after its flag, which ask ops for traits ([`qopt_ir_core::Traits`]),
-//! folders and patterns, never for their names (the one exception is
-//! `simplify-inference`, which rewrites `fp.batch_norm` into `fp` arithmetic),
-//! and the quantization passes in [`quant`].
+//! folders and patterns, never for their names (the exceptions are
+//! `simplify-inference`, which rewrites `fp.batch_norm` into `fp` arithmetic,
+//! and `recognize-gelu`, which fuses `fp` arithmetic into `fp.gelu`), and the
+//! quantization passes in [`quant`].
 //!
 //! A pass is its module plus one line in the `passes!` list below (or in
 //! `quant`'s). `docs/passes.md` is generated from the registry
@@ -41,6 +42,7 @@ passes! {
     symbol_dce::SymbolDce,
     fold_constant::FoldConstant,
     simplify_inference::SimplifyInference,
+    recognize_gelu::RecognizeGelu,
 }
 
 /// Registers every pass (the generic ones and [`quant::quant_passes`]) and

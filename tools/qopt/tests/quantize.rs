@@ -113,6 +113,7 @@ fn digits_cnn_quantizes_to_integer_ops_and_the_passes_one_by_one_agree() {
     let dir = int8.parent().unwrap().to_path_buf();
     let calib = repo().join("tests/models/digits_cnn/calib.npy");
     let passes = [
+        "recognize-gelu".to_string(),
         "fold-bn".to_string(),
         "insert-observers".to_string(),
         format!("calibrate{{data={}}}", calib.to_string_lossy()),

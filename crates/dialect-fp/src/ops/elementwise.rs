@@ -41,6 +41,8 @@ pub mod names {
     pub const TANH: &str = "fp.tanh";
     /// `fp.gelu`.
     pub const GELU: &str = "fp.gelu";
+    /// `fp.erf`.
+    pub const ERF: &str = "fp.erf";
     /// `fp.exp`.
     pub const EXP: &str = "fp.exp";
     /// `fp.log`.
@@ -204,6 +206,15 @@ pub(crate) fn ops() -> Vec<OpDef> {
             "exponential: e^x",
             "`fp.exp(x)`: `e^x` element by element (ONNX Exp).\n\n\
              ```\n%y = fp.exp(%x) : (tensor<4xf32>) -> tensor<4xf32>\n```",
+            Traits::NONE,
+        ),
+        unary(
+            names::ERF,
+            "Gauss error function",
+            "`fp.erf(x)`: `erf(x) = 2/√π · ∫₀ˣ e^(−t²) dt` element by element (ONNX Erf), computed in f64 \
+             and rounded once. PyTorch exports GELU before opset 20 around it: `recognize-gelu` turns \
+             that decomposition back into `fp.gelu`.\n\n\
+             ```\n%y = fp.erf(%x) : (tensor<4xf32>) -> tensor<4xf32>\n```",
             Traits::NONE,
         ),
         unary(

@@ -19,6 +19,7 @@ pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("Cast", cast),
     ("Clip", clip),
     ("Div", div),
+    ("Erf", |cx| unary(cx, fp_op::ERF)),
     ("Exp", |cx| unary(cx, fp_op::EXP)),
     ("Gelu", gelu),
     ("HardSigmoid", hard_sigmoid),

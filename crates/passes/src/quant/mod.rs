@@ -6,7 +6,7 @@
 //! `fold-bn`, `insert-observers`, `calibrate` and `insert-fakeq` (the
 //! fake-quant model) through `propagate-qparams`, `expand-fakeq`,
 //! `quantize-constants` and `fuse` (integer ops) to `quant-lint`; the named
-//! pipeline `quantize` runs them all.
+//! pipeline `quantize` runs them all, after the generic `recognize-gelu`.
 //!
 //! Every pass reads only the IR it is given: all statistics and decisions live
 //! in attributes, so a user can stop after any pass, edit the `.qir`, and go on.

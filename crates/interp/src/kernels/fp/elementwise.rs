@@ -22,6 +22,7 @@ pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
         (fp_op::SIGMOID, sigmoid),
         (fp_op::TANH, tanh),
         (fp_op::GELU, gelu),
+        (fp_op::ERF, erf_kernel),
         (fp_op::EXP, exp),
         (fp_op::LOG, log),
         (fp_op::SQRT, sqrt),
@@ -283,6 +284,8 @@ macro_rules! unary_in_f64 {
 }
 
 unary_in_f64! {
+    /// `fp.erf`: [`erf`] in f64, rounded once.
+    erf_kernel, fp_op::ERF, |x| erf(x);
     /// `fp.exp`.
     exp, fp_op::EXP, |x| x.exp();
     /// `fp.log`.
@@ -455,6 +458,22 @@ mod tests {
         let y = run(&mut ctx, gelu, &[&x], "{approximate = \"tanh\"}", &[]).to_f64_vec();
         assert!((y[2] - 0.8411919906082768).abs() < 1e-7, "{}", y[2]);
         assert!(run_err(&mut ctx, gelu, &[&x], "{approximate = \"fast\"}").contains("approximate"));
+    }
+
+    #[test]
+    fn erf_kernel_rounds_once_to_f32() {
+        let mut ctx = Context::new();
+        let xs = [-7.0f32, -2.6, -1.0, -0.0, 1e-20, 0.5, 1.0, 2.4, 3.5, f32::INFINITY];
+        let y = run(&mut ctx, erf_kernel, &[&f32t(&[xs.len()], &xs)], "{}", &[]).to_f64_vec();
+        for (x, got) in xs.iter().zip(&y) {
+            assert_eq!(*got, f64::from(erf(f64::from(*x)) as f32), "erf({x})");
+        }
+        // erf(1) = 0.8427007929497149 rounds to the f32 0.84270079; tails are ±1, -0 stays -0.
+        assert_eq!(y[6], f64::from(0.842_700_8_f32));
+        assert_eq!((y[0], y[9]), (-1.0, 1.0));
+        assert!(y[3] == 0.0 && y[3].is_sign_negative());
+        let nan = run(&mut ctx, erf_kernel, &[&f32t(&[1], &[f32::NAN])], "{}", &[]).to_f64_vec();
+        assert!(nan[0].is_nan());
     }
 
     #[test]
