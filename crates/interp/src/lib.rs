@@ -34,6 +34,7 @@ mod kernels;
 pub mod npy;
 pub mod progress;
 mod registry;
+mod simd;
 mod tensor;
 
 pub use error::InterpError;

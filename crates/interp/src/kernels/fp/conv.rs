@@ -23,6 +23,7 @@
 use super::{expect_rank, operand, to_usize, unsupported, Real};
 use crate::error::{bail, InterpError};
 use crate::registry::{Kernel, KernelContext, KernelResults};
+use crate::simd::Isa;
 use crate::tensor::Tensor;
 use ndarray::{s, ArrayD, ArrayView2, ArrayViewMut2, IxDyn};
 use qopt_dialect_fp::attrs::{ConvAttrs, ConvTransposeAttrs};
@@ -240,7 +241,7 @@ pub(crate) fn conv2d_real<T: Real>(
     let bias = b.as_ref().and_then(|b| b.as_slice());
     let mut out = vec![T::zero(); n * o * p];
     if win.groups == shape.c && o == shape.c && shape.cg == 1 {
-        depthwise(xd, wdata, &shape, win, bias, &mut out);
+        depthwise_on(Isa::best(), xd, wdata, &shape, win, bias, &mut out);
         return ArrayD::from_shape_vec(IxDyn(&[n, o, shape.oh, shape.ow]), out)
             .map_err(|e| InterpError::new(e.to_string()));
     }
@@ -261,69 +262,131 @@ pub(crate) fn conv2d_real<T: Real>(
         .map_err(|e| InterpError::new(e.to_string()))
 }
 
+crate::simd::widened! {
+    /// [`depthwise`] compiled for `isa`: the same arithmetic in wider
+    /// registers, so the same bits on every path.
+    pub(crate) fn depthwise_on<T: Real>(
+        x: &[T],
+        w: &[T],
+        shape: &ConvShape,
+        win: &Window2,
+        bias: Option<&[T]>,
+        out: &mut [T],
+    ) = depthwise;
+}
+
 /// A depthwise convolution (one input and one output channel per group) done
-/// directly, one channel at a time. The zero-padded input is split into
-/// stride-phase planes (plane (pr, pc) holds padded rows pr, pr + sh, ... and
-/// columns pc, pc + sw, ...), so that every tap reads one plane at a fixed
-/// offset for every output: the output is accumulated on a grid as wide as a
-/// plane row, each tap one contiguous multiply-add over the whole grid (which
-/// vectorizes at any stride), and the first `ow` columns of each grid row are
-/// the result. One output channel per group would make each GEMM a single
-/// row, far from its speed.
+/// directly, one channel at a time. The zero-padded input rows are split by
+/// row-stride phase (plane `pr` holds padded rows pr, pr + sh, ...), so every
+/// tap reads one plane at a fixed offset for every output: the sums are
+/// accumulated on a grid of oh rows as wide as a padded input row, each tap
+/// one contiguous multiply-add over the whole grid (which vectorizes), and
+/// output column ox is grid column ox·sw. A column stride above 1 computes
+/// the skipped columns too: more multiply-adds, but contiguous ones, where
+/// column phases would need strided copies. One output channel per group
+/// would make each GEMM a single row, far from its speed.
+#[inline(always)]
 fn depthwise<T: Real>(x: &[T], w: &[T], shape: &ConvShape, win: &Window2, bias: Option<&[T]>, out: &mut [T]) {
     let ConvShape { n, c, h, w: wd, kh, kw, oh, ow, .. } = *shape;
+    if oh == 0 || ow == 0 {
+        return;
+    }
     let [sh, sw] = win.stride;
     let [dh, dw] = win.dilation;
     let (pt, pl) = (win.pad[0], win.pad[1]);
-    // Plane rows and columns: enough for every output plus the largest tap shift,
-    // and one spare row so the grid's last (unused) columns stay inside the plane.
-    let (shift_r, shift_c) = ((kh - 1) * dh / sh, (kw - 1) * dw / sw);
-    let grid_w = ow + shift_c;
+    // Grid columns: every padded column an output's first tap reads, and the
+    // taps' reach beyond the last. Plane rows: every output row plus the
+    // largest row shift, and one spare so the grid's unused tail stays inside.
+    let grid_w = (ow - 1) * sw + (kw - 1) * dw + 1;
+    let shift_r = (kh - 1) * dh / sh;
     let plane_rows = oh + shift_r + 1;
     let plane_len = plane_rows * grid_w;
-    let mut planes = vec![T::zero(); sh * sw * plane_len];
-    let mut grid = vec![T::zero(); oh * grid_w];
+    // The grid is rounded up to whole blocks of 16; `planes` has that much slack at its end.
+    let grid_len = (oh * grid_w).div_ceil(16) * 16;
+    let mut planes = vec![T::zero(); sh * plane_len + 16];
+    let mut grid = vec![T::zero(); grid_len];
+    let mut taps: Vec<(T, usize)> = Vec::with_capacity(kh * kw);
+    // Padded column j is input column j − pl: valid for lo..hi.
+    let lo = pl.min(grid_w);
+    let hi = (wd + pl).clamp(lo, grid_w);
     for ni in 0..n {
         for ci in 0..c {
             let xc = &x[(ni * c + ci) * h * wd..][..h * wd];
             for pr in 0..sh {
-                for pc in 0..sw {
-                    let plane = &mut planes[(pr * sw + pc) * plane_len..][..plane_len];
-                    for r in 0..plane_rows {
-                        let dst = &mut plane[r * grid_w..][..grid_w];
-                        let y = (r * sh + pr).wrapping_sub(pt);
-                        if y >= h {
-                            dst.fill(T::zero());
-                            continue;
-                        }
-                        let src = &xc[y * wd..][..wd];
-                        for (col, d) in dst.iter_mut().enumerate() {
-                            let xx = (col * sw + pc).wrapping_sub(pl);
-                            *d = if xx < wd { src[xx] } else { T::zero() };
-                        }
+                let plane = &mut planes[pr * plane_len..][..plane_len];
+                for r in 0..plane_rows {
+                    let dst = &mut plane[r * grid_w..][..grid_w];
+                    let y = (r * sh + pr).wrapping_sub(pt);
+                    if y >= h || lo == hi {
+                        dst.fill(T::zero());
+                        continue;
                     }
+                    dst[..lo].fill(T::zero());
+                    dst[hi..].fill(T::zero());
+                    dst[lo..hi].copy_from_slice(&xc[y * wd..][..hi - lo]);
                 }
             }
-            grid.fill(bias.map_or(T::zero(), |b| b[ci]));
             let kc = &w[ci * kh * kw..][..kh * kw];
+            taps.clear();
             for ki in 0..kh {
                 let (pr, sr) = ((ki * dh) % sh, (ki * dh) / sh);
                 for kj in 0..kw {
-                    let (pc, sc) = ((kj * dw) % sw, (kj * dw) / sw);
-                    let wv = kc[ki * kw + kj];
-                    let plane = &planes[(pr * sw + pc) * plane_len..][..plane_len];
-                    let src = &plane[sr * grid_w + sc..][..grid.len()];
-                    for (g, &v) in grid.iter_mut().zip(src) {
-                        *g = *g + wv * v;
+                    taps.push((kc[ki * kw + kj], pr * plane_len + sr * grid_w + kj * dw));
+                }
+            }
+            let start = bias.map_or(T::zero(), |b| b[ci]);
+            accumulate_taps(&planes, &taps, start, &mut grid);
+            let oc = &mut out[(ni * c + ci) * oh * ow..][..oh * ow];
+            for (row, g) in oc.chunks_exact_mut(ow).zip(grid.chunks(grid_w)) {
+                if sw == 1 {
+                    row.copy_from_slice(&g[..ow]);
+                } else {
+                    for (o, chunk) in row.iter_mut().zip(g.chunks(sw)) {
+                        *o = chunk[0];
                     }
                 }
             }
-            let oc = &mut out[(ni * c + ci) * oh * ow..][..oh * ow];
-            for (row, g) in oc.chunks_exact_mut(ow.max(1)).zip(grid.chunks_exact(grid_w.max(1))) {
-                row.copy_from_slice(&g[..ow]);
-            }
         }
     }
+}
+
+/// `grid[i] = start + Σ weight · planes[offset + i]` over `taps` (weight,
+/// offset), in blocks of 64 outputs, then 16, then one: a block's sums stay
+/// in registers across the taps, and 64 of them are enough independent
+/// additions to hide the adder's latency. Every `offset + grid.len()` is
+/// within `planes`. Each output's sum runs over the taps in order, whatever
+/// its block, so the result does not depend on the blocking.
+#[inline(always)]
+fn accumulate_taps<T: Real>(planes: &[T], taps: &[(T, usize)], start: T, grid: &mut [T]) {
+    let mut base = 0;
+    base += taps_in_blocks::<T, 64>(planes, taps, start, &mut grid[base..], base);
+    base += taps_in_blocks::<T, 16>(planes, taps, start, &mut grid[base..], base);
+    taps_in_blocks::<T, 1>(planes, taps, start, &mut grid[base..], base);
+}
+
+/// [`accumulate_taps`] over the whole blocks of `N` in `grid`, whose first
+/// output is number `base`; returns how many outputs it wrote.
+#[inline(always)]
+fn taps_in_blocks<T: Real, const N: usize>(
+    planes: &[T],
+    taps: &[(T, usize)],
+    start: T,
+    grid: &mut [T],
+    base: usize,
+) -> usize {
+    let mut done = 0;
+    for block in grid.chunks_exact_mut(N) {
+        let mut acc = [start; N];
+        for &(wv, offset) in taps {
+            let src = &planes[offset + base + done..][..N];
+            for l in 0..N {
+                acc[l] = acc[l] + wv * src[l];
+            }
+        }
+        block.copy_from_slice(&acc);
+        done += N;
+    }
+    done
 }
 
 /// Unrolls the patches of one channel group (`cg`×`h`×`w`, row-major in `x`)
@@ -786,6 +849,22 @@ mod tests {
             let got = Tensor::F32(conv2d_real(xa, wa, Some(ba), win).unwrap());
             let want = naive(&x, &w, Some(&b), win);
             assert!(got.all_close(&want, 1e-5, 1e-5), "depthwise case {i}: {got:?}\n{want:?}");
+            // Every vector ISA the CPU has computes the same bits as the baseline.
+            let shape = ConvShape::new(xa.shape(), wa.shape(), win).unwrap();
+            let (xs, ws, bs) = (xa.as_slice().unwrap(), wa.as_slice().unwrap(), ba.as_slice().unwrap());
+            let run = |isa| {
+                let mut out = vec![0.0f32; shape.n * shape.o * shape.oh * shape.ow];
+                depthwise_on(isa, xs, ws, &shape, win, Some(bs), &mut out);
+                out
+            };
+            let base = run(Isa::Base);
+            for isa in [Isa::Avx512, Isa::Avx2] {
+                if Isa::best() <= isa {
+                    assert_eq!(run(isa), base, "depthwise case {i} on {isa:?}");
+                } else if i == 0 {
+                    eprintln!("skipping the {isa:?} depthwise path: this CPU does not have it");
+                }
+            }
         }
     }
 

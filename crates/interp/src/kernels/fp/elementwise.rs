@@ -49,7 +49,7 @@ pub(crate) fn broadcast_with<T: Copy, U>(
     if a.shape() == b.shape() {
         // The common case (a residual add): one pass over two row-major slices.
         if let (Some(xs), Some(ys)) = (a.as_slice(), b.as_slice()) {
-            let out: Vec<U> = xs.iter().zip(ys).map(|(&x, &y)| f(x, y)).collect();
+            let out: Vec<U> = crate::simd::wide(|| xs.iter().zip(ys).map(|(&x, &y)| f(x, y)).collect());
             return ArrayD::from_shape_vec(a.raw_dim(), out).map_err(|e| InterpError::new(e.to_string()));
         }
         return Ok(Zip::from(a).and(b).map_collect(|&x, &y| f(x, y)));
@@ -60,19 +60,10 @@ pub(crate) fn broadcast_with<T: Copy, U>(
     // One operand whole, the other constant over runs of the whole one (a
     // per-channel scale, a scalar): a scalar loop per run, which vectorizes.
     if let (Some(xs), Some(ys)) = (a.as_slice(), b.as_slice()) {
-        let run = |full: &[T], small: &[T], small_shape: &[usize], f: &dyn Fn(T, T) -> U| {
-            let (inner, period) = runs(&out, small_shape)?;
-            let mut values = Vec::with_capacity(full.len());
-            for (i, chunk) in full.chunks(inner.max(1)).enumerate() {
-                let s = small[i % period];
-                values.extend(chunk.iter().map(|&x| f(x, s)));
-            }
-            Some(values)
-        };
         let values = if a.shape() == out.as_slice() {
-            run(xs, ys, b.shape(), &|x, y| f(x, y))
+            crate::simd::wide(|| per_run(&out, xs, ys, b.shape(), &f))
         } else if b.shape() == out.as_slice() {
-            run(ys, xs, a.shape(), &|y, x| f(x, y))
+            crate::simd::wide(|| per_run(&out, ys, xs, a.shape(), |y, x| f(x, y)))
         } else {
             None
         };
@@ -84,6 +75,25 @@ pub(crate) fn broadcast_with<T: Copy, U>(
         bail!("shapes {:?} and {:?} cannot be broadcast", a.shape(), b.shape());
     };
     Ok(Zip::from(&av).and(&bv).map_collect(|&x, &y| f(x, y)))
+}
+
+/// `f(full, small)` over a whole operand and one that is constant over runs
+/// of it ([`runs`]); `None` when `small` does not broadcast that way.
+#[inline(always)]
+fn per_run<T: Copy, U>(
+    out: &[usize],
+    full: &[T],
+    small: &[T],
+    small_shape: &[usize],
+    f: impl Fn(T, T) -> U,
+) -> Option<Vec<U>> {
+    let (inner, period) = runs(out, small_shape)?;
+    let mut values = Vec::with_capacity(full.len());
+    for (i, chunk) in full.chunks(inner.max(1)).enumerate() {
+        let s = small[i % period];
+        values.extend(chunk.iter().map(|&x| f(x, s)));
+    }
+    Some(values)
 }
 
 /// How an operand of shape `small` broadcasts to `out` when it is constant
@@ -268,7 +278,15 @@ pub(crate) fn gelu(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<Kernel
 
 /// `f` on every element, computed in f64 and rounded once to the element type.
 fn map_in_f64<T: Real + Into<f64>>(a: &ArrayD<T>, f: impl Fn(f64) -> f64) -> ArrayD<T> {
-    a.mapv(|v| T::from_f64(f(v.into())))
+    match a.as_slice() {
+        // A plain loop over the slice, which vectorizes where `f` does.
+        Some(values) => {
+            let out: Vec<T> =
+                crate::simd::wide(|| values.iter().map(|&v| T::from_f64(f(v.into()))).collect());
+            ArrayD::from_shape_vec(a.raw_dim(), out).unwrap_or_else(|_| a.mapv(|v| T::from_f64(f(v.into()))))
+        }
+        None => a.mapv(|v| T::from_f64(f(v.into()))),
+    }
 }
 
 /// Unary kernels that compute each element in f64 and round once.

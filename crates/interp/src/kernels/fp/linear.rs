@@ -44,7 +44,7 @@ pub(crate) fn dense_real<T: Real>(
         let bias = b.map(|b| b.as_standard_layout());
         if let (Some(xd), Some(wd)) = (xs.as_slice(), ws.as_slice()) {
             let bias = bias.as_ref().and_then(|b| b.as_slice());
-            let out = gemv_rows(xd, wd, bias, [rows, k, n]);
+            let out = gemv_rows_on(crate::simd::Isa::best(), xd, wd, bias, [rows, k, n]);
             return ArrayD::from_shape_vec(IxDyn(&shape), out).map_err(shape_err);
         }
     }
@@ -69,8 +69,14 @@ pub(crate) fn dense_real<T: Real>(
 /// whole weight for a few rows.
 const GEMV_ROWS: usize = 4;
 
+crate::simd::widened! {
+    /// [`gemv_rows`] compiled for `isa`.
+    fn gemv_rows_on<T: Real>(x: &[T], w: &[T], bias: Option<&[T]>, dims: [usize; 3]) -> Vec<T> = gemv_rows;
+}
+
 /// `x · wᵀ (+ bias)` for row-major `x` (rows × k) and `w` (n × k), one dot
 /// product per output.
+#[inline(always)]
 fn gemv_rows<T: Real>(x: &[T], w: &[T], bias: Option<&[T]>, [rows, k, n]: [usize; 3]) -> Vec<T> {
     let mut out = Vec::with_capacity(rows * n);
     for r in 0..rows {
@@ -85,6 +91,7 @@ fn gemv_rows<T: Real>(x: &[T], w: &[T], bias: Option<&[T]>, [rows, k, n]: [usize
 
 /// A dot product in [`LANES`] independent partial sums (so it vectorizes),
 /// added pairwise at the end.
+#[inline(always)]
 fn dot<T: Real>(a: &[T], b: &[T]) -> T {
     let mut acc = [T::zero(); LANES];
     let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
@@ -108,8 +115,10 @@ fn dot<T: Real>(a: &[T], b: &[T]) -> T {
     acc[0] + tail
 }
 
-/// Partial sums of [`dot`]: one AVX-512 register of f32, two of AVX2.
-const LANES: usize = 16;
+/// Partial sums of [`dot`]: four AVX-512 registers of f32 (eight AVX2, sixteen
+/// SSE), enough independent additions to hide the adder's latency; the same
+/// count on every ISA keeps the summation order, and so the bits, the same.
+const LANES: usize = 64;
 
 /// `fp.dense`.
 pub(crate) fn dense(_: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
@@ -202,6 +211,30 @@ mod tests {
     use super::*;
     use crate::kernels::fp::tests::{f32t, iota, run, run_err};
     use qopt_ir_core::Context;
+
+    #[test]
+    fn gemv_rows_match_a_plain_sum_on_every_isa() {
+        use crate::simd::Isa;
+        let (rows, k, n) = (3, 37, 5);
+        let x: Vec<f32> = (0..rows * k).map(|i| (i as f32 * 0.3).sin()).collect();
+        let w: Vec<f32> = (0..n * k).map(|i| (i as f32 * 0.7).cos()).collect();
+        let b: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let base = gemv_rows_on(Isa::Base, &x, &w, Some(&b), [rows, k, n]);
+        for r in 0..rows {
+            for j in 0..n {
+                let want: f64 =
+                    b[j] as f64 + (0..k).map(|i| x[r * k + i] as f64 * w[j * k + i] as f64).sum::<f64>();
+                assert!((base[r * n + j] as f64 - want).abs() < 1e-4, "({r}, {j})");
+            }
+        }
+        for isa in [Isa::Avx512, Isa::Avx2] {
+            if Isa::best() <= isa {
+                assert_eq!(gemv_rows_on(isa, &x, &w, Some(&b), [rows, k, n]), base, "{isa:?}");
+            } else {
+                eprintln!("skipping the {isa:?} dense path: this CPU does not have it");
+            }
+        }
+    }
 
     #[test]
     fn dense_cases() {
