@@ -8,9 +8,12 @@ For every node test (a directory with `model.onnx` and `test_data_set_N/{input,o
    constant (Reshape's shape, Slice's starts, Pad's pads, ReduceX's axes, ...), that input's
    test data becomes an initializer (and leaves the graph inputs) and the import is retried;
    a dynamic input dimension gets `--input-shape` from the test data (an input with a size
-   0, which qimport reads as "unknown", is frozen instead); extra outputs qimport does not
-   produce (LayerNormalization's Mean and InvStdDev, MaxPool's Indices) are dropped from the
-   model when nothing reads them, and the remaining outputs are compared;
+   0, which qimport reads as "unknown", is frozen instead); when it stops at a node of an op
+   type it evaluates only on constants (`qimport --list-evaluated-ops`: Cast, Equal, Where,
+   Range, ConstantOfShape, integer Add, ...), the graph inputs that node is computed from are
+   frozen, so that qimport evaluates it at import and its result is compared; extra outputs
+   qimport does not produce (LayerNormalization's Mean and InvStdDev, MaxPool's Indices) are
+   dropped from the model when nothing reads them, and the remaining outputs are compared;
 3. `qrun model.qir --input x.npy ... -o out.npz` runs on the remaining inputs, and each
    output is compared with the expected one at ONNX's own tolerances (`rtol=1e-3`,
    `atol=1e-7`, NaN equal to NaN, the same shape; integers and booleans exactly).
@@ -34,9 +37,10 @@ out), the tests are generated from the package's own case definitions
 (`onnx.backend.test.case.node`) into `scripts/.work/onnx-node-data-<version>/`, once.
 
 `--export-subset DIR` copies the two smallest passing single-op tests per supported op type
-(plain .npy element types only) and the tests that found bugs into DIR (the frozen model,
-`input_K.npy` as given to qrun, `output_K.npy` expected, an `INDEX` and a `README.md`) for the
-Rust test `crates/onnx/tests/node_conformance.rs`, which needs no Python.
+that qimport converts and the smallest it evaluates at import (plain .npy element types
+only), and the tests that found bugs, into DIR (the frozen model, `input_K.npy` as given to
+qrun, `output_K.npy` expected, an `INDEX` and a `README.md`) for the Rust test
+`crates/onnx/tests/node_conformance.rs`, which needs no Python.
 
 Usage (see scripts/README.md):
 
@@ -110,6 +114,17 @@ def default_bin_dir() -> Path:
     if not candidates:
         return REPO / "target" / "release"
     return max(candidates, key=lambda d: (d / "qimport").stat().st_mtime)
+
+
+def evaluated_ops(qimport: Path) -> set[str]:
+    """The op types `qimport --list-evaluated-ops` prints: those it evaluates on constants."""
+    p = subprocess.run([str(qimport), "--list-evaluated-ops"], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(
+            f"`{qimport} --list-evaluated-ops` failed (exit {p.returncode}): {p.stderr.strip()}\n"
+            "rebuild qimport: cargo build -p qopt-tools"
+        )
+    return {line.strip() for line in p.stdout.splitlines() if line.strip()}
 
 
 def supported_ops(qimport: Path) -> set[str]:
@@ -251,6 +266,8 @@ class Outcome:
     reason: str = ""  # the category of a rejection or crash
     message: str = ""
     frozen: list[str] = field(default_factory=list)
+    # Those of `frozen` frozen so that qimport evaluates a node at import (see inputs_to_evaluate).
+    evaluated: list[str] = field(default_factory=list)
     input_shapes: list[str] = field(default_factory=list)
     dropped_outputs: list[str] = field(default_factory=list)
 
@@ -302,8 +319,10 @@ REJECT_REASONS = [
     (r"must be a constant", "needs a constant input (not test data)"),
     (r"dynamic size", "dynamic input shape"),
     (r"block_size", "blocked quantization"),
-    (r"element type|data type|dtype|not a float type|must hold floats|interpreter storage|quantized type", "element type"),
+    (r"element type|data type|dtype|not a float type|must hold floats|interpreter storage|quantized type|casting to", "element type"),
     (r"only \d-d|\d-d and \d-d|input rank|must have rank", "input rank"),
+    (r"evaluates \w+ only on constants", "evaluated only on constants, input computed by a converted op"),
+    (r"casting a computed", "Cast of a computed value (evaluated only on constants)"),
     (r"output.*not supported|training mode", "training outputs (Indices, Mean, running statistics)"),
     (r"dilat", "dilations"),
     (r"mode '|mode = ", "mode"),
@@ -313,7 +332,9 @@ REJECT_REASONS = [
 
 def reject_reason(stage: str, message: str) -> str:
     """A short category of a clean rejection (`import: element type`), to group them."""
-    m = message.lower()
+    # Without the `node 'NAME' (OpType): ` prefix: a node named after its output ('output')
+    # must not read as a message about outputs.
+    m = re.sub(r"^node '[^']*' \([\w.]+\): ", "", message).lower()
     for pattern, label in REJECT_REASONS:
         if re.search(pattern, m):
             return f"{stage}: {label}"
@@ -337,6 +358,48 @@ def input_to_freeze(message: str, model: onnx.ModelProto) -> str | None:
             if node.name == node_name or (not node.name and node.output and node.output[0] == node_name):
                 return node.input[k] if k < len(node.input) else None
     return None
+
+
+NODE_ERROR = re.compile(r"node '([^']*)' \(([\w.]+)\): ")
+
+
+def find_node(model: onnx.ModelProto, label: str) -> onnx.NodeProto | None:
+    """The node qimport names `label` (its name, else its first output)."""
+    for node in model.graph.node:
+        if node.name == label or (not node.name and node.output and node.output[0] == label):
+            return node
+    return None
+
+
+def graph_inputs_feeding(values: list[str], model: onnx.ModelProto) -> list[str]:
+    """The graph inputs `values` are computed from (those of them that are graph inputs
+    included), in graph order."""
+    producer = {o: n for n in model.graph.node for o in n.output if o}
+    seen, stack, found = set(), list(values), set()
+    while stack:
+        v = stack.pop()
+        if v in seen or not v:
+            continue
+        seen.add(v)
+        node = producer.get(v)
+        if node is None:
+            found.add(v)
+        else:
+            stack.extend(node.input)
+    return [vi.name for vi in model.graph.input if vi.name in found]
+
+
+def inputs_to_evaluate(message: str, model: onnx.ModelProto, evaluated: set[str]) -> list[str]:
+    """When an import error names a node of an op type qimport evaluates on constants
+    (`qimport --list-evaluated-ops`: Cast, Equal, Where, Range, ..., and integer Add, Mul,
+    ...), the graph inputs that node's inputs are computed from: frozen, they make qimport
+    evaluate it (and the nodes before it) at import, and the evaluated results are compared
+    like any other output. (Nodes of other op types in between are still converted.)"""
+    m = NODE_ERROR.search(message)
+    if not m or m.group(2) not in evaluated:
+        return []
+    node = find_node(model, m.group(1))
+    return graph_inputs_feeding(list(node.input), model) if node is not None else []
 
 
 DROP_OUTPUTS = re.compile(r"node '([^']*)' \([\w.]+\): the (?:Mean and InvStdDev outputs|Indices output)")
@@ -448,6 +511,7 @@ def run_test(test_dir: Path, ops: list[str], bins: dict, work: Path, rtol: float
         out.status, out.stage, out.reason, out.message = "rejected", "harness", "no test data", "no test_data_set_*"
         return out
     frozen_names: list[str] = []
+    evaluated: list[str] = []
     dropped: list[str] = []
     shapes: dict[str, list[int]] = {}
     for ds_index, (input_paths, output_paths) in enumerate(sets):
@@ -483,6 +547,13 @@ def run_test(test_dir: Path, ops: list[str], bins: dict, work: Path, rtol: float
             if name in inputs and name not in frozen_names:
                 frozen_names.append(name)
                 continue
+            evaluate = [
+                n for n in inputs_to_evaluate(message, model, bins["evaluated"]) if n in inputs and n not in frozen_names
+            ]
+            if evaluate:
+                frozen_names.extend(evaluate)
+                evaluated.extend(evaluate)
+                continue
             extra = [o for o in outputs_to_drop(message, model) if o not in dropped]
             if extra:
                 dropped.extend(extra)
@@ -499,7 +570,8 @@ def run_test(test_dir: Path, ops: list[str], bins: dict, work: Path, rtol: float
                 continue
             out.status, out.stage = "rejected", "import"
             out.reason, out.message = reject_reason("import", message), message
-            out.frozen, out.input_shapes, out.dropped_outputs = list(frozen_names), list(shapes), list(dropped)
+            out.frozen, out.evaluated = list(frozen_names), list(evaluated)
+            out.input_shapes, out.dropped_outputs = list(shapes), list(dropped)
             return out
         else:
             out.status, out.stage, out.reason = "rejected", "import", "import: too many retries"
@@ -508,7 +580,8 @@ def run_test(test_dir: Path, ops: list[str], bins: dict, work: Path, rtol: float
             out.status, out.stage, out.reason = "rejected", "harness", "test data are not plain tensors"
             out.message = data_error
             return out
-        out.frozen, out.input_shapes, out.dropped_outputs = list(frozen_names), list(shapes), list(dropped)
+        out.frozen, out.evaluated = list(frozen_names), list(evaluated)
+        out.input_shapes, out.dropped_outputs = list(shapes), list(dropped)
         output_names = [vi.name for vi in model.graph.output]
         expected = [e for name, e in zip(output_names, expected) if name not in dropped]
         output_names = [name for name in output_names if name not in dropped]
@@ -572,9 +645,18 @@ def summarize(outcomes: list[Outcome], supported: set[str]) -> dict:
         "skipped": counts["skipped"],
         "with_supported_ops": len(tested),
         **{s: counts[s] for s in STATUSES},
+        "pass_evaluated": sum(1 for o in tested if o.status == "pass" and o.evaluated),
         "per_op": {op: {s: c[s] for s in STATUSES} for op, c in per_op.items()},
         "reasons": {f"{s}: {r}": names for (s, r), names in sorted(reasons.items())},
     }
+
+
+def evaluated_note(summary: dict) -> str:
+    return (
+        f"{summary['pass_evaluated']} of the {summary['pass']} passing tests pass with data inputs frozen "
+        "so that qimport evaluates their nodes at import (it evaluates those op types, and integer "
+        "arithmetic, only on constants)."
+    )
 
 
 def summary_table(summary: dict) -> list[str]:
@@ -602,6 +684,8 @@ def markdown(summary: dict, outcomes: list[Outcome], command: str) -> str:
         "",
         *summary_table(summary),
         "",
+        evaluated_note(summary),
+        "",
         "## Per op type",
         "",
         "A test counts under every op type of its graph (the `_expanded` tests have several).",
@@ -626,8 +710,11 @@ def markdown(summary: dict, outcomes: list[Outcome], command: str) -> str:
     lines += ["", f"## Passing tests ({len(passed)})", ""]
     for o in passed:
         notes = []
-        if o.frozen:
-            notes.append(f"frozen: {', '.join(o.frozen)}")
+        needed = [n for n in o.frozen if n not in o.evaluated]
+        if needed:
+            notes.append(f"frozen: {', '.join(needed)}")
+        if o.evaluated:
+            notes.append(f"frozen to be evaluated at import: {', '.join(o.evaluated)}")
         if o.dropped_outputs:
             notes.append(f"outputs dropped: {', '.join(o.dropped_outputs)}")
         if o.input_shapes:
@@ -642,7 +729,11 @@ def markdown(summary: dict, outcomes: list[Outcome], command: str) -> str:
 
 
 # Exported whenever they pass, beside the smallest tests: the ones that found bugs.
-SUBSET_ALWAYS = ("test_clip_min_greater_than_max", "test_spacetodepth_crd_mode_example")
+SUBSET_ALWAYS = (
+    "test_clip_min_greater_than_max",
+    "test_mod_float32_mixed_sign_fmod_0",
+    "test_spacetodepth_crd_mode_example",
+)
 
 SUBSET_README = """# ONNX backend node tests (a subset)
 
@@ -651,10 +742,14 @@ Apache-2.0, by the ONNX Project Contributors) that qopt passes, for
 `crates/onnx/tests/node_conformance.rs`. Each directory holds `model.onnx` (inputs
 that qimport needs as constants frozen into initializers, extra outputs it does not
 produce dropped; see `INDEX`), `input_K.npy` for the remaining graph inputs in order and
-`output_K.npy`, ONNX's expected values of the remaining graph outputs.
+`output_K.npy`, ONNX's expected values of the remaining graph outputs. Tests marked
+"evaluated at import" in `INDEX` have their data inputs frozen too, so that qimport
+evaluates the node on constants (`Cast`, `Equal`, `Where`, `Range`, integer `Add`, ...:
+`qimport --list-evaluated-ops`).
 
 Generated by `scripts/onnx_conformance.py --export-subset tests/onnx-node`: the
-{per_op} smallest passing single-op tests per supported op type, plus the tests that found
+{per_op} smallest passing single-op tests per supported op type that qimport converts, and
+the smallest it evaluates at import ({per_op} if it converts none), plus the tests that found
 bugs; do not edit by hand. The whole suite and its results: `docs/onnx-import.md`,
 "Conformance".
 """
@@ -686,7 +781,12 @@ def export_subset(dest: Path, outcomes: list[Outcome], work_dir: Path, per_op: i
     chosen = []
     for op in sorted(candidates):
         ranked = sorted(candidates[op], key=lambda c: (c[0], c[1].name))
-        chosen += ranked[:per_op] + [c for c in ranked[per_op:] if c[1].name in SUBSET_ALWAYS]
+        # The smallest tests qimport converts, and the smallest it evaluates at import (one if
+        # it converts others of the op type too): both paths stay covered.
+        converted = [c for c in ranked if not c[1].evaluated][:per_op]
+        evaluated = [c for c in ranked if c[1].evaluated][: max(1, per_op - len(converted))]
+        picked = converted + evaluated
+        chosen += picked + [c for c in ranked if c[1].name in SUBSET_ALWAYS and c not in picked]
     total = 0
     written = []
     for size, o, work in sorted(chosen, key=lambda c: c[0]):
@@ -702,9 +802,12 @@ def export_subset(dest: Path, outcomes: list[Outcome], work_dir: Path, per_op: i
             shutil.copy(p, target / p.name.replace("expected_", "output_"))
         total += sum(p.stat().st_size for p in target.iterdir())
         written.append(o)
-    index = ["# test  op type  frozen inputs  dropped outputs"]
+    index = ["# test  op type  frozen inputs  dropped outputs  evaluated at import"]
     for o in sorted(written, key=lambda o: o.name):
-        index.append(f"{o.name}  {o.ops[0]}  {','.join(o.frozen) or '-'}  {','.join(o.dropped_outputs) or '-'}")
+        index.append(
+            f"{o.name}  {o.ops[0]}  {','.join(o.frozen) or '-'}  {','.join(o.dropped_outputs) or '-'}  "
+            f"{'yes' if o.evaluated else '-'}"
+        )
     (dest / "INDEX").write_text("\n".join(index) + "\n")
     (dest / "README.md").write_text(SUBSET_README.format(version=onnx.__version__, per_op=per_op))
     ops_covered = sorted({o.ops[0] for o in written})
@@ -742,9 +845,10 @@ def main() -> int:
         if not path.exists():
             raise SystemExit(f"{path} not found: build with `cargo build -p qopt-tools` (or pass --bin-dir)")
     supported = supported_ops(bins["qimport"])
+    evaluated = evaluated_ops(bins["qimport"])
     root = node_test_root(args.node_dir, args.work_dir)
     run_dir = args.work_dir / "onnx-conformance"
-    log(f"node tests: {root}\nbinaries: {bin_dir} ({len(supported)} op types)")
+    log(f"node tests: {root}\nbinaries: {bin_dir} ({len(supported)} op types, {len(evaluated)} evaluated on constants)")
 
     tests = sorted(p for p in root.iterdir() if (p / "model.onnx").exists())
     if args.filter:
@@ -763,7 +867,7 @@ def main() -> int:
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = {
-            pool.submit(run_test, t, ops, bins, run_dir / t.name, args.rtol, args.atol, args.timeout): t
+            pool.submit(run_test, t, ops, {**bins, "evaluated": evaluated}, run_dir / t.name, args.rtol, args.atol, args.timeout): t
             for t, ops in todo
         }
         for done, f in enumerate(concurrent.futures.as_completed(futures), 1):
@@ -781,6 +885,7 @@ def main() -> int:
     log(f"ran in {time.perf_counter() - start:.1f} s")
 
     print("\n".join(summary_table(summary)))
+    print(evaluated_note(summary))
     print()
     print("\n".join(per_op_table(summary)))
     print()

@@ -410,8 +410,9 @@ impl Context {
     /// A float attribute of float type `ty`, rounding `value` to that type.
     pub fn float_attr(&mut self, value: f64, ty: Type) -> Attribute {
         let bits = match self.type_data(ty) {
-            TypeData::Float(FloatKind::F16) => half::f16::from_f64(value).to_bits() as u64,
-            TypeData::Float(FloatKind::BF16) => half::bf16::from_f64(value).to_bits() as u64,
+            TypeData::Float(k @ (FloatKind::F16 | FloatKind::BF16)) => {
+                crate::float_text::f64_to_bits(value, *k)
+            }
             TypeData::Float(FloatKind::F32) => (value as f32).to_bits() as u64,
             _ => value.to_bits(),
         };

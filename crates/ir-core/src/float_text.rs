@@ -32,14 +32,37 @@ pub fn bits_to_f64(bits: u64, kind: FloatKind) -> f64 {
     }
 }
 
-/// Rounds `value` to `kind` and returns its raw bits.
+/// Rounds `value` to `kind` (to nearest, ties to even) and returns its raw bits.
 pub fn f64_to_bits(value: f64, kind: FloatKind) -> u64 {
     match kind {
-        FloatKind::F16 => half::f16::from_f64(value).to_bits() as u64,
-        FloatKind::BF16 => half::bf16::from_f64(value).to_bits() as u64,
+        // Not `half`'s `from_f64`: it drops the low 32 bits of the f64 mantissa
+        // before rounding, so a value just above a midpoint rounds as a tie.
+        // Rounding to f32 to odd keeps that information (f32 has more than two
+        // bits beyond either 16-bit type), and the f32 → 16-bit step is exact RNE.
+        FloatKind::F16 => half::f16::from_f32(f64_to_f32_odd(value)).to_bits() as u64,
+        FloatKind::BF16 => half::bf16::from_f32(f64_to_f32_odd(value)).to_bits() as u64,
         FloatKind::F32 => (value as f32).to_bits() as u64,
         FloatKind::F64 => value.to_bits(),
     }
+}
+
+/// `value` rounded to f32 to odd: exact values stay, any other becomes the
+/// neighbour toward zero with its last mantissa bit set (the largest finite
+/// f32 beyond it). A later rounding to a type at least two bits narrower is
+/// then the correct rounding of `value` itself.
+fn f64_to_f32_odd(value: f64) -> f32 {
+    let nearest = value as f32;
+    if nearest.is_nan() || f64::from(nearest) == value {
+        return nearest;
+    }
+    if nearest.is_infinite() {
+        return f32::MAX.copysign(nearest);
+    }
+    let mut bits = nearest.to_bits();
+    if f64::from(nearest).abs() > value.abs() {
+        bits -= 1; // one step toward zero (the sign bit is apart)
+    }
+    f32::from_bits(bits | 1)
 }
 
 /// Appends the literal for raw bits of `kind` (see the module docs).
@@ -106,6 +129,42 @@ pub fn parse_decimal(text: &str, kind: FloatKind) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sixteen_bit_rounding_sees_every_f64_bit() {
+        // Just above the midpoint between two 16-bit values, by less than the
+        // f64 bits `half::from_f64` drops: rounds up, not to even.
+        let bf16 = 2f64.powi(40) + 2f64.powi(32) + 2f64.powi(15);
+        assert_eq!(
+            bits_to_f64(f64_to_bits(bf16, FloatKind::BF16), FloatKind::BF16),
+            2f64.powi(40) + 2f64.powi(33)
+        );
+        let f16 = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+        assert_eq!(bits_to_f64(f64_to_bits(f16, FloatKind::F16), FloatKind::F16), 1.0 + 2f64.powi(-10));
+        // Ties still go to even, below-midpoint values down, and signs, zeros,
+        // subnormals, overflow and NaN come through.
+        for (v, want) in [
+            (1.0 + 2f64.powi(-11), 1.0),
+            (1.0 + 3.0 * 2f64.powi(-11), 1.0 + 2.0 * 2f64.powi(-10)),
+            (1.0 + 2f64.powi(-11) - 2f64.powi(-40), 1.0),
+            (-(1.0 + 2f64.powi(-11) + 2f64.powi(-40)), -(1.0 + 2f64.powi(-10))),
+            (2f64.powi(-25) + 2f64.powi(-60), 2f64.powi(-24)),
+            (2f64.powi(-25), 0.0),
+            (65520.0, f64::INFINITY),
+            (65519.99, 65504.0),
+            (1e300, f64::INFINITY),
+        ] {
+            assert_eq!(bits_to_f64(f64_to_bits(v, FloatKind::F16), FloatKind::F16), want, "f16 of {v:e}");
+        }
+        assert!(bits_to_f64(f64_to_bits(-0.0, FloatKind::F16), FloatKind::F16).is_sign_negative());
+        assert!(bits_to_f64(f64_to_bits(f64::NAN, FloatKind::BF16), FloatKind::BF16).is_nan());
+        let bf16_max = f64::from(f32::from_bits(0x7F7F_0000));
+        assert_eq!(bits_to_f64(f64_to_bits(f64::MAX, FloatKind::BF16), FloatKind::BF16), f64::INFINITY);
+        assert_eq!(bits_to_f64(f64_to_bits(bf16_max, FloatKind::BF16), FloatKind::BF16), bf16_max);
+        // bf16 subnormals: 2^-133 is the smallest; just above half of it rounds up.
+        let tiny = 2f64.powi(-134) + 2f64.powi(-170);
+        assert_eq!(bits_to_f64(f64_to_bits(tiny, FloatKind::BF16), FloatKind::BF16), 2f64.powi(-133));
+    }
 
     fn round_trip(bits: u64, kind: FloatKind) {
         let mut s = String::new();

@@ -502,14 +502,17 @@ fn not(cx: &FoldCx<'_>) -> Folded {
     )?])
 }
 
-/// `Mod`: with `fmod = 0` (integers only) the result takes the divisor's
-/// sign, with `fmod = 1` the dividend's.
+/// `Mod`: with `fmod = 0` the result takes the divisor's sign (Python's and
+/// numpy's `%`), with `fmod = 1` the dividend's (C's `fmod`). Until opset 28
+/// ONNX required `fmod = 1` for floats; opset 28 defines `fmod = 0` for them
+/// too, as `np.mod`: `fmod(a, b)`, plus `b` when that is nonzero and of the
+/// other sign, and a zero result takes `b`'s sign.
 fn modulo(cx: &FoldCx<'_>) -> Folded {
     let fmod = cx.attrs.int("fmod", 0)? != 0;
     let (a, b) = (cx.input(0)?, cx.input(1)?);
     same_type(a, b)?;
-    if !fmod && matches!(a.values, Values::Float(_)) {
-        return Err("Mod of floats needs fmod = 1".into());
+    if !fmod && matches!(a.values, Values::Float(_)) && cx.opset < 28 {
+        return Err("Mod of floats needs fmod = 1 before opset 28".into());
     }
     let int = move |p: i64, q: i64| -> Result<i64, Fail> {
         if q == 0 {
@@ -518,7 +521,19 @@ fn modulo(cx: &FoldCx<'_>) -> Folded {
         let r = p.wrapping_rem(q);
         Ok(if !fmod && r != 0 && ((r < 0) != (q < 0)) { r + q } else { r })
     };
-    Ok(vec![binary(a, b, a.data_type, int, |p, q| p % q)?])
+    let float = move |p: f64, q: f64| -> f64 {
+        let r = p % q;
+        if fmod {
+            r
+        } else if r == 0.0 {
+            0.0f64.copysign(q)
+        } else if (r < 0.0) != (q < 0.0) {
+            r + q
+        } else {
+            r
+        }
+    };
+    Ok(vec![binary(a, b, a.data_type, int, float)?])
 }
 
 fn unary(cx: &FoldCx<'_>, int: fn(i64) -> i64, float: fn(f64) -> f64) -> Folded {
@@ -640,10 +655,17 @@ fn to_dims(values: &[i64]) -> Result<Vec<usize>, Fail> {
 }
 
 /// `Range`: `start + i·delta` for `i` in `0..max(⌈(limit − start) / delta⌉, 0)`.
+///
+/// Each float element is `start + (i · delta)` as ONNX writes it, two roundings
+/// in the type the loop runs in: f32 for FLOAT, f64 for DOUBLE, and for
+/// FLOAT16 and BFLOAT16 (opset 27) the `stash_type` (FLOAT by default, or
+/// DOUBLE), the result then rounded to the element type. `stash_type` has no
+/// effect on other types.
 fn range(cx: &FoldCx<'_>) -> Folded {
     let (start, limit, delta) = (cx.input(0)?, cx.input(1)?, cx.input(2)?);
     same_type(start, limit)?;
     same_type(start, delta)?;
+    let stash = if cx.opset >= 27 { cx.attrs.int("stash_type", i64::from(dt::FLOAT))? } else { 0 };
     let (s, l, d) = (start.scalar()?, limit.scalar()?, delta.scalar()?);
     if d == 0.0 || !d.is_finite() || !s.is_finite() || !l.is_finite() {
         return Err(Fail::Error(format!("Range({s}, {l}, {d}) has no finite length")));
@@ -653,10 +675,23 @@ fn range(cx: &FoldCx<'_>) -> Folded {
         return Err(Fail::TooLarge(count as usize));
     }
     let n = count as usize;
+    let in_f32 = match start.data_type {
+        dt::FLOAT => true,
+        dt::FLOAT16 | dt::BFLOAT16 if stash == i64::from(dt::FLOAT) => true,
+        dt::FLOAT16 | dt::BFLOAT16 if stash != i64::from(dt::DOUBLE) => {
+            return Err(Fail::Error(format!(
+                "stash_type {} is not FLOAT or DOUBLE",
+                i32::try_from(stash).map_or_else(|_| stash.to_string(), dt::name)
+            )))
+        }
+        _ => false,
+    };
     let values = match (&start.values, &delta.values) {
         (Values::Int(a), Values::Int(b)) => {
             Values::Int((0..n as i64).map(|i| a[0].wrapping_add(i.wrapping_mul(b[0]))).collect())
         }
+        // `i` < 2^22 is exact in f32.
+        _ if in_f32 => Values::Float((0..n).map(|i| f64::from(s as f32 + i as f32 * d as f32)).collect()),
         _ => Values::Float((0..n).map(|i| s + i as f64 * d).collect()),
     };
     Ok(vec![Tensor::new(vec![n], start.data_type, values)?])
@@ -927,6 +962,31 @@ mod tests {
         assert!(run("Div", &node, 13, vec![Some(ints(&[], &[1])), Some(ints(&[], &[0]))]).is_err());
     }
 
+    /// Opset 28 defines `fmod = 0` on floats as `np.mod` (ONNX's
+    /// `test_mod_float*_mixed_sign_fmod_0` and `test_mod_float_edge_cases_fmod_0_*`).
+    #[test]
+    fn float_mod_follows_the_divisor_from_opset_28() {
+        let node = NodeProto::default();
+        let (inf, nan) = (f64::INFINITY, f64::NAN);
+        let x = floats(&[9], &[-4.5, 4.5, 0.0, -0.0, 6.0, -3.0, 3.0, inf, nan]);
+        let y = floats(&[9], &[2.0, -2.0, -3.0, 3.0, -3.0, inf, inf, 2.0, 2.0]);
+        let m = run("Mod", &node, 28, vec![Some(x.clone()), Some(y.clone())]).unwrap();
+        let Values::Float(v) = m.values else { panic!("floats expected") };
+        assert_eq!(&v[..7], &[1.5, -1.5, 0.0, 0.0, 0.0, inf, 3.0]);
+        // Zeros take the divisor's sign.
+        let signs: Vec<bool> = v[2..5].iter().map(|z| z.is_sign_negative()).collect();
+        assert_eq!(signs, [true, false, true]);
+        assert!(v[7].is_nan() && v[8].is_nan());
+        // Division by zero is NaN, not an error, for floats.
+        let z = run("Mod", &node, 28, vec![Some(floats(&[1], &[1.0])), Some(floats(&[1], &[0.0]))]).unwrap();
+        assert!(matches!(&z.values, Values::Float(v) if v[0].is_nan()));
+        // Before opset 28, ONNX requires fmod = 1 for floats.
+        assert!(run("Mod", &node, 13, vec![Some(x.clone()), Some(y.clone())]).is_err());
+        let f = run("Mod", &node_with_int("fmod", 1), 13, vec![Some(x), Some(y)]).unwrap();
+        let Values::Float(v) = f.values else { panic!("floats expected") };
+        assert_eq!(&v[..7], &[-0.5, 0.5, 0.0, -0.0, 0.0, -3.0, 3.0]);
+    }
+
     #[test]
     fn slices_clamp_like_onnx() {
         let node = NodeProto::default();
@@ -973,6 +1033,63 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r.values, Values::Int(vec![10, 7, 4]));
+    }
+
+    /// ONNX's node tests of these declare opset 7 (1 for `Not`), which qimport
+    /// does not read, so the conformance suite cannot exercise them.
+    #[test]
+    fn logical_ops_broadcast_booleans() {
+        let node = NodeProto::default();
+        let bools = |dims: &[usize], v: &[i64]| Tensor {
+            dims: dims.to_vec(),
+            data_type: dt::BOOL,
+            values: Values::Int(v.to_vec()),
+        };
+        let a = bools(&[2, 2], &[0, 0, 1, 1]);
+        let b = bools(&[2], &[0, 1]);
+        for (op, want) in [("And", [0, 0, 0, 1]), ("Or", [0, 1, 1, 1]), ("Xor", [0, 1, 1, 0])] {
+            let r = run(op, &node, 13, vec![Some(a.clone()), Some(b.clone())]).unwrap();
+            assert_eq!(
+                (r.data_type, r.dims, r.values),
+                (dt::BOOL, vec![2, 2], Values::Int(want.to_vec())),
+                "{op}"
+            );
+        }
+        let n = run("Not", &node, 13, vec![Some(b)]).unwrap();
+        assert_eq!(n.values, Values::Int(vec![1, 0]));
+        assert!(run("And", &node, 13, vec![Some(ints(&[1], &[1])), Some(a)]).is_err());
+    }
+
+    /// Opset 27's `stash_type`: FLOAT16 and BFLOAT16 ranges loop in f32 by
+    /// default, in f64 with DOUBLE; FLOAT ranges loop in f32.
+    #[test]
+    fn range_loops_in_the_stash_type() {
+        let bf16 = |v: f64| Tensor { dims: vec![], data_type: dt::BFLOAT16, values: Values::Float(vec![v]) };
+        // 2^40 + (2^17 + 1) · 2^15 = 2^40 + 2^32 + 2^15 is just above the bf16
+        // midpoint 2^40 + 2^32, so it rounds up to 2^40 + 2^33; in f32 (ulp 2^17)
+        // it is first rounded to the midpoint itself, which ties to even, 2^40.
+        let (s, l, d) = (2f64.powi(40), 2f64.powi(40) + 2f64.powi(33), 2f64.powi(15));
+        let i = (1 << 17) + 1;
+        let inputs = || vec![Some(bf16(s)), Some(bf16(l)), Some(bf16(d))];
+        let at = |t: Tensor| match t.values {
+            Values::Float(v) => (v.len(), v[i]),
+            Values::Int(_) => panic!("floats expected"),
+        };
+        let f32_loop = run("Range", &NodeProto::default(), 27, inputs()).unwrap();
+        assert_eq!(at(f32_loop), (1 << 18, s));
+        let stash = node_with_int("stash_type", i64::from(dt::FLOAT));
+        assert_eq!(at(run("Range", &stash, 27, inputs()).unwrap()), (1 << 18, s));
+        let double = node_with_int("stash_type", i64::from(dt::DOUBLE));
+        assert_eq!(at(run("Range", &double, 27, inputs()).unwrap()), (1 << 18, s + 2f64.powi(33)));
+        let half = node_with_int("stash_type", i64::from(dt::FLOAT16));
+        assert!(run("Range", &half, 27, inputs()).is_err());
+        // FLOAT: start + (i · delta) rounded twice in f32, not once from f64.
+        // Element 9: 1 + 9 · 0.1f32 is 1.9000001 so, 1.9 when rounded once.
+        let f = |v: f32| Some(floats(&[], &[f64::from(v)]));
+        let r = run("Range", &NodeProto::default(), 13, vec![f(1.0), f(4.0), f(0.1)]).unwrap();
+        let Values::Float(v) = r.values else { panic!("floats expected") };
+        assert_eq!((v.len(), v[9]), (30, f64::from(1.900_000_1f32)));
+        assert_ne!(v[9], f64::from((1.0 + 9.0 * f64::from(0.1f32)) as f32));
     }
 
     #[test]

@@ -38,3 +38,12 @@ pub use onnx::{
 };
 pub use ops::supported_op_types;
 pub use proto::{DecodeError, Field, Reader, WireValue};
+
+/// The op types the importer evaluates at import when all of a node's inputs
+/// are constant (the shape computations of `docs/onnx-import.md`, "Shape
+/// computations"), sorted; each is also in [`supported_op_types`]. Those
+/// without a converter are an error on computed inputs, and the others are
+/// evaluated on constants of every element type, converted otherwise.
+pub fn evaluated_op_types() -> impl Iterator<Item = &'static str> {
+    fold::folded_op_types()
+}

@@ -401,6 +401,42 @@ fn opset_23_quantization_attributes() {
     );
 }
 
+/// Attributes ONNX defines but ignores in the cases qimport supports are read,
+/// not rejected as unknown: `axis` of per-tensor Q/DQ, Resize's
+/// `extrapolation_value` outside `tf_crop_and_resize`, Range's `stash_type`
+/// (opset 27) on types it does not concern. Before opset 27 `stash_type` does
+/// not exist, and stays an error.
+#[test]
+fn attributes_onnx_ignores_are_accepted() {
+    let qdq = Model::new(17)
+        .input("x", &[2, 3])
+        .init(tensor_f32("s", &[], &[0.5]))
+        .init(tensor_i8("zp", &[], &[0]))
+        .node_attrs("QuantizeLinear", "q", &["x", "s", "zp"], &["y"], &[attr_int("axis", 1)])
+        .node_attrs("DequantizeLinear", "dq", &["y", "s", "zp"], &["z"], &[attr_int("axis", 0)])
+        .output("z");
+    assert!(import_text(&qdq.bytes(), None).is_ok());
+    let resize = Model::new(13)
+        .input("x", &[1, 1, 2, 2])
+        .init(tensor_f32("s", &[4], &[1.0, 1.0, 2.0, 2.0]))
+        .node_attrs("Resize", "rs", &["x", "", "s"], &["y"], &[attr_float("extrapolation_value", 0.0)])
+        .output("y");
+    assert!(import_text(&resize.bytes(), None).is_ok());
+    let range = |opset: i64| {
+        Model::new(opset)
+            .init(tensor_i64("a", &[], &[0]))
+            .init(tensor_i64("b", &[], &[3]))
+            .init(tensor_i64("d", &[], &[1]))
+            .node_attrs("Range", "r", &["a", "b", "d"], &["y"], &[attr_int("stash_type", 1)])
+            .output("y")
+    };
+    assert!(import_text(&range(27).bytes(), None).is_ok());
+    assert_eq!(
+        import_err(&range(26), None),
+        "node 'r' (Range): attribute 'stash_type' is not supported (qimport does not implement it for Range)"
+    );
+}
+
 /// The little-endian bytes of `v` as an IEEE half (exact for the values used here).
 fn half_bits(v: f32) -> [u8; 2] {
     let bits = v.to_bits();

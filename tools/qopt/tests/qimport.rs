@@ -132,6 +132,8 @@ fn usage_errors_exit_2() {
         &[model.as_str(), "--input-shape", "=1x2"],
         &[model.as_str(), "--list-ops"],
         &["--list-ops", "-o", "x.qir"],
+        &[model.as_str(), "--list-evaluated-ops"],
+        &["--list-ops", "--list-evaluated-ops"],
     ] {
         let out = qimport(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
@@ -153,4 +155,22 @@ fn list_ops_prints_the_supported_op_types() {
     for op in ["Conv", "Relu", "Reshape", "QuantizeLinear"] {
         assert!(listed.iter().any(|l| l == op), "{op} missing from {listed:?}");
     }
+}
+
+#[test]
+fn list_evaluated_ops_prints_a_subset_of_the_supported_ones() {
+    let out = qimport(&["--list-evaluated-ops"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(out.stderr.is_empty());
+    let expected: String = qopt_onnx::evaluated_op_types().map(|name| format!("{name}\n")).collect();
+    assert_eq!(text(&out.stdout), expected);
+    let supported: Vec<&str> = qopt_onnx::supported_op_types().collect();
+    let listed: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+    for op in &listed {
+        assert!(supported.contains(&op.as_str()), "{op} is evaluated but not supported");
+    }
+    for op in ["Cast", "Equal", "Where", "Range", "ConstantOfShape"] {
+        assert!(listed.iter().any(|l| l == op), "{op} missing from {listed:?}");
+    }
+    assert!(!listed.iter().any(|l| l == "Conv"));
 }

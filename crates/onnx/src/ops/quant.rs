@@ -1,7 +1,7 @@
 //! QDQ: `QuantizeLinear` → `qnn.quantize`, `DequantizeLinear` →
 //! `qnn.dequantize`, with `!qnn.uniform` types built from the constant
-//! scale and zero point: per tensor (one scale) or per axis (`axis`,
-//! default 1, one scale per index), storage from the zero point's type
+//! scale and zero point: per tensor (one scale; `axis` is ignored, as ONNX
+//! says) or per axis (`axis`, default 1, one scale per index), storage from the zero point's type
 //! (int8, uint8, int16, uint16, int32; uint8 without a zero point, as
 //! ONNX), expressed type from the scale's.
 //!
@@ -50,6 +50,10 @@ fn quant_type(cx: &NodeCx<'_, '_>, shape: &[i64], default_storage: IntType) -> R
     if attrs.int("block_size", 0)? != 0 {
         return Err("blocked quantization (block_size) is not supported".into());
     }
+    // Read for per-tensor parameters too, where ONNX ignores it ("used only for
+    // per-axis and blocked quantization"): exporters write it (the default 1,
+    // or the channel axis) on per-tensor nodes as well.
+    let axis = attrs.int("axis", 1)?;
     let scale = cx.const_input(1)?.ok_or("input #1 (scale) is missing")?;
     let expressed = float_kind(scale.data_type).ok_or_else(|| {
         format!("scale '{}' must be a float tensor, not {}", scale.name, dt::name(scale.data_type))
@@ -71,7 +75,7 @@ fn quant_type(cx: &NodeCx<'_, '_>, shape: &[i64], default_storage: IntType) -> R
                     scale.name, scale.dims
                 ));
             }
-            let axis = super::normalize_axis(attrs.int("axis", 1)?, shape.len())?;
+            let axis = super::normalize_axis(axis, shape.len())?;
             if shape[axis] != scales.len() as i64 {
                 return Err(format!(
                     "{} scales along axis {axis}, which has size {}",

@@ -157,7 +157,8 @@ fn resize_input(cx: &NodeCx<'_, '_>, i: usize) -> Result<Option<crate::tensor::T
 /// runs, for a dynamic input size) and the scale itself; with sizes, the size
 /// and `out / in` (or one common factor under `keep_aspect_ratio_policy`
 /// `not_larger` / `not_smaller`, the sizes then rounded half up). `roi` only
-/// matters to `tf_crop_and_resize`, which is not supported.
+/// matters to `tf_crop_and_resize`, which is not supported (and so does
+/// `extrapolation_value`, which is read and ignored).
 pub(super) fn resize(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let attrs = cx.attrs();
     let mode = attrs.string("mode", "nearest")?;
@@ -179,6 +180,10 @@ pub(super) fn resize(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
         }
         other => return Err(format!("coordinate_transformation_mode '{other}' is not known")),
     }
+    // Read to be ignored: only tf_crop_and_resize, rejected above, samples
+    // outside the input; every other mode clamps to the edge, so the value
+    // never shows (exporters write the default 0 on any Resize).
+    attrs.float("extrapolation_value", 0.0)?;
     let nearest_mode = attrs.string("nearest_mode", "round_prefer_floor")?;
     if !matches!(nearest_mode.as_str(), "round_prefer_floor" | "round_prefer_ceil" | "floor" | "ceil") {
         return Err(format!(

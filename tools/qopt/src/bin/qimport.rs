@@ -5,7 +5,9 @@
 //!
 //! `--list-ops` prints the supported ONNX op types instead, one per line
 //! (`qopt_onnx::supported_op_types`), for scripts such as
-//! `scripts/onnx_conformance.py`.
+//! `scripts/onnx_conformance.py`; `--list-evaluated-ops` those of them it
+//! evaluates when a node's inputs are all constant
+//! (`qopt_onnx::evaluated_op_types`).
 //!
 //! Exit codes: 0 success; 1 the model cannot be read or imported (errors
 //! name the file); 2 usage errors.
@@ -27,15 +29,23 @@ use std::process::ExitCode;
         qimport model.onnx -o model.qir          write it atomically\n  \
         qimport model.onnx --batch 8             fix a dynamic batch dimension to 8\n  \
         qimport model.onnx --input-shape x=1x3x48x192   fix every dynamic dimension of input x\n  \
-        qimport --list-ops                       the supported ONNX op types, one per line"
+        qimport --list-ops                       the supported ONNX op types, one per line\n  \
+        qimport --list-evaluated-ops             those evaluated at import on constant inputs"
 )]
 struct Cli {
     /// The ONNX model file.
-    #[arg(required_unless_present = "list_ops")]
+    #[arg(required_unless_present_any = ["list_ops", "list_evaluated_ops"])]
     model: Option<PathBuf>,
     /// Print the supported ONNX op types (standard domain), one per line, and exit.
     #[arg(long = "list-ops", conflicts_with_all = ["model", "output", "batch", "input_shape"])]
     list_ops: bool,
+    /// Print the op types evaluated at import when all of a node's inputs are
+    /// constant (a subset of --list-ops), one per line, and exit.
+    #[arg(
+        long = "list-evaluated-ops",
+        conflicts_with_all = ["model", "output", "batch", "input_shape", "list_ops"]
+    )]
+    list_evaluated_ops: bool,
     /// Output file (written atomically); standard output by default.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
@@ -72,9 +82,14 @@ fn run() -> i32 {
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
-    // clap makes the model required without --list-ops and an error with it.
+    // clap makes the model required without --list-ops or --list-evaluated-ops
+    // and an error with either.
     let Some(path) = cli.model.clone() else {
-        return list_ops();
+        return if cli.list_evaluated_ops {
+            list_ops(qopt_onnx::evaluated_op_types())
+        } else {
+            list_ops(qopt_onnx::supported_op_types())
+        };
     };
     let model = path.display().to_string();
     let fail = |message: String| {
@@ -112,10 +127,10 @@ fn run() -> i32 {
     }
 }
 
-/// `--list-ops`: the supported op types on standard output, one per line.
-fn list_ops() -> i32 {
+/// `--list-ops`, `--list-evaluated-ops`: `names` on standard output, one per line.
+fn list_ops(mut names: impl Iterator<Item = &'static str>) -> i32 {
     let mut out = io::stdout().lock();
-    let written = qopt_onnx::supported_op_types().try_for_each(|name| writeln!(out, "{name}"));
+    let written = names.try_for_each(|name| writeln!(out, "{name}"));
     match written.and_then(|()| out.flush()) {
         Ok(()) => EXIT_OK,
         Err(e) => {
