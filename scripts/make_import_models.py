@@ -24,6 +24,10 @@ the weights are seeded random numbers scaled like trained ones, not trained):
 - `yolov8n_ultralytics`: a YOLOv8n-style detector (opset 17, SiLU, C2f with
   Split/Concat, SPPF max pools, nearest Resize, DFL head with
   Reshape/Transpose/Softmax/Conv, anchors decoding, Sigmoid classes).
+- `orientation_tf2onnx`: an image-orientation classifier as tf2onnx writes
+  a Keras model (opset 13, NHWC input with a symbolic batch transposed to
+  NCHW, Relu6 as Clip, depthwise convolutions, Squeeze of the pooled map,
+  Identity, MatMul + Add head, Softmax).
 - `transformer_torch`: a small transformer encoder (opset 17, int64 token
   ids, Gather embeddings, position ids sliced by the run-time sequence
   length, LayerNormalization, multi-head attention with Shape-computed
@@ -66,6 +70,8 @@ class Graph:
         self.count[kind] = i + 1
         if self.style == "torch":
             return f"/{kind}_{i}/{kind.capitalize()}"
+        if self.style == "tf":
+            return f"StatefulPartitionedCall/model/{kind}_{i}"
         return f"{kind}_{i}.tmp_0"
 
     def const(self, array, hint="const"):
@@ -376,12 +382,38 @@ def transformer_torch(vocab=100, dim=32, heads=4, layers=2, seq=16, max_len=64, 
     return g.model(inputs, outputs, 17, "pytorch"), f"--input-shape input_ids=1x{seq}"
 
 
+def orientation_tf2onnx(size=64, classes=4, seed=6):
+    """An image-orientation classifier as tf2onnx writes a Keras MobileNetV2-style model."""
+    g = Graph(seed, "tf")
+    x = g.node("Transpose", ["input_1"], perm=[0, 3, 1, 2])  # NHWC in, NCHW inside
+    def relu6(y):  # noqa: E306  tf2onnx: Relu6 as Clip with constant bounds
+        return g.node("Clip", [y, g.f32(0.0), g.f32(6.0)])
+    x = relu6(g.conv(x, 3, 8, 3, 2))
+    cin = 8
+    for exp, cout, s in ((16, 8, 1), (24, 12, 2), (36, 12, 1), (48, 16, 2)):
+        y = relu6(g.conv(x, cin, exp, 1))
+        y = relu6(g.conv(y, exp, exp, 3, s, groups=exp))
+        y = g.conv(y, exp, cout, 1)
+        x = g.node("Add", [x, y]) if s == 1 and cin == cout else y
+        cin = cout
+    x = g.node("GlobalAveragePool", [x])
+    x = g.node("Squeeze", [x, g.i64([2, 3])])
+    x = g.node("Identity", [x])
+    w = g.const((g.rng.standard_normal((cin, classes)) / math.sqrt(cin)).astype(np.float32), "dense_kernel")
+    x = g.node("Add", [g.node("MatMul", [x, w]), g.const(np.zeros(classes, np.float32), "dense_bias")])
+    y = g.node("Softmax", [x], axis=-1)
+    inputs = [helper.make_tensor_value_info("input_1", TensorProto.FLOAT, ["unk__17", size, size, 3])]
+    outputs = [helper.make_tensor_value_info(y, TensorProto.FLOAT, ["unk__18", classes])]
+    return g.model(inputs, outputs, 13, "tf2onnx"), f"--input-shape input_1=1x{size}x{size}x3"
+
+
 MODELS = {
     "mobilenetv3_torch": mobilenetv3_torch,
     "ppocr_cls_paddle": ppocr_cls_paddle,
     "dbnet_paddle": dbnet_paddle,
     "yolov8n_ultralytics": yolov8n_ultralytics,
     "transformer_torch": transformer_torch,
+    "orientation_tf2onnx": orientation_tf2onnx,
 }
 
 BENCH = {

@@ -1,6 +1,6 @@
 //! Models written the way real exporters write them (`tests/import-models`,
-//! made by `scripts/make_import_models.py`: PyTorch, Paddle2ONNX and
-//! ultralytics graph patterns) import with the flags in their `args` file,
+//! made by `scripts/make_import_models.py`: PyTorch, Paddle2ONNX,
+//! tf2onnx and ultralytics graph patterns) import with the flags in their `args` file,
 //! and the interpreter's outputs match ONNX Runtime's stored ones: on every
 //! output, max |error| ≤ 1e-4 × max |ONNX Runtime output|.
 
@@ -58,7 +58,7 @@ fn exporter_style_models_match_onnx_runtime() {
         .filter(|p| p.join("model.onnx").exists())
         .collect();
     dirs.sort();
-    assert!(dirs.len() >= 5, "expected the five exporter-style models, found {}", dirs.len());
+    assert!(dirs.len() >= 6, "expected the six exporter-style models, found {}", dirs.len());
     let kernels = KernelRegistry::standard();
     for dir in dirs {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
