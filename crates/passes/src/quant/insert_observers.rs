@@ -6,7 +6,8 @@
 //! - the arguments of every function (graph inputs);
 //! - the activation operands and the results of ops with the
 //!   `QuantizableOp` interface (conv, dense, matmul, add, mul, concat, the
-//!   average pools, ...). A result whose only user is a [`FusedActivation`]
+//!   average pools, the unary functions `fuse` tabulates: sigmoid,
+//!   hard_swish, gelu, ...). A result whose only user is a [`FusedActivation`]
 //!   (relu, clip) is observed after that activation instead, since the
 //!   quantized op applies it before its output is quantized.
 //!
