@@ -187,6 +187,30 @@ mod tests {
                 Some(&QuantizableOp::activations(&[0, 1]))
             );
         }
+        // The unary functions `fuse` tabulates: observed as activations, one operand.
+        let lookup: Vec<&str> = ops
+            .iter()
+            .filter(|d| d.interfaces.get::<qopt_ir_core::interfaces::LookupActivation>().is_some())
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(
+            lookup,
+            [
+                "fp.sigmoid",
+                "fp.tanh",
+                "fp.exp",
+                "fp.erf",
+                "fp.softplus",
+                "fp.hard_swish",
+                "fp.hard_sigmoid",
+                "fp.gelu"
+            ]
+        );
+        for name in lookup {
+            assert_eq!(def(name).interfaces.get::<QuantizableOp>(), Some(&QuantizableOp::activations(&[0])));
+            assert_eq!(def(name).operands, qopt_ir_core::Arity::Exact(1));
+            assert!(def(name).has(Traits::ELEMENTWISE | Traits::SAME_OPERANDS_AND_RESULT_TYPE));
+        }
         let agnostic: Vec<&str> =
             ops.iter().filter(|d| d.has(Traits::QUANT_AGNOSTIC)).map(|d| d.name).collect();
         assert_eq!(

@@ -7,7 +7,8 @@
 //!   every scale finite, positive and a normal f32).
 //! - Ops (one module per family under `ops/`): `quantize`, `dequantize`,
 //!   `requantize`, `fake_quant`, `cast_hint`, `stop_fusion`; `observe`;
-//!   `conv2d`, `conv2d_relu`, `dense`, `dense_relu`, `add`, `mul`, `concat`.
+//!   `conv2d`, `conv2d_relu`, `dense`, `dense_relu`, `add`, `mul`, `concat`;
+//!   `avg_pool2d`, `global_avg_pool2d`; `lookup`.
 //!   Each op's description is its reference, with a `.qir` example.
 //! - [`fixed_point`]: the arithmetic of the semantics page (quantize,
 //!   dequantize, fixed-point multipliers, the rounding shift), which the
@@ -29,12 +30,14 @@ mod ops;
 pub mod op_names {
     pub use crate::ops::compute::names::*;
     pub use crate::ops::convert::names::*;
+    pub use crate::ops::lookup::names::*;
     pub use crate::ops::observe::names::*;
     pub use crate::ops::pool::names::*;
 }
 pub mod quant_params;
 
 pub use fixed_point::Rounding;
+pub use ops::lookup::MAX_LOOKUP_BITS;
 pub use ops::observe::BUILTIN_OBSERVERS;
 pub use ops::{relu_max_of, rounding_of};
 
@@ -98,6 +101,9 @@ mod tests {
             "qnn.add",
             "qnn.mul",
             "qnn.concat",
+            "qnn.avg_pool2d",
+            "qnn.global_avg_pool2d",
+            "qnn.lookup",
         ] {
             assert!(names.contains(&name), "{name} is missing");
         }

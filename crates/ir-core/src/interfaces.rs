@@ -92,3 +92,13 @@ impl QuantizableOp {
 /// operand, so that `conv → relu` becomes one quantized op with one output range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct FusedActivation;
+
+/// A unary elementwise function of its one operand alone (no other operands,
+/// no state; its attributes are fixed): each result element depends only on
+/// the operand element at the same position. Quantized code computes it for
+/// an operand of at most 8-bit storage through a table of its values at every
+/// stored input (`qnn.lookup`), which `fuse` builds by running the op's own
+/// interpreter kernel on each dequantized input, so the integer model equals
+/// the fake-quant model bit for bit (sigmoid, tanh, gelu, hard_swish, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct LookupActivation;

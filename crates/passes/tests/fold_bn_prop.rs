@@ -1,8 +1,9 @@
 //! Property test of `fold-bn`: a random `fp.conv2d` (shapes, stride, padding,
 //! dilation, groups including depthwise, with or without a bias), `fp.conv1d` or
-//! `fp.dense` followed by an `fp.batch_norm` with random parameters (var ≥ 0)
-//! computes the same, up to f32 rounding, before and after the pass, and the
-//! batch norm is gone after it.
+//! `fp.dense` followed by an `fp.batch_norm` with random parameters (var ≥ 0),
+//! or by an `fp.hard_sigmoid` with random `alpha > 0` and `beta` (folded into
+//! the layer, an `fp.clip(0, 1)` left), computes the same, up to f32 rounding,
+//! before and after the pass, and the batch norm or hard sigmoid is gone after it.
 //!
 //! Each case is built as `.qir` text with its constants as hex blobs (exact f32
 //! bits), parsed twice into one context with the `fp` and `qnn` dialects, one
@@ -85,13 +86,21 @@ enum Layer {
     Dense { batch: usize, features: usize, outputs: usize },
 }
 
-/// One case: the layer, its bias, the batch norm's epsilon (None: the default)
-/// and the seed of every value.
+/// What follows the layer.
+#[derive(Clone, Debug)]
+enum Tail {
+    /// `fp.batch_norm` with this epsilon (None: the default).
+    BatchNorm(Option<f32>),
+    /// `fp.hard_sigmoid {alpha, beta}`.
+    HardSigmoid(f32, f32),
+}
+
+/// One case: the layer, its bias, what follows it and the seed of every value.
 #[derive(Clone, Debug)]
 struct Case {
     layer: Layer,
     bias: bool,
-    epsilon: Option<f32>,
+    tail: Tail,
     seed: u64,
 }
 
@@ -144,10 +153,12 @@ impl Case {
             operands.push("%b");
             types.push(tensor_type(&[channels]));
         }
-        constant(&mut text, "scale", &[channels], &rng.vec(channels, -2.0, 2.0));
-        constant(&mut text, "beta", &[channels], &rng.vec(channels, -1.0, 1.0));
-        constant(&mut text, "mean", &[channels], &rng.vec(channels, -1.0, 1.0));
-        constant(&mut text, "var", &[channels], &rng.variances(channels));
+        if let Tail::BatchNorm(_) = self.tail {
+            constant(&mut text, "scale", &[channels], &rng.vec(channels, -2.0, 2.0));
+            constant(&mut text, "beta", &[channels], &rng.vec(channels, -1.0, 1.0));
+            constant(&mut text, "mean", &[channels], &rng.vec(channels, -1.0, 1.0));
+            constant(&mut text, "var", &[channels], &rng.variances(channels));
+        }
         let (name, attrs) = match &self.layer {
             Layer::Conv { groups, stride, dilation, pad, spatial, .. } => {
                 let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(", ");
@@ -172,11 +183,21 @@ impl Case {
             types.join(", ")
         );
         let c_ty = tensor_type(&[channels]);
-        let epsilon = self.epsilon.map_or(String::new(), |e| format!(" {{epsilon = {e:e} : f32}}"));
-        let _ = writeln!(
-            text,
-            "  %z = fp.batch_norm(%y, %scale, %beta, %mean, %var){epsilon} : ({y_ty}, {c_ty}, {c_ty}, {c_ty}, {c_ty}) -> {y_ty}"
-        );
+        match self.tail {
+            Tail::BatchNorm(epsilon) => {
+                let epsilon = epsilon.map_or(String::new(), |e| format!(" {{epsilon = {e:e} : f32}}"));
+                let _ = writeln!(
+                    text,
+                    "  %z = fp.batch_norm(%y, %scale, %beta, %mean, %var){epsilon} : ({y_ty}, {c_ty}, {c_ty}, {c_ty}, {c_ty}) -> {y_ty}"
+                );
+            }
+            Tail::HardSigmoid(alpha, beta) => {
+                let _ = writeln!(
+                    text,
+                    "  %z = fp.hard_sigmoid(%y) {{alpha = {alpha:e} : f32, beta = {beta:e} : f32}} : ({y_ty}) -> {y_ty}"
+                );
+            }
+        }
         let _ = writeln!(text, "  func.return %z : {y_ty}\n}}");
         let input = rng.vec(x_shape.iter().product(), -1.0, 1.0);
         (text, x_shape, input)
@@ -207,9 +228,16 @@ fn check(case: &Case) -> Result<(), TestCaseError> {
         .map_err(|f| TestCaseError::fail(format!("{}\n{text}", f.message())))?;
     verify(&mut ctx, &folded).map_err(|d| TestCaseError::fail(format!("{d:?}")))?;
     let printed = module_to_string(&ctx, &folded);
-    prop_assert!(!printed.contains("fp.batch_norm"), "the batch norm is still there:\n{printed}");
+    let (tail, stat) = match case.tail {
+        Tail::BatchNorm(_) => ("fp.batch_norm", "folded-batch-norms"),
+        Tail::HardSigmoid(..) => ("fp.hard_sigmoid", "folded-hard-sigmoids"),
+    };
+    prop_assert!(!printed.contains(tail), "the {tail} is still there:\n{printed}");
+    if let Tail::HardSigmoid(..) = case.tail {
+        prop_assert!(printed.contains("fp.clip"), "no clip is left:\n{printed}");
+    }
     let stats: Vec<(&str, u64)> = report.statistics.into_iter().flat_map(|(_, counters)| counters).collect();
-    prop_assert!(stats.contains(&("folded-batch-norms", 1)), "statistics {stats:?}");
+    prop_assert!(stats.contains(&(stat, 1)), "statistics {stats:?}");
 
     let kernels = KernelRegistry::standard();
     let inputs = [Tensor::from_f32(&x_shape, input).map_err(|e| TestCaseError::fail(format!("{e:?}")))?];
@@ -286,7 +314,20 @@ fn case(layer: impl Strategy<Value = Layer>) -> impl Strategy<Value = Case> {
     (layer, any::<bool>(), epsilon, any::<u64>()).prop_map(|(layer, bias, epsilon, seed)| Case {
         layer,
         bias,
-        epsilon,
+        tail: Tail::BatchNorm(epsilon),
+        seed,
+    })
+}
+
+/// A layer followed by a hard sigmoid: `alpha` in (0, 2] (PyTorch's 1/6 and
+/// ONNX's default 0.2 among them), `beta` in [-1, 1].
+fn hard_sigmoid_case(layer: impl Strategy<Value = Layer>) -> impl Strategy<Value = Case> {
+    let alpha = prop_oneof![Just(1.0f32 / 6.0), Just(0.2f32), 0.01f32..=2.0];
+    let beta = prop_oneof![Just(0.5f32), -1.0f32..=1.0];
+    (layer, any::<bool>(), alpha, beta, any::<u64>()).prop_map(|(layer, bias, alpha, beta, seed)| Case {
+        layer,
+        bias,
+        tail: Tail::HardSigmoid(alpha, beta),
         seed,
     })
 }
@@ -306,6 +347,21 @@ proptest! {
 
     #[test]
     fn dense_then_batch_norm(case in case(dense_layer())) {
+        check(&case)?;
+    }
+
+    #[test]
+    fn conv2d_then_hard_sigmoid(case in hard_sigmoid_case(conv_layer(2))) {
+        check(&case)?;
+    }
+
+    #[test]
+    fn conv1d_then_hard_sigmoid(case in hard_sigmoid_case(conv_layer(1))) {
+        check(&case)?;
+    }
+
+    #[test]
+    fn dense_then_hard_sigmoid(case in hard_sigmoid_case(dense_layer())) {
         check(&case)?;
     }
 }

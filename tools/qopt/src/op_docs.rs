@@ -13,7 +13,7 @@
 //! [`crate::Driver::add_interface_doc`].
 
 use crate::output::write_file_atomically;
-use qopt_ir_core::interfaces::{FusedActivation, QuantizableOp};
+use qopt_ir_core::interfaces::{FusedActivation, LookupActivation, QuantizableOp};
 use qopt_ir_core::{dialect_prefix, Arity, Context, OpDef};
 use std::fmt::Write as _;
 use std::io;
@@ -24,7 +24,8 @@ use std::path::{Path, PathBuf};
 pub type InterfaceDoc = fn(&OpDef) -> Option<String>;
 
 /// Descriptions of the interfaces in `qopt_ir_core::interfaces`.
-pub const STANDARD_INTERFACE_DOCS: &[InterfaceDoc] = &[quantizable_op_doc, fused_activation_doc];
+pub const STANDARD_INTERFACE_DOCS: &[InterfaceDoc] =
+    &[quantizable_op_doc, fused_activation_doc, lookup_activation_doc];
 
 /// Dialects that get no op reference: they are part of the `.qir` format itself
 /// (`docs/qir-syntax.md`).
@@ -200,6 +201,15 @@ fn quantizable_op_doc(def: &OpDef) -> Option<String> {
 fn fused_activation_doc(def: &OpDef) -> Option<String> {
     def.interfaces.get::<FusedActivation>().map(|_| {
         "`FusedActivation`: quantized kernels apply it in the epilogue of the op before it".to_string()
+    })
+}
+
+/// [`LookupActivation`]: `fuse` computes the op through a `qnn.lookup` table.
+fn lookup_activation_doc(def: &OpDef) -> Option<String> {
+    def.interfaces.get::<LookupActivation>().map(|_| {
+        "`LookupActivation`: a function of its operand alone; `fuse` tabulates it as `qnn.lookup` for \
+         operands of at most 8 bits"
+            .to_string()
     })
 }
 

@@ -2,6 +2,11 @@
 //! `fp.sub`, `fp.mul`, `fp.div`) and activations (`fp.relu`, `fp.sigmoid`,
 //! `fp.tanh`, `fp.clip`), with their folders and the `relu-relu` pattern.
 //!
+//! The unary functions of their operand alone that quantization observes and
+//! `fuse` turns into a `qnn.lookup` table (sigmoid, tanh, exp, erf, softplus,
+//! hard_swish, hard_sigmoid, gelu) declare `QuantizableOp` with one activation
+//! and `LookupActivation`, through the `lookup` helper in `ops()`.
+//!
 //! Folders: the identities `x + 0`, `0 + x`, `x - 0`, `x · 1`, `1 · x`, `x / 1`
 //! fold to `x` when the result has `x`'s type (a broadcasting constant would
 //! change the shape); small f32/f64 constants ([`super::MAX_FOLD_ELEMENTS`]) are
@@ -14,7 +19,7 @@ use super::{
 };
 use crate::attrs;
 use crate::shape::broadcast;
-use qopt_ir_core::interfaces::{FusedActivation, QuantizableOp};
+use qopt_ir_core::interfaces::{FusedActivation, LookupActivation, QuantizableOp};
 use qopt_ir_core::{
     dense_values_f64, static_num_elements, Arity, AttrData, Attribute, Context, FoldFn, FoldResult, Module,
     OpDef, OpId, RewritePattern, Rewriter, Traits, Type,
@@ -93,6 +98,9 @@ pub(crate) fn ops() -> Vec<OpDef> {
             super::with_signature::<Unary>(def)
         }
     };
+    // A unary function of its operand alone: quantization observes its operand
+    // and result, and `fuse` tabulates it (`qnn.lookup`). One line per op.
+    let lookup = |def: OpDef| def.interface(QuantizableOp::activations(&[0])).interface(LookupActivation);
     // Binary ops that are not quantized as activations pairs (no QuantizableOp).
     let binary_float =
         |name: &'static str, summary: &'static str, description: &'static str, fold: FoldFn| {
@@ -185,30 +193,30 @@ pub(crate) fn ops() -> Vec<OpDef> {
         )
         .interface(FusedActivation)
         .folder(fold_relu),
-        unary(
+        lookup(unary(
             names::SIGMOID,
             "logistic sigmoid: 1 / (1 + exp(-x))",
             "`fp.sigmoid(x)`: `1 / (1 + exp(-x))` element by element.\n\n\
              ```\n%y = fp.sigmoid(%x) : (tensor<8x10xf32>) -> tensor<8x10xf32>\n```",
             Traits::NONE,
-        )
+        ))
         .folder(fold_sigmoid),
-        unary(
+        lookup(unary(
             names::TANH,
             "hyperbolic tangent",
             "`fp.tanh(x)`: `tanh(x)` element by element.\n\n\
              ```\n%y = fp.tanh(%x) : (tensor<8x10xf32>) -> tensor<8x10xf32>\n```",
             Traits::NONE,
-        )
+        ))
         .folder(fold_tanh),
-        unary(
+        lookup(unary(
             names::EXP,
             "exponential: e^x",
             "`fp.exp(x)`: `e^x` element by element (ONNX Exp).\n\n\
              ```\n%y = fp.exp(%x) : (tensor<4xf32>) -> tensor<4xf32>\n```",
             Traits::NONE,
-        ),
-        unary(
+        )),
+        lookup(unary(
             names::ERF,
             "Gauss error function",
             "`fp.erf(x)`: `erf(x) = 2/√π · ∫₀ˣ e^(−t²) dt` element by element (ONNX Erf), computed in f64 \
@@ -216,7 +224,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
              that decomposition back into `fp.gelu`.\n\n\
              ```\n%y = fp.erf(%x) : (tensor<4xf32>) -> tensor<4xf32>\n```",
             Traits::NONE,
-        ),
+        )),
         unary(
             names::LOG,
             "natural logarithm",
@@ -252,21 +260,21 @@ pub(crate) fn ops() -> Vec<OpDef> {
              ```\n%y = fp.abs(%x) : (tensor<4xf32>) -> tensor<4xf32>\n```",
             Traits::NONE,
         ),
-        unary(
+        lookup(unary(
             names::SOFTPLUS,
             "softplus: ln(1 + e^x)",
             "`fp.softplus(x)`: `ln(1 + e^x)` element by element (ONNX Softplus), computed as `max(x, 0) + ln(1 + e^(-|x|))` in f64 so large inputs do not overflow.\n\n\
              ```\n%y = fp.softplus(%x) : (tensor<4xf32>) -> tensor<4xf32>\n```",
             Traits::NONE,
-        ),
-        unary(
+        )),
+        lookup(unary(
             names::HARD_SWISH,
             "hard swish: x · clip(x/6 + 1/2, 0, 1)",
             "`fp.hard_swish(x)`: `x · max(0, min(1, x / 6 + 0.5))` element by element (ONNX HardSwish, MobileNetV3), in f64, rounded once.\n\n\
              ```\n%y = fp.hard_swish(%x) : (tensor<1x16x56x56xf32>) -> tensor<1x16x56x56xf32>\n```",
             Traits::NONE,
-        ),
-        super::with_signature::<HardSigmoid>(
+        )),
+        lookup(super::with_signature::<HardSigmoid>(
             OpDef::new(names::HARD_SIGMOID, "hard sigmoid: clip(alpha · x + beta, 0, 1)")
                 .description(
                     "`fp.hard_sigmoid(x) {alpha, beta}`: `max(0, min(1, alpha · x + beta))` element by element \
@@ -276,8 +284,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 )
                 .operands(Arity::Exact(1))
                 .traits(Traits::ELEMENTWISE | Traits::PURE | Traits::SAME_OPERANDS_AND_RESULT_TYPE),
-        ),
-        super::with_signature::<Gelu>(
+        )),
+        lookup(super::with_signature::<Gelu>(
             OpDef::new(names::GELU, "Gaussian error linear unit: x · Φ(x)")
                 .description(
                     "`fp.gelu(x) {approximate}`: `0.5 · x · (1 + erf(x / √2))` element by element \
@@ -288,7 +296,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 )
                 .operands(Arity::Exact(1))
                 .traits(Traits::ELEMENTWISE | Traits::PURE | Traits::SAME_OPERANDS_AND_RESULT_TYPE),
-        ),
+        )),
         super::with_signature::<Clip>(
             OpDef::new(names::CLIP, "clamps values into [min, max]")
                 .description(

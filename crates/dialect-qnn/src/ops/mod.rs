@@ -6,7 +6,8 @@
 //! - [`observe`]: `observe` and its statistics attributes;
 //! - [`compute`]: `conv2d`, `conv2d_relu`, `dense`, `dense_relu`, `add`, `mul`,
 //!   `concat` on quantized operands;
-//! - [`pool`]: `avg_pool2d`, `global_avg_pool2d`.
+//! - [`pool`]: `avg_pool2d`, `global_avg_pool2d`;
+//! - [`lookup`]: `lookup`, a table of a unary function's values.
 //!
 //! Verifiers read operand and result types only after the core verifier has
 //! checked counts and type well-formedness, but they still never index beyond
@@ -18,6 +19,7 @@ use qopt_ir_core::{type_to_string, Attribute, Context, FloatKind, OpDef, QuantTy
 
 pub(crate) mod compute;
 pub(crate) mod convert;
+pub(crate) mod lookup;
 pub(crate) mod observe;
 pub(crate) mod pool;
 
@@ -27,6 +29,7 @@ pub(crate) fn all() -> Vec<OpDef> {
     ops.extend(observe::ops());
     ops.extend(compute::ops());
     ops.extend(pool::ops());
+    ops.extend(lookup::ops());
     ops
 }
 

@@ -1,7 +1,8 @@
 //! `fold-bn`: folds each inference-mode `fp.batch_norm`, and each per-channel
 //! `fp.mul` by a constant or `fp.add` of a constant, into the `fp.conv2d`,
 //! `fp.conv1d`, `fp.conv_transpose2d`, `fp.conv_transpose1d` or `fp.dense`
-//! before it (TVM's `FoldScaleAxis`, forward direction).
+//! before it (TVM's `FoldScaleAxis`, forward direction), and the affine part
+//! of an `fp.hard_sigmoid` after an `fp.conv2d`, `fp.conv1d` or `fp.dense`.
 //!
 //! All of them compute `y[n, o, ...] = Σ w[o, ...] · x[...] + b[o]` where each
 //! weight element belongs to one output channel `o`: along weight axis 0 for
@@ -17,12 +18,22 @@
 //! (`b = 0` when the op has no bias). A batch norm is the map with
 //! `s = scale / sqrt(var + ε)`, `m = mean`, `t = bias` (ε is its `epsilon`,
 //! default 1e-5); `fp.mul(y, c)` is `s = c`, `m = t = 0`; `fp.add(y, c)` is `s = 1`,
-//! `m = 0`, `t = c`. The new weight and bias are computed in f64 from the stored
-//! values and rounded once to the element type. A missing bias becomes a new
-//! constant operand, except after a multiply. The new op keeps the old one's
-//! attributes and location (so do its new `fp.constant`s); where `s` is all
-//! ones (an add) it keeps the weight operand itself. The constants left without
-//! uses are erased.
+//! `m = 0`, `t = c`. `fp.hard_sigmoid(y) {alpha, beta}` is
+//! `clip(alpha·y + beta, 0, 1)`: with `alpha > 0` its affine part is the map
+//! `s = alpha`, `m = 0`, `t = beta`, and what is left is an
+//! `fp.clip {min = 0, max = 1}` after the folded op, which `fuse` turns into
+//! `qnn.conv2d_relu {relu_max = 1.0}` with an exact upper bound, like a ReLU6
+//! (MobileNetV3's squeeze-excite gates). The new weight and bias are computed
+//! in f64 from the stored values and rounded once to the element type. A
+//! missing bias becomes a new constant operand, except after a multiply. The
+//! new op keeps the old one's attributes and computes the folded op's value,
+//! so it gets the location
+//! `fused[<producer>, <folded op>]` (so do its new `fp.constant`s); after a
+//! hard sigmoid it computes the value before the clip, so its location is
+//! `fused[<producer>, "<hard sigmoid's name>.pre_clip"]`, which nothing in the
+//! float model matches, and the clip takes the hard sigmoid's location. Where
+//! `s` is all ones (an add) it keeps the weight operand itself. The constants
+//! left without uses are erased.
 //!
 //! It assumes, and checks (an op that does not qualify is left alone, never a
 //! panic):
@@ -33,7 +44,8 @@
 //! - the conv or dense result has exactly one use: the folded op. A batch norm
 //!   after a shared conv or dense is kept with a warning and counted in
 //!   `kept-batch-norms` (so is one after a conv or dense that cannot be folded for
-//!   any other reason); a multiply or add after one is left alone silently;
+//!   any other reason); a multiply, add or hard sigmoid after one is left
+//!   alone silently;
 //! - the batch norm's channel axis 1 is the output channel axis: always for a
 //!   convolution (NCHW, NCL) or transposed convolution, for a dense only when
 //!   its result has rank 2 (N×C);
@@ -43,10 +55,13 @@
 //!   every other axis, or a splat), in either operand order, and does not
 //!   broadcast the result to a larger shape.
 //!
-//! Batch norms after anything else are left to `simplify-inference`, silently.
+//! Batch norms after anything else are left to `simplify-inference`, silently;
+//! so are hard sigmoids with `alpha ≤ 0` and after transposed convolutions
+//! (which stay float when quantized).
 //! Ops are visited once, in pre-order, so `conv → mul → add` and `conv → batch
 //! norm → batch norm` fold completely. Statistics: `folded-batch-norms`,
-//! `folded-scales` (multiplies and adds folded), `kept-batch-norms`.
+//! `folded-scales` (multiplies and adds folded), `folded-hard-sigmoids`,
+//! `kept-batch-norms`.
 //!
 //! ```text
 //! // before: w = [1, 2], b = [0.5, -1]; scale = [1, 4], bias = [1, 0], mean = [2, 1],
@@ -68,6 +83,7 @@ use qopt_ir_core::{
 };
 use smallvec::SmallVec;
 
+use super::util::loc_names;
 use crate::fp_constants::{create_constant, dense, erase_if_unused_constant, not_constants};
 
 /// The `fold-bn` pass; see the module docs.
@@ -79,7 +95,8 @@ impl Pass for FoldBn {
     }
 
     fn summary(&self) -> &'static str {
-        "fold batch norms and per-channel constant scales and shifts into the conv or dense before them"
+        "fold batch norms, per-channel constant scales and shifts, and hard sigmoids' affine parts into the \
+         conv or dense before them"
     }
 
     fn description(&self) -> &'static str {
@@ -90,8 +107,11 @@ impl Pass for FoldBn {
          `b'[o] = (b[o] - mean[o]) * s[o] + beta[o]` with `s = scale / sqrt(var + epsilon)` \
          (a multiply by `c` is `s = c`; an add of `c` is `b' = b + c`; a transposed convolution's \
          weight C×(O/groups)×kernel is scaled by the output channel of each element), computed in f64 and \
-         rounded once. A missing bias becomes a new constant. Batch norms after a conv or dense \
-         that cannot be folded (e.g. one with other users) are kept with a warning.\n\n\
+         rounded once. A missing bias becomes a new constant. `fp.hard_sigmoid {alpha, beta}` with \
+         `alpha > 0` after an `fp.conv2d`, `fp.conv1d` or `fp.dense` folds `s = alpha`, `b' = alpha·b + beta` \
+         and leaves `fp.clip {min = 0, max = 1}`, which `fuse` treats like a ReLU6. Batch norms after a \
+         conv or dense that cannot be folded (e.g. one with other users) are kept with a warning. \
+         Statistics: `folded-batch-norms`, `folded-scales`, `folded-hard-sigmoids`, `kept-batch-norms`.\n\n\
          ```\n\
          %y = fp.conv2d(%x, %w, %b) : ...\n\
          %z = fp.batch_norm(%y, %scale, %bias, %mean, %var) {epsilon = 1.0e-5 : f32} : ...\n\
@@ -115,17 +135,19 @@ impl Pass for FoldBn {
             .walk_preorder(root)
             .filter(|&op| {
                 let name = module.op_name(op);
-                name == names.batch_norm || name == names.mul || name == names.add
+                name == names.batch_norm || name == names.mul || name == names.add || name == names.hard_sigmoid
             })
             .collect();
-        let (mut folded_bn, mut folded_scales, mut kept) = (0u64, 0u64, 0u64);
+        let (mut folded_bn, mut folded_scales, mut folded_hard_sigmoids, mut kept) = (0u64, 0u64, 0u64, 0u64);
         for op in candidates {
             if module.is_erased(op) {
                 continue;
             }
             let is_bn = module.op_name(op) == names.batch_norm;
+            let is_hard_sigmoid = module.op_name(op) == names.hard_sigmoid;
             match fold_into_producer(cx.ctx, module, &names, op) {
                 Outcome::Folded if is_bn => folded_bn += 1,
+                Outcome::Folded if is_hard_sigmoid => folded_hard_sigmoids += 1,
                 Outcome::Folded => folded_scales += 1,
                 Outcome::Kept(reason) if is_bn => {
                     kept += 1;
@@ -136,8 +158,9 @@ impl Pass for FoldBn {
         }
         cx.add_stat("folded-batch-norms", folded_bn);
         cx.add_stat("folded-scales", folded_scales);
+        cx.add_stat("folded-hard-sigmoids", folded_hard_sigmoids);
         cx.add_stat("kept-batch-norms", kept);
-        Ok(PassOutcome::from_changed(folded_bn + folded_scales > 0))
+        Ok(PassOutcome::from_changed(folded_bn + folded_scales + folded_hard_sigmoids > 0))
     }
 }
 
@@ -146,6 +169,7 @@ struct Names {
     batch_norm: OpName,
     mul: OpName,
     add: OpName,
+    hard_sigmoid: OpName,
     conv2d: OpName,
     conv1d: OpName,
     conv_transpose2d: OpName,
@@ -159,6 +183,7 @@ impl Names {
             batch_norm: ctx.op_name(fp_op::BATCH_NORM),
             mul: ctx.op_name(fp_op::MUL),
             add: ctx.op_name(fp_op::ADD),
+            hard_sigmoid: ctx.op_name(fp_op::HARD_SIGMOID),
             conv2d: ctx.op_name(fp_op::CONV2D),
             conv1d: ctx.op_name(fp_op::CONV1D),
             conv_transpose2d: ctx.op_name(fp_op::CONV_TRANSPOSE2D),
@@ -206,6 +231,8 @@ enum Kind {
     BatchNorm,
     Mul,
     Add,
+    /// `clip(alpha·y + beta, 0, 1)`: the affine part folds, a clip stays.
+    HardSigmoid,
 }
 
 /// The conv or dense an op follows, with its constant weight and bias read.
@@ -273,6 +300,8 @@ fn fold_into_producer(ctx: &mut Context, module: &mut Module, names: &Names, op:
         Kind::Mul
     } else if name == names.add {
         Kind::Add
+    } else if name == names.hard_sigmoid {
+        Kind::HardSigmoid
     } else {
         return Outcome::Skipped;
     };
@@ -283,6 +312,12 @@ fn fold_into_producer(ctx: &mut Context, module: &mut Module, names: &Names, op:
     let (y, other) = match kind {
         Kind::BatchNorm => {
             if module.num_operands(op) != 1 + BATCH_NORM_PARAMETERS.len() {
+                return Outcome::Skipped;
+            }
+            (module.operand(op, 0), None)
+        }
+        Kind::HardSigmoid => {
+            if module.num_operands(op) != 1 {
                 return Outcome::Skipped;
             }
             (module.operand(op, 0), None)
@@ -306,7 +341,14 @@ fn fold_into_producer(ctx: &mut Context, module: &mut Module, names: &Names, op:
     let Some((producer_name, weight_rank)) = names.producer(module, producer_op) else {
         return Outcome::Skipped;
     };
+    let transposed = producer_name == fp_op::CONV_TRANSPOSE2D || producer_name == fp_op::CONV_TRANSPOSE1D;
+    if kind == Kind::HardSigmoid && transposed {
+        return Outcome::Skipped;
+    }
     let other_uses = module.uses(y).filter(|u| u.op != op).count();
+    if other_uses > 0 && kind == Kind::HardSigmoid {
+        return Outcome::Skipped;
+    }
     if other_uses > 0 {
         return Outcome::Kept(format!(
             "the {producer_name} before it has {other_uses} other use{}",
@@ -319,6 +361,14 @@ fn fold_into_producer(ctx: &mut Context, module: &mut Module, names: &Names, op:
     };
     let affine = match (kind, other) {
         (Kind::BatchNorm, _) => batch_norm_affine(ctx, module, op, &producer),
+        (Kind::HardSigmoid, _) => match qopt_dialect_fp::hard_sigmoid_params(ctx, module.op_attrs(op)) {
+            Ok((alpha, beta)) if alpha > 0.0 => Ok(Affine {
+                scale: vec![alpha; producer.channels],
+                sub: vec![0.0; producer.channels],
+                add: vec![beta; producer.channels],
+            }),
+            _ => return Outcome::Skipped,
+        },
         (Kind::Mul | Kind::Add, Some(c)) => {
             constant_affine(ctx, module, op, y, c, &producer, kind == Kind::Mul)
         }
@@ -328,7 +378,7 @@ fn fold_into_producer(ctx: &mut Context, module: &mut Module, names: &Names, op:
         Ok(a) => a,
         Err(reason) => return Outcome::Kept(reason),
     };
-    match rebuild(ctx, module, op, &producer, &affine, kind != Kind::Mul) {
+    match rebuild(ctx, module, op, &producer, &affine, kind != Kind::Mul, kind == Kind::HardSigmoid) {
         Ok(()) => Outcome::Folded,
         Err(reason) => Outcome::Kept(reason),
     }
@@ -521,7 +571,9 @@ fn channel_values(
 }
 
 /// Replaces `op` and its producer by one producer with the folded weight and
-/// bias (a bias is always made if `with_bias`); on `Err` the IR is unchanged.
+/// bias (a bias is always made if `with_bias`), followed by
+/// `fp.clip {min = 0, max = 1}` if `then_clip` (a hard sigmoid); on `Err` the
+/// IR is unchanged.
 fn rebuild(
     ctx: &mut Context,
     module: &mut Module,
@@ -529,6 +581,7 @@ fn rebuild(
     producer: &Producer,
     affine: &Affine,
     with_bias: bool,
+    then_clip: bool,
 ) -> Result<(), String> {
     let channels = producer.channels;
     let row = producer.weight_values.len() / channels;
@@ -571,14 +624,33 @@ fn rebuild(
     let result = module.result(op, 0);
     let result_ty = module.value_type(result);
     // The folded op computes what `op` did: a fused location whose last part
-    // is `op`'s, so layer-by-layer comparison matches it there.
+    // is `op`'s, so layer-by-layer comparison matches it there. Before a clip
+    // it computes a value the float model does not have: its last part is a
+    // name nothing matches, and the clip takes `op`'s location.
     let (producer_loc, op_loc) = (module.op_loc(producer.op), module.op_loc(op));
-    let loc = ctx.fused_loc(&[producer_loc, op_loc]);
+    let last = if then_clip {
+        let name = loc_names(ctx, op_loc).first().map_or("hard_sigmoid", |n| n).to_string();
+        ctx.name_loc(&format!("{name}.pre_clip"))
+    } else {
+        op_loc
+    };
+    let loc = ctx.fused_loc(&[producer_loc, last]);
     let attrs = module.op_attrs(producer.op);
+    let clip_attrs = then_clip.then(|| {
+        let (zero, one) = (ctx.float_attr(0.0, producer.elem), ctx.float_attr(1.0, producer.elem));
+        ctx.dict_attr(&[("min", zero), ("max", one)])
+    });
     let mut rewriter = Rewriter::new(ctx, module);
     rewriter.set_insertion_point(InsertPoint::Before(producer.op));
     rewriter.set_loc(loc);
-    let built = build_folded(&mut rewriter, producer, w_attr, b_attr, attrs);
+    let built = build_folded(&mut rewriter, producer, w_attr, b_attr, attrs).and_then(|v| match clip_attrs {
+        Some(clip) => {
+            rewriter.set_loc(op_loc);
+            let c = rewriter.create_inferred(fp_op::CLIP, &[v], clip)?;
+            Ok(rewriter.module.result(c, 0))
+        }
+        None => Ok(v),
+    });
     let created = rewriter.take_changes().created;
     let kept = match built {
         Ok(v) if rewriter.module.value_type(v) == result_ty => None,
@@ -587,19 +659,18 @@ fn rebuild(
             producer.name,
             type_to_string(rewriter.ctx, rewriter.module.value_type(v))
         )),
-        Err(e) => Some(format!("the folded {} cannot be built: {e}", producer.name)),
+        Err(ref e) => Some(format!("the folded {} cannot be built: {e}", producer.name)),
     };
-    if let Some(reason) = kept {
-        // Users come after what they use, so erase in reverse creation order.
-        for &c in created.iter().rev() {
-            let _ = rewriter.module.erase_op(c);
+    let folded = match (kept, built) {
+        (None, Ok(v)) => v,
+        (reason, _) => {
+            // Users come after what they use, so erase in reverse creation order.
+            for &c in created.iter().rev() {
+                let _ = rewriter.module.erase_op(c);
+            }
+            return Err(reason.unwrap_or_else(|| "nothing was built".to_string()));
         }
-        return Err(reason);
-    }
-    let Some(&new_op) = created.last() else {
-        return Err("nothing was built".to_string());
     };
-    let folded = rewriter.module.result(new_op, 0);
     rewriter.replace_all_uses(result, folded);
     // invariant: `op` has no uses left, and it was the producer's only user, so
     // both erase.
@@ -708,7 +779,7 @@ mod tests {
         assert!(ir.contains("dense<[[[[2.0]]]]> : tensor<1x1x1x1xf32>"), "{ir}");
         // b' = (0 - 1) · 0.5 + 1 = 0.5.
         assert!(ir.contains("dense<[0.5]> : tensor<1xf32>"), "{ir}");
-        assert_eq!(stats, [("folded-batch-norms", 1), ("folded-scales", 0), ("kept-batch-norms", 0)]);
+        assert_eq!(stats, [("folded-batch-norms", 1), ("folded-hard-sigmoids", 0), ("folded-scales", 0), ("kept-batch-norms", 0)]);
         assert!(warnings.is_empty());
     }
 
@@ -746,7 +817,7 @@ mod tests {
         );
         let (ir, stats, warnings) = fold(&input, true);
         assert!(!ir.contains("batch_norm") && ir.contains("fp.conv_transpose2d"), "{ir}");
-        assert_eq!(stats, [("folded-batch-norms", 1), ("folded-scales", 0), ("kept-batch-norms", 0)]);
+        assert_eq!(stats, [("folded-batch-norms", 1), ("folded-hard-sigmoids", 0), ("folded-scales", 0), ("kept-batch-norms", 0)]);
         assert!(warnings.is_empty(), "{warnings:?}");
         let x = Tensor::from_f32(&[1, 4, 3, 3], (0..36).map(|i| ((i * 5) % 11) as f32 * 0.2 - 1.0).collect())
             .unwrap();
@@ -796,7 +867,7 @@ mod tests {
         let before = module_to_string(&ctx, &parsed);
         let (ir, stats, warnings) = fold(input, false);
         assert_eq!(ir, before);
-        assert_eq!(stats, [("folded-batch-norms", 0), ("folded-scales", 0), ("kept-batch-norms", 3)]);
+        assert_eq!(stats, [("folded-batch-norms", 0), ("folded-hard-sigmoids", 0), ("folded-scales", 0), ("kept-batch-norms", 3)]);
         assert_eq!(
             warnings,
             [

@@ -12,7 +12,12 @@
 //!    value with different parameters gets one `qnn.requantize` of it (equal
 //!    parameters share it). A relu the pattern cannot fuse (`qnn.add` has no
 //!    relu form) is applied to the quantized result, which is exact: relu
-//!    commutes with quantization (`quant-semantics.md` §9).
+//!    commutes with quantization (`quant-semantics.md` §9). Ops with the
+//!    `LookupActivation` interface (sigmoid, tanh, gelu, hard_swish, ...)
+//!    match the `fused-lookup` pattern: a `qnn.lookup` whose table is the op
+//!    (and the relu or clip after it) run by the interpreter's kernels on every
+//!    stored input of at most 8 bits, so it equals the float ops bit for bit
+//!    (§7.5).
 //! 2. **Quant-agnostic ops** (`QuantAgnostic` trait: reshape, flatten,
 //!    transpose, split, strided_slice, zero pad, max_pool, relu, and resize in
 //!    nearest mode: `qopt_dialect_fp::is_quant_agnostic`) whose float
@@ -28,8 +33,8 @@
 //! quantize, so no site reaches through it. Dequantizes and constants left
 //! without users are erased. Ops that stay float (no pattern, an operand that
 //! is not quantized, a float user) are left as they are for `quant-lint` to
-//! report. Statistics: one per pattern used, under its name (`fused-conv2d`), `quant-agnostic-ops`,
-//! `requantizes`, `pairs-removed`.
+//! report. Statistics: one per pattern used, under its name (`fused-conv2d`,
+//! `fused-lookup`), `quant-agnostic-ops`, `requantizes`, `pairs-removed`.
 
 use super::fuse_patterns::{
     defined_by, is_quantized_tensor, Activation, FuseSite, FusionPatterns, SiteOperand,
@@ -60,7 +65,9 @@ impl Pass for Fuse {
     fn description(&self) -> &'static str {
         "Rewrites `dequantize → fp.conv2d → [relu | clip(0, c)] → quantize` into `qnn.conv2d` or \
          `qnn.conv2d_relu` (with `relu_max = c`), `fp.dense` likewise, `fp.add` / `fp.mul` / `fp.concat` \
-         of dequantized operands into `qnn.add` / `qnn.mul` / `qnn.concat`, runs quant-agnostic ops \
+         of dequantized operands into `qnn.add` / `qnn.mul` / `qnn.concat`, unary activations with the \
+         LookupActivation interface (hard_swish, sigmoid, tanh, gelu, ...) of at most 8-bit inputs into \
+         `qnn.lookup` tables computed by their own kernels (bit-exact), runs quant-agnostic ops \
          (reshape, transpose, max_pool, relu, ...) on the integers, and turns each remaining \
          `quantize(dequantize(q))` into `q` (equal types) or `qnn.requantize(q)`. Patterns come from a \
          registry a downstream crate extends. `qnn.stop_fusion` is never fused across. Statistics: \
@@ -167,7 +174,8 @@ fn fuse_pattern(
     stats: &mut Stats,
 ) -> Result<bool, PassError> {
     let name = ctx.op_name_str(module.op_name(op)).to_string();
-    let patterns: Vec<_> = FusionPatterns::of(ctx).for_root(&name).cloned().collect();
+    let Some(def) = ctx.op_def(module.op_name(op)) else { return Ok(false) };
+    let patterns: Vec<_> = FusionPatterns::of(ctx).for_op(def).cloned().collect();
     if patterns.is_empty() || module.num_results(op) != 1 {
         return Ok(false);
     }

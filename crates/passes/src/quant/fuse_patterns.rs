@@ -4,17 +4,22 @@
 //! quantized op computing that quantized result (`docs/quant-semantics.md`
 //! §6, §7). The built-in ones cover `fp.conv2d`, `fp.dense`, `fp.matmul`
 //! by a constant matrix (as `qnn.dense` of its transpose), `fp.add`,
-//! `fp.mul`, `fp.concat`, `fp.avg_pool2d` and `fp.global_avg_pool2d`; a downstream crate adds its own through
-//! [`FusionPatterns::install`] (seed 000: "allow arbitrary patterns to be
-//! rewritten to a corresponding quantized pattern"), as `examples/toy-accel`
-//! does.
+//! `fp.mul`, `fp.concat`, `fp.avg_pool2d` and `fp.global_avg_pool2d`, and
+//! every op with the [`LookupActivation`] interface (sigmoid, tanh, gelu,
+//! hard_swish, ...) as a `qnn.lookup` table of its values (§7.5); a downstream
+//! crate adds its own through [`FusionPatterns::install`] (seed 000: "allow
+//! arbitrary patterns to be rewritten to a corresponding quantized pattern"),
+//! as `examples/toy-accel` does.
 
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
-use qopt_dialect_qnn::quant_params::quant_element;
+use qopt_dialect_qnn::quant_params::{quant_element, storage_range};
+use qopt_dialect_qnn::MAX_LOOKUP_BITS;
+use qopt_interp::{KernelContext, KernelRegistry, Tensor};
+use qopt_ir_core::interfaces::LookupActivation;
 use qopt_ir_core::{
-    constant_value, AttrData, Attribute, Context, DenseElements, FloatKind, Module, OpId, OperationState,
-    QuantParams, QuantType, Rewriter, Signedness, Type, TypeData, ValueId,
+    constant_value, AttrData, Attribute, Context, DenseElements, FloatKind, Module, OpDef, OpId,
+    OperationState, QuantParams, QuantType, Rewriter, Signedness, Type, TypeData, ValueId,
 };
 use std::sync::{Arc, OnceLock};
 
@@ -65,8 +70,15 @@ pub trait QuantPattern: Send + Sync {
     /// The pattern's name, kebab-case, starting with `fused-`: `--stats`
     /// counts its rewrites under it (`fused-conv2d`).
     fn name(&self) -> &'static str;
-    /// The float op it rewrites (`fp.conv2d`).
+    /// The float op it rewrites (`fp.conv2d`); for a pattern that rewrites a
+    /// class of ops (see [`applies_to`](Self::applies_to)), a name for the class.
     fn root(&self) -> &'static str;
+    /// Whether it rewrites ops defined by `def`: by default the op named
+    /// [`root`](Self::root). A pattern for every op that declares some
+    /// interface (the built-in `fused-lookup`: [`LookupActivation`]) overrides it.
+    fn applies_to(&self, def: &OpDef) -> bool {
+        def.name == self.root()
+    }
     /// Builds the quantized op at the rewriter's insertion point (just before
     /// the root) and returns its result, of type `site.output`; `Ok(None)` when
     /// the site does not fit the pattern (`quant-lint` then reports the op as a
@@ -102,6 +114,7 @@ impl Default for FusionPatterns {
                     op: qnn_op::GLOBAL_AVG_POOL2D,
                     name: "fused-global-avg-pool2d",
                 }),
+                Arc::new(Lookup),
             ],
         }
     }
@@ -129,9 +142,10 @@ impl FusionPatterns {
         Ok(())
     }
 
-    /// The patterns for float op `root`, the latest added first.
-    pub fn for_root<'p>(&'p self, root: &'p str) -> impl Iterator<Item = &'p Arc<dyn QuantPattern>> + 'p {
-        self.patterns.iter().rev().filter(move |p| p.root() == root)
+    /// The patterns for float ops defined by `def` ([`QuantPattern::applies_to`]),
+    /// the latest added first.
+    pub fn for_op<'p>(&'p self, def: &'p OpDef) -> impl Iterator<Item = &'p Arc<dyn QuantPattern>> + 'p {
+        self.patterns.iter().rev().filter(move |p| p.applies_to(def))
     }
 
     /// Every pattern, in the order added.
@@ -337,6 +351,115 @@ impl QuantPattern for Elementwise {
             rw.create(OperationState::new(name).operands(&operands).results(&[site.output]).attrs(attrs));
         Ok(Some(rw.module.result(op, 0)))
     }
+}
+
+/// Every op with the [`LookupActivation`] interface (a unary function of its
+/// operand alone), with a per-tensor operand of at most 8-bit storage, and the
+/// relu or `clip(0, c)` after it if any, into `qnn.lookup`. The table is
+/// computed by the interpreter kernels the model itself runs on: the
+/// operand's every stored value `qmin..=qmax` through `qnn.dequantize`, the
+/// op's kernel (with its attributes), the activation's kernel, and
+/// `qnn.quantize` to the output type. Since the kernels are elementwise, the
+/// lookup gives what `dequantize → op → [activation] → quantize` gave, bit for
+/// bit, on every input. The table's element type is the output's storage type.
+/// An op without a kernel is declined (it stays float; `quant-lint` says so).
+struct Lookup;
+
+impl QuantPattern for Lookup {
+    fn name(&self) -> &'static str {
+        "fused-lookup"
+    }
+    fn root(&self) -> &'static str {
+        "LookupActivation"
+    }
+    fn applies_to(&self, def: &OpDef) -> bool {
+        def.interfaces.get::<LookupActivation>().is_some()
+    }
+    fn rewrite(&self, rw: &mut Rewriter<'_>, site: &FuseSite) -> Result<Option<ValueId>, String> {
+        let [operand] = site.operands[..] else { return Ok(None) };
+        let Some(x) = operand.quantized() else { return Ok(None) };
+        let Some(table) = lookup_table(rw, site, x)? else { return Ok(None) };
+        let attrs = rw.ctx.dict_attr(&[("table", table)]);
+        let name = rw.ctx.op_name(qnn_op::LOOKUP);
+        let op = rw.create(OperationState::new(name).operands(&[x]).results(&[site.output]).attrs(attrs));
+        Ok(Some(rw.module.result(op, 0)))
+    }
+}
+
+/// The `table` attribute of a `qnn.lookup` of `x` computing `site` (see
+/// [`Lookup`]), or `None` when the site does not fit.
+fn lookup_table(rw: &mut Rewriter<'_>, site: &FuseSite, x: ValueId) -> Result<Option<Attribute>, String> {
+    let Some(qx) = per_tensor(rw.ctx, rw.module, x) else { return Ok(None) };
+    let Some(qout) = quant_element(rw.ctx, site.output).cloned() else { return Ok(None) };
+    if qx.storage.width > MAX_LOOKUP_BITS || !matches!(qout.params, QuantParams::PerTensor { .. }) {
+        return Ok(None);
+    }
+    let op = site.op;
+    if rw.module.num_operands(op) != 1 || rw.module.num_results(op) != 1 {
+        return Ok(None);
+    }
+    let float_in = rw.ctx.element_type(rw.module.value_type(rw.module.operand(op, 0)));
+    let float_out = rw.ctx.element_type(rw.module.value_type(rw.module.result(op, 0)));
+    let (qmin, qmax) = storage_range(&qx);
+    let n = qmax - qmin + 1;
+    // Every type the kernels see, interned before they borrow the context.
+    let x_elem = rw.ctx.element_type(rw.module.value_type(x));
+    let out_elem = rw.ctx.element_type(site.output);
+    let stored_in = rw.ctx.tensor_type(&[n], x_elem);
+    let real_in = rw.ctx.tensor_type(&[n], float_in);
+    let real_out = rw.ctx.tensor_type(&[n], float_out);
+    let stored_out = rw.ctx.tensor_type(&[n], out_elem);
+    let no_attrs = rw.ctx.dict_attr(&[]);
+    let activation = match site.activation {
+        Activation::None => None,
+        Activation::Relu => Some((fp_op::RELU, no_attrs)),
+        Activation::Clip(max) => {
+            let f32_ty = rw.ctx.common().f32;
+            let zero = rw.ctx.float_attr(0.0, f32_ty);
+            Some((fp_op::CLIP, rw.ctx.dict_attr(&[("min", zero), ("max", max)])))
+        }
+    };
+    let op_name = rw.ctx.op_name_str(rw.module.op_name(op)).to_string();
+    let op_attrs = rw.module.op_attrs(op);
+    let inputs: Vec<i128> = (qmin..=qmax).map(i128::from).collect();
+    let inputs = DenseElements::from_i128(rw.ctx, stored_in, &inputs)?;
+
+    let ctx: &Context = rw.ctx;
+    let standard;
+    let kernels = match KernelRegistry::of(ctx) {
+        Some(k) => k,
+        None => {
+            standard = KernelRegistry::standard();
+            &standard
+        }
+    };
+    let mut steps = vec![
+        (qnn_op::DEQUANTIZE, no_attrs, stored_in, real_in),
+        (op_name.as_str(), op_attrs, real_in, real_out),
+    ];
+    if let Some((name, attrs)) = activation {
+        steps.push((name, attrs, real_out, real_out));
+    }
+    steps.push((qnn_op::QUANTIZE, no_attrs, real_out, stored_out));
+    let mut value = Tensor::from_dense(ctx, &inputs).map_err(|e| e.message)?;
+    for (name, attrs, operand_ty, result_ty) in steps {
+        let Some(kernel) = kernels.get(name) else { return Ok(None) };
+        let (operand_types, result_types) = ([operand_ty], [result_ty]);
+        let mut kc = KernelContext::new(ctx, attrs, &result_types).with_operand_types(&operand_types);
+        let mut results = kernel(&mut kc, &[&value]).map_err(|e| format!("{name}: {}", e.message))?;
+        if results.len() != 1 {
+            return Err(format!("{name}: the kernel returned {} results", results.len()));
+        }
+        value = results.remove(0);
+    }
+    let entries: Vec<i128> = value.to_f64_vec().into_iter().map(|v| v as i128).collect();
+    if entries.len() as i64 != n {
+        return Err(format!("the table has {} entries, not {n}", entries.len()));
+    }
+    let storage = rw.ctx.int_type(qout.storage.width, qout.storage.signedness);
+    let table_ty = rw.ctx.tensor_type(&[n], storage);
+    let table = DenseElements::from_i128(rw.ctx, table_ty, &entries)?;
+    Ok(Some(rw.ctx.dense_attr(table)))
 }
 
 /// Whether `ty` is a tensor of a quantized element type.

@@ -6,7 +6,9 @@
 //! - the arguments of every function (graph inputs);
 //! - the activation operands and the results of ops with the
 //!   `QuantizableOp` interface (conv, dense, matmul, add, mul, concat, the
-//!   average pools, ...). A result whose only user is a [`FusedActivation`]
+//!   average pools, the unary functions `fuse` tabulates: sigmoid,
+//!   hard_swish, gelu, ...; those only when their operand arrives quantized,
+//!   see [`arrives_quantized`]). A result whose only user is a [`FusedActivation`]
 //!   (relu, clip) is observed after that activation instead, since the
 //!   quantized op applies it before its output is quantized.
 //!
@@ -35,9 +37,9 @@
 //! ```
 
 use super::methods::QuantMethods;
-use super::util::{is_float_tensor, is_kept_float, loc_names, op_named, quantizable, users};
+use super::util::{is_float_tensor, is_kept_float, loc_names, op_named, quantizable, runs_on_integers, users};
 use qopt_dialect_qnn::op_names as qnn_op;
-use qopt_ir_core::interfaces::FusedActivation;
+use qopt_ir_core::interfaces::{FusedActivation, LookupActivation};
 use qopt_ir_core::pass::pipeline::nearest_name;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, OptionValue, PassOptions};
 use qopt_ir_core::{
@@ -213,14 +215,16 @@ fn observed_values(
     config: &Config,
 ) -> Vec<ValueId> {
     let mut seen = FxHashSet::default();
+    let mut chosen = FxHashSet::default();
     let mut values = Vec::new();
-    let mut take = |v: ValueId, values: &mut Vec<ValueId>| {
+    let mut take = |v: ValueId, values: &mut Vec<ValueId>, chosen: &mut FxHashSet<ValueId>| {
         if seen.insert(v) && wants_observer(ctx, module, v) {
             values.push(v);
+            chosen.insert(v);
         }
     };
     for &arg in module.block_args(body) {
-        take(arg, &mut values);
+        take(arg, &mut values, &mut chosen);
     }
     let ops: Vec<OpId> = module.block_ops(body).collect();
     for op in ops {
@@ -228,14 +232,45 @@ fn observed_values(
         if !config.selects(ctx, module, op) {
             continue;
         }
+        let is_lookup =
+            ctx.op_def(module.op_name(op)).is_some_and(|d| d.interfaces.get::<LookupActivation>().is_some());
+        if is_lookup && !arrives_quantized(ctx, module, module.operand(op, 0), &chosen) {
+            continue;
+        }
         for i in q.activation_operands(module.num_operands(op)) {
-            take(module.operand(op, i), &mut values);
+            take(module.operand(op, i), &mut values, &mut chosen);
         }
         for result in module.results(op) {
-            take(after_fused_activations(ctx, module, result, config), &mut values);
+            take(after_fused_activations(ctx, module, result, config), &mut values, &mut chosen);
         }
     }
     values
+}
+
+/// Whether `value` will be quantized: it is observed (`chosen`), comes from a
+/// `qnn.fake_quant` or `qnn.observe`, or comes through ops that run on the
+/// integers (reshape, max pool, relu, ...) from such a value. A
+/// `LookupActivation` op is quantized only then: the table saves the float
+/// op between the quantized value and its quantized result, while one after
+/// a float op (a transposed convolution) would only add a quantize and a
+/// dequantize around itself.
+fn arrives_quantized(ctx: &Context, module: &Module, mut value: ValueId, chosen: &FxHashSet<ValueId>) -> bool {
+    loop {
+        if chosen.contains(&value) {
+            return true;
+        }
+        let def = module.defining_op(value);
+        if def.is_none() {
+            return false;
+        }
+        if op_named(ctx, module, def, qnn_op::FAKE_QUANT) || op_named(ctx, module, def, qnn_op::OBSERVE) {
+            return true;
+        }
+        if !runs_on_integers(ctx, module, def) || module.num_operands(def) == 0 {
+            return false;
+        }
+        value = module.operand(def, 0);
+    }
 }
 
 /// `value`, or the result of the chain of fused activations (relu, clip) that

@@ -261,7 +261,10 @@ impl Lint<'_> {
             return;
         }
         let name = self.name(op).to_string();
-        let has_pattern = FusionPatterns::of(self.ctx).for_root(&name).next().is_some();
+        let has_pattern = self
+            .ctx
+            .op_def(self.module.op_name(op))
+            .is_some_and(|def| FusionPatterns::of(self.ctx).for_op(def).next().is_some());
         let agnostic = qopt_dialect_fp::is_quant_agnostic(self.ctx, self.module, op);
         let (why, fix) = if agnostic && !has_pattern {
             let types: Vec<_> = operands
@@ -313,7 +316,7 @@ impl Lint<'_> {
         } else {
             (
                 "its quantization parameters do not fit the pattern (per-axis activation, bias not in units of \
-                 s_x·s_w)"
+                 s_x·s_w, a lookup's input wider than 8 bits)"
                     .to_string(),
                 "run the quantize pipeline's passes in order (quantize-constants before fuse)".to_string(),
             )

@@ -9,7 +9,9 @@
 //! - [`linear`]: `dense`, `dense_relu` by GEMM (§6);
 //! - [`accumulate`]: what conv and dense share: the exact accumulation and the
 //!   output stage (bias, `wrap32`, requantization, relu clamp, saturation);
-//! - [`elementwise`]: `add`, `mul` with numpy broadcasting and `concat` (§7).
+//! - [`elementwise`]: `add`, `mul` with numpy broadcasting and `concat` (§7);
+//! - [`pool`]: `avg_pool2d`, `global_avg_pool2d` (§7.4);
+//! - [`lookup`]: `lookup`, a table indexed by the stored input value (§7.5).
 //!
 //! Every rule is applied by calling the function of `qopt_dialect_qnn` that
 //! implements it (`fixed_point` for the arithmetic, `quant_params` for the
@@ -27,6 +29,7 @@ mod convert;
 pub use convert::dequantize_tensor;
 mod elementwise;
 mod linear;
+mod lookup;
 mod pool;
 
 pub use accumulate::Relu;
@@ -44,10 +47,16 @@ use qopt_ir_core::{type_to_string, QuantType, Type, TypeData};
 
 /// Registers a kernel for every `qnn` op: each op-family file lists its own.
 pub(crate) fn register(r: &mut KernelRegistry) {
-    for (name, kernel) in
-        [convert::kernels(), conv::kernels(), linear::kernels(), elementwise::kernels(), pool::kernels()]
-            .into_iter()
-            .flatten()
+    for (name, kernel) in [
+        convert::kernels(),
+        conv::kernels(),
+        linear::kernels(),
+        elementwise::kernels(),
+        pool::kernels(),
+        lookup::kernels(),
+    ]
+    .into_iter()
+    .flatten()
     {
         r.register(name, kernel);
     }
