@@ -11,6 +11,11 @@
 //! the interpreter on the same random input. Outputs must agree to
 //! `|a - b| ≤ 1e-5 · max(1, max |reference|)`.
 
+// Only the random generator is used here.
+#[allow(dead_code)]
+mod common;
+
+use common::rng::Rng;
 use proptest::prelude::*;
 use qopt_interp::{run_function, KernelRegistry, Tensor};
 use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
@@ -22,30 +27,9 @@ use std::sync::Arc;
 /// Relative tolerance of the comparison.
 const TOLERANCE: f32 = 1e-5;
 
-/// splitmix64: a small deterministic generator for the tensors' values, seeded
-/// by proptest.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [lo, hi).
-    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
-        let unit = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
-        lo + (hi - lo) * unit
-    }
-    fn vec(&mut self, n: usize, lo: f32, hi: f32) -> Vec<f32> {
-        (0..n).map(|_| self.uniform(lo, hi)).collect()
-    }
-    /// Variances: ≥ 0, exactly 0 about one time in eight.
-    fn variances(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| if self.next_u64().is_multiple_of(8) { 0.0 } else { self.uniform(0.0, 2.0) }).collect()
-    }
+/// Variances: ≥ 0, exactly 0 about one time in eight.
+fn variances(rng: &mut Rng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| if rng.next_u64().is_multiple_of(8) { 0.0 } else { rng.uniform_f32(0.0, 2.0) }).collect()
 }
 
 /// `tensor<2x3xf32>`.
@@ -144,20 +128,20 @@ impl Case {
         let (x_shape, w_shape, channels, y_shape) = self.shapes();
         let mut text =
             format!("func.func @main(%x: {}) -> {} {{\n", tensor_type(&x_shape), tensor_type(&y_shape));
-        let w: Vec<f32> = rng.vec(w_shape.iter().product(), -1.0, 1.0);
+        let w: Vec<f32> = rng.vec_f32(w_shape.iter().product(), -1.0, 1.0);
         constant(&mut text, "w", &w_shape, &w);
         let mut operands = vec!["%x", "%w"];
         let mut types = vec![tensor_type(&x_shape), tensor_type(&w_shape)];
         if self.bias {
-            constant(&mut text, "b", &[channels], &rng.vec(channels, -1.0, 1.0));
+            constant(&mut text, "b", &[channels], &rng.vec_f32(channels, -1.0, 1.0));
             operands.push("%b");
             types.push(tensor_type(&[channels]));
         }
         if let Tail::BatchNorm(_) = self.tail {
-            constant(&mut text, "scale", &[channels], &rng.vec(channels, -2.0, 2.0));
-            constant(&mut text, "beta", &[channels], &rng.vec(channels, -1.0, 1.0));
-            constant(&mut text, "mean", &[channels], &rng.vec(channels, -1.0, 1.0));
-            constant(&mut text, "var", &[channels], &rng.variances(channels));
+            constant(&mut text, "scale", &[channels], &rng.vec_f32(channels, -2.0, 2.0));
+            constant(&mut text, "beta", &[channels], &rng.vec_f32(channels, -1.0, 1.0));
+            constant(&mut text, "mean", &[channels], &rng.vec_f32(channels, -1.0, 1.0));
+            constant(&mut text, "var", &[channels], &variances(&mut rng, channels));
         }
         let (name, attrs) = match &self.layer {
             Layer::Conv { groups, stride, dilation, pad, spatial, .. } => {
@@ -199,7 +183,7 @@ impl Case {
             }
         }
         let _ = writeln!(text, "  func.return %z : {y_ty}\n}}");
-        let input = rng.vec(x_shape.iter().product(), -1.0, 1.0);
+        let input = rng.vec_f32(x_shape.iter().product(), -1.0, 1.0);
         (text, x_shape, input)
     }
 }

@@ -13,33 +13,11 @@
 #[allow(dead_code)]
 mod common;
 
+use common::rng::Rng;
 use common::{context, run_pipeline};
 use qopt_interp::{run_function, KernelRegistry, Tensor};
 use qopt_ir_core::interfaces::LookupActivation;
 use qopt_ir_core::{module_to_string, parse_module};
-
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [lo, hi).
-    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        lo + (hi - lo) * ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len() as u64) as usize]
-    }
-}
 
 /// A random per-tensor quantized type of 2 to 8 bits with `expressed`
 /// (a narrowed signed range one time in six), and the reals of its storage

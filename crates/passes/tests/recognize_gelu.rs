@@ -14,26 +14,10 @@
 #[allow(dead_code)]
 mod common;
 
+use common::rng::Rng;
+
 use qopt_interp::{run_function, KernelRegistry, Tensor};
 use qopt_ir_core::{module_to_string, parse_module, verify};
-
-/// splitmix64, for reproducible inputs.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in [lo, hi).
-    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
-        let unit = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
-        lo + (hi - lo) * unit
-    }
-}
 
 /// The constants every case declares, as f32 values an exporter writes.
 const CONSTANTS: &str = "\
@@ -110,7 +94,7 @@ const TOLERANCE: f64 = 1e-6;
 fn decomposed_and_fused_gelus_agree_on_random_inputs() {
     let n = 4096usize;
     let mut rng = Rng(0x6e1u64);
-    let mut input: Vec<f32> = (0..n - 12).map(|_| rng.uniform(-8.0, 8.0)).collect();
+    let mut input: Vec<f32> = (0..n - 12).map(|_| rng.uniform_f32(-8.0, 8.0)).collect();
     input.extend([0.0, -0.0, 1e-6, -1e-6, 0.5, -0.5, 3.0, -3.0, 10.0, -10.0, 30.0, -30.0]);
     let ty = format!("tensor<{n}xf32>");
     let kernels = KernelRegistry::standard();

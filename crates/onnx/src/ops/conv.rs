@@ -10,51 +10,91 @@ use super::{spatial_ints, window_pads, AttrList};
 use crate::attrs::NodeAttrs;
 use crate::import::NodeCx;
 use qopt_dialect_fp::op_names as fp_op;
+use qopt_ir_core::ValueId;
 
 /// The ONNX op types this family converts, with their converters.
 pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[("Conv", conv), ("ConvTranspose", conv_transpose)];
 
-pub(super) fn conv(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
-    let attrs = cx.attrs();
-    let x = cx.input(0)?;
-    let w = cx.input(1)?;
-    let bias = cx.opt_input(2)?;
-    let (x_shape, w_shape) = (cx.shape(x)?, cx.shape(w)?);
-    let n = x_shape.len().saturating_sub(2);
-    if !(1..=2).contains(&n) || w_shape.len() != x_shape.len() {
-        return Err(format!(
-            "only 1-D and 2-D convolutions are supported (input rank {}, weight rank {})",
-            x_shape.len(),
-            w_shape.len()
-        ));
-    }
-    let kernel = &w_shape[2..];
-    if let Some(k) = attrs.opt_ints("kernel_shape")? {
-        if k != kernel {
+/// What `Conv` and `ConvTranspose` read alike: the operands, the input
+/// shape, the weight's kernel (checked against `kernel_shape`), strides and
+/// dilations, for 1-D or 2-D windows.
+struct Window {
+    operands: Vec<ValueId>,
+    input_shape: Vec<i64>,
+    kernel: Vec<i64>,
+    strides: Vec<i64>,
+    dilations: Vec<i64>,
+}
+
+impl Window {
+    fn read(cx: &mut NodeCx<'_, '_>, attrs: &NodeAttrs<'_>, what: &str) -> Result<Window, String> {
+        let x = cx.input(0)?;
+        let w = cx.input(1)?;
+        let bias = cx.opt_input(2)?;
+        let (input_shape, w_shape) = (cx.shape(x)?, cx.shape(w)?);
+        let n = input_shape.len().saturating_sub(2);
+        if !(1..=2).contains(&n) || w_shape.len() != input_shape.len() {
             return Err(format!(
-                "attribute 'kernel_shape' {k:?} differs from the weight's kernel {kernel:?}"
+                "only 1-D and 2-D {what} are supported (input rank {}, weight rank {})",
+                input_shape.len(),
+                w_shape.len()
             ));
         }
+        let kernel = w_shape[2..].to_vec();
+        if let Some(k) = attrs.opt_ints("kernel_shape")? {
+            if k != kernel {
+                return Err(format!(
+                    "attribute 'kernel_shape' {k:?} differs from the weight's kernel {kernel:?}"
+                ));
+            }
+        }
+        let strides = spatial_ints(attrs, "strides", n, 1)?;
+        let dilations = spatial_ints(attrs, "dilations", n, 1)?;
+        let mut operands = vec![x, w];
+        operands.extend(bias);
+        Ok(Window { operands, input_shape, kernel, strides, dilations })
     }
-    let strides = spatial_ints(&attrs, "strides", n, 1)?;
-    let dilations = spatial_ints(&attrs, "dilations", n, 1)?;
-    let pads = window_pads(&attrs, &x_shape[2..], kernel, &strides, &dilations)?;
+
+    fn spatial(&self) -> &[i64] {
+        &self.input_shape[2..]
+    }
+
+    /// Emits `op_1d` or `op_2d` with the window attributes, `pads`, `group`
+    /// and `extra` attributes (each left out when it is the default).
+    fn emit(
+        self,
+        cx: &mut NodeCx<'_, '_>,
+        [op_1d, op_2d]: [&str; 2],
+        pads: &[i64],
+        group: i64,
+        extra: &[(&'static str, Vec<i64>, i64)],
+    ) -> Result<(), String> {
+        let n = self.kernel.len();
+        let ctx = cx.ctx();
+        let mut list = AttrList::default();
+        list.ints_unless(ctx, "stride", &self.strides, &vec![1; n]);
+        list.ints_unless(ctx, "pad", pads, &vec![0; 2 * n]);
+        list.ints_unless(ctx, "dilation", &self.dilations, &vec![1; n]);
+        for (name, values, default) in extra {
+            list.ints_unless(ctx, name, values, &vec![*default; n]);
+        }
+        if group != 1 {
+            let g = ctx.i64_attr(group);
+            list.push("groups", g);
+        }
+        let dict = list.dict(ctx);
+        let op = if n == 2 { op_2d } else { op_1d };
+        let y = cx.emit(op, &self.operands, dict)?;
+        cx.set_output(0, y)
+    }
+}
+
+pub(super) fn conv(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    let attrs = cx.attrs();
+    let window = Window::read(cx, &attrs, "convolutions")?;
+    let pads = window_pads(&attrs, window.spatial(), &window.kernel, &window.strides, &window.dilations)?;
     let group = attrs.int("group", 1)?;
-    let ctx = cx.ctx();
-    let mut list = AttrList::default();
-    list.ints_unless(ctx, "stride", &strides, &vec![1; n]);
-    list.ints_unless(ctx, "pad", &pads, &vec![0; 2 * n]);
-    list.ints_unless(ctx, "dilation", &dilations, &vec![1; n]);
-    if group != 1 {
-        let g = ctx.i64_attr(group);
-        list.push("groups", g);
-    }
-    let dict = list.dict(ctx);
-    let mut operands = vec![x, w];
-    operands.extend(bias);
-    let op = if n == 2 { fp_op::CONV2D } else { fp_op::CONV1D };
-    let y = cx.emit(op, &operands, dict)?;
-    cx.set_output(0, y)
+    window.emit(cx, [fp_op::CONV1D, fp_op::CONV2D], &pads, group, &[])
 }
 
 /// `ConvTranspose` → `fp.conv_transpose2d` or `fp.conv_transpose1d`: the
@@ -63,46 +103,12 @@ pub(super) fn conv(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
 /// op's attributes.
 pub(super) fn conv_transpose(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let attrs = cx.attrs();
-    let x = cx.input(0)?;
-    let w = cx.input(1)?;
-    let bias = cx.opt_input(2)?;
-    let (x_shape, w_shape) = (cx.shape(x)?, cx.shape(w)?);
-    let n = x_shape.len().saturating_sub(2);
-    if !(1..=2).contains(&n) || w_shape.len() != x_shape.len() {
-        return Err(format!(
-            "only 1-D and 2-D transposed convolutions are supported (input rank {}, weight rank {})",
-            x_shape.len(),
-            w_shape.len()
-        ));
-    }
-    let kernel = &w_shape[2..];
-    if let Some(k) = attrs.opt_ints("kernel_shape")? {
-        if k != kernel {
-            return Err(format!(
-                "attribute 'kernel_shape' {k:?} differs from the weight's kernel {kernel:?}"
-            ));
-        }
-    }
-    let strides = spatial_ints(&attrs, "strides", n, 1)?;
-    let dilations = spatial_ints(&attrs, "dilations", n, 1)?;
-    let (pads, output_padding) = transpose_pads(&attrs, &x_shape[2..], kernel, &strides, &dilations)?;
+    let window = Window::read(cx, &attrs, "transposed convolutions")?;
+    let (pads, output_padding) =
+        transpose_pads(&attrs, window.spatial(), &window.kernel, &window.strides, &window.dilations)?;
     let group = attrs.int("group", 1)?;
-    let ctx = cx.ctx();
-    let mut list = AttrList::default();
-    list.ints_unless(ctx, "stride", &strides, &vec![1; n]);
-    list.ints_unless(ctx, "pad", &pads, &vec![0; 2 * n]);
-    list.ints_unless(ctx, "dilation", &dilations, &vec![1; n]);
-    list.ints_unless(ctx, "output_padding", &output_padding, &vec![0; n]);
-    if group != 1 {
-        let g = ctx.i64_attr(group);
-        list.push("groups", g);
-    }
-    let dict = list.dict(ctx);
-    let mut operands = vec![x, w];
-    operands.extend(bias);
-    let op = if n == 2 { fp_op::CONV_TRANSPOSE2D } else { fp_op::CONV_TRANSPOSE1D };
-    let y = cx.emit(op, &operands, dict)?;
-    cx.set_output(0, y)
+    let ops = [fp_op::CONV_TRANSPOSE1D, fp_op::CONV_TRANSPOSE2D];
+    window.emit(cx, ops, &pads, group, &[("output_padding", output_padding, 0)])
 }
 
 /// The explicit begin-then-end paddings and the output padding of a

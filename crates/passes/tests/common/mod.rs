@@ -1,5 +1,8 @@
 //! What the end-to-end tests of the passes share: the repository root, a
-//! context with qopt's dialects, and running a pipeline on a module.
+//! context with qopt's dialects, running a pipeline on a module, and a
+//! deterministic random generator ([`rng`]).
+
+pub mod rng;
 
 use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
 use qopt_ir_core::{verify, Context, Module};
