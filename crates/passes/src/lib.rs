@@ -2,7 +2,8 @@
 //! after its flag, which ask ops for traits ([`qopt_ir_core::Traits`]),
 //! folders and patterns, never for their names (the exceptions are
 //! `simplify-inference`, which rewrites `fp.batch_norm` into `fp` arithmetic,
-//! and `recognize-gelu`, which fuses `fp` arithmetic into `fp.gelu`), and the
+//! and `recognize-gelu` / `recognize-hard-swish`, which fuse `fp` arithmetic
+//! into one activation), and the
 //! quantization passes in [`quant`].
 //!
 //! A pass is its module plus one line in the `passes!` list below (or in
@@ -14,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+mod fp_chains;
 mod fp_constants;
 pub mod quant;
 
@@ -43,6 +45,7 @@ passes! {
     fold_constant::FoldConstant,
     simplify_inference::SimplifyInference,
     recognize_gelu::RecognizeGelu,
+    recognize_hard_swish::RecognizeHardSwish,
 }
 
 /// Registers every pass (the generic ones and [`quant::quant_passes`]) and

@@ -45,15 +45,13 @@
 //! ```
 
 use qopt_dialect_fp::op_names as fp_op;
-use qopt_dialect_fp::shape;
 use qopt_ir_core::pass::PassOptions;
-use qopt_ir_core::{
-    constant_value, dense_values_f64, AttrData, Context, InsertPoint, Module, OpId, OpName, Pass,
-    PassContext, PassError, PassOutcome, Rewriter, Traits, ValueId,
-};
+use qopt_ir_core::{Context, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome, ValueId};
 use smallvec::SmallVec;
 
-use crate::fp_constants::erase_if_unused_constant;
+use crate::fp_chains::{
+    binary, is_constant, keeps_float_type, other_than_constant, replace_chain, single_use_def, unary,
+};
 
 /// The `recognize-gelu` pass; see the module docs.
 pub struct RecognizeGelu;
@@ -164,8 +162,6 @@ const FRAC_1_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
 const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
 /// The cubic coefficient of the tanh approximation.
 const CUBIC: f64 = 0.044715;
-/// How far a constant may be from its expected value, in f32 ulps there.
-const ULPS: f64 = 4.0;
 
 /// The chain ending at the multiplication `y_op`, if it is one of the GELU
 /// decompositions (see the module docs) whose intermediate values have one
@@ -185,7 +181,7 @@ fn match_gelu(ctx: &Context, module: &Module, names: &Names, y_op: OpId) -> Opti
                 let Some((form, mut ops)) = factor(ctx, module, names, a, x) else { continue };
                 ops.insert(0, inner);
                 let found = Found { x, form, ops };
-                if keeps_float_type(ctx, module, y_op, &found) {
+                if keeps_float_type(ctx, module, found.x, y_op, &found.ops) {
                     return Some(found);
                 }
             }
@@ -262,78 +258,6 @@ fn cube_ops(
     (binary(module, square, names.mul)? == (x, x)).then(|| SmallVec::from_slice(&[outer, square]))
 }
 
-/// Whether `x` is a float tensor and the final op and every op of the chain
-/// produce exactly `x`'s type (no broadcast to a larger shape).
-fn keeps_float_type(ctx: &Context, module: &Module, y_op: OpId, found: &Found) -> bool {
-    let ty = module.value_type(found.x);
-    let float = shape::tensor_parts(ctx, ty).is_some_and(|(_, elem)| shape::is_float_element(ctx, elem));
-    float && std::iter::once(&y_op).chain(&found.ops).all(|&op| module.value_type(module.result(op, 0)) == ty)
-}
-
-/// The defining op of `v` if it is a live op named `name` with one result,
-/// and `v` has exactly one use.
-fn single_use_def(module: &Module, v: ValueId, name: OpName) -> Option<OpId> {
-    let op = module.defining_op(v);
-    let ok = op.is_some()
-        && !module.is_erased(op)
-        && module.op_name(op) == name
-        && module.num_results(op) == 1
-        && module.uses(v).count() == 1;
-    ok.then_some(op)
-}
-
-/// The two operands of `op` if it is named `name` with two operands and one result.
-fn binary(module: &Module, op: OpId, name: OpName) -> Option<(ValueId, ValueId)> {
-    (module.op_name(op) == name && module.num_operands(op) == 2 && module.num_results(op) == 1)
-        .then(|| (module.operand(op, 0), module.operand(op, 1)))
-}
-
-/// The operand of the one-operand `op`.
-fn unary(module: &Module, op: OpId) -> Option<ValueId> {
-    (module.num_operands(op) == 1).then(|| module.operand(op, 0))
-}
-
-/// For the commutative binary `op` named `name` with one operand the constant
-/// `value` (see [`is_constant`]), the other operand (the second operand is
-/// tried as the constant first).
-fn other_than_constant(
-    ctx: &Context,
-    module: &Module,
-    op: OpId,
-    name: OpName,
-    value: f64,
-) -> Option<ValueId> {
-    let (p, q) = binary(module, op, name)?;
-    if is_constant(ctx, module, q, value) {
-        Some(p)
-    } else if is_constant(ctx, module, p, value) {
-        Some(q)
-    } else {
-        None
-    }
-}
-
-/// Whether `v` is a constant with float elements, at least one, all within
-/// [`ULPS`] f32 ulps of `value` (> 0).
-fn is_constant(ctx: &Context, module: &Module, v: ValueId, value: f64) -> bool {
-    let Some(attr) = constant_value(ctx, module, v) else { return false };
-    let AttrData::Dense(d) = ctx.attr_data(attr) else { return false };
-    let elem = ctx.element_type(d.ty);
-    if !shape::is_float_element(ctx, elem) {
-        return false;
-    }
-    let tolerance = ULPS * f32_ulp(value);
-    dense_values_f64(ctx, d, elem)
-        .is_some_and(|values| !values.is_empty() && values.iter().all(|&c| (c - value).abs() <= tolerance))
-}
-
-/// The distance from the f32 nearest to `value` (> 0, normal) to the next
-/// larger f32.
-fn f32_ulp(value: f64) -> f64 {
-    let f = value as f32;
-    f64::from(f32::from_bits(f.to_bits() + 1)) - f64::from(f)
-}
-
 /// Replaces the final multiplication `y_op` by `fp.gelu(x)` and erases the
 /// chain and the constants it leaves unused; on `Err` the IR is unchanged.
 fn rewrite(ctx: &mut Context, module: &mut Module, y_op: OpId, found: &Found) -> Result<(), String> {
@@ -344,44 +268,13 @@ fn rewrite(ctx: &mut Context, module: &mut Module, y_op: OpId, found: &Found) ->
             ctx.dict_attr(&[("approximate", tanh)])
         }
     };
-    let (y, loc) = (module.result(y_op, 0), module.op_loc(y_op));
-    let mut rewriter = Rewriter::new(ctx, module);
-    rewriter.set_insertion_point(InsertPoint::Before(y_op));
-    rewriter.set_loc(loc);
-    let gelu = rewriter.create_inferred(fp_op::GELU, &[found.x], attrs)?;
-    let g = rewriter.module.result(gelu, 0);
-    if rewriter.module.value_type(g) != rewriter.module.value_type(y) {
-        // invariant: the new op is unused, so erasing it cannot fail.
-        let _ = rewriter.erase_op(gelu);
-        return Err("fp.gelu would change the result type".to_string());
-    }
-    // The constants the chain uses, erased below if nothing else does.
-    let mut constants: SmallVec<[ValueId; 8]> = SmallVec::new();
-    for &op in std::iter::once(&y_op).chain(&found.ops) {
-        for v in module.operands(op) {
-            let def = module.defining_op(v);
-            let constant = def.is_some()
-                && ctx.op_def(module.op_name(def)).is_some_and(|d| d.has(Traits::CONSTANT_LIKE));
-            if constant && !constants.contains(&v) {
-                constants.push(v);
-            }
-        }
-    }
-    module.replace_all_uses(y, g);
-    // invariant: `y_op` has no uses left and each op of the chain had one user,
-    // erased before it, so every erase succeeds.
-    for &op in std::iter::once(&y_op).chain(&found.ops) {
-        let _ = module.erase_op(op);
-    }
-    for &c in &constants {
-        erase_if_unused_constant(ctx, module, c);
-    }
-    Ok(())
+    replace_chain(ctx, module, y_op, &found.ops, fp_op::GELU, found.x, attrs)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{f32_ulp, FRAC_1_SQRT_2, SQRT_2_OVER_PI};
+    use super::{FRAC_1_SQRT_2, SQRT_2_OVER_PI};
+    use crate::fp_chains::f32_ulp;
     use crate::test_ir::{on_small_stack, test_context, TestIr};
     use qopt_ir_core::parse_module;
 

@@ -2,11 +2,12 @@
 //! post-training quantization flow in one step, from a float model to an
 //! integer one.
 //!
-//! It expands to `recognize-gelu, fold-bn, insert-observers, calibrate,
-//! insert-fakeq, propagate-qparams, expand-fakeq, quantize-constants, fuse,
-//! canonicalize, dce, quant-lint`: `recognize-gelu` first, so that a GELU an
-//! exporter decomposed into arithmetic is observed and kept as one activation
-//! rather than quantized op by op. Its options
+//! It expands to `recognize-gelu, recognize-hard-swish, fold-bn,
+//! insert-observers, calibrate, insert-fakeq, propagate-qparams, expand-fakeq,
+//! quantize-constants, fuse, canonicalize, dce, quant-lint`: the recognize
+//! passes first, so that a GELU or HardSwish an exporter decomposed into
+//! arithmetic is observed and kept as one activation rather than quantized op
+//! by op. Its options
 //! are those of `insert-observers`, `calibrate` and `insert-fakeq`
 //! (`data` required); each option given is passed to every one of those passes
 //! that declares it, and `--list-passes` prints the expansion, so running the
@@ -37,7 +38,7 @@ pub fn quantize_pipeline() -> NamedPipeline {
     }
     NamedPipeline {
         name: "quantize",
-        summary: "post-training quantization, float to integer ops: recognize-gelu, fold-bn, insert-observers, calibrate, \
+        summary: "post-training quantization, float to integer ops: recognize-gelu, recognize-hard-swish, fold-bn, insert-observers, calibrate, \
                   insert-fakeq, propagate-qparams, expand-fakeq, quantize-constants, fuse, canonicalize, dce, quant-lint (options: those of \
                   insert-observers, calibrate and insert-fakeq; data required)",
         options,
@@ -63,6 +64,7 @@ fn expand(options: &PassOptions) -> String {
     let [observers, calibrate, fakeq] = configurable();
     [
         "recognize-gelu".to_string(),
+        "recognize-hard-swish".to_string(),
         "fold-bn".to_string(),
         with_options(observers.0, &observers.1),
         with_options(calibrate.0, &calibrate.1),
