@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod attrs;
+pub mod equivalence;
 mod ops;
 
 /// The name of every `fp` op as a constant (`op_names::CONV2D`), one
@@ -72,6 +73,9 @@ impl Dialect for FpDialect {
     }
     fn canonicalization_patterns(&self) -> Vec<Box<dyn RewritePattern>> {
         ops::canonicalization_patterns()
+    }
+    fn equivalence_rules(&self) -> Vec<qopt_ir_core::equivalence::EquivRule> {
+        equivalence::rules()
     }
 }
 

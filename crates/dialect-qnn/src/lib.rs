@@ -22,6 +22,7 @@
 
 #![warn(missing_docs)]
 
+pub mod equivalence;
 pub mod fixed_point;
 mod ops;
 
@@ -56,6 +57,9 @@ impl Dialect for QnnDialect {
     }
     fn ops(&self) -> Vec<OpDef> {
         ops::all()
+    }
+    fn equivalence_rules(&self) -> Vec<qopt_ir_core::equivalence::EquivRule> {
+        equivalence::rules()
     }
     /// Quantized types get the semantic checks of `docs/quant-semantics.md` §2
     /// (ir-core already checked their structure). `!qnn.<other>` opaque types

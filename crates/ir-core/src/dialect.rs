@@ -371,4 +371,10 @@ pub trait Dialect: Send + Sync + 'static {
     fn canonicalization_patterns(&self) -> Vec<Box<dyn RewritePattern>> {
         Vec::new()
     }
+    /// The identities that define or relate this dialect's ops, for the
+    /// equivalence checker (`qopt --verify-equiv`); see
+    /// [`crate::equivalence`].
+    fn equivalence_rules(&self) -> Vec<crate::equivalence::EquivRule> {
+        Vec::new()
+    }
 }

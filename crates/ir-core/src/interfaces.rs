@@ -102,3 +102,9 @@ pub struct FusedActivation;
 /// the fake-quant model bit for bit (sigmoid, tanh, gelu, hard_swish, ...).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct LookupActivation;
+
+/// Attributes that record facts about an op and never change its values
+/// (`qnn.quantize`'s `calibrated_min`): the equivalence checker leaves them
+/// out of the op's identity, so a pass may add, keep or drop them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Annotations(pub &'static [&'static str]);

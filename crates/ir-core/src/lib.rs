@@ -15,6 +15,7 @@ mod dense;
 mod diag;
 mod dialect;
 mod entity;
+pub mod equivalence;
 mod float_text;
 mod hash;
 pub mod interfaces;

@@ -87,6 +87,11 @@ impl Pass for FoldConstant {
         true
     }
 
+    /// Integer constants must come out bit for bit; float folders round in f64, so float constants are compared within ulps.
+    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
+        Some(qopt_ir_core::equivalence::Relation::Real)
+    }
+
     fn run(
         &self,
         cx: &mut PassContext<'_>,

@@ -87,6 +87,11 @@ impl Pass for RecognizeGelu {
         true
     }
 
+    /// Not checked yet: no rules state the GELU decompositions.
+    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
+        None
+    }
+
     fn run(
         &self,
         cx: &mut PassContext<'_>,

@@ -69,6 +69,11 @@ impl Pass for RecognizeHardSwish {
         true
     }
 
+    /// Not checked yet: no rules state the HardSwish decompositions.
+    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
+        None
+    }
+
     fn run(
         &self,
         cx: &mut PassContext<'_>,

@@ -69,6 +69,11 @@ impl Pass for SimplifyInference {
         true
     }
 
+    /// The scale and shift are computed in f64 and rounded once.
+    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
+        Some(qopt_ir_core::equivalence::Relation::Real)
+    }
+
     fn run(
         &self,
         cx: &mut PassContext<'_>,

@@ -13,6 +13,16 @@ pub enum DiagnosticFormat {
     Json,
 }
 
+/// What `--verify-equiv` does with a pass it cannot prove.
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default, ValueEnum)]
+pub enum VerifyEquiv {
+    /// A failed or unknown proof fails the run (exit 1, with a reproducer).
+    #[default]
+    Fail,
+    /// Report every outcome and go on.
+    Warn,
+}
+
 /// Flags shared by `qopt` and every driver built on it.
 #[derive(Parser, Debug)]
 #[command(
@@ -74,6 +84,10 @@ pub struct Cli {
     /// Print per-pass statistics.
     #[arg(long)]
     pub stats: bool,
+    /// Prove each pass by equality saturation under the relation it declares
+    /// (docs/verification.md); `--verify-equiv=warn` reports without failing.
+    #[arg(long, value_name = "MODE", value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "fail")]
+    pub verify_equiv: Option<VerifyEquiv>,
     /// Directory for reproducer files of failing passes (default: the temp dir).
     #[arg(long, value_name = "DIR")]
     pub reproducer_dir: Option<PathBuf>,

@@ -25,7 +25,7 @@ mod output;
 pub mod pass_docs;
 pub mod run;
 
-pub use cli::{Cli, DiagnosticFormat};
+pub use cli::{Cli, DiagnosticFormat, VerifyEquiv};
 pub use diagnostics::{diagnostic_to_json, MAX_REPORTED_DIAGNOSTICS, PIPELINE_FILE};
 pub use op_docs::{InterfaceDoc, STANDARD_INTERFACE_DOCS};
 pub use output::write_file_atomically;
@@ -384,8 +384,20 @@ impl Invocation<'_> {
             print_sink: Box::new(&mut *err),
             ..Instrumentation::default()
         };
+        let equiv_report = qopt_equiv::SharedReport::default();
+        if let Some(mode) = cli.verify_equiv {
+            let mode = match mode {
+                VerifyEquiv::Fail => qopt_equiv::Mode::Fail,
+                VerifyEquiv::Warn => qopt_equiv::Mode::Warn,
+            };
+            let hook = qopt_equiv::EquivHook::new(mode, qopt_equiv::Limits::default(), equiv_report.clone());
+            inst.hooks.push(Box::new(hook));
+        }
         let result = self.pipeline.run(&mut ctx, &mut module, &mut inst);
         drop(inst);
+        if cli.verify_equiv.is_some() {
+            let _ = err.write_all(qopt_equiv::render(&equiv_report.borrow()).as_bytes());
+        }
         match result {
             Ok(run) => {
                 for w in &run.warnings {

@@ -10,6 +10,7 @@
 
 use super::{describe, expect_shape, rounding_doc, rounding_in, tensor};
 use crate::quant_params::{check_axis_fits, check_quant_type, params, quant_element, storage_range};
+use qopt_ir_core::interfaces::Annotations;
 use qopt_ir_core::{Arity, QuantType};
 use qopt_ir_core::{
     AttrData, Attribute, Context, FloatKind, FoldResult, Module, OpDef, OpId, OpView, Traits, Type, TypeData,
@@ -32,6 +33,9 @@ pub mod names {
     pub const STOP_FUSION: &str = "qnn.stop_fusion";
 }
 
+/// The attributes that record a calibrated range and never change values.
+const CALIBRATED_RANGE: Annotations = Annotations(&["calibrated_min", "calibrated_max"]);
+
 pub(crate) fn ops() -> Vec<OpDef> {
     vec![
         OpDef::new(names::QUANTIZE, "float to quantized: divide by the scale, round half to even, add the zero point, saturate")
@@ -49,7 +53,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::Exact(1))
             .traits(Traits::PURE | Traits::ELEMENTWISE)
             .verifier(verify_quantize)
-            .folder(fold_quantize),
+            .folder(fold_quantize)
+            .interface(CALIBRATED_RANGE),
         OpDef::new(names::DEQUANTIZE, "quantized to float: (q − zero_point) × scale in f32")
             .description(
                 "`qnn.dequantize(q)` maps a quantized tensor to a float tensor of its expressed type and the \
@@ -89,7 +94,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
             )
             .operands(Arity::Exact(1))
             .traits(Traits::PURE | Traits::ELEMENTWISE | Traits::SAME_OPERANDS_AND_RESULT_TYPE)
-            .infer(infer_fake_quant),
+            .infer(infer_fake_quant)
+            .interface(CALIBRATED_RANGE),
         OpDef::new(names::CAST_HINT, "identity that marks the quantized kind a value should get")
             .description(
                 "`qnn.cast_hint(x) {kind = \"...\"}` is the identity (TVM's `annotation.cast_hint`): \

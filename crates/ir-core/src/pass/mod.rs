@@ -64,6 +64,16 @@ pub trait Pass: Send + Sync {
         false
     }
 
+    /// The relation under which `qopt --verify-equiv` proves the pass, or
+    /// `None` when it is not checked (the pass changes numerics on purpose, or
+    /// no rules state what it does). By default [`Relation::Exact`] for a pass
+    /// that [`preserves_semantics`](Pass::preserves_semantics).
+    ///
+    /// [`Relation::Exact`]: crate::equivalence::Relation::Exact
+    fn equivalence(&self) -> Option<crate::equivalence::Relation> {
+        self.preserves_semantics().then_some(crate::equivalence::Relation::Exact)
+    }
+
     /// Transforms `module`. Returning `Err` fails the pipeline; the module may then
     /// be left half-transformed (the pass manager keeps a copy for the reproducer).
     fn run(

@@ -79,6 +79,12 @@ impl Pass for Calibrate {
         "run @main over a data set and record statistics in the qnn.observe ops"
     }
 
+    /// Observers are identities (`observe-is-identity`), whatever statistics
+    /// they hold.
+    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
+        Some(qopt_ir_core::equivalence::Relation::Exact)
+    }
+
     fn description(&self) -> &'static str {
         "Runs the function (`@main`) in the reference interpreter over the samples of `data` (a \
          .npy with samples along dimension 0, an .npz with one member per argument, or a directory \

@@ -123,6 +123,11 @@ impl Pass for FoldBn {
         true
     }
 
+    /// Folded weights and biases are computed in f64 and rounded once.
+    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
+        Some(qopt_ir_core::equivalence::Relation::Real)
+    }
+
     fn run(
         &self,
         cx: &mut PassContext<'_>,

@@ -62,6 +62,12 @@ impl Pass for InsertObservers {
         "put a qnn.observe on every float value a quantized op would consume or produce"
     }
 
+    /// Observers are identities (`observe-is-identity`), whatever statistics
+    /// they hold.
+    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
+        Some(qopt_ir_core::equivalence::Relation::Exact)
+    }
+
     fn description(&self) -> &'static str {
         "Inserts one `qnn.observe` on each function argument and on each activation operand and \
          result of an op with the QuantizableOp interface (a result used only by a relu or clip is \

@@ -1,0 +1,391 @@
+//! The e-class analysis: each class's IR type and, where it is known, its
+//! constant value, folded with the interpreter's kernels (IR ops) and the
+//! checker's own arithmetic ([`crate::builtins`]).
+//!
+//! A class that folds to a value gets the constant leaf of that value, so it
+//! merges with every class holding the same bits. Under a relation that
+//! tolerates rounding ([`Relation::tolerates_rounding`]) a computed float
+//! value also merges with an IR constant of the same shape whose elements are
+//! all within `ulps` of it; the largest distance used is recorded for the
+//! report.
+
+use crate::builtins;
+use crate::lang::{ConstKey, Node};
+use egg::{DidMerge, EGraph, Id};
+use qopt_interp::{KernelContext, KernelRegistry, Tensor};
+use qopt_ir_core::equivalence::Relation;
+use qopt_ir_core::{Context, FxHashMap, FxHasher, Traits, Type};
+use std::hash::Hasher;
+use std::sync::Arc;
+
+/// Constants larger than this many elements are not folded by kernels.
+const FOLD_LIMIT: usize = 1 << 25;
+
+/// A known value.
+#[derive(Clone, Debug)]
+pub struct Constant {
+    /// The value.
+    pub value: Arc<Tensor>,
+    /// Its content key.
+    pub key: ConstKey,
+    /// Whether it is a constant of the IR (not one the checker computed).
+    pub from_ir: bool,
+}
+
+/// What the analysis knows of a class.
+#[derive(Clone, Debug, Default)]
+pub struct Data {
+    /// The IR type of the value, where known.
+    pub ty: Option<Type>,
+    /// The value, where it is a constant.
+    pub constant: Option<Constant>,
+    /// Whether the value was compared with the IR's constants within the
+    /// rounding tolerance already.
+    pub approx_done: bool,
+}
+
+/// The analysis state: the context, kernels, the constant table and the
+/// tolerance.
+pub struct EqAnalysis<'a> {
+    /// The context (types are interned by rules that build IR nodes).
+    pub ctx: &'a mut Context,
+    /// Kernels for folding IR ops.
+    pub kernels: KernelRegistry,
+    /// Every constant leaf's value.
+    pub constants: FxHashMap<ConstKey, Arc<Tensor>>,
+    /// The IR's float constants by shape, for matching within the tolerance.
+    pub ir_float_leaves: FxHashMap<Vec<usize>, Vec<(ConstKey, Id)>>,
+    /// The IR constants' keys, with the significand bits and smallest normal
+    /// exponent of their float element type (ulps are measured in it) and
+    /// their type (none for an IR constant reshaped by a rule).
+    pub ir_keys: FxHashMap<ConstKey, (Precision, Option<Type>)>,
+    /// Classes of computed float constants by shape, for matching IR
+    /// constants that appear after them.
+    pub computed_floats: FxHashMap<Vec<usize>, Vec<Id>>,
+    /// Argument types of the function being checked.
+    pub arg_types: Vec<Type>,
+    /// The relation checked.
+    pub relation: Relation,
+    /// Ulps a float constant may differ by under a rounding relation.
+    pub ulps: u32,
+    /// The largest ulp distance of an approximate match so far.
+    pub max_ulps_used: u32,
+    /// Approximate matches made.
+    pub approx_matches: usize,
+}
+
+impl<'a> EqAnalysis<'a> {
+    /// An analysis over `ctx` for `relation`.
+    pub fn new(ctx: &'a mut Context, kernels: KernelRegistry, relation: Relation, ulps: u32) -> EqAnalysis<'a> {
+        EqAnalysis {
+            ctx,
+            kernels,
+            constants: FxHashMap::default(),
+            ir_float_leaves: FxHashMap::default(),
+            ir_keys: FxHashMap::default(),
+            computed_floats: FxHashMap::default(),
+            arg_types: Vec::new(),
+            relation,
+            ulps,
+            max_ulps_used: 0,
+            approx_matches: 0,
+        }
+    }
+}
+
+/// The content key of a tensor.
+pub fn key_of(t: &Tensor) -> ConstKey {
+    let mut h = FxHasher::default();
+    h.write_u8(t.dtype() as u8);
+    for &d in t.shape() {
+        h.write_usize(d);
+    }
+    match t {
+        Tensor::F32(a) => a.iter().for_each(|x| h.write_u32(x.to_bits())),
+        Tensor::F64(a) => a.iter().for_each(|x| h.write_u64(x.to_bits())),
+        Tensor::I8(a) => a.iter().for_each(|&x| h.write_i8(x)),
+        Tensor::U8(a) => a.iter().for_each(|&x| h.write_u8(x)),
+        Tensor::I16(a) => a.iter().for_each(|&x| h.write_i16(x)),
+        Tensor::I32(a) => a.iter().for_each(|&x| h.write_i32(x)),
+        Tensor::I64(a) => a.iter().for_each(|&x| h.write_i64(x)),
+        Tensor::Bool(a) => a.iter().for_each(|&x| h.write_u8(u8::from(x))),
+    }
+    ConstKey { hash: h.finish(), len: t.len() as u64 }
+}
+
+/// The type a type leaf class holds.
+pub fn type_leaf(egraph: &EGraph<Node, EqAnalysis<'_>>, id: Id) -> Option<Type> {
+    egraph[id].nodes.iter().find_map(|n| match n {
+        Node::Type(t) => Some(*t),
+        _ => None,
+    })
+}
+
+/// The attribute dictionary an attribute leaf class holds.
+pub fn attr_leaf(egraph: &EGraph<Node, EqAnalysis<'_>>, id: Id) -> Option<qopt_ir_core::Attribute> {
+    egraph[id].nodes.iter().find_map(|n| match n {
+        Node::Attr(a) => Some(*a),
+        _ => None,
+    })
+}
+
+/// The integer an integer leaf class holds.
+pub fn int_leaf(egraph: &EGraph<Node, EqAnalysis<'_>>, id: Id) -> Option<i64> {
+    egraph[id].nodes.iter().find_map(|n| match n {
+        Node::Int(i) => Some(*i),
+        _ => None,
+    })
+}
+
+impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
+    type Data = Data;
+
+    fn make(egraph: &mut EGraph<Node, Self>, enode: &Node, _id: Id) -> Data {
+        match enode {
+            Node::Arg(i) => Data { ty: egraph.analysis.arg_types.get(*i as usize).copied(), ..Data::default() },
+            Node::Const(key) => {
+                let value = egraph.analysis.constants.get(key).cloned();
+                let ir = egraph.analysis.ir_keys.get(key).copied();
+                let from_ir = ir.is_some();
+                Data {
+                    ty: ir.and_then(|(_, ty)| ty),
+                    constant: value.map(|value| Constant { value, key: *key, from_ir }),
+                    approx_done: from_ir,
+                }
+            }
+            Node::Attr(_) | Node::Type(_) | Node::Int(_) => Data::default(),
+            Node::Op { name, result, children } => {
+                let ty = type_leaf(egraph, children[1]);
+                let value = ty.and_then(|ty| fold_op(egraph, *name, *result as usize, children, ty));
+                Data { ty, constant: value.map(computed), approx_done: false }
+            }
+            Node::Fn { f, children } => {
+                let operands: Option<Vec<Arc<Tensor>>> = children[..builtins::value_arity(*f)]
+                    .iter()
+                    .map(|&c| egraph[c].data.constant.as_ref().map(|k| k.value.clone()))
+                    .collect();
+                let axis = children.get(2).and_then(|&c| int_leaf(egraph, c));
+                let value = operands.and_then(|ops| builtins::evaluate(*f, &ops, axis));
+                Data { ty: None, constant: value.map(computed), approx_done: false }
+            }
+        }
+    }
+
+    fn merge(&mut self, a: &mut Data, b: Data) -> DidMerge {
+        let mut changed = DidMerge(false, false);
+        match (a.ty, b.ty) {
+            (None, Some(t)) => {
+                a.ty = Some(t);
+                changed.0 = true;
+            }
+            (Some(_), None) => changed.1 = true,
+            _ => {}
+        }
+        match (&a.constant, b.constant) {
+            (None, Some(c)) => {
+                a.constant = Some(c);
+                changed.0 = true;
+            }
+            (Some(_), None) => changed.1 = true,
+            (Some(x), Some(y)) => {
+                if !x.from_ir && y.from_ir {
+                    a.constant = Some(y);
+                    changed.0 = true;
+                } else if x.key != y.key {
+                    changed.1 = true;
+                }
+            }
+            (None, None) => {}
+        }
+        if a.approx_done != b.approx_done {
+            changed.0 |= !a.approx_done;
+            changed.1 |= !b.approx_done;
+            a.approx_done = true;
+        }
+        changed
+    }
+
+    fn modify(egraph: &mut EGraph<Node, Self>, id: Id) {
+        let Some(constant) = egraph[id].data.constant.clone() else { return };
+        if !constant.from_ir {
+            egraph.analysis.constants.entry(constant.key).or_insert_with(|| constant.value.clone());
+            let leaf = egraph.add(Node::Const(constant.key));
+            egraph.union(id, leaf);
+        }
+        let id = egraph.find(id);
+        if egraph[id].data.approx_done || !egraph.analysis.relation.tolerates_rounding() {
+            return;
+        }
+        egraph[id].data.approx_done = true;
+        if !matches!(*constant.value, Tensor::F32(_) | Tensor::F64(_)) {
+            return;
+        }
+        let shape = constant.value.shape().to_vec();
+        egraph.analysis.computed_floats.entry(shape.clone()).or_default().push(id);
+        let candidates = egraph.analysis.ir_float_leaves.get(&shape).cloned().unwrap_or_default();
+        for (key, leaf) in candidates {
+            approx_union(egraph, id, &constant.value, key, leaf);
+        }
+    }
+}
+
+/// Unites the class `id` of the computed value `value` with the IR constant
+/// leaf `leaf` (key `key`) when they are within the tolerance.
+fn approx_union(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id, value: &Tensor, key: ConstKey, leaf: Id) {
+    if egraph.find(leaf) == egraph.find(id) {
+        return;
+    }
+    let Some(ir) = egraph.analysis.constants.get(&key).cloned() else { return };
+    let precision = egraph.analysis.ir_keys.get(&key).map_or(Precision::F32, |&(p, _)| p);
+    if let Some(ulps) = ulp_distance(value, &ir, precision, egraph.analysis.ulps) {
+        let analysis = &mut egraph.analysis;
+        analysis.max_ulps_used = analysis.max_ulps_used.max(ulps);
+        analysis.approx_matches += 1;
+        egraph.union(id, leaf);
+    }
+}
+
+/// Makes the constant leaf `id` an IR float constant of `precision` for
+/// matching within the tolerance, and matches it against the computed
+/// values seen so far.
+pub fn register_ir_float_leaf(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id, precision: Precision) {
+    let Some(constant) = egraph[id].data.constant.clone() else { return };
+    let analysis = &mut egraph.analysis;
+    analysis.ir_keys.entry(constant.key).or_insert((precision, None));
+    let shape = constant.value.shape().to_vec();
+    let leaves = analysis.ir_float_leaves.entry(shape.clone()).or_default();
+    if leaves.iter().any(|(k, _)| *k == constant.key) {
+        return;
+    }
+    leaves.push((constant.key, id));
+    if !analysis.relation.tolerates_rounding() {
+        return;
+    }
+    for computed in analysis.computed_floats.get(&shape).cloned().unwrap_or_default() {
+        let Some(value) = egraph[computed].data.constant.as_ref().map(|c| c.value.clone()) else { continue };
+        approx_union(egraph, computed, &value, constant.key, id);
+    }
+}
+
+/// A computed constant's record.
+fn computed(value: Tensor) -> Constant {
+    let key = key_of(&value);
+    Constant { value: Arc::new(value), key, from_ir: false }
+}
+
+/// The value of result `result` of op `name` when every operand is a known
+/// constant and the op is pure with a kernel.
+fn fold_op(
+    egraph: &EGraph<Node, EqAnalysis<'_>>,
+    name: qopt_ir_core::OpName,
+    result: usize,
+    children: &[Id],
+    result_ty: Type,
+) -> Option<Tensor> {
+    let analysis = &egraph.analysis;
+    let def = analysis.ctx.op_def(name)?;
+    if !def.has(Traits::PURE) || def.has(Traits::CONSTANT_LIKE) {
+        return None;
+    }
+    let kernel = analysis.kernels.get(analysis.ctx.op_name_str(name))?;
+    let attrs = attr_leaf(egraph, children[0])?;
+    let mut operands = Vec::with_capacity(children.len() - 2);
+    let mut operand_types = Vec::with_capacity(children.len() - 2);
+    for &c in &children[2..] {
+        let data = &egraph[c].data;
+        let value = data.constant.as_ref()?.value.clone();
+        if value.len() > FOLD_LIMIT {
+            return None;
+        }
+        operands.push(value);
+        operand_types.push(data.ty?);
+    }
+    // Every result's type is needed by multi-result kernels; a node knows only
+    // its own, so fold single-result ops (and split-like ops by their first
+    // result's type would be wrong).
+    if def.results != qopt_ir_core::Arity::Exact(1) || result != 0 {
+        return None;
+    }
+    let result_types = [result_ty];
+    let mut kc = KernelContext::new(analysis.ctx, attrs, &result_types).with_operand_types(&operand_types);
+    let refs: Vec<&Tensor> = operands.iter().map(|t| t.as_ref()).collect();
+    let mut results = kernel(&mut kc, &refs).ok()?;
+    if results.is_empty() {
+        return None;
+    }
+    Some(results.swap_remove(0))
+}
+
+/// A float element type's significand bits and smallest normal exponent.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Precision {
+    /// Stored significand bits.
+    pub bits: i32,
+    /// Exponent of the smallest normal number.
+    pub min_exponent: i32,
+}
+
+impl Precision {
+    /// f16.
+    pub const F16: Precision = Precision { bits: 10, min_exponent: -14 };
+    /// bf16.
+    pub const BF16: Precision = Precision { bits: 7, min_exponent: -126 };
+    /// f32.
+    pub const F32: Precision = Precision { bits: 23, min_exponent: -126 };
+    /// f64.
+    pub const F64: Precision = Precision { bits: 52, min_exponent: -1022 };
+
+    /// The spacing of values at magnitude `m`.
+    fn ulp(self, m: f64) -> f64 {
+        let exponent = if m > 0.0 { m.log2().floor() as i32 } else { self.min_exponent };
+        2f64.powi(exponent.max(self.min_exponent) - self.bits)
+    }
+}
+
+/// The largest distance in ulps (of the IR constant's element type,
+/// `precision`) between `computed` and the IR constant `ir`, if every element
+/// is within `limit` ulps and both are float tensors of one shape.
+pub fn ulp_distance(computed: &Tensor, ir: &Tensor, precision: Precision, limit: u32) -> Option<u32> {
+    let (a, b) = (float_values(computed)?, float_values(ir)?);
+    if computed.shape() != ir.shape() {
+        return None;
+    }
+    let mut largest = 0u32;
+    for (&x, &y) in a.iter().zip(&b) {
+        if x == y || (x.is_nan() && y.is_nan()) {
+            continue;
+        }
+        let magnitude = x.abs().max(y.abs());
+        if !magnitude.is_finite() {
+            return None;
+        }
+        let ulp = precision.ulp(magnitude);
+        let distance = ((x - y).abs() / ulp).ceil();
+        if distance > f64::from(limit) {
+            return None;
+        }
+        largest = largest.max(distance as u32);
+    }
+    Some(largest)
+}
+
+/// The values of a float tensor in f64.
+fn float_values(t: &Tensor) -> Option<Vec<f64>> {
+    matches!(t, Tensor::F32(_) | Tensor::F64(_)).then(|| t.to_f64_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ulps_are_measured_at_the_larger_magnitude() {
+        let a = Tensor::from_f32(&[3], vec![1.0, 2.0, -0.0]).unwrap();
+        let b = Tensor::from_f32(&[3], vec![1.0 + f32::EPSILON, 2.0, 0.0]).unwrap();
+        assert_eq!(ulp_distance(&a, &b, Precision::F32, 4), Some(1));
+        let far = Tensor::from_f32(&[3], vec![1.0 + 8.0 * f32::EPSILON, 2.0, 0.0]).unwrap();
+        assert_eq!(ulp_distance(&a, &far, Precision::F32, 4), None);
+        assert_eq!(ulp_distance(&a, &far, Precision::F16, 4), Some(1));
+        assert_eq!(ulp_distance(&a, &a, Precision::F32, 0), Some(0));
+    }
+}

@@ -1,0 +1,132 @@
+//! IR to e-graph: a function body becomes e-nodes, arguments leaves,
+//! constants leaves named by content, every other op one node per result
+//! whose children are its attributes (annotations removed), its result type
+//! and its operands.
+
+use crate::analysis::{key_of, EqAnalysis, Precision};
+use crate::lang::Node;
+use egg::{EGraph, Id};
+use qopt_interp::Tensor;
+use qopt_ir_core::interfaces::Annotations;
+use qopt_ir_core::{AttrData, Attribute, Context, ElementKind, FloatKind, FxHashMap, Module, OpId, Traits, ValueId};
+use std::sync::Arc;
+
+/// A function added to the e-graph.
+pub struct Added {
+    /// The class of each value of the body.
+    pub values: FxHashMap<ValueId, Id>,
+    /// The returned values, in order.
+    pub results: Vec<ValueId>,
+    /// Ops without results (kept for their effect), in order, as nodes.
+    pub effects: Vec<Id>,
+}
+
+/// The result index of the node standing for an op without results.
+pub const EFFECT: u32 = u32::MAX;
+
+/// Why a function cannot be checked.
+pub type Unsupported = String;
+
+/// `attrs` without the op's annotation attributes.
+fn identity_attrs(ctx: &mut Context, op_name: qopt_ir_core::OpName, attrs: Attribute) -> Attribute {
+    let Some(Annotations(names)) = ctx.op_def(op_name).and_then(|d| d.interfaces.get::<Annotations>()).copied()
+    else {
+        return attrs;
+    };
+    names.iter().fold(attrs, |a, name| if ctx.dict_get(a, name).is_some() { ctx.dict_remove(a, name) } else { a })
+}
+
+/// Adds the body of `func` to `egraph`, its arguments numbered from
+/// `first_arg`.
+pub fn add_function(
+    egraph: &mut EGraph<Node, EqAnalysis<'_>>,
+    module: &Module,
+    func: OpId,
+    first_arg: u32,
+) -> Result<Added, Unsupported> {
+    let body = module.first_block(module.region(func, 0));
+    let mut values: FxHashMap<ValueId, Id> = FxHashMap::default();
+    for (i, &arg) in module.block_args(body).iter().enumerate() {
+        values.insert(arg, egraph.add(Node::Arg(first_arg + i as u32)));
+    }
+    let mut results = Vec::new();
+    let mut effects = Vec::new();
+    for op in module.block_ops(body) {
+        let name = module.op_name(op);
+        let ctx = &mut *egraph.analysis.ctx;
+        if ctx.op_name_str(name) == "func.return" {
+            results = module.operands(op).collect();
+            continue;
+        }
+        if module.num_regions(op) > 0 {
+            return Err(format!("'{}' has regions, which the checker does not model", ctx.op_name_str(name)));
+        }
+        let def = ctx.op_def(name);
+        if def.is_some_and(|d| d.has(Traits::CONSTANT_LIKE)) {
+            if let Some(id) = add_ir_constant(egraph, module, op)? {
+                values.insert(module.result(op, 0), id);
+                continue;
+            }
+        }
+        let ctx = &mut *egraph.analysis.ctx;
+        let attrs = identity_attrs(ctx, name, module.op_attrs(op));
+        let attr_id = egraph.add(Node::Attr(attrs));
+        let mut operands = smallvec::SmallVec::<[Id; 4]>::new();
+        for v in module.operands(op) {
+            let id = values.get(&v).copied().ok_or("an operand is defined outside the function body")?;
+            operands.push(id);
+        }
+        if module.num_results(op) == 0 {
+            let mut children = smallvec::SmallVec::<[Id; 4]>::new();
+            children.push(attr_id);
+            children.extend_from_slice(&operands);
+            effects.push(egraph.add(Node::Op { name, result: EFFECT, children }));
+        }
+        for (i, r) in module.results(op).enumerate() {
+            let ty = egraph.add(Node::Type(module.value_type(r)));
+            let mut children = smallvec::SmallVec::<[Id; 4]>::new();
+            children.push(attr_id);
+            children.push(ty);
+            children.extend_from_slice(&operands);
+            let id = egraph.add(Node::Op { name, result: i as u32, children });
+            values.insert(r, id);
+        }
+    }
+    Ok(Added { values, results, effects })
+}
+
+/// Adds a constant op's value as a leaf (`None` when it holds no dense value).
+fn add_ir_constant(
+    egraph: &mut EGraph<Node, EqAnalysis<'_>>,
+    module: &Module,
+    op: OpId,
+) -> Result<Option<Id>, Unsupported> {
+    let ctx = &*egraph.analysis.ctx;
+    let Some(value) = module.op_attr(ctx, op, "value") else { return Ok(None) };
+    let AttrData::Dense(dense) = ctx.attr_data(value) else { return Ok(None) };
+    if dense.ty != module.value_type(module.result(op, 0)) {
+        return Ok(None);
+    }
+    let ty = dense.ty;
+    let tensor = Tensor::from_dense(ctx, dense).map_err(|e| format!("constant: {e}"))?;
+    let precision = match qopt_ir_core::element_kind(ctx, ctx.element_type(dense.ty)) {
+        Some(ElementKind::Float(FloatKind::F16)) => Precision::F16,
+        Some(ElementKind::Float(FloatKind::BF16)) => Precision::BF16,
+        Some(ElementKind::Float(FloatKind::F64)) => Precision::F64,
+        _ => Precision::F32,
+    };
+    let key = key_of(&tensor);
+    let float = matches!(tensor, Tensor::F32(_) | Tensor::F64(_));
+    let shape = tensor.shape().to_vec();
+    let analysis = &mut egraph.analysis;
+    analysis.ir_keys.insert(key, (precision, Some(ty)));
+    analysis.constants.entry(key).or_insert_with(|| Arc::new(tensor));
+    let id = egraph.add(Node::Const(key));
+    if float {
+        let leaves = egraph.analysis.ir_float_leaves.entry(shape).or_default();
+        if !leaves.iter().any(|(k, _)| *k == key) {
+            leaves.push((key, id));
+        }
+    }
+    Ok(Some(id))
+}

@@ -1,0 +1,108 @@
+//! The checker's own arithmetic on constants, in f64: what [`Builtin`]s
+//! evaluate to. It is written independently of the passes it checks (fold-bn
+//! computes its folded weights with its own code; this is the definition the
+//! result is compared with).
+
+use crate::lang::Builtin;
+use ndarray::{ArrayD, Axis, IxDyn};
+use qopt_interp::Tensor;
+use std::sync::Arc;
+
+/// How many leading children of `f` are values (the rest are integer leaves).
+pub fn value_arity(f: Builtin) -> usize {
+    match f {
+        Builtin::Sqrt => 1,
+        _ => 2,
+    }
+}
+
+/// The value of `f` on `operands` (its value children) with `axis` (its
+/// integer child, for the channel builtins); `None` when the shapes do not
+/// fit.
+pub fn evaluate(f: Builtin, operands: &[Arc<Tensor>], axis: Option<i64>) -> Option<Tensor> {
+    let a = as_f64(&operands[0])?;
+    let value = match f {
+        Builtin::Sqrt => a.mapv(f64::sqrt),
+        Builtin::Add | Builtin::Sub | Builtin::Mul | Builtin::Div => {
+            let b = as_f64(&operands[1])?;
+            let shape = broadcast_shape(a.shape(), b.shape())?;
+            let (a, b) = (a.broadcast(IxDyn(&shape))?, b.broadcast(IxDyn(&shape))?);
+            match f {
+                Builtin::Add => &a + &b,
+                Builtin::Sub => &a - &b,
+                Builtin::Mul => &a * &b,
+                _ => &a / &b,
+            }
+        }
+        Builtin::ChanMul | Builtin::ChanAdd => {
+            let v = as_f64(&operands[1])?;
+            let rank = a.ndim() as i64;
+            let axis = axis?;
+            let axis = if axis < 0 { axis + rank } else { axis };
+            if !(0..rank).contains(&axis) || v.ndim() > 1 {
+                return None;
+            }
+            let len = v.len();
+            let v = v.into_shape_with_order(IxDyn(&[len])).ok()?;
+            let axis = axis as usize;
+            let n = a.shape()[axis];
+            if v.len() != n && v.len() != 1 {
+                return None;
+            }
+            let mut out = a;
+            for (i, mut lane) in out.axis_iter_mut(Axis(axis)).enumerate() {
+                let s = v[[if v.len() == 1 { 0 } else { i }]];
+                if f == Builtin::ChanMul {
+                    lane.mapv_inplace(|x| x * s);
+                } else {
+                    lane.mapv_inplace(|x| x + s);
+                }
+            }
+            out
+        }
+    };
+    Some(Tensor::F64(value))
+}
+
+/// A tensor's values as an f64 array (floats and integers).
+fn as_f64(t: &Tensor) -> Option<ArrayD<f64>> {
+    if matches!(t, Tensor::Bool(_)) {
+        return None;
+    }
+    ArrayD::from_shape_vec(IxDyn(t.shape()), t.to_f64_vec()).ok()
+}
+
+/// The numpy broadcast of two shapes.
+fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[usize], i: usize| if i + s.len() >= rank { s[i + s.len() - rank] } else { 1 };
+    (0..rank)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(shape: &[usize], v: Vec<f32>) -> Arc<Tensor> {
+        Arc::new(Tensor::from_f32(shape, v).unwrap())
+    }
+
+    #[test]
+    fn arithmetic_broadcasts_and_channels_scale_along_their_axis() {
+        let sum = evaluate(Builtin::Add, &[t(&[2, 1], vec![1.0, 2.0]), t(&[3], vec![10.0, 20.0, 30.0])], None);
+        assert_eq!(sum.unwrap().to_f64_vec(), [11.0, 21.0, 31.0, 12.0, 22.0, 32.0]);
+        let x = t(&[1, 2, 2], vec![1.0, 2.0, 3.0, 4.0]);
+        let scaled = evaluate(Builtin::ChanMul, &[x.clone(), t(&[2], vec![10.0, 100.0])], Some(1)).unwrap();
+        assert_eq!(scaled.to_f64_vec(), [10.0, 20.0, 300.0, 400.0]);
+        let shifted = evaluate(Builtin::ChanAdd, &[x.clone(), t(&[2], vec![1.0, -1.0])], Some(-2)).unwrap();
+        assert_eq!(shifted.to_f64_vec(), [2.0, 3.0, 2.0, 3.0]);
+        assert!(evaluate(Builtin::ChanMul, &[x, t(&[3], vec![1.0; 3])], Some(1)).is_none());
+    }
+}

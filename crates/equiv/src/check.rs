@@ -1,0 +1,292 @@
+//! One check: the functions of a module before and after a pass in one
+//! e-graph, saturated with the dialects' rules allowed under the pass's
+//! relation, until every result of the old function shares an e-class with
+//! the matching result of the new one (proven), the rules run out (failed),
+//! or a limit stops the run (unknown).
+
+use crate::analysis::EqAnalysis;
+use crate::bridge::{add_function, Added};
+use crate::lang::Node;
+use crate::rules;
+use egg::{Id, Runner, StopReason};
+use qopt_interp::KernelRegistry;
+use qopt_ir_core::equivalence::{EquivRule, Relation};
+use qopt_ir_core::{Context, Module, OpId, ValueId};
+use std::time::{Duration, Instant};
+
+/// Bounds of one check.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Saturation iterations.
+    pub iterations: usize,
+    /// E-nodes.
+    pub nodes: usize,
+    /// Wall time of the saturation.
+    pub time: Duration,
+    /// How many ulps two float constants may differ by under a relation that
+    /// tolerates rounding.
+    pub ulps: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { iterations: 30, nodes: 200_000, time: Duration::from_secs(10), ulps: 4 }
+    }
+}
+
+/// How a check ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Every result is in the class of its counterpart.
+    Proven,
+    /// The rules ran out (saturation) with a result unproven.
+    Failed(Failure),
+    /// A limit stopped the run, or the module holds what the checker does
+    /// not model; the reason says which.
+    Unknown(String),
+}
+
+/// The first unproven result and where the two functions first differ.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    /// The function.
+    pub function: String,
+    /// The result's index.
+    pub result: usize,
+    /// The op of the old module at the first difference (none: an argument).
+    pub before_op: Option<OpId>,
+    /// The op of the new module at the first difference.
+    pub after_op: Option<OpId>,
+    /// The rules that fired, most applications first.
+    pub rules_fired: Vec<(String, usize)>,
+}
+
+/// What one check found.
+#[derive(Clone, Debug)]
+pub struct Check {
+    /// The relation checked.
+    pub relation: Relation,
+    /// The outcome.
+    pub outcome: Outcome,
+    /// E-nodes at the end.
+    pub nodes: usize,
+    /// Saturation iterations run.
+    pub iterations: usize,
+    /// Time of the whole check.
+    pub time: Duration,
+    /// Float constants matched within the tolerance, and the largest
+    /// distance used (ulps).
+    pub approx_matches: usize,
+    /// The largest ulp distance of those matches.
+    pub max_ulps: u32,
+}
+
+impl Check {
+    /// One line for a report: relation, outcome, e-nodes, time.
+    pub fn summary(&self, ulps: u32) -> String {
+        let relation = if self.relation.tolerates_rounding() {
+            format!("{} (float constants within {ulps} ulps; {} matched, largest {})", self.relation, self.approx_matches, self.max_ulps)
+        } else {
+            self.relation.to_string()
+        };
+        let outcome = match &self.outcome {
+            Outcome::Proven => "proven".to_string(),
+            Outcome::Failed(f) => format!("FAILED at result #{} of @{}", f.result, f.function),
+            Outcome::Unknown(why) => format!("unknown ({why})"),
+        };
+        format!(
+            "{outcome}: {relation}, {} e-nodes, {} iterations, {:.1} ms",
+            self.nodes,
+            self.iterations,
+            self.time.as_secs_f64() * 1e3
+        )
+    }
+}
+
+/// The rules every registered dialect states, with the dialect's name.
+pub fn registered_rules(ctx: &Context) -> Vec<(String, EquivRule)> {
+    ctx.dialects().flat_map(|d| d.equivalence_rules().into_iter().map(move |r| (d.name().to_string(), r))).collect()
+}
+
+/// A function with a body, by symbol name.
+fn functions(ctx: &Context, module: &Module) -> Vec<(String, OpId)> {
+    module
+        .top_level_ops()
+        .filter(|&op| ctx.op_name_str(module.op_name(op)) == "func.func")
+        .filter(|&op| module.num_regions(op) == 1 && !module.first_block(module.region(op, 0)).is_none())
+        .filter_map(|op| {
+            let name = module.op_attr(ctx, op, "sym_name").and_then(|a| ctx.attr_as_str(a))?;
+            Some((name.to_string(), op))
+        })
+        .collect()
+}
+
+/// Checks that `after` means what `before` does under `relation`.
+pub fn check(ctx: &mut Context, before: &Module, after: &Module, relation: Relation, limits: &Limits) -> Check {
+    let start = Instant::now();
+    let unknown = |why: String, start: Instant| Check {
+        relation,
+        outcome: Outcome::Unknown(why),
+        nodes: 0,
+        iterations: 0,
+        time: start.elapsed(),
+        approx_matches: 0,
+        max_ulps: 0,
+    };
+    let rules_text = registered_rules(ctx);
+    let rewrites = match rules::compile(ctx, &rules_text, relation) {
+        Ok(r) => r,
+        Err(e) => return unknown(e, start),
+    };
+    let pairs: Vec<(String, OpId, OpId)> = {
+        let new = functions(ctx, after);
+        functions(ctx, before)
+            .into_iter()
+            .filter_map(|(name, b)| new.iter().find(|(n, _)| *n == name).map(|&(_, a)| (name, b, a)))
+            .collect()
+    };
+    let kernels = KernelRegistry::of(ctx).cloned().unwrap_or_else(KernelRegistry::standard);
+    let mut runner: Runner<Node, EqAnalysis<'_>> =
+        Runner::new(EqAnalysis::new(ctx, kernels, relation, limits.ulps));
+    let mut added: Vec<(String, Added, Added)> = Vec::new();
+    for (name, b, a) in pairs {
+        let base = runner.egraph.analysis.arg_types.len() as u32;
+        let args: Vec<_> = before.block_args(before.first_block(before.region(b, 0))).to_vec();
+        let new_args: Vec<_> = after.block_args(after.first_block(after.region(a, 0))).to_vec();
+        let types: Vec<_> = args.iter().map(|&v| before.value_type(v)).collect();
+        if types != new_args.iter().map(|&v| after.value_type(v)).collect::<Vec<_>>() {
+            let why = format!("the signature of @{name} changed");
+            return Check { time: start.elapsed(), ..unknown(why, start) };
+        }
+        runner.egraph.analysis.arg_types.extend(types);
+        let eg = &mut runner.egraph;
+        let (old, new) = match (add_function(eg, before, b, base), add_function(eg, after, a, base)) {
+            (Ok(old), Ok(new)) => (old, new),
+            (Err(e), _) | (_, Err(e)) => return unknown(format!("@{name}: {e}"), start),
+        };
+        if old.results.len() != new.results.len() || old.effects.len() != new.effects.len() {
+            let failure = Failure {
+                function: name,
+                result: old.results.len().min(new.results.len()),
+                before_op: None,
+                after_op: None,
+                rules_fired: Vec::new(),
+            };
+            return Check { outcome: Outcome::Failed(failure), ..unknown(String::new(), start) };
+        }
+        added.push((name, old, new));
+    }
+    runner.egraph.rebuild();
+    let roots: Vec<(Id, Id)> = added
+        .iter()
+        .flat_map(|(_, old, new)| {
+            let results = old.results.iter().zip(&new.results).map(|(b, a)| (old.values[b], new.values[a]));
+            results.chain(old.effects.iter().copied().zip(new.effects.iter().copied())).collect::<Vec<_>>()
+        })
+        .collect();
+    let proven = |runner: &Runner<Node, EqAnalysis<'_>>| {
+        roots.iter().all(|&(b, a)| runner.egraph.find(b) == runner.egraph.find(a))
+    };
+    let mut iterations = 0;
+    if !proven(&runner) {
+        let hook_roots = roots.clone();
+        runner = runner
+            .with_iter_limit(limits.iterations)
+            .with_node_limit(limits.nodes)
+            .with_time_limit(limits.time)
+            .with_hook(move |r| {
+                if hook_roots.iter().all(|&(b, a)| r.egraph.find(b) == r.egraph.find(a)) {
+                    Err(PROVEN.to_string())
+                } else {
+                    Ok(())
+                }
+            })
+            .run(&rewrites);
+        iterations = runner.iterations.len();
+    }
+    let outcome = if proven(&runner) {
+        Outcome::Proven
+    } else {
+        match &runner.stop_reason {
+            Some(StopReason::Saturated) | None => {
+                Outcome::Failed(first_failure(&runner, &added, before, after))
+            }
+            Some(StopReason::IterationLimit(n)) => Outcome::Unknown(format!("iteration limit {n} reached")),
+            Some(StopReason::NodeLimit(n)) => Outcome::Unknown(format!("e-node limit {n} reached")),
+            Some(StopReason::TimeLimit(s)) => Outcome::Unknown(format!("time limit {s} s reached")),
+            Some(StopReason::Other(why)) => Outcome::Unknown(why.clone()),
+        }
+    };
+    let analysis = &runner.egraph.analysis;
+    Check {
+        relation,
+        outcome,
+        nodes: runner.egraph.total_number_of_nodes(),
+        iterations,
+        time: start.elapsed(),
+        approx_matches: analysis.approx_matches,
+        max_ulps: analysis.max_ulps_used,
+    }
+}
+
+/// The hook's stop reason once every result is proven.
+const PROVEN: &str = "proven";
+
+/// The first unproven result, and the first place where the two functions
+/// differ on the way down from it: while both sides are the same op with
+/// one operand pair unproven, step into that pair (iteratively).
+fn first_failure(
+    runner: &Runner<Node, EqAnalysis<'_>>,
+    added: &[(String, Added, Added)],
+    before: &Module,
+    after: &Module,
+) -> Failure {
+    let eg = &runner.egraph;
+    let mut fired: Vec<(String, usize)> = Vec::new();
+    for it in &runner.iterations {
+        for (name, &n) in &it.applied {
+            match fired.iter_mut().find(|(r, _)| r.as_str() == name.as_str()) {
+                Some((_, count)) => *count += n,
+                None => fired.push((name.to_string(), n)),
+            }
+        }
+    }
+    fired.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    for (function, old, new) in added {
+        for (index, (&vb, &va)) in old.results.iter().zip(&new.results).enumerate() {
+            let same = |b: ValueId, a: ValueId| eg.find(old.values[&b]) == eg.find(new.values[&a]);
+            if same(vb, va) {
+                continue;
+            }
+            let (mut vb, mut va) = (vb, va);
+            loop {
+                let (ob, oa) = (before.defining_op(vb), after.defining_op(va));
+                if ob.is_none() || oa.is_none() || before.op_name(ob) != after.op_name(oa) {
+                    break;
+                }
+                let n = before.num_operands(ob);
+                if n != after.num_operands(oa) {
+                    break;
+                }
+                let differing: Vec<usize> =
+                    (0..n).filter(|&k| !same(before.operand(ob, k), after.operand(oa, k))).collect();
+                match differing.first() {
+                    Some(&k) => {
+                        vb = before.operand(ob, k);
+                        va = after.operand(oa, k);
+                    }
+                    None => break,
+                }
+            }
+            let op_of = |m: &Module, v: ValueId| Some(m.defining_op(v)).filter(|op| !op.is_none());
+            return Failure {
+                function: function.clone(),
+                result: index,
+                before_op: op_of(before, vb),
+                after_op: op_of(after, va),
+                rules_fired: fired,
+            };
+        }
+    }
+    Failure { function: String::new(), result: 0, before_op: None, after_op: None, rules_fired: fired }
+}

@@ -1,0 +1,119 @@
+//! The pass-manager hook behind `qopt --verify-equiv`: keeps the module
+//! before each pass that declares a relation and checks the pass after it.
+//! A failed or unknown check fails the pipeline at that pass (with a
+//! reproducer, like any pass failure) unless the mode is [`Mode::Warn`].
+
+use crate::check::{check, Limits, Outcome};
+use qopt_ir_core::pass::{PassInstrumentation, PassOutcome, PassRun};
+use qopt_ir_core::{Context, Diagnostic, Diagnostics, Module, Severity, SrcPos};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// Whether an unproven pass fails the run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// A failed or unknown check fails the pipeline.
+    Fail,
+    /// Every outcome is reported; the pipeline goes on.
+    Warn,
+}
+
+/// One line of the report: a pass and what its check found.
+#[derive(Clone, Debug)]
+pub struct ReportLine {
+    /// 1-based position in the pipeline.
+    pub position: usize,
+    /// The pass name.
+    pub pass: String,
+    /// Relation, outcome, e-nodes, time; or why the pass is not checked.
+    pub text: String,
+    /// Whether the check did not prove the pass.
+    pub unproven: bool,
+}
+
+/// The report every check of a run appends to.
+pub type SharedReport = Rc<RefCell<Vec<ReportLine>>>;
+
+/// Renders the report as the block `qopt` prints to standard error.
+pub fn render(report: &[ReportLine]) -> String {
+    let mut out = String::from("===- Equivalence checks (--verify-equiv) -===\n");
+    for line in report {
+        out.push_str(&format!("  {:>2}. {:<20} {}\n", line.position, line.pass, line.text));
+    }
+    out
+}
+
+/// The hook (see the module docs).
+pub struct EquivHook {
+    mode: Mode,
+    limits: Limits,
+    report: SharedReport,
+    before: Option<Module>,
+}
+
+impl EquivHook {
+    /// A hook appending to `report`.
+    pub fn new(mode: Mode, limits: Limits, report: SharedReport) -> EquivHook {
+        EquivHook { mode, limits, report, before: None }
+    }
+}
+
+impl PassInstrumentation for EquivHook {
+    fn before_pass(&mut self, run: &PassRun<'_>, _ctx: &mut Context, module: &Module) -> Result<(), Diagnostics> {
+        self.before = run.pass.equivalence().map(|_| module.clone());
+        Ok(())
+    }
+
+    fn after_pass(
+        &mut self,
+        run: &PassRun<'_>,
+        _outcome: PassOutcome,
+        ctx: &mut Context,
+        module: &Module,
+    ) -> Result<(), Diagnostics> {
+        let pass = run.pass.name().to_string();
+        let (Some(relation), Some(before)) = (run.pass.equivalence(), self.before.take()) else {
+            let why = if run.pass.preserves_semantics() {
+                "not checked: no rules state what the pass does yet"
+            } else {
+                "not checked: the pass changes numerics on purpose"
+            };
+            let line = ReportLine { position: run.position, pass, text: why.to_string(), unproven: false };
+            self.report.borrow_mut().push(line);
+            return Ok(());
+        };
+        let result = check(ctx, &before, module, relation, &self.limits);
+        let text = result.summary(self.limits.ulps);
+        let unproven = result.outcome != Outcome::Proven;
+        self.report.borrow_mut().push(ReportLine { position: run.position, pass: pass.clone(), text: text.clone(), unproven });
+        if !unproven || self.mode == Mode::Warn {
+            return Ok(());
+        }
+        let headline = format!("--verify-equiv: pass '{pass}' is not proven: {text}");
+        let diag = match &result.outcome {
+            Outcome::Failed(f) => {
+                let mut d = match f.after_op {
+                    Some(op) => Diagnostic::at_op(ctx, module, op, Severity::Error, headline),
+                    None => Diagnostic::error(module.source_name().cloned(), SrcPos::NONE, headline),
+                };
+                if let Some(op) = f.before_op {
+                    let what = format!(
+                        "before the pass, the first difference on the way from that result is {} {}",
+                        ctx.op_name_str(before.op_name(op)),
+                        qopt_ir_core::loc_to_string(ctx, before.op_loc(op))
+                    );
+                    d = d.with_note(Diagnostic { severity: Severity::Note, ..Diagnostic::error(None, SrcPos::NONE, what) });
+                }
+                let fired = if f.rules_fired.is_empty() {
+                    "no rule fired".to_string()
+                } else {
+                    let list: Vec<String> = f.rules_fired.iter().take(8).map(|(r, n)| format!("{r} ×{n}")).collect();
+                    format!("rules that fired: {}", list.join(", "))
+                };
+                d.with_note(Diagnostic { severity: Severity::Note, ..Diagnostic::error(None, SrcPos::NONE, fired) })
+            }
+            _ => Diagnostic::error(module.source_name().cloned(), SrcPos::NONE, headline),
+        };
+        Err(Diagnostics(vec![diag]))
+    }
+}

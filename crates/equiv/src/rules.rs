@@ -1,0 +1,535 @@
+//! The rule language: the dialects' [`EquivRule`] text parsed into egg
+//! rewrites.
+//!
+//! Both sides are s-expressions. In a pattern, `(dialect.op ATTRS TYPE
+//! OPERAND...)` is result 0 of an op (`dialect.op#1` is result 1), `?x` a
+//! variable, `{...}` an attribute dictionary in `.qir` syntax, an integer an
+//! integer leaf, and `(+ a b)`, `(chan-mul x v AXIS)`... a builtin
+//! ([`Builtin`]). The right side may also call a macro, evaluated when the
+//! rule fires; a macro that does not apply (an attribute missing, a shape
+//! that does not fit) stops the rule at that match:
+//!
+//! | macro | value |
+//! |---|---|
+//! | `(attr-f64 ?a NAME DEFAULT)` | attribute `NAME` of dictionary `?a` as an f64 scalar constant |
+//! | `(attr-type ?a NAME)` | the type held by type attribute `NAME` |
+//! | `(tensor-of ?t ?e)` | the tensor type of `?t`'s shape with element type `?e` |
+//! | `(channel-vector ?c ?t AXIS)` | constant `?c`, which broadcasts against type `?t` along `AXIS` only (or holds one value), as a vector |
+//! | `(zeros-of-axis ?c AXIS)` | a zero vector as long as constant `?c`'s dimension `AXIS` |
+//!
+//! A number with a fraction or exponent (`0.0`, `1e-5`) is an f64 scalar
+//! constant. Conditions (`when`) are `(same-type ?x ?t)` (value `?x` has the
+//! type `?t`) and `(is-splat ?c NUMBER)` (every element of constant `?c`
+//! equals the number).
+
+use crate::analysis::{attr_leaf, key_of, register_ir_float_leaf, type_leaf, EqAnalysis};
+use crate::lang::{Builtin, Node};
+use egg::{Applier, EGraph, ENodeOrVar, Id, Pattern, PatternAst, RecExpr, Rewrite, Subst, Symbol, Var};
+use qopt_interp::Tensor;
+use qopt_ir_core::equivalence::{EquivRule, Relation};
+use qopt_ir_core::{parse_module, AttrData, Attribute, Context, Module};
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+/// A parsed s-expression.
+#[derive(Clone, Debug)]
+enum Sexp {
+    Atom(String),
+    List(Vec<Sexp>),
+}
+
+/// Splits rule text into s-expressions; `{...}` (with nesting and quotes) is
+/// one atom.
+fn parse_sexps(text: &str) -> Result<Vec<Sexp>, String> {
+    let bytes = text.as_bytes();
+    let mut stack: Vec<Vec<Sexp>> = vec![Vec::new()];
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        match c {
+            b' ' | b'\t' | b'\n' => i += 1,
+            b'(' => {
+                stack.push(Vec::new());
+                i += 1;
+            }
+            b')' => {
+                let list = stack.pop().filter(|_| !stack.is_empty()).ok_or("unbalanced ')'")?;
+                stack.last_mut().ok_or("unbalanced ')'")?.push(Sexp::List(list));
+                i += 1;
+            }
+            b'{' => {
+                let start = i;
+                let (mut depth, mut quoted) = (0usize, false);
+                while i < bytes.len() {
+                    match bytes[i] {
+                        b'"' => quoted = !quoted,
+                        b'{' if !quoted => depth += 1,
+                        b'}' if !quoted => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    i += 1;
+                }
+                if i == bytes.len() {
+                    return Err("unbalanced '{'".into());
+                }
+                i += 1;
+                stack.last_mut().ok_or("unbalanced")?.push(Sexp::Atom(text[start..i].to_string()));
+            }
+            _ => {
+                let start = i;
+                while i < bytes.len() && !matches!(bytes[i], b' ' | b'\t' | b'\n' | b'(' | b')') {
+                    i += 1;
+                }
+                stack.last_mut().ok_or("unbalanced")?.push(Sexp::Atom(text[start..i].to_string()));
+            }
+        }
+    }
+    match stack.pop() {
+        Some(items) if stack.is_empty() => Ok(items),
+        _ => Err("unbalanced '('".into()),
+    }
+}
+
+/// A macro of the right-hand side (see the module docs).
+#[derive(Clone, Debug)]
+enum Macro {
+    AttrF64(Box<Template>, String, f64),
+    AttrType(Box<Template>, String),
+    TensorOf(Box<Template>, Box<Template>),
+    ChannelVector(Box<Template>, Box<Template>, i64),
+    ZerosOfAxis(Box<Template>, i64),
+}
+
+/// A condition of `when`.
+#[derive(Clone, Debug)]
+enum Condition {
+    SameType(Var, Var),
+    IsSplat(Var, f64),
+}
+
+/// A right-hand side, instantiated when the rule fires.
+#[derive(Clone, Debug)]
+enum Template {
+    Var(Var),
+    Int(i64),
+    Number(f64),
+    Attr(Attribute),
+    Op(qopt_ir_core::OpName, u32, Vec<Template>),
+    Fn(Builtin, Vec<Template>),
+    Macro(Macro),
+}
+
+/// Parses an attribute dictionary in `.qir` syntax through the parser.
+fn parse_attr_dict(ctx: &mut Context, text: &str) -> Result<Attribute, String> {
+    let source = format!("func.func @rule() {{\n  equiv.literal() {text} : () -> ()\n  func.return\n}}\n");
+    let module: Module = parse_module(ctx, source.as_bytes(), "rule")
+        .map_err(|d| format!("bad attribute dictionary {text}: {}", d.to_string().trim_end()))?;
+    let func = module.top_level_ops().next().ok_or("empty rule module")?;
+    let body = module.first_block(module.region(func, 0));
+    Ok(module.op_attrs(module.first_op(body)))
+}
+
+/// Splits `dialect.op#N` into the name and result index.
+fn op_head(atom: &str) -> Result<(&str, u32), String> {
+    match atom.split_once('#') {
+        Some((name, n)) => Ok((name, n.parse().map_err(|_| format!("bad result index in '{atom}'"))?)),
+        None => Ok((atom, 0)),
+    }
+}
+
+fn var(atom: &str) -> Result<Var, String> {
+    atom.parse::<Var>().map_err(|_| format!("expected a variable, found '{atom}'"))
+}
+
+fn number(atom: &str) -> Result<f64, String> {
+    atom.parse::<f64>().map_err(|_| format!("expected a number, found '{atom}'"))
+}
+
+fn is_float_literal(atom: &str) -> bool {
+    atom.contains(['.', 'e', 'E']) && atom.parse::<f64>().is_ok() && !atom.starts_with('?')
+}
+
+/// Parses a pattern (left side) into egg's form.
+fn pattern(ctx: &mut Context, sexp: &Sexp) -> Result<Pattern<Node>, String> {
+    let mut ast: PatternAst<Node> = RecExpr::default();
+    // Post-order over the s-expression without recursion: (node, visited).
+    let mut stack: Vec<(&Sexp, bool)> = vec![(sexp, false)];
+    let mut ids: Vec<Id> = Vec::new();
+    while let Some((s, visited)) = stack.pop() {
+        match s {
+            Sexp::Atom(a) => {
+                let node = if a.starts_with('?') {
+                    ENodeOrVar::Var(var(a)?)
+                } else if a.starts_with('{') {
+                    ENodeOrVar::ENode(Node::Attr(parse_attr_dict(ctx, a)?))
+                } else if let Ok(i) = a.parse::<i64>() {
+                    ENodeOrVar::ENode(Node::Int(i))
+                } else {
+                    return Err(format!("unexpected '{a}' in a pattern"));
+                };
+                ids.push(ast.add(node));
+            }
+            Sexp::List(items) => {
+                let Some(Sexp::Atom(head)) = items.first() else { return Err("a list must start with a name".into()) };
+                if !visited {
+                    stack.push((s, true));
+                    for child in items[1..].iter().rev() {
+                        stack.push((child, false));
+                    }
+                    continue;
+                }
+                let n = items.len() - 1;
+                let children: SmallVec<[Id; 4]> = ids.split_off(ids.len() - n).into_iter().collect();
+                let node = if let Some(f) = Builtin::ALL.iter().find(|b| b.name() == head) {
+                    Node::Fn { f: *f, children }
+                } else if head.contains('.') {
+                    let (name, result) = op_head(head)?;
+                    if n < 2 {
+                        return Err(format!("'{head}' needs its attributes and type before its operands"));
+                    }
+                    Node::Op { name: ctx.op_name(name), result, children }
+                } else {
+                    return Err(format!("unknown operation '{head}' in a pattern"));
+                };
+                ids.push(ast.add(ENodeOrVar::ENode(node)));
+            }
+        }
+    }
+    Ok(Pattern::new(ast))
+}
+
+/// Parses a right-hand side.
+fn template(ctx: &mut Context, sexp: &Sexp) -> Result<Template, String> {
+    match sexp {
+        Sexp::Atom(a) if a.starts_with('?') => Ok(Template::Var(var(a)?)),
+        Sexp::Atom(a) if a.starts_with('{') => Ok(Template::Attr(parse_attr_dict(ctx, a)?)),
+        Sexp::Atom(a) if is_float_literal(a) => Ok(Template::Number(number(a)?)),
+        Sexp::Atom(a) => a.parse::<i64>().map(Template::Int).map_err(|_| format!("unexpected '{a}'")),
+        Sexp::List(items) => {
+            let Some(Sexp::Atom(head)) = items.first() else { return Err("a list must start with a name".into()) };
+            let args = &items[1..];
+            let atom = |i: usize| match args.get(i) {
+                Some(Sexp::Atom(a)) => Ok(a.as_str()),
+                _ => Err(format!("'{head}' needs an atom as argument {}", i + 1)),
+            };
+            let want = |n: usize| {
+                if args.len() == n {
+                    Ok(())
+                } else {
+                    Err(format!("'{head}' takes {n} arguments, found {}", args.len()))
+                }
+            };
+            let mut arg = |i: usize| template(ctx, &args[i]).map(Box::new);
+            let m = match head.as_str() {
+                "attr-f64" => {
+                    want(3)?;
+                    Macro::AttrF64(arg(0)?, atom(1)?.to_string(), number(atom(2)?)?)
+                }
+                "attr-type" => {
+                    want(2)?;
+                    Macro::AttrType(arg(0)?, atom(1)?.to_string())
+                }
+                "tensor-of" => {
+                    want(2)?;
+                    Macro::TensorOf(arg(0)?, arg(1)?)
+                }
+                "channel-vector" => {
+                    want(3)?;
+                    let axis = atom(2)?.parse().map_err(|_| "channel-vector's axis must be an integer")?;
+                    Macro::ChannelVector(arg(0)?, arg(1)?, axis)
+                }
+                "zeros-of-axis" => {
+                    want(2)?;
+                    let axis = atom(1)?.parse().map_err(|_| "zeros-of-axis's axis must be an integer")?;
+                    Macro::ZerosOfAxis(arg(0)?, axis)
+                }
+                _ => {
+                    let children = args.iter().map(|a| template(ctx, a)).collect::<Result<Vec<_>, _>>()?;
+                    if let Some(f) = Builtin::ALL.iter().find(|b| b.name() == head) {
+                        if children.len() != f.arity() {
+                            return Err(format!("'{head}' takes {} arguments", f.arity()));
+                        }
+                        return Ok(Template::Fn(*f, children));
+                    }
+                    if !head.contains('.') {
+                        return Err(format!("unknown operation or macro '{head}'"));
+                    }
+                    let (name, result) = op_head(head)?;
+                    if children.len() < 2 {
+                        return Err(format!("'{head}' needs its attributes and type before its operands"));
+                    }
+                    return Ok(Template::Op(ctx.op_name(name), result, children));
+                }
+            };
+            Ok(Template::Macro(m))
+        }
+    }
+}
+
+/// Parses the conditions of `when`.
+fn conditions(text: &str) -> Result<Vec<Condition>, String> {
+    parse_sexps(text)?
+        .iter()
+        .map(|s| {
+            let Sexp::List(items) = s else { return Err("a condition is a list".to_string()) };
+            let atoms: Vec<&str> = items
+                .iter()
+                .map(|i| match i {
+                    Sexp::Atom(a) => Ok(a.as_str()),
+                    Sexp::List(_) => Err("condition arguments are atoms".to_string()),
+                })
+                .collect::<Result<_, _>>()?;
+            match atoms.as_slice() {
+                ["same-type", x, t] => Ok(Condition::SameType(var(x)?, var(t)?)),
+                ["is-splat", c, v] => Ok(Condition::IsSplat(var(c)?, number(v)?)),
+                _ => Err(format!("unknown condition {atoms:?}")),
+            }
+        })
+        .collect()
+}
+
+/// Variables a template uses.
+fn template_vars(t: &Template, out: &mut Vec<Var>) {
+    match t {
+        Template::Var(v) => out.push(*v),
+        Template::Op(_, _, c) | Template::Fn(_, c) => c.iter().for_each(|c| template_vars(c, out)),
+        Template::Macro(m) => match m {
+            Macro::AttrF64(a, ..) | Macro::AttrType(a, _) | Macro::ZerosOfAxis(a, _) => template_vars(a, out),
+            Macro::TensorOf(a, b) | Macro::ChannelVector(a, b, _) => {
+                template_vars(a, out);
+                template_vars(b, out);
+            }
+        },
+        Template::Int(_) | Template::Number(_) | Template::Attr(_) => {}
+    }
+}
+
+/// One side of a rule as it is applied.
+pub struct RuleApplier {
+    rhs: Template,
+    when: Vec<Condition>,
+}
+
+/// Compiles `rules` (those whose relation is at most `relation`).
+pub fn compile<'a>(
+    ctx: &mut Context,
+    rules: &[(String, EquivRule)],
+    relation: Relation,
+) -> Result<Vec<Rewrite<Node, EqAnalysis<'a>>>, String> {
+    let mut out = Vec::new();
+    for (dialect, rule) in rules.iter().filter(|(_, r)| r.relation <= relation) {
+        let context = |e: String| format!("rule '{}' of dialect '{dialect}': {e}", rule.name);
+        let side = |text: &str| -> Result<Sexp, String> {
+            let mut items = parse_sexps(text)?;
+            if items.len() != 1 {
+                return Err(format!("expected one expression, found {}", items.len()));
+            }
+            Ok(items.remove(0))
+        };
+        let (lhs, rhs) = (side(&rule.lhs).map_err(context)?, side(&rule.rhs).map_err(context)?);
+        let when = conditions(&rule.when).map_err(context)?;
+        let mut directions = vec![(lhs.clone(), rhs.clone(), rule.name.to_string())];
+        if rule.bidirectional {
+            directions.push((rhs, lhs, format!("{}-reversed", rule.name)));
+        }
+        for (from, to, name) in directions {
+            let searcher = pattern(ctx, &from).map_err(context)?;
+            let rhs = template(ctx, &to).map_err(context)?;
+            let bound = searcher.vars();
+            let mut used = Vec::new();
+            template_vars(&rhs, &mut used);
+            for c in &when {
+                match c {
+                    Condition::SameType(a, b) => used.extend([*a, *b]),
+                    Condition::IsSplat(a, _) => used.push(*a),
+                }
+            }
+            if let Some(v) = used.iter().find(|v| !bound.contains(v)) {
+                return Err(context(format!("variable {v} is not bound by the pattern")));
+            }
+            let rewrite =
+                Rewrite::new(name.as_str(), searcher, RuleApplier { rhs, when: when.clone() }).map_err(context)?;
+            out.push(rewrite);
+        }
+    }
+    Ok(out)
+}
+
+/// Adds a constant leaf holding `value`.
+pub fn add_constant(egraph: &mut EGraph<Node, EqAnalysis<'_>>, value: Tensor) -> Id {
+    let key = key_of(&value);
+    egraph.analysis.constants.entry(key).or_insert_with(|| Arc::new(value));
+    egraph.add(Node::Const(key))
+}
+
+impl RuleApplier {
+    fn holds(&self, egraph: &EGraph<Node, EqAnalysis<'_>>, subst: &Subst) -> bool {
+        self.when.iter().all(|c| match c {
+            Condition::SameType(x, t) => {
+                let ty = type_leaf(egraph, subst[*t]);
+                ty.is_some() && egraph[subst[*x]].data.ty == ty
+            }
+            Condition::IsSplat(c, v) => egraph[subst[*c]]
+                .data
+                .constant
+                .as_ref()
+                .is_some_and(|k| !k.value.is_empty() && k.value.to_f64_vec().iter().all(|x| x == v)),
+        })
+    }
+}
+
+/// Instantiates `t` in the e-graph; `None` where a macro does not apply.
+fn instantiate(egraph: &mut EGraph<Node, EqAnalysis<'_>>, t: &Template, subst: &Subst) -> Option<Id> {
+    Some(match t {
+        Template::Var(v) => subst[*v],
+        Template::Int(i) => egraph.add(Node::Int(*i)),
+        Template::Attr(a) => egraph.add(Node::Attr(*a)),
+        Template::Number(x) => add_constant(egraph, Tensor::F64(ndarray::arr0(*x).into_dyn())),
+        Template::Op(name, result, children) => {
+            let children = children.iter().map(|c| instantiate(egraph, c, subst)).collect::<Option<_>>()?;
+            egraph.add(Node::Op { name: *name, result: *result, children })
+        }
+        Template::Fn(f, children) => {
+            let children = children.iter().map(|c| instantiate(egraph, c, subst)).collect::<Option<_>>()?;
+            egraph.add(Node::Fn { f: *f, children })
+        }
+        Template::Macro(m) => return expand(egraph, m, subst),
+    })
+}
+
+/// Evaluates a macro.
+fn expand(egraph: &mut EGraph<Node, EqAnalysis<'_>>, m: &Macro, subst: &Subst) -> Option<Id> {
+    let leaf = |egraph: &mut EGraph<Node, EqAnalysis<'_>>, t: &Template| {
+        instantiate(egraph, t, subst).map(|id| egraph.find(id))
+    };
+    match m {
+        Macro::AttrF64(a, name, default) => {
+            let a = leaf(egraph, a)?;
+            let attrs = attr_leaf(egraph, a)?;
+            let ctx = &egraph.analysis.ctx;
+            let value = match ctx.dict_get(attrs, name) {
+                Some(v) => ctx.attr_as_f64(v)?,
+                None => *default,
+            };
+            Some(add_constant(egraph, Tensor::F64(ndarray::arr0(value).into_dyn())))
+        }
+        Macro::AttrType(a, name) => {
+            let a = leaf(egraph, a)?;
+            let attrs = attr_leaf(egraph, a)?;
+            let ctx = &egraph.analysis.ctx;
+            let AttrData::Type(t) = ctx.attr_data(ctx.dict_get(attrs, name)?) else { return None };
+            let t = *t;
+            Some(egraph.add(Node::Type(t)))
+        }
+        Macro::TensorOf(t, e) => {
+            let (t, e) = (leaf(egraph, t)?, leaf(egraph, e)?);
+            let (t, e) = (type_leaf(egraph, t)?, type_leaf(egraph, e)?);
+            let shape = egraph.analysis.ctx.tensor_shape(t)?.to_vec();
+            let ty = egraph.analysis.ctx.tensor_type(&shape, e);
+            Some(egraph.add(Node::Type(ty)))
+        }
+        Macro::ChannelVector(c, t, axis) => {
+            let (c, t) = (leaf(egraph, c)?, leaf(egraph, t)?);
+            let constant = egraph[c].data.constant.clone()?;
+            let ty = type_leaf(egraph, t)?;
+            let shape = egraph.analysis.ctx.tensor_shape(ty)?.to_vec();
+            let vector = channel_vector(&constant.value, &shape, *axis)?;
+            let id = add_constant(egraph, vector);
+            if let Some(&(precision, _)) = egraph.analysis.ir_keys.get(&constant.key) {
+                // The IR's own constant, reshaped: match it like one.
+                register_ir_float_leaf(egraph, id, precision);
+            }
+            Some(id)
+        }
+        Macro::ZerosOfAxis(c, axis) => {
+            let c = leaf(egraph, c)?;
+            let value = egraph[c].data.constant.as_ref()?.value.clone();
+            let rank = value.rank() as i64;
+            let axis = usize::try_from(if *axis < 0 { axis + rank } else { *axis }).ok()?;
+            let n = *value.shape().get(axis)?;
+            Some(add_constant(egraph, Tensor::F64(ndarray::Array1::zeros(n).into_dyn())))
+        }
+    }
+}
+
+/// `c` as a vector along `axis` of a tensor of shape `shape` (dimensions may
+/// be dynamic), if `c` broadcasts against it and varies along `axis` only.
+fn channel_vector(c: &Tensor, shape: &[i64], axis: i64) -> Option<Tensor> {
+    let rank = shape.len();
+    let axis = usize::try_from(if axis < 0 { axis + rank as i64 } else { axis }).ok()?;
+    if axis >= rank || c.rank() > rank || matches!(c, Tensor::Bool(_)) {
+        return None;
+    }
+    let offset = rank - c.rank();
+    let mut length = 1usize;
+    for (j, &d) in c.shape().iter().enumerate() {
+        let i = j + offset;
+        if i == axis {
+            length = d;
+        } else if d != 1 {
+            return splat(c);
+        }
+    }
+    if length != 1 && shape[axis] >= 0 && shape[axis] as usize != length {
+        return None;
+    }
+    Some(Tensor::F64(ndarray::Array1::from(c.to_f64_vec()).into_dyn()))
+}
+
+/// A constant holding one value, as a vector of that value.
+fn splat(c: &Tensor) -> Option<Tensor> {
+    let values = c.to_f64_vec();
+    let first = *values.first()?;
+    values.iter().all(|v| v.to_bits() == first.to_bits()).then(|| Tensor::F64(ndarray::arr1(&[first]).into_dyn()))
+}
+
+impl<'a> Applier<Node, EqAnalysis<'a>> for RuleApplier {
+    fn apply_one(
+        &self,
+        egraph: &mut EGraph<Node, EqAnalysis<'a>>,
+        eclass: Id,
+        subst: &Subst,
+        _searcher_ast: Option<&PatternAst<Node>>,
+        _rule_name: Symbol,
+    ) -> Vec<Id> {
+        if !self.holds(egraph, subst) {
+            return Vec::new();
+        }
+        match instantiate(egraph, &self.rhs, subst) {
+            Some(id) if egraph.union(eclass, id) => vec![eclass],
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sexps_keep_attribute_dictionaries_whole() {
+        let items = parse_sexps("(fp.clip {max = 6.0 : f32, min = 0.0 : f32} ?t ?x)").unwrap();
+        let Sexp::List(list) = &items[0] else { panic!() };
+        assert_eq!(list.len(), 4);
+        assert!(matches!(&list[1], Sexp::Atom(a) if a == "{max = 6.0 : f32, min = 0.0 : f32}"));
+        assert!(parse_sexps("(a (b)").is_err());
+        assert!(parse_sexps("a)").is_err());
+    }
+
+    #[test]
+    fn channel_vectors_broadcast_along_one_axis() {
+        let c = Tensor::from_f32(&[3, 1, 1], vec![1.0, 2.0, 3.0]).unwrap();
+        assert_eq!(channel_vector(&c, &[-1, 3, 4, 4], 1).unwrap().to_f64_vec(), [1.0, 2.0, 3.0]);
+        assert!(channel_vector(&c, &[1, 4, 3, 3], 1).is_none());
+        let row = Tensor::from_f32(&[3], vec![1.0, 2.0, 3.0]).unwrap();
+        assert!(channel_vector(&row, &[1, 3, 4, 3], 1).is_none());
+        let half = Tensor::from_f32(&[3, 2], vec![0.5; 6]).unwrap();
+        assert_eq!(channel_vector(&half, &[3, 2], 1).unwrap().to_f64_vec(), [0.5]);
+        assert!(channel_vector(&row, &[8, 3], 1).is_some());
+    }
+}
