@@ -76,7 +76,12 @@ pub struct EqAnalysis<'a> {
 
 impl<'a> EqAnalysis<'a> {
     /// An analysis over `ctx` for `relation`.
-    pub fn new(ctx: &'a mut Context, kernels: KernelRegistry, relation: Relation, ulps: u32) -> EqAnalysis<'a> {
+    pub fn new(
+        ctx: &'a mut Context,
+        kernels: KernelRegistry,
+        relation: Relation,
+        ulps: u32,
+    ) -> EqAnalysis<'a> {
         EqAnalysis {
             ctx,
             kernels,
@@ -142,7 +147,9 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
 
     fn make(egraph: &mut EGraph<Node, Self>, enode: &Node, _id: Id) -> Data {
         match enode {
-            Node::Arg(i) => Data { ty: egraph.analysis.arg_types.get(*i as usize).copied(), ..Data::default() },
+            Node::Arg(i) => {
+                Data { ty: egraph.analysis.arg_types.get(*i as usize).copied(), ..Data::default() }
+            }
             Node::Const(key) => {
                 let value = egraph.analysis.constants.get(key).cloned();
                 let ir = egraph.analysis.ir_keys.get(key).copied();
@@ -346,12 +353,11 @@ impl Precision {
 /// `precision`) between `computed` and the IR constant `ir`, if every element
 /// is within `limit` ulps and both are float tensors of one shape.
 pub fn ulp_distance(computed: &Tensor, ir: &Tensor, precision: Precision, limit: u32) -> Option<u32> {
-    let (a, b) = (float_values(computed)?, float_values(ir)?);
     if computed.shape() != ir.shape() {
         return None;
     }
     let mut largest = 0u32;
-    for (&x, &y) in a.iter().zip(&b) {
+    for (x, y) in float_values(computed)?.zip(float_values(ir)?) {
         if x == y || (x.is_nan() && y.is_nan()) {
             continue;
         }
@@ -369,9 +375,13 @@ pub fn ulp_distance(computed: &Tensor, ir: &Tensor, precision: Precision, limit:
     Some(largest)
 }
 
-/// The values of a float tensor in f64.
-fn float_values(t: &Tensor) -> Option<Vec<f64>> {
-    matches!(t, Tensor::F32(_) | Tensor::F64(_)).then(|| t.to_f64_vec())
+/// The values of a float tensor in f64, in logical order.
+fn float_values(t: &Tensor) -> Option<Box<dyn Iterator<Item = f64> + '_>> {
+    match t {
+        Tensor::F32(a) => Some(Box::new(a.iter().map(|&x| f64::from(x)))),
+        Tensor::F64(a) => Some(Box::new(a.iter().copied())),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@ use crate::lang::Node;
 use egg::{EGraph, Id};
 use qopt_interp::Tensor;
 use qopt_ir_core::interfaces::Annotations;
-use qopt_ir_core::{AttrData, Attribute, Context, ElementKind, FloatKind, FxHashMap, Module, OpId, Traits, ValueId};
+use qopt_ir_core::{
+    AttrData, Attribute, Context, ElementKind, FloatKind, FxHashMap, Module, OpId, Traits, ValueId,
+};
 use std::sync::Arc;
 
 /// A function added to the e-graph.
@@ -29,11 +31,14 @@ pub type Unsupported = String;
 
 /// `attrs` without the op's annotation attributes.
 fn identity_attrs(ctx: &mut Context, op_name: qopt_ir_core::OpName, attrs: Attribute) -> Attribute {
-    let Some(Annotations(names)) = ctx.op_def(op_name).and_then(|d| d.interfaces.get::<Annotations>()).copied()
+    let Some(Annotations(names)) =
+        ctx.op_def(op_name).and_then(|d| d.interfaces.get::<Annotations>()).copied()
     else {
         return attrs;
     };
-    names.iter().fold(attrs, |a, name| if ctx.dict_get(a, name).is_some() { ctx.dict_remove(a, name) } else { a })
+    names
+        .iter()
+        .fold(attrs, |a, name| if ctx.dict_get(a, name).is_some() { ctx.dict_remove(a, name) } else { a })
 }
 
 /// Adds the body of `func` to `egraph`, its arguments numbered from

@@ -96,7 +96,8 @@ mod tests {
 
     #[test]
     fn arithmetic_broadcasts_and_channels_scale_along_their_axis() {
-        let sum = evaluate(Builtin::Add, &[t(&[2, 1], vec![1.0, 2.0]), t(&[3], vec![10.0, 20.0, 30.0])], None);
+        let sum =
+            evaluate(Builtin::Add, &[t(&[2, 1], vec![1.0, 2.0]), t(&[3], vec![10.0, 20.0, 30.0])], None);
         assert_eq!(sum.unwrap().to_f64_vec(), [11.0, 21.0, 31.0, 12.0, 22.0, 32.0]);
         let x = t(&[1, 2, 2], vec![1.0, 2.0, 3.0, 4.0]);
         let scaled = evaluate(Builtin::ChanMul, &[x.clone(), t(&[2], vec![10.0, 100.0])], Some(1)).unwrap();

@@ -85,7 +85,10 @@ impl Check {
     /// One line for a report: relation, outcome, e-nodes, time.
     pub fn summary(&self, ulps: u32) -> String {
         let relation = if self.relation.tolerates_rounding() {
-            format!("{} (float constants within {ulps} ulps; {} matched, largest {})", self.relation, self.approx_matches, self.max_ulps)
+            format!(
+                "{} (float constants within {ulps} ulps; {} matched, largest {})",
+                self.relation, self.approx_matches, self.max_ulps
+            )
         } else {
             self.relation.to_string()
         };
@@ -105,7 +108,9 @@ impl Check {
 
 /// The rules every registered dialect states, with the dialect's name.
 pub fn registered_rules(ctx: &Context) -> Vec<(String, EquivRule)> {
-    ctx.dialects().flat_map(|d| d.equivalence_rules().into_iter().map(move |r| (d.name().to_string(), r))).collect()
+    ctx.dialects()
+        .flat_map(|d| d.equivalence_rules().into_iter().map(move |r| (d.name().to_string(), r)))
+        .collect()
 }
 
 /// A function with a body, by symbol name.
@@ -122,7 +127,13 @@ fn functions(ctx: &Context, module: &Module) -> Vec<(String, OpId)> {
 }
 
 /// Checks that `after` means what `before` does under `relation`.
-pub fn check(ctx: &mut Context, before: &Module, after: &Module, relation: Relation, limits: &Limits) -> Check {
+pub fn check(
+    ctx: &mut Context,
+    before: &Module,
+    after: &Module,
+    relation: Relation,
+    limits: &Limits,
+) -> Check {
     let start = Instant::now();
     let unknown = |why: String, start: Instant| Check {
         relation,
@@ -233,8 +244,9 @@ pub fn check(ctx: &mut Context, before: &Module, after: &Module, relation: Relat
 const PROVEN: &str = "proven";
 
 /// The first unproven result, and the first place where the two functions
-/// differ on the way down from it: while both sides are the same op with
-/// one operand pair unproven, step into that pair (iteratively).
+/// differ on the way down from it: while both sides are the same op, step
+/// into its first unproven operand pair (iteratively) unless that pair is a
+/// function argument.
 fn first_failure(
     runner: &Runner<Node, EqAnalysis<'_>>,
     added: &[(String, Added, Added)],
@@ -258,32 +270,25 @@ fn first_failure(
             if same(vb, va) {
                 continue;
             }
-            let (mut vb, mut va) = (vb, va);
-            loop {
-                let (ob, oa) = (before.defining_op(vb), after.defining_op(va));
-                if ob.is_none() || oa.is_none() || before.op_name(ob) != after.op_name(oa) {
+            let (mut ob, mut oa) = (before.defining_op(vb), after.defining_op(va));
+            while ob.is_some() && oa.is_some() && before.op_name(ob) == after.op_name(oa) {
+                let n = before.num_operands(ob).min(after.num_operands(oa));
+                let Some(k) = (0..n).find(|&k| !same(before.operand(ob, k), after.operand(oa, k))) else {
+                    break;
+                };
+                let (nb, na) =
+                    (before.defining_op(before.operand(ob, k)), after.defining_op(after.operand(oa, k)));
+                if nb.is_none() || na.is_none() {
                     break;
                 }
-                let n = before.num_operands(ob);
-                if n != after.num_operands(oa) {
-                    break;
-                }
-                let differing: Vec<usize> =
-                    (0..n).filter(|&k| !same(before.operand(ob, k), after.operand(oa, k))).collect();
-                match differing.first() {
-                    Some(&k) => {
-                        vb = before.operand(ob, k);
-                        va = after.operand(oa, k);
-                    }
-                    None => break,
-                }
+                (ob, oa) = (nb, na);
             }
-            let op_of = |m: &Module, v: ValueId| Some(m.defining_op(v)).filter(|op| !op.is_none());
+            let op = |op: OpId| Some(op).filter(|op| op.is_some());
             return Failure {
                 function: function.clone(),
                 result: index,
-                before_op: op_of(before, vb),
-                after_op: op_of(after, va),
+                before_op: op(ob),
+                after_op: op(oa),
                 rules_fired: fired,
             };
         }

@@ -59,7 +59,12 @@ impl EquivHook {
 }
 
 impl PassInstrumentation for EquivHook {
-    fn before_pass(&mut self, run: &PassRun<'_>, _ctx: &mut Context, module: &Module) -> Result<(), Diagnostics> {
+    fn before_pass(
+        &mut self,
+        run: &PassRun<'_>,
+        _ctx: &mut Context,
+        module: &Module,
+    ) -> Result<(), Diagnostics> {
         self.before = run.pass.equivalence().map(|_| module.clone());
         Ok(())
     }
@@ -85,7 +90,12 @@ impl PassInstrumentation for EquivHook {
         let result = check(ctx, &before, module, relation, &self.limits);
         let text = result.summary(self.limits.ulps);
         let unproven = result.outcome != Outcome::Proven;
-        self.report.borrow_mut().push(ReportLine { position: run.position, pass: pass.clone(), text: text.clone(), unproven });
+        self.report.borrow_mut().push(ReportLine {
+            position: run.position,
+            pass: pass.clone(),
+            text: text.clone(),
+            unproven,
+        });
         if !unproven || self.mode == Mode::Warn {
             return Ok(());
         }
@@ -102,15 +112,22 @@ impl PassInstrumentation for EquivHook {
                         ctx.op_name_str(before.op_name(op)),
                         qopt_ir_core::loc_to_string(ctx, before.op_loc(op))
                     );
-                    d = d.with_note(Diagnostic { severity: Severity::Note, ..Diagnostic::error(None, SrcPos::NONE, what) });
+                    d = d.with_note(Diagnostic {
+                        severity: Severity::Note,
+                        ..Diagnostic::error(None, SrcPos::NONE, what)
+                    });
                 }
                 let fired = if f.rules_fired.is_empty() {
                     "no rule fired".to_string()
                 } else {
-                    let list: Vec<String> = f.rules_fired.iter().take(8).map(|(r, n)| format!("{r} ×{n}")).collect();
+                    let list: Vec<String> =
+                        f.rules_fired.iter().take(8).map(|(r, n)| format!("{r} ×{n}")).collect();
                     format!("rules that fired: {}", list.join(", "))
                 };
-                d.with_note(Diagnostic { severity: Severity::Note, ..Diagnostic::error(None, SrcPos::NONE, fired) })
+                d.with_note(Diagnostic {
+                    severity: Severity::Note,
+                    ..Diagnostic::error(None, SrcPos::NONE, fired)
+                })
             }
             _ => Diagnostic::error(module.source_name().cloned(), SrcPos::NONE, headline),
         };

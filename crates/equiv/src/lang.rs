@@ -49,8 +49,15 @@ pub enum Builtin {
 
 impl Builtin {
     /// Every builtin, for parsing.
-    pub const ALL: [Builtin; 7] =
-        [Builtin::Add, Builtin::Sub, Builtin::Mul, Builtin::Div, Builtin::Sqrt, Builtin::ChanMul, Builtin::ChanAdd];
+    pub const ALL: [Builtin; 7] = [
+        Builtin::Add,
+        Builtin::Sub,
+        Builtin::Mul,
+        Builtin::Div,
+        Builtin::Sqrt,
+        Builtin::ChanMul,
+        Builtin::ChanAdd,
+    ];
 
     /// The name in rule text.
     pub fn name(self) -> &'static str {

@@ -175,7 +175,9 @@ fn pattern(ctx: &mut Context, sexp: &Sexp) -> Result<Pattern<Node>, String> {
                 ids.push(ast.add(node));
             }
             Sexp::List(items) => {
-                let Some(Sexp::Atom(head)) = items.first() else { return Err("a list must start with a name".into()) };
+                let Some(Sexp::Atom(head)) = items.first() else {
+                    return Err("a list must start with a name".into());
+                };
                 if !visited {
                     stack.push((s, true));
                     for child in items[1..].iter().rev() {
@@ -211,7 +213,9 @@ fn template(ctx: &mut Context, sexp: &Sexp) -> Result<Template, String> {
         Sexp::Atom(a) if is_float_literal(a) => Ok(Template::Number(number(a)?)),
         Sexp::Atom(a) => a.parse::<i64>().map(Template::Int).map_err(|_| format!("unexpected '{a}'")),
         Sexp::List(items) => {
-            let Some(Sexp::Atom(head)) = items.first() else { return Err("a list must start with a name".into()) };
+            let Some(Sexp::Atom(head)) = items.first() else {
+                return Err("a list must start with a name".into());
+            };
             let args = &items[1..];
             let atom = |i: usize| match args.get(i) {
                 Some(Sexp::Atom(a)) => Ok(a.as_str()),
@@ -352,8 +356,8 @@ pub fn compile<'a>(
             if let Some(v) = used.iter().find(|v| !bound.contains(v)) {
                 return Err(context(format!("variable {v} is not bound by the pattern")));
             }
-            let rewrite =
-                Rewrite::new(name.as_str(), searcher, RuleApplier { rhs, when: when.clone() }).map_err(context)?;
+            let rewrite = Rewrite::new(name.as_str(), searcher, RuleApplier { rhs, when: when.clone() })
+                .map_err(context)?;
             out.push(rewrite);
         }
     }
@@ -485,7 +489,10 @@ fn channel_vector(c: &Tensor, shape: &[i64], axis: i64) -> Option<Tensor> {
 fn splat(c: &Tensor) -> Option<Tensor> {
     let values = c.to_f64_vec();
     let first = *values.first()?;
-    values.iter().all(|v| v.to_bits() == first.to_bits()).then(|| Tensor::F64(ndarray::arr1(&[first]).into_dyn()))
+    values
+        .iter()
+        .all(|v| v.to_bits() == first.to_bits())
+        .then(|| Tensor::F64(ndarray::arr1(&[first]).into_dyn()))
 }
 
 impl<'a> Applier<Node, EqAnalysis<'a>> for RuleApplier {

@@ -1,0 +1,200 @@
+//! The checker proves the standard passes on their golden inputs and on a
+//! model's layers, and catches deliberately broken passes (registered only
+//! here) at the op where they went wrong.
+
+use qopt_equiv::{check, Limits, Outcome};
+use qopt_ir_core::equivalence::Relation;
+use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
+use qopt_ir_core::{loc_to_string, parse_module, split_input, verify, Context, Module};
+use std::path::Path;
+
+fn context() -> Context {
+    let mut ctx = Context::new();
+    qopt_dialect_fp::register(&mut ctx).unwrap();
+    qopt_dialect_qnn::register(&mut ctx).unwrap();
+    ctx.set_allow_unregistered(true);
+    ctx
+}
+
+fn run(ctx: &mut Context, module: &mut Module, pipeline: &str) {
+    let mut registry = PassRegistry::new();
+    qopt_passes::register_generic_passes(&mut registry).unwrap();
+    let manager = PassManager::parse(&registry, pipeline).unwrap_or_else(|e| panic!("{}", e.message));
+    let mut inst = Instrumentation { reproducer_dir: None, ..Instrumentation::default() };
+    manager.run(ctx, module, &mut inst).unwrap_or_else(|e| panic!("{pipeline}: {e:?}"));
+}
+
+fn golden(name: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/passes").join(name))
+        .unwrap()
+}
+
+/// Runs `pass` on every case of `tests/passes/<file>` and checks it under
+/// `relation`; returns the outcomes in case order.
+fn check_cases(file: &str, pass: &str, relation: Relation) -> Vec<Outcome> {
+    let text = golden(file);
+    let mut outcomes = Vec::new();
+    for chunk in split_input(text.as_bytes()) {
+        let mut ctx = context();
+        let Ok(before) = parse_module(&mut ctx, chunk.text, file) else { continue };
+        if verify(&mut ctx, &before).is_err() {
+            continue;
+        }
+        let mut after = before.clone();
+        run(&mut ctx, &mut after, pass);
+        outcomes.push(check(&mut ctx, &before, &after, relation, &Limits::default()).outcome);
+    }
+    outcomes
+}
+
+#[test]
+fn the_standard_passes_are_proven_on_their_golden_cases() {
+    for (file, pass, relation) in [
+        ("fold-bn.qir", "fold-bn", Relation::Real),
+        ("fold-bn-scale-axis.qir", "fold-bn", Relation::Real),
+        ("simplify-inference.qir", "simplify-inference", Relation::Real),
+        ("fold-constant.qir", "fold-constant", Relation::Real),
+        ("canonicalize.qir", "canonicalize", Relation::Exact),
+        ("cse.qir", "cse", Relation::Exact),
+        ("dce.qir", "dce", Relation::Exact),
+        ("expand-fakeq.qir", "expand-fakeq", Relation::Exact),
+    ] {
+        let outcomes = check_cases(file, pass, relation);
+        assert!(!outcomes.is_empty(), "{file}: no case");
+        for (i, outcome) in outcomes.iter().enumerate() {
+            match outcome {
+                Outcome::Proven => {}
+                // Ops with regions (the test dialect's) are not modelled: never "proven".
+                Outcome::Unknown(why) if why.contains("has regions") => {}
+                other => panic!("{file} case {i}: {pass} is not proven: {other:?}"),
+            }
+        }
+    }
+}
+
+/// The name in `loc("name")` of an op, if any.
+fn loc_name(ctx: &Context, module: &Module, op: Option<qopt_ir_core::OpId>) -> String {
+    op.map(|op| loc_to_string(ctx, module.op_loc(op))).unwrap_or_default()
+}
+
+const CONV_BN: &str = r#"
+func.func @main(%x: tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32> {
+  %w = fp.constant() {value = dense<[[[[0.5]], [[1.0]]], [[[-2.0]], [[0.25]]]]> : tensor<2x2x1x1xf32>} : () -> tensor<2x2x1x1xf32>
+  %g = fp.constant() {value = dense<[1.5, 0.5]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %b = fp.constant() {value = dense<[0.1, -0.2]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %m = fp.constant() {value = dense<[0.3, 0.4]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %v = fp.constant() {value = dense<[0.8, 1.2]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %y = fp.conv2d(%x, %w) : (tensor<1x2x3x3xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x3x3xf32> loc("conv1")
+  %z = fp.batch_norm(%y, %g, %b, %m, %v) {epsilon = 1.0e-3 : f32} : (tensor<1x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<1x2x3x3xf32> loc("bn1")
+  %r = fp.relu(%z) : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32> loc("relu1")
+  func.return %r : tensor<1x2x3x3xf32>
+}
+"#;
+
+#[test]
+fn fold_bn_with_a_wrong_epsilon_is_caught_at_the_folded_conv() {
+    let mut ctx = context();
+    let before = parse_module(&mut ctx, CONV_BN.as_bytes(), "conv_bn.qir").unwrap();
+    // The real pass, on a module whose epsilon was changed first: what a
+    // fold-bn that read the wrong epsilon produces.
+    let wrong = CONV_BN.replace("epsilon = 1.0e-3", "epsilon = 1.0e-2");
+    let mut after = parse_module(&mut ctx, wrong.as_bytes(), "conv_bn.qir").unwrap();
+    run(&mut ctx, &mut after, "fold-bn");
+    let right = {
+        let mut m = before.clone();
+        run(&mut ctx, &mut m, "fold-bn");
+        m
+    };
+    assert_eq!(check(&mut ctx, &before, &right, Relation::Real, &Limits::default()).outcome, Outcome::Proven);
+    let Outcome::Failed(f) = check(&mut ctx, &before, &after, Relation::Real, &Limits::default()).outcome
+    else {
+        panic!("a wrong epsilon was not caught")
+    };
+    assert_eq!(f.function, "main");
+    assert!(loc_name(&ctx, &after, f.after_op).contains("conv1"), "{}", loc_name(&ctx, &after, f.after_op));
+    assert!(!f.rules_fired.is_empty());
+}
+
+#[test]
+fn swapped_sub_operands_are_caught_at_the_sub() {
+    let text = r#"
+func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %d = fp.sub(%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> loc("sub1")
+  %r = fp.relu(%d) : (tensor<4xf32>) -> tensor<4xf32> loc("relu1")
+  func.return %r : tensor<4xf32>
+}
+"#;
+    let mut ctx = context();
+    let before = parse_module(&mut ctx, text.as_bytes(), "sub.qir").unwrap();
+    let swapped = text.replace("fp.sub(%x, %y)", "fp.sub(%y, %x)");
+    let after = parse_module(&mut ctx, swapped.as_bytes(), "sub.qir").unwrap();
+    let Outcome::Failed(f) = check(&mut ctx, &before, &after, Relation::Exact, &Limits::default()).outcome
+    else {
+        panic!("swapped operands were not caught")
+    };
+    assert!(loc_name(&ctx, &after, f.after_op).contains("sub1"));
+    // Addition commutes, so the same swap of an fp.add is proven.
+    let (add, add_swapped) = (text.replace("fp.sub", "fp.add"), swapped.replace("fp.sub", "fp.add"));
+    let before = parse_module(&mut ctx, add.as_bytes(), "add.qir").unwrap();
+    let after = parse_module(&mut ctx, add_swapped.as_bytes(), "add.qir").unwrap();
+    assert_eq!(
+        check(&mut ctx, &before, &after, Relation::Exact, &Limits::default()).outcome,
+        Outcome::Proven
+    );
+}
+
+#[test]
+fn merging_convolutions_with_different_strides_is_caught() {
+    let text = r#"
+func.func @main(%x: tensor<1x1x4x4xf32>) -> (tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>) {
+  %w = fp.constant() {value = dense<1.0> : tensor<1x1x3x3xf32>} : () -> tensor<1x1x3x3xf32>
+  %a = fp.conv2d(%x, %w) {stride = [2, 2], pad = [1, 1, 1, 1]} : (tensor<1x1x4x4xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x2x2xf32> loc("conv_a")
+  %b = fp.conv2d(%x, %w) {stride = [1, 1]} : (tensor<1x1x4x4xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x2x2xf32> loc("conv_b")
+  func.return %a, %b : tensor<1x1x2x2xf32>, tensor<1x1x2x2xf32>
+}
+"#;
+    let mut ctx = context();
+    let before = parse_module(&mut ctx, text.as_bytes(), "conv.qir").unwrap();
+    verify(&mut ctx, &before).unwrap();
+    // A CSE that ignores attributes: the second result reuses the first conv.
+    let merged = text.replace("func.return %a, %b", "func.return %a, %a");
+    let after = parse_module(&mut ctx, merged.as_bytes(), "conv.qir").unwrap();
+    let Outcome::Failed(f) = check(&mut ctx, &before, &after, Relation::Exact, &Limits::default()).outcome
+    else {
+        panic!("the merge was not caught")
+    };
+    assert_eq!(f.result, 1);
+    assert!(loc_name(&ctx, &before, f.before_op).contains("conv_b"));
+    assert!(loc_name(&ctx, &after, f.after_op).contains("conv_a"));
+}
+
+#[test]
+fn a_limit_gives_unknown_never_proven() {
+    let mut ctx = context();
+    let before = parse_module(&mut ctx, CONV_BN.as_bytes(), "conv_bn.qir").unwrap();
+    let mut after = before.clone();
+    run(&mut ctx, &mut after, "fold-bn");
+    let tight = Limits { iterations: 1, ..Limits::default() };
+    match check(&mut ctx, &before, &after, Relation::Real, &tight).outcome {
+        Outcome::Unknown(why) => assert!(why.contains("iteration limit"), "{why}"),
+        other => panic!("expected unknown, got {other:?}"),
+    }
+    // Without the real-arithmetic rules fold-bn cannot be proven exact.
+    assert!(matches!(
+        check(&mut ctx, &before, &after, Relation::Exact, &Limits::default()).outcome,
+        Outcome::Failed(_)
+    ));
+}
+
+#[test]
+fn every_registered_rule_parses() {
+    let mut ctx = context();
+    let rules = qopt_equiv::registered_rules(&ctx);
+    assert!(rules.len() >= 20, "{} rules", rules.len());
+    let mut names: Vec<&str> = rules.iter().map(|(_, r)| r.name.as_ref()).collect();
+    names.sort_unstable();
+    let before = names.len();
+    names.dedup();
+    assert_eq!(before, names.len(), "rule names are unique");
+    qopt_equiv::rules::compile(&mut ctx, &rules, Relation::Requantization).unwrap();
+}
