@@ -106,10 +106,15 @@ fn fold_bn_with_a_wrong_epsilon_is_caught_at_the_folded_conv() {
         m
     };
     assert_eq!(check(&mut ctx, &before, &right, Relation::Real, &Limits::default()).outcome, Outcome::Proven);
-    let Outcome::Failed(f) = check(&mut ctx, &before, &after, Relation::Real, &Limits::default()).outcome
-    else {
-        panic!("a wrong epsilon was not caught")
-    };
+    let result = check(&mut ctx, &before, &after, Relation::Real, &Limits::default());
+    println!("{}", result.summary(4));
+    let Outcome::Failed(f) = result.outcome else { panic!("a wrong epsilon was not caught") };
+    println!(
+        "first difference: before {}, after {}; rules that fired: {:?}",
+        loc_name(&ctx, &before, f.before_op),
+        loc_name(&ctx, &after, f.after_op),
+        f.rules_fired
+    );
     assert_eq!(f.function, "main");
     assert!(loc_name(&ctx, &after, f.after_op).contains("conv1"), "{}", loc_name(&ctx, &after, f.after_op));
     assert!(!f.rules_fired.is_empty());
