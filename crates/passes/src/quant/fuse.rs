@@ -37,7 +37,9 @@
 //!    per value and type.
 //!
 //! `qnn.stop_fusion` is never fused across: it is neither a dequantize nor a
-//! quantize, so no site reaches through it. Dequantizes and constants left
+//! quantize, so no site reaches through it. An op marked `qnn.skip` (the user
+//! skipped it: `insert-observers{skip=[...]}`) is neither rewritten nor fused
+//! into its producer as an activation; it stays float. Dequantizes and constants left
 //! without users are erased. Ops that stay float (no pattern, an operand that
 //! is not quantized, a float user) are left as they are for `quant-lint` to
 //! report. Statistics: one per pattern used, under its name (`fused-conv2d`,
@@ -46,7 +48,7 @@
 use super::fuse_patterns::{
     defined_by, is_quantized_tensor, Activation, FuseSite, FusionPatterns, SiteOperand,
 };
-use super::util::{op_named, runs_on_integers, users};
+use super::util::{is_skipped, op_named, runs_on_integers, users};
 use crate::fp_constants::erase_if_unused_constant;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
@@ -94,7 +96,7 @@ impl Pass for Fuse {
             .collect();
         let mut stats = Stats::default();
         for op in candidates {
-            if module.is_erased(op) {
+            if module.is_erased(op) || is_skipped(cx.ctx, module, op) {
                 continue;
             }
             if !fuse_pattern(cx.ctx, module, op, &mut stats)? {
@@ -142,11 +144,11 @@ fn site_operand(ctx: &Context, module: &Module, value: ValueId) -> SiteOperand {
 }
 
 /// The activation after `value` (its only user, if a relu or a clip at 0
-/// from below) and the value it ends in.
+/// from below, not marked skipped) and the value it ends in.
 fn activation_after(ctx: &Context, module: &Module, value: ValueId) -> (Activation, Option<OpId>, ValueId) {
     let none = (Activation::None, None, value);
     let [user] = users(module, value)[..] else { return none };
-    if module.num_results(user) != 1 || module.num_operands(user) != 1 {
+    if module.num_results(user) != 1 || module.num_operands(user) != 1 || is_skipped(ctx, module, user) {
         return none;
     }
     let out = module.result(user, 0);
