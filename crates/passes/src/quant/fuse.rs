@@ -10,9 +10,16 @@
 //!    `qnn.quantize` ops, and the pattern accepts the operands, the quantized op
 //!    it builds replaces the first quantize; each other quantize of the same
 //!    value with different parameters gets one `qnn.requantize` of it (equal
-//!    parameters share it). A relu the pattern cannot fuse (`qnn.add` has no
-//!    relu form) is applied to the quantized result, which is exact: relu
-//!    commutes with quantization (`quant-semantics.md` §9). Ops with the
+//!    parameters share it). An activation the pattern cannot fuse (`qnn.add`
+//!    has no relu form) is dropped when the output type already applies it
+//!    (zero point at the storage minimum; for `clip(0, c)`, `c` quantizes to
+//!    the storage maximum: [`output_applies`]), the quantized op then
+//!    computing the activation's value; otherwise a relu is applied to the
+//!    quantized result, which is exact: relu commutes with quantization
+//!    (`quant-semantics.md` §9), and a clip keeps the op float. A quantized op
+//!    that computes the activation's value is located `fused[<op>,
+//!    <activation>]`, so `qrun --compare` measures it against the activation.
+//!    Ops with the
 //!    `LookupActivation` interface (sigmoid, tanh, gelu, hard_swish, ...)
 //!    match the `fused-lookup` pattern: a `qnn.lookup` whose table is the op
 //!    (and the relu or clip after it) run by the interpreter's kernels on every
@@ -30,7 +37,9 @@
 //!    per value and type.
 //!
 //! `qnn.stop_fusion` is never fused across: it is neither a dequantize nor a
-//! quantize, so no site reaches through it. Dequantizes and constants left
+//! quantize, so no site reaches through it. An op marked `qnn.skip` (the user
+//! skipped it: `insert-observers{skip=[...]}`) is neither rewritten nor fused
+//! into its producer as an activation; it stays float. Dequantizes and constants left
 //! without users are erased. Ops that stay float (no pattern, an operand that
 //! is not quantized, a float user) are left as they are for `quant-lint` to
 //! report. Statistics: one per pattern used, under its name (`fused-conv2d`,
@@ -39,10 +48,11 @@
 use super::fuse_patterns::{
     defined_by, is_quantized_tensor, Activation, FuseSite, FusionPatterns, SiteOperand,
 };
-use super::util::{op_named, runs_on_integers, users};
+use super::util::{is_skipped, op_named, runs_on_integers, users};
 use crate::fp_constants::erase_if_unused_constant;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
+use qopt_dialect_qnn::fixed_point::{quantize_f32, scale_f32};
 use qopt_dialect_qnn::quant_params::quant_element;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
@@ -86,7 +96,7 @@ impl Pass for Fuse {
             .collect();
         let mut stats = Stats::default();
         for op in candidates {
-            if module.is_erased(op) {
+            if module.is_erased(op) || is_skipped(cx.ctx, module, op) {
                 continue;
             }
             if !fuse_pattern(cx.ctx, module, op, &mut stats)? {
@@ -134,11 +144,11 @@ fn site_operand(ctx: &Context, module: &Module, value: ValueId) -> SiteOperand {
 }
 
 /// The activation after `value` (its only user, if a relu or a clip at 0
-/// from below) and the value it ends in.
+/// from below, not marked skipped) and the value it ends in.
 fn activation_after(ctx: &Context, module: &Module, value: ValueId) -> (Activation, Option<OpId>, ValueId) {
     let none = (Activation::None, None, value);
     let [user] = users(module, value)[..] else { return none };
-    if module.num_results(user) != 1 || module.num_operands(user) != 1 {
+    if module.num_results(user) != 1 || module.num_operands(user) != 1 || is_skipped(ctx, module, user) {
         return none;
     }
     let out = module.result(user, 0);
@@ -205,15 +215,24 @@ fn fuse_pattern(
         }
         None => root_loc,
     };
-    let attempts: &[Activation] =
-        if activation == Activation::Relu { &[Activation::Relu, Activation::None] } else { &[activation] };
+    // With the activation fused in, or else without it: dropped when the
+    // output type already applies it (the quantized op then computes the
+    // activation's value), or for a relu applied to the quantized result.
+    let mut attempts = vec![(activation, Tail::Fused)];
+    if activation != Activation::None {
+        if output_applies(ctx, activation, output) {
+            attempts.push((Activation::None, Tail::Applied));
+        } else if activation == Activation::Relu {
+            attempts.push((Activation::None, Tail::IntegerRelu));
+        }
+    }
     for pattern in &patterns {
-        for &act in attempts {
+        for &(act, tail) in &attempts {
             let site = FuseSite { op, operands: operands.clone(), activation: act, output };
             let mut rw = Rewriter::new(ctx, module);
             rw.set_insertion_point(InsertPoint::Before(op));
-            // Without the activation fused in, the op computes the root's value.
-            rw.set_loc(if act == activation { chain_loc } else { root_loc });
+            // Followed by a relu of its own, the op computes the root's value.
+            rw.set_loc(if tail == Tail::IntegerRelu { root_loc } else { chain_loc });
             let built = pattern
                 .rewrite(&mut rw, &site)
                 .map_err(|e| PassError::from(format!("fusing {} ({}): {e}", name, pattern.name())))?;
@@ -225,7 +244,7 @@ fn fuse_pattern(
                 }
                 continue;
             };
-            if act != activation {
+            if tail == Tail::IntegerRelu {
                 // relu on the quantized result: max(q, zp), exact (§9).
                 let relu = rw.ctx.op_name(fp_op::RELU);
                 let at = activation_op.map_or(root_loc, |a| rw.module.op_loc(a));
@@ -246,6 +265,38 @@ fn fuse_pattern(
         }
     }
     Ok(false)
+}
+
+/// How the activation after a fused op is realized.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Tail {
+    /// The pattern fused it (or there is none).
+    Fused,
+    /// The output type applies it: every value it changes quantizes to what
+    /// its result quantizes to, so it is dropped.
+    Applied,
+    /// A relu on the quantized result, `max(q, zp)`.
+    IntegerRelu,
+}
+
+/// Whether quantizing to `output` already applies `activation`: the zero
+/// point is the storage minimum (whatever is below real 0 saturates to it, as
+/// 0 does), and for `clip(0, c)` `c` quantizes to the storage maximum
+/// (whatever is above `c` saturates to it too). Then
+/// `quantize(activation(y)) = quantize(y)` for every `y`, and the quantized
+/// op alone computes the activation's quantized value, bit for bit.
+fn output_applies(ctx: &Context, activation: Activation, output: Type) -> bool {
+    let Some(q) = quant_element(ctx, output) else { return false };
+    let QuantParams::PerTensor { scale, zero_point } = q.params else { return false };
+    if zero_point != q.storage_min {
+        return false;
+    }
+    match activation {
+        Activation::None | Activation::Relu => true,
+        Activation::Clip(max) => ctx.attr_as_f64(max).is_some_and(|c| {
+            quantize_f32(c as f32, scale_f32(scale), zero_point, q.storage_min, q.storage_max) == q.storage_max
+        }),
+    }
 }
 
 /// Replaces each quantize in `quantizes` (all of one value) by `fused` when

@@ -83,8 +83,9 @@ pub trait QuantPattern: Send + Sync {
     /// the root) and returns its result, of type `site.output`; `Ok(None)` when
     /// the site does not fit the pattern (`quant-lint` then reports the op as a
     /// float island). Activations it cannot fuse are
-    /// declined with `Ok(None)`; `fuse` then retries without a relu and applies
-    /// the relu to the quantized result.
+    /// declined with `Ok(None)`; `fuse` then retries without the activation
+    /// when the output type already applies it (and drops it), or for a relu
+    /// (and applies it to the quantized result).
     fn rewrite(&self, rewriter: &mut Rewriter<'_>, site: &FuseSite) -> Result<Option<ValueId>, String>;
 }
 

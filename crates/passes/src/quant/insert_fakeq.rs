@@ -15,7 +15,8 @@
 //! operands are quantized (observed or fake-quantized) gets its constant weight
 //! fake-quantized with `weight-type` and `weight-scheme`, per channel along the
 //! interface's `weight_channel_axis` when `per-channel` is set, from the
-//! constant's own min and max. Biases stay float (Quantization II quantizes
+//! constant's own min and max; an op marked `qnn.skip` (the user skipped it)
+//! keeps its float weights. Biases stay float (Quantization II quantizes
 //! them to i32). Constants in activation positions of quantized ops (a matmul
 //! by a constant, an add of one) are fake-quantized per tensor with the
 //! activation settings. Values already behind a `qnn.fake_quant` are left as
@@ -35,7 +36,7 @@ use super::bias_correction::correct_bias;
 use super::methods::{QuantMethods, RangeMethod, RangeTarget};
 use super::scheme::{Scheme, DEGENERATE_SCALE};
 use super::stats::ObserverStats;
-use super::util::{is_float_tensor, op_named, quantizable};
+use super::util::{is_float_tensor, is_skipped, op_named, quantizable};
 use qopt_dialect_qnn::fixed_point::scale_f32;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::KernelRegistry;
@@ -347,7 +348,8 @@ fn float_kind(ctx: &Context, ty: Type) -> Option<FloatKind> {
 }
 
 /// Ops with the `QuantizableOp` interface whose activation operands are all
-/// quantized (come from `qnn.observe` or `qnn.fake_quant`, or are constants).
+/// quantized (come from `qnn.observe` or `qnn.fake_quant`, or are constants),
+/// except those marked `qnn.skip`: their weights stay float.
 fn quantized_ops(ctx: &Context, module: &Module) -> Vec<OpId> {
     let quantized_value = |v: ValueId| match module.value_def(v) {
         ValueDef::Result { op, .. } => {
@@ -361,6 +363,9 @@ fn quantized_ops(ctx: &Context, module: &Module) -> Vec<OpId> {
         .walk_preorder(module.root())
         .filter(|&op| {
             let Some(q) = quantizable(ctx, module, op) else { return false };
+            if is_skipped(ctx, module, op) {
+                return false;
+            }
             let activations = q.activation_operands(module.num_operands(op));
             let real: Vec<usize> = activations
                 .iter()

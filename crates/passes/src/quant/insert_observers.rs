@@ -21,7 +21,11 @@
 //!
 //! Options narrow what is quantized: `skip=[names]` leaves ops whose location
 //! names one of `names` alone, and `ops=[op names]` quantizes only ops of
-//! those kinds. A value with several users gets one observer, placed right
+//! those kinds. The pass records each such decision in the IR, as the unit
+//! attribute `qnn.skip` on the op (and on the relu or clip chain that would
+//! fuse into it), so that the later passes, which read only the IR, keep the
+//! op float too, and an op already carrying it is left alone like a skipped
+//! one. A value with several users gets one observer, placed right
 //! after its definition (at the start of the body for an argument), with the
 //! location of its defining op (`loc("<func>.arg<N>")` for arguments).
 //!
@@ -37,7 +41,9 @@
 //! ```
 
 use super::methods::QuantMethods;
-use super::util::{is_float_tensor, is_kept_float, loc_names, op_named, quantizable, runs_on_integers, users};
+use super::util::{
+    is_float_tensor, is_kept_float, is_skipped, loc_names, op_named, quantizable, runs_on_integers, users, SKIP,
+};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::interfaces::{FusedActivation, LookupActivation};
 use qopt_ir_core::pass::pipeline::nearest_name;
@@ -72,8 +78,11 @@ impl Pass for InsertObservers {
         "Inserts one `qnn.observe` on each function argument and on each activation operand and \
          result of an op with the QuantizableOp interface (a result used only by a relu or clip is \
          observed after it). Weights, biases, constants, values already fake-quantized or observed, \
-         and values marked `qnn.cast_hint {kind = \"float\"}` are left alone. `calibrate` fills the \
-         observers with statistics; `insert-fakeq` turns them into `qnn.fake_quant`.\n\n\
+         and values marked `qnn.cast_hint {kind = \"float\"}` are left alone. Ops that `skip` names \
+         or `ops` leaves out get the unit attribute `qnn.skip` (with the relu or clip after them), \
+         which every quantization pass honours, so they stay float to the end; ops already carrying \
+         it are left alone. `calibrate` fills the observers with statistics; `insert-fakeq` turns them \
+         into `qnn.fake_quant`.\n\n\
          ```\n\
          %0 = fp.conv2d(%x, %w, %b) ...\n\
          // -> %o = qnn.observe(%x) {observer = \"minmax\"} ...; %0 = fp.conv2d(%o, %w, %b) ...\n\
@@ -89,7 +98,7 @@ impl Pass for InsertObservers {
             OptionSpec::new("averaging-constant", OptionKind::Float, "0.01")
                 .help("weight of the newest batch (observer=moving-average), in (0, 1]"),
             OptionSpec::new("skip", OptionKind::List(Box::new(OptionKind::String)), "[]")
-                .help("location names of ops to leave unquantized"),
+                .help("location names of ops to leave unquantized (marked qnn.skip)"),
             OptionSpec::new("ops", OptionKind::List(Box::new(OptionKind::String)), "[]")
                 .help("op names to quantize (default: every op with the QuantizableOp interface)"),
         ]
@@ -106,24 +115,25 @@ impl Pass for InsertObservers {
         let observe = cx.ctx.op_name(qnn_op::OBSERVE);
         let funcs: Vec<OpId> =
             module.top_level_ops().filter(|&op| module.op_name(op) == OpName::FUNC).collect();
-        let mut inserted = 0u64;
+        let (mut inserted, mut skipped) = (0u64, 0u64);
         for func in funcs {
             if module.num_regions(func) == 0 {
                 continue;
             }
             let region = module.region(func, 0);
             let Some(body) = module.blocks(region).next() else { continue };
+            skipped += mark_skipped(cx.ctx, module, body, &config);
             let func_name = module
                 .op_attr(cx.ctx, func, "sym_name")
                 .and_then(|a| cx.ctx.attr_as_str(a))
                 .unwrap_or("func")
                 .to_string();
-            for value in observed_values(cx.ctx, module, body, &config) {
+            for value in observed_values(cx.ctx, module, body) {
                 let loc = match module.value_def(value) {
                     ValueDef::Result { op, .. } => module.op_loc(op),
                     ValueDef::BlockArg { index, .. } => cx.ctx.name_loc(&format!("{func_name}.arg{index}")),
                 };
-                let attrs = match mean_axis(cx.ctx, module, value, &config) {
+                let attrs = match mean_axis(cx.ctx, module, value) {
                     Some(axis) => {
                         let axis = cx.ctx.i64_attr(axis as i64);
                         cx.ctx.dict_set(attrs, "mean_axis", axis)
@@ -135,7 +145,8 @@ impl Pass for InsertObservers {
             }
         }
         cx.add_stat("observers", inserted);
-        Ok(PassOutcome::from_changed(inserted > 0))
+        cx.add_stat("skipped-ops", skipped);
+        Ok(PassOutcome::from_changed(inserted + skipped > 0))
     }
 }
 
@@ -201,25 +212,61 @@ impl Config {
         ctx.dict_attr(&entries)
     }
 
-    /// Whether `op` is to be quantized under `skip` and `ops`.
-    fn selects(&self, ctx: &Context, module: &Module, op: OpId) -> bool {
-        (self.ops.is_empty() || self.ops.contains(&module.op_name(op))) && !self.skips(ctx, module, op)
-    }
-
-    /// Whether `skip` names `op`'s location.
-    fn skips(&self, ctx: &Context, module: &Module, op: OpId) -> bool {
-        !self.skip.is_empty()
-            && loc_names(ctx, module.op_loc(op)).iter().any(|n| self.skip.iter().any(|s| s == n))
+    /// Whether `skip` names `op`'s location (an op that computes: not a
+    /// constant, not a `qnn` or `func` op), or `op` is quantizable and `ops`
+    /// leaves its kind out.
+    fn leaves_out(&self, ctx: &Context, module: &Module, op: OpId) -> bool {
+        let name = ctx.op_name_str(module.op_name(op));
+        let computes = !name.starts_with("qnn.")
+            && !name.starts_with("func.")
+            && module.num_results(op) > 0
+            && !ctx.op_def(module.op_name(op)).is_some_and(|d| d.traits.contains(Traits::CONSTANT_LIKE));
+        let named = !self.skip.is_empty()
+            && loc_names(ctx, module.op_loc(op)).iter().any(|n| self.skip.iter().any(|s| s == n));
+        let other_kind = !self.ops.is_empty()
+            && !self.ops.contains(&module.op_name(op))
+            && quantizable(ctx, module, op).is_some();
+        computes && (named || other_kind)
     }
 }
 
+/// Puts [`SKIP`] on the ops of `body` that `config` leaves out, and on the
+/// chain of fused activations (relu, clip) that is each one's only user: they
+/// would belong to its quantized form, so they stay float with it. Returns
+/// how many ops it marked.
+fn mark_skipped(ctx: &mut Context, module: &mut Module, body: qopt_ir_core::BlockId, config: &Config) -> u64 {
+    let unit = ctx.unit_attr();
+    let ops: Vec<OpId> = module.block_ops(body).collect();
+    let mut marked = 0u64;
+    for op in ops {
+        if !config.leaves_out(ctx, module, op) {
+            continue;
+        }
+        let mut next = Some(op);
+        while let Some(op) = next {
+            if !is_skipped(ctx, module, op) {
+                let attrs = ctx.dict_set(module.op_attrs(op), SKIP, unit);
+                module.set_op_attrs(op, attrs);
+                marked += 1;
+            }
+            next = match module.results(op).collect::<Vec<_>>()[..] {
+                [result] => fused_activation_user(ctx, module, result),
+                _ => None,
+            };
+        }
+    }
+    marked
+}
+
+/// The only user of `value`, if it is a fused activation (relu, clip) with one result.
+fn fused_activation_user(ctx: &Context, module: &Module, value: ValueId) -> Option<OpId> {
+    let [user] = users(module, value)[..] else { return None };
+    let fused = ctx.op_def(module.op_name(user)).is_some_and(|d| d.interfaces.get::<FusedActivation>().is_some());
+    (fused && module.num_results(user) == 1).then_some(user)
+}
+
 /// The values of `body` to observe, in program order, without repeats.
-fn observed_values(
-    ctx: &Context,
-    module: &Module,
-    body: qopt_ir_core::BlockId,
-    config: &Config,
-) -> Vec<ValueId> {
+fn observed_values(ctx: &Context, module: &Module, body: qopt_ir_core::BlockId) -> Vec<ValueId> {
     let mut seen = FxHashSet::default();
     let mut chosen = FxHashSet::default();
     let mut values = Vec::new();
@@ -235,7 +282,7 @@ fn observed_values(
     let ops: Vec<OpId> = module.block_ops(body).collect();
     for op in ops {
         let Some(q) = quantizable(ctx, module, op) else { continue };
-        if !config.selects(ctx, module, op) {
+        if is_skipped(ctx, module, op) {
             continue;
         }
         let is_lookup =
@@ -247,7 +294,7 @@ fn observed_values(
             take(module.operand(op, i), &mut values, &mut chosen);
         }
         for result in module.results(op) {
-            take(after_fused_activations(ctx, module, result, config), &mut values, &mut chosen);
+            take(after_fused_activations(ctx, module, result), &mut values, &mut chosen);
         }
     }
     values
@@ -280,31 +327,25 @@ fn arrives_quantized(ctx: &Context, module: &Module, mut value: ValueId, chosen:
 }
 
 /// `value`, or the result of the chain of fused activations (relu, clip) that
-/// is its only user.
-fn after_fused_activations(ctx: &Context, module: &Module, mut value: ValueId, config: &Config) -> ValueId {
-    loop {
-        let [user] = users(module, value)[..] else { return value };
-        let fused =
-            ctx.op_def(module.op_name(user)).is_some_and(|d| d.interfaces.get::<FusedActivation>().is_some());
-        // A fused activation belongs to its producer: `ops` need not list it,
-        // but `skip` naming it keeps it out.
-        if !fused || module.num_results(user) != 1 || config.skips(ctx, module, user) {
-            return value;
-        }
+/// is its only user. A fused activation belongs to its producer: `ops` need
+/// not list it, but one marked skipped (`skip` named it) stays out.
+fn after_fused_activations(ctx: &Context, module: &Module, mut value: ValueId) -> ValueId {
+    while let Some(user) = fused_activation_user(ctx, module, value).filter(|&u| !is_skipped(ctx, module, u)) {
         value = module.result(user, 0);
     }
+    value
 }
 
 /// The channel axis along which the weighted ops using `value` as their
 /// activation (conv, dense) read their input channels, when they agree: the
 /// observer then records channel means there for bias correction.
-fn mean_axis(ctx: &Context, module: &Module, value: ValueId, config: &Config) -> Option<usize> {
+fn mean_axis(ctx: &Context, module: &Module, value: ValueId) -> Option<usize> {
     let rank = ctx.tensor_shape(module.value_type(value))?.len();
     let mut axes = users(module, value).into_iter().filter_map(|user| {
         let q = quantizable(ctx, module, user).filter(|q| q.weight.is_some())?;
         let activation = *q.activations.first()?;
         let used = activation < module.num_operands(user) && module.operand(user, activation) == value;
-        (used && config.selects(ctx, module, user)).then(|| q.channel_axis_for_rank(rank))
+        (used && !is_skipped(ctx, module, user)).then(|| q.channel_axis_for_rank(rank))
     });
     let first = axes.next()??;
     axes.all(|a| a == Some(first)).then_some(first)

@@ -12,6 +12,7 @@
 //!   every one of their ranges (symmetric if every type is, power-of-two
 //!   scales if the first input's scale is a power of two).
 //!
+//! Ops marked `qnn.skip` stay float, so nothing is propagated through them.
 //! One walk in program order, so chains (max pool → reshape → ...) carry T
 //! along. The pass changes numerics slightly (a relu's output keeps its
 //! producer's negative range; a concat input gets a coarser scale).
@@ -27,7 +28,7 @@
 //! ```
 
 use super::scheme::Scheme;
-use super::util::{op_named, runs_on_integers, users};
+use super::util::{is_skipped, op_named, runs_on_integers, users};
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::params;
@@ -66,6 +67,9 @@ impl Pass for PropagateQparams {
         let ops: Vec<OpId> = module.walk_preorder(module.root()).collect();
         let mut changes = Changes::default();
         for op in ops {
+            if is_skipped(cx.ctx, module, op) {
+                continue;
+            }
             if op_named(cx.ctx, module, op, fp_op::CONCAT) {
                 unify_concat(cx.ctx, module, op, &mut changes);
             } else if runs_on_integers(cx.ctx, module, op) {

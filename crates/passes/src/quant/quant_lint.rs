@@ -6,8 +6,10 @@
 //! - leftover `quantize → dequantize` and `dequantize → quantize` pairs;
 //! - a dequantized constant feeding a float op (weights left float);
 //! - float islands: float compute ops between quantized values, with why
-//!   they stayed float (no `qnn` counterpart, a float operand, a float user,
-//!   operands the pattern does not take);
+//!   they stayed float (skipped by the user: marked `qnn.skip`; no `qnn`
+//!   counterpart; a float operand; a float user; operands whose parameters
+//!   differ; operands the pattern does not take). A relu or clip after a
+//!   skipped op belongs to it and is not reported again;
 //! - bad parameters: a scale that is not a positive normal number, a
 //!   narrow-range constant holding values outside its range;
 //! - `qnn.concat` inputs whose parameters differ from the output's;
@@ -28,10 +30,11 @@
 //! (the same constants in f32), and `warnings`.
 
 use super::fuse_patterns::FusionPatterns;
-use super::util::{is_kept_float, op_named, users};
+use super::util::{is_kept_float, is_skipped, op_named, users};
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{params, quant_element};
+use qopt_ir_core::interfaces::FusedActivation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
     constant_value, dense_values_i128, static_num_elements, AttrData, Context, Diagnostic, Diagnostics,
@@ -261,6 +264,18 @@ impl Lint<'_> {
             return;
         }
         let name = self.name(op).to_string();
+        if is_skipped(self.ctx, self.module, op) {
+            if self.activation_of_skipped(op) {
+                return;
+            }
+            self.warn(
+                op,
+                format!("float island: {name} stays float between quantized values: skipped by the user"),
+                "it is marked qnn.skip (insert-observers' skip=[...] or ops=[...] put it there, or a person \
+                 did): leave it out of those options, or remove the attribute, to quantize it",
+            );
+            return;
+        }
         let has_pattern = self
             .ctx
             .op_def(self.module.op_name(op))
@@ -280,7 +295,7 @@ impl Lint<'_> {
                 ("an operand is not quantized".to_string(), "quantize the operand's producer".to_string())
             } else if types.windows(2).any(|w| w[0] != w[1]) {
                 (
-                    "its operands have different quantization parameters".to_string(),
+                    "the quantization parameters of its operands differ".to_string(),
                     "run propagate-qparams, then fuse".to_string(),
                 )
             } else if per_axis {
@@ -322,6 +337,20 @@ impl Lint<'_> {
             )
         };
         self.warn(op, format!("float island: {name} stays float between quantized values: {why}"), &fix);
+    }
+
+    /// Whether `op` is a relu or clip after an op marked skipped: it stays
+    /// float as part of that layer, which is reported once, at the layer.
+    fn activation_of_skipped(&self, op: OpId) -> bool {
+        let fused = self
+            .ctx
+            .op_def(self.module.op_name(op))
+            .is_some_and(|d| d.interfaces.get::<FusedActivation>().is_some());
+        let producer = match self.module.operands(op).next() {
+            Some(v) => self.module.defining_op(v),
+            None => return false,
+        };
+        fused && !producer.is_none() && is_skipped(self.ctx, self.module, producer)
     }
 
     /// Whether `user` is a relu or clip whose result is quantized.

@@ -15,7 +15,8 @@
 //!   bias by at most half a unit of the accumulator, far below the output's
 //!   step, so the pass does not claim to preserve semantics. A bias that
 //!   would not fit i32 (a channel whose weights are all but zero) stays float
-//!   with a warning at the op; `quant-lint` reports the island it leaves.
+//!   with a warning at the op; `quant-lint` reports the island it leaves. The
+//!   bias of an op marked `qnn.skip` stays float (the op does).
 //!
 //! ```text
 //! %w = fp.constant() {value = dense<[[0.5, -0.25]]> : tensor<1x2xf32>} : () -> tensor<1x2xf32>
@@ -26,7 +27,7 @@
 //!
 //! Statistics: `quantized-constants`, `quantized-biases`.
 
-use super::util::{op_named, quantizable};
+use super::util::{is_skipped, op_named, quantizable};
 use crate::fp_constants::{create_constant, erase_if_unused_constant};
 use qopt_dialect_qnn::fixed_point::{quantize_f32, scale_f32};
 use qopt_dialect_qnn::op_names as qnn_op;
@@ -169,7 +170,9 @@ struct BiasPlan {
 /// this pass handles (no constant float bias, operands not dequantized), or
 /// `Err` when it is but the bias cannot be represented.
 fn bias_plan(ctx: &Context, module: &Module, op: OpId) -> Result<Option<BiasPlan>, BiasSkipped> {
-    let Some(iface) = quantizable(ctx, module, op) else { return Ok(None) };
+    let Some(iface) = quantizable(ctx, module, op).filter(|_| !is_skipped(ctx, module, op)) else {
+        return Ok(None);
+    };
     let (Some(b), Some(w), [x]) = (iface.bias, iface.weight, iface.activations.as_slice()) else {
         return Ok(None);
     };

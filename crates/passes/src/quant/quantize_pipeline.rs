@@ -79,3 +79,22 @@ fn expand(options: &PassOptions) -> String {
     ]
     .join(",")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::quantize_pipeline;
+    use qopt_ir_core::pass::pipeline::parse_pipeline;
+
+    /// `--list-passes` shows the summary, so it must list the passes the
+    /// pipeline really runs, in order.
+    #[test]
+    fn the_summary_lists_the_expansion() {
+        let pipeline = quantize_pipeline();
+        let [element] = &parse_pipeline("quantize{data=calib.npy}").unwrap()[..] else { unreachable!() };
+        let options = element.resolve_options(&pipeline.options).unwrap();
+        let names: Vec<String> =
+            parse_pipeline(&(pipeline.expand)(&options)).unwrap().into_iter().map(|e| e.name).collect();
+        let listed = pipeline.summary.split_once(": ").and_then(|(_, rest)| rest.split_once(" (")).unwrap().0;
+        assert_eq!(listed.split(", ").collect::<Vec<_>>(), names);
+    }
+}

@@ -1,6 +1,6 @@
 //! Queries the quantization passes share: which ops are quantizable, which
-//! values are kept float, the users of a value, the names in a location, and
-//! the per-channel blocks of a tensor's values.
+//! values are kept float, which ops the user skipped, the users of a value,
+//! the names in a location, and the per-channel blocks of a tensor's values.
 
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape;
@@ -56,6 +56,19 @@ pub fn is_float_tensor(ctx: &Context, ty: Type) -> bool {
 pub fn is_kept_float(ctx: &Context, module: &Module, op: OpId) -> bool {
     op_named(ctx, module, op, qnn_op::CAST_HINT)
         && module.op_attr(ctx, op, "kind").and_then(|k| ctx.attr_as_str(k)) == Some("float")
+}
+
+/// The unit attribute that keeps an op float through every quantization
+/// pass: `insert-observers` puts it on the ops its `skip` and `ops` options
+/// leave out (and on the relu or clip that would fuse into one), and a person
+/// may write it. No pass observes, fake-quantizes the weights of, propagates
+/// parameters through or fuses such an op; `quant-lint` reports it as
+/// skipped by the user.
+pub const SKIP: &str = "qnn.skip";
+
+/// Whether `op` carries [`SKIP`].
+pub fn is_skipped(ctx: &Context, module: &Module, op: OpId) -> bool {
+    module.op_attr(ctx, op, SKIP).is_some()
 }
 
 /// Every name in `loc` (names nest and fuse).

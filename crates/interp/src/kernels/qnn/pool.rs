@@ -230,5 +230,88 @@ mod tests {
             let got = run_typed(&mut Context::new(), avg_pool2d, &[&i8t(&[1, c, h, w], &x)], &[&tin], &attrs, &[&tout]);
             proptest::prop_assert_eq!(got.to_f64_vec(), want);
         }
+
+        /// `qnn.global_avg_pool2d` equals §7.4 computed from the definitions
+        /// alone: each plane's exact sum of `x − zp_x`, the multiplier of §4.2
+        /// taken from the bits of `s_x ⊘₆₄ (n ⊗₆₄ s_out)` ([`multiplier_of`]),
+        /// the rounding shift of §4.3 by its formulas ([`shift_of`]), on random
+        /// shapes, i8/u8 storage on either side, parameters, roundings and data.
+        /// A third of the cases keep `s_out = s_in` and another third halve it, so
+        /// that `M = 1/n` or `2/n` puts exact ties in front of every rounding mode.
+        #[test]
+        fn global_matches_the_direct_definition(
+            (n, c, h, w) in (1usize..3, 1usize..4, 1usize..10, 1usize..10),
+            (signed_in, signed_out, mode) in (proptest::bool::ANY, proptest::bool::ANY, 0usize..3),
+            (zp_in, zp_out) in (0i64..256, 0i64..256),
+            (s_in, s_out, ratio) in (1e-3f64..4.0, 1e-3f64..4.0, 0usize..3),
+            seed in proptest::num::u64::ANY,
+        ) {
+            let s_out = [s_out, s_in, s_in / 2.0][ratio];
+            let range = |signed: bool| if signed { (-128i64, 127i64) } else { (0, 255) };
+            let ((in_lo, in_hi), (out_lo, out_hi)) = (range(signed_in), range(signed_out));
+            let (zp_in, zp_out) = (zp_in + in_lo, zp_out + out_lo);
+            let mut state = seed | 1;
+            let mut next = move || { state ^= state << 13; state ^= state >> 7; state ^= state << 17; state };
+            let x: Vec<i64> = (0..n * c * h * w).map(|_| in_lo + (next() % 256) as i64).collect();
+            let rounding = [Rounding::HalfAwayFromZero, Rounding::HalfToEven, Rounding::HalfUp][mode];
+            let taps = h * w;
+            let want: Vec<f64> = x
+                .chunks(taps)
+                .map(|plane| {
+                    let v: i128 = plane.iter().map(|&q| i128::from(q - zp_in)).sum();
+                    let (m, shift) = multiplier_of(s_in / (taps as f64 * s_out));
+                    let y = shift_of(v * m, shift, rounding) + i128::from(zp_out);
+                    y.clamp(i128::from(out_lo), i128::from(out_hi)) as f64
+                })
+                .collect();
+            let storage = |signed: bool| if signed { "i8" } else { "u8" };
+            let tin = format!("tensor<{n}x{c}x{h}x{w}x!qnn.uniform<{}:f32, {s_in:?}:{zp_in}>>", storage(signed_in));
+            let tout = format!("tensor<{n}x{c}x1x1x!qnn.uniform<{}:f32, {s_out:?}:{zp_out}>>", storage(signed_out));
+            let shape = [n, c, h, w];
+            let input = if signed_in {
+                i8t(&shape, &x.iter().map(|&q| q as i8).collect::<Vec<_>>())
+            } else {
+                u8t(&shape, &x.iter().map(|&q| q as u8).collect::<Vec<_>>())
+            };
+            let attrs = format!("{{rounding = \"{}\"}}", rounding.name());
+            let got = run_typed(&mut Context::new(), global_avg_pool2d, &[&input], &[&tin], &attrs, &[&tout]);
+            proptest::prop_assert_eq!(got.to_f64_vec(), want);
+        }
+    }
+
+    /// §4.2 from the bits of `real` (a positive normal f64): `real = f·2^e`
+    /// with the 53-bit significand `f·2^53`; `m` is `f·2^31` rounded half up,
+    /// with the carry case; returns `m` and the total right shift `31 − e`.
+    fn multiplier_of(real: f64) -> (i128, i64) {
+        let bits = real.to_bits();
+        let significand = i128::from(bits & ((1u64 << 52) - 1) | (1u64 << 52));
+        let mut e = ((bits >> 52) & 0x7ff) as i64 - 1022;
+        let mut m = (significand + (1 << 21)) >> 22;
+        if m == 1 << 31 {
+            m = 1 << 30;
+            e += 1;
+        }
+        (m, 31 - e)
+    }
+
+    /// `R(x, s, mode)` by the formulas of §4.3.
+    fn shift_of(x: i128, s: i64, mode: Rounding) -> i128 {
+        if s <= 0 {
+            return x * (1i128 << -s);
+        }
+        let (p, h) = (1i128 << s, 1i128 << (s - 1));
+        match mode {
+            Rounding::HalfAwayFromZero => x.signum() * (x.abs() + h).div_euclid(p),
+            Rounding::HalfToEven => {
+                let q = x.div_euclid(p);
+                let r = x - q * p;
+                if r > h || (r == h && q % 2 != 0) {
+                    q + 1
+                } else {
+                    q
+                }
+            }
+            Rounding::HalfUp => (x + h).div_euclid(p),
+        }
     }
 }
