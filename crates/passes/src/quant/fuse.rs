@@ -35,6 +35,9 @@
 //!    are equal and `qnn.requantize(q)` otherwise (§5: integer only; it may
 //!    differ from the float round trip by one step at ties), one requantize
 //!    per value and type.
+//! 4. **Duplicates**: a quantize, dequantize or requantize of a value to the
+//!    type an earlier one in its block already converts it to is replaced by
+//!    that one, so no value is quantized twice with equal parameters.
 //!
 //! `qnn.stop_fusion` is never fused across: it is neither a dequantize nor a
 //! quantize, so no site reaches through it. An op marked `qnn.skip` (the user
@@ -43,7 +46,8 @@
 //! without users are erased. Ops that stay float (no pattern, an operand that
 //! is not quantized, a float user) are left as they are for `quant-lint` to
 //! report. Statistics: one per pattern used, under its name (`fused-conv2d`,
-//! `fused-lookup`), `quant-agnostic-ops`, `requantizes`, `pairs-removed`.
+//! `fused-lookup`), `quant-agnostic-ops`, `requantizes`, `pairs-removed`,
+//! `conversions-merged`.
 
 use super::fuse_patterns::{
     defined_by, is_quantized_tensor, Activation, FuseSite, FusionPatterns, SiteOperand,
@@ -56,8 +60,8 @@ use qopt_dialect_qnn::fixed_point::{quantize_f32, scale_f32};
 use qopt_dialect_qnn::quant_params::quant_element;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
-    Context, FxHashMap, InsertPoint, Module, OpId, OperationState, Pass, PassContext, PassError, PassOutcome,
-    QuantParams, Rewriter, Type, TypeData, ValueId,
+    Attribute, BlockId, Context, FxHashMap, InsertPoint, Module, OpId, OpName, OperationState, Pass,
+    PassContext, PassError, PassOutcome, QuantParams, Rewriter, Type, TypeData, ValueId,
 };
 
 /// The `fuse` pass; see the module docs.
@@ -79,9 +83,11 @@ impl Pass for Fuse {
          LookupActivation interface (hard_swish, sigmoid, tanh, gelu, ...) of at most 8-bit inputs into \
          `qnn.lookup` tables computed by their own kernels (bit-exact), runs quant-agnostic ops \
          (reshape, transpose, max_pool, relu, ...) on the integers, and turns each remaining \
-         `quantize(dequantize(q))` into `q` (equal types) or `qnn.requantize(q)`. Patterns come from a \
-         registry a downstream crate extends. `qnn.stop_fusion` is never fused across. Statistics: \
-         one per pattern under its name (`fused-conv2d`), `quant-agnostic-ops`, `requantizes`, `pairs-removed`."
+         `quantize(dequantize(q))` into `q` (equal types) or `qnn.requantize(q)` (one per value and type), \
+         and merges conversions of one value to one type, so nothing is quantized twice with equal \
+         parameters. Patterns come from a registry a downstream crate extends. `qnn.stop_fusion` is \
+         never fused across. Statistics: one per pattern under its name (`fused-conv2d`), \
+         `quant-agnostic-ops`, `requantizes`, `pairs-removed`, `conversions-merged`."
     }
 
     fn run(
@@ -104,6 +110,7 @@ impl Pass for Fuse {
             }
         }
         fold_pairs(cx.ctx, module, &mut stats);
+        merge_conversions(cx.ctx, module, &mut stats);
         let changed = stats.total() > 0;
         for (name, n) in stats.fused {
             cx.add_stat(name, n);
@@ -111,6 +118,7 @@ impl Pass for Fuse {
         cx.add_stat("quant-agnostic-ops", stats.agnostic);
         cx.add_stat("requantizes", stats.requantizes);
         cx.add_stat("pairs-removed", stats.pairs_removed);
+        cx.add_stat("conversions-merged", stats.merged);
         Ok(PassOutcome::from_changed(changed))
     }
 }
@@ -121,6 +129,7 @@ struct Stats {
     agnostic: u64,
     requantizes: u64,
     pairs_removed: u64,
+    merged: u64,
 }
 
 impl Stats {
@@ -131,7 +140,11 @@ impl Stats {
         }
     }
     fn total(&self) -> u64 {
-        self.fused.iter().map(|(_, n)| n).sum::<u64>() + self.agnostic + self.requantizes + self.pairs_removed
+        self.fused.iter().map(|(_, n)| n).sum::<u64>()
+            + self.agnostic
+            + self.requantizes
+            + self.pairs_removed
+            + self.merged
     }
 }
 
@@ -467,6 +480,39 @@ fn fold_pairs(ctx: &mut Context, module: &mut Module, stats: &mut Stats) {
         let _ = module.erase_op(q);
         if !module.op_has_uses(d) {
             let _ = module.erase_op(d);
+        }
+    }
+}
+
+/// Merges conversions that compute the same value: a `qnn.quantize`,
+/// `qnn.dequantize` or `qnn.requantize` of the same operand to the same type
+/// (and the same attributes, the calibrated range of a quantize aside) as an
+/// earlier one in its block is replaced by that one. So no value is
+/// quantized twice with equal parameters, and after the pairs are folded
+/// each distinct parameter set of a value has one conversion.
+fn merge_conversions(ctx: &mut Context, module: &mut Module, stats: &mut Stats) {
+    let conversions: Vec<OpId> = module
+        .walk_preorder(module.root())
+        .filter(|&op| {
+            [qnn_op::QUANTIZE, qnn_op::DEQUANTIZE, qnn_op::REQUANTIZE].iter().any(|n| op_named(ctx, module, op, n))
+                && module.num_operands(op) == 1
+                && module.num_results(op) == 1
+        })
+        .collect();
+    let mut first: FxHashMap<(BlockId, OpName, ValueId, Type, Attribute), ValueId> = FxHashMap::default();
+    for op in conversions {
+        let result = module.result(op, 0);
+        let attrs = ["calibrated_min", "calibrated_max"].iter().fold(module.op_attrs(op), |a, k| ctx.dict_remove(a, k));
+        let key = (module.op_block(op), module.op_name(op), module.operand(op, 0), module.value_type(result), attrs);
+        match first.get(&key) {
+            Some(&earlier) => {
+                module.replace_all_uses(result, earlier);
+                let _ = module.erase_op(op);
+                stats.merged += 1;
+            }
+            None => {
+                first.insert(key, result);
+            }
         }
     }
 }

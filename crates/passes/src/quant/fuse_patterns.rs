@@ -268,6 +268,36 @@ impl QuantPattern for MatmulByConstant {
     }
 }
 
+/// Whether `qb` is the type of an integer bias: i32 storage, f32 expressed.
+pub(crate) fn is_i32_bias(qb: &QuantType) -> bool {
+    qb.storage.width == 32 && qb.storage.signedness == Signedness::Signless && qb.expressed == FloatKind::F32
+}
+
+/// Whether the bias type `qb` is in units of `s_x ⊗₆₄ s_w[c]` with zero
+/// points 0, per tensor or per output channel (§6.1), for a per-tensor
+/// activation `qx` and a weight `qw`.
+pub(crate) fn bias_scales_match(qx: &QuantType, qw: &QuantType, qb: &QuantType) -> bool {
+    let QuantParams::PerTensor { scale: s_x, .. } = qx.params else { return false };
+    let weight_scales: Vec<f64> = match &qw.params {
+        QuantParams::PerTensor { scale, .. } => vec![*scale],
+        QuantParams::PerAxis { scales, .. } => scales.to_vec(),
+    };
+    match &qb.params {
+        QuantParams::PerTensor { scale, zero_point } => {
+            *zero_point == 0 && weight_scales.iter().all(|&s_w| s_x * s_w == *scale)
+        }
+        QuantParams::PerAxis { axis: 0, scales, zero_points } => {
+            zero_points.iter().all(|&z| z == 0)
+                && (scales.len() == weight_scales.len() || weight_scales.len() == 1)
+                && scales
+                    .iter()
+                    .enumerate()
+                    .all(|(c, &s)| s_x * weight_scales[c.min(weight_scales.len() - 1)] == s)
+        }
+        QuantParams::PerAxis { .. } => false,
+    }
+}
+
 /// The `tensor<Oxi32>` bias operand of a fused conv or dense for the site's
 /// bias operand, built at the rewriter's insertion point: the stored values
 /// of an i32 quantized constant whose scales are exactly `s_x ⊗₆₄ s_w[c]`
@@ -281,30 +311,7 @@ pub fn integer_bias(
 ) -> Result<Option<ValueId>, String> {
     let Some(b) = bias.quantized() else { return Ok(None) };
     let Some(qb) = quant_element(rw.ctx, rw.module.value_type(b)).cloned() else { return Ok(None) };
-    let QuantParams::PerTensor { scale: s_x, .. } = qx.params else { return Ok(None) };
-    let is_i32 = qb.storage.width == 32 && qb.storage.signedness == Signedness::Signless;
-    if !is_i32 || qb.expressed != FloatKind::F32 {
-        return Ok(None);
-    }
-    let weight_scales: Vec<f64> = match &qw.params {
-        QuantParams::PerTensor { scale, .. } => vec![*scale],
-        QuantParams::PerAxis { scales, .. } => scales.to_vec(),
-    };
-    let matches = match &qb.params {
-        QuantParams::PerTensor { scale, zero_point } => {
-            *zero_point == 0 && weight_scales.iter().all(|&s_w| s_x * s_w == *scale)
-        }
-        QuantParams::PerAxis { axis: 0, scales, zero_points } => {
-            zero_points.iter().all(|&z| z == 0)
-                && (scales.len() == weight_scales.len() || weight_scales.len() == 1)
-                && scales
-                    .iter()
-                    .enumerate()
-                    .all(|(c, &s)| s_x * weight_scales[c.min(weight_scales.len() - 1)] == s)
-        }
-        QuantParams::PerAxis { .. } => false,
-    };
-    if !matches {
+    if !is_i32_bias(&qb) || !bias_scales_match(qx, qw, &qb) {
         return Ok(None);
     }
     let Some(value) = constant_value(rw.ctx, rw.module, b) else { return Ok(None) };

@@ -7,8 +7,10 @@
 //! - a dequantized constant feeding a float op (weights left float);
 //! - float islands: float compute ops between quantized values, with why
 //!   they stayed float (skipped by the user: marked `qnn.skip`; no `qnn`
-//!   counterpart; a float operand; a float user; operands whose parameters
-//!   differ; operands the pattern does not take). A relu or clip after a
+//!   counterpart; a float operand; a float user; parameters that differ
+//!   where they must agree or that the pattern does not take: operands of a
+//!   data-movement op, an i32 bias not in units of `s_x·s_w`, a per-axis
+//!   activation, a lookup input wider than 8 bits). A relu or clip after a
 //!   skipped op belongs to it and is not reported again;
 //! - bad parameters: a scale that is not a positive normal number, a
 //!   narrow-range constant holding values outside its range;
@@ -29,12 +31,13 @@
 //! `weight-bytes` (quantized constants as stored) and `weight-bytes-as-f32`
 //! (the same constants in f32), and `warnings`.
 
-use super::fuse_patterns::FusionPatterns;
-use super::util::{is_kept_float, is_skipped, op_named, users};
+use super::fuse_patterns::{bias_scales_match, is_i32_bias, FusionPatterns};
+use super::util::{is_kept_float, is_skipped, op_named, quantizable, users};
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{params, quant_element};
-use qopt_ir_core::interfaces::FusedActivation;
+use qopt_dialect_qnn::MAX_LOOKUP_BITS;
+use qopt_ir_core::interfaces::{FusedActivation, LookupActivation};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
     constant_value, dense_values_i128, static_num_elements, AttrData, Context, Diagnostic, Diagnostics,
@@ -329,14 +332,64 @@ impl Lint<'_> {
                 "quantize every use of the result, or keep the layer float on purpose".to_string(),
             )
         } else {
-            (
-                "its quantization parameters do not fit the pattern (per-axis activation, bias not in units of \
-                 s_x·s_w, a lookup's input wider than 8 bits)"
-                    .to_string(),
-                "run the quantize pipeline's passes in order (quantize-constants before fuse)".to_string(),
-            )
+            self.parameter_mismatch(op, &operands).unwrap_or_else(|| {
+                (
+                    "its quantization parameters do not fit the pattern".to_string(),
+                    "run the quantize pipeline's passes in order (quantize-constants before fuse)".to_string(),
+                )
+            })
         };
         self.warn(op, format!("float island: {name} stays float between quantized values: {why}"), &fix);
+    }
+
+    /// Which parameters kept the pattern from `op`, whose operands are all
+    /// dequantized and whose result is only quantized, when that can be told:
+    /// a per-axis activation, a lookup input wider than a table takes, or an
+    /// i32 bias whose parameters differ from `s_x·s_w`.
+    fn parameter_mismatch(&self, op: OpId, operands: &[ValueId]) -> Option<(String, String)> {
+        let source = |v: ValueId| {
+            let d = self.defining(v, qnn_op::DEQUANTIZE)?;
+            quant_element(self.ctx, self.module.value_type(self.module.operand(d, 0)))
+        };
+        let q = quantizable(self.ctx, self.module, op)?;
+        let lookup = self
+            .ctx
+            .op_def(self.module.op_name(op))
+            .is_some_and(|d| d.interfaces.get::<LookupActivation>().is_some());
+        for i in q.activation_operands(operands.len()) {
+            let qt = source(operands[i])?;
+            if !matches!(qt.params, QuantParams::PerTensor { .. }) {
+                return Some((
+                    format!("operand #{i} is quantized per axis"),
+                    "quantize activations per tensor (an observer without 'axis')".to_string(),
+                ));
+            }
+            if lookup && qt.storage.width > MAX_LOOKUP_BITS {
+                return Some((
+                    format!(
+                        "its input is stored in {} bits, more than the {MAX_LOOKUP_BITS} a lookup table takes",
+                        qt.storage.width
+                    ),
+                    "quantize the input to at most 8 bits (activation-type)".to_string(),
+                ));
+            }
+        }
+        if let (Some(w), Some(b), [x]) = (q.weight, q.bias, q.activations.as_slice()) {
+            if b < operands.len() && w < operands.len() {
+                let (qx, qw, qb) = (source(operands[*x])?, source(operands[w])?, source(operands[b])?);
+                if is_i32_bias(qb) && !bias_scales_match(qx, qw, qb) {
+                    return Some((
+                        "the parameters of its i32 bias differ from s_x·s_w (it was quantized for other \
+                         activation or weight parameters)"
+                            .to_string(),
+                        "change parameters on the fake-quant model, then run expand-fakeq and \
+                         quantize-constants: the bias is quantized for the parameters it meets"
+                            .to_string(),
+                    ));
+                }
+            }
+        }
+        None
     }
 
     /// Whether `op` is a relu or clip after an op marked skipped: it stays
