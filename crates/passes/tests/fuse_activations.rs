@@ -63,7 +63,7 @@ fn an_activation_is_dropped_exactly_when_the_output_type_applies_it() {
         let f = format!("tensor<{n}xf32>");
         let top = f64::from(scale) * (hi - zp) as f64;
         let activation = if round % 4 == 0 {
-            format!("fp.relu(%s)")
+            "fp.relu(%s)".to_string()
         } else {
             // The top of the range, nudged by up to a few f32 ulps or a step.
             let c = match round % 4 {
