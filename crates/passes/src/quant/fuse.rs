@@ -307,7 +307,8 @@ fn output_applies(ctx: &Context, activation: Activation, output: Type) -> bool {
     match activation {
         Activation::None | Activation::Relu => true,
         Activation::Clip(max) => ctx.attr_as_f64(max).is_some_and(|c| {
-            quantize_f32(c as f32, scale_f32(scale), zero_point, q.storage_min, q.storage_max) == q.storage_max
+            let (qmin, qmax) = (q.storage_min, q.storage_max);
+            quantize_f32(c as f32, scale_f32(scale), zero_point, qmin, qmax) == qmax
         }),
     }
 }
@@ -491,19 +492,25 @@ fn fold_pairs(ctx: &mut Context, module: &mut Module, stats: &mut Stats) {
 /// quantized twice with equal parameters, and after the pairs are folded
 /// each distinct parameter set of a value has one conversion.
 fn merge_conversions(ctx: &mut Context, module: &mut Module, stats: &mut Stats) {
+    let names = [qnn_op::QUANTIZE, qnn_op::DEQUANTIZE, qnn_op::REQUANTIZE];
     let conversions: Vec<OpId> = module
         .walk_preorder(module.root())
         .filter(|&op| {
-            [qnn_op::QUANTIZE, qnn_op::DEQUANTIZE, qnn_op::REQUANTIZE].iter().any(|n| op_named(ctx, module, op, n))
+            names.iter().any(|n| op_named(ctx, module, op, n))
                 && module.num_operands(op) == 1
                 && module.num_results(op) == 1
         })
         .collect();
-    let mut first: FxHashMap<(BlockId, OpName, ValueId, Type, Attribute), ValueId> = FxHashMap::default();
+    type Key = (BlockId, OpName, ValueId, Type, Attribute);
+    let mut first: FxHashMap<Key, ValueId> = FxHashMap::default();
     for op in conversions {
         let result = module.result(op, 0);
-        let attrs = ["calibrated_min", "calibrated_max"].iter().fold(module.op_attrs(op), |a, k| ctx.dict_remove(a, k));
-        let key = (module.op_block(op), module.op_name(op), module.operand(op, 0), module.value_type(result), attrs);
+        let mut attrs = module.op_attrs(op);
+        for calibrated in ["calibrated_min", "calibrated_max"] {
+            attrs = ctx.dict_remove(attrs, calibrated);
+        }
+        let operand = module.operand(op, 0);
+        let key = (module.op_block(op), module.op_name(op), operand, module.value_type(result), attrs);
         match first.get(&key) {
             Some(&earlier) => {
                 module.replace_all_uses(result, earlier);

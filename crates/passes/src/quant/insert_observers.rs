@@ -261,7 +261,8 @@ fn mark_skipped(ctx: &mut Context, module: &mut Module, body: qopt_ir_core::Bloc
 /// The only user of `value`, if it is a fused activation (relu, clip) with one result.
 fn fused_activation_user(ctx: &Context, module: &Module, value: ValueId) -> Option<OpId> {
     let [user] = users(module, value)[..] else { return None };
-    let fused = ctx.op_def(module.op_name(user)).is_some_and(|d| d.interfaces.get::<FusedActivation>().is_some());
+    let def = ctx.op_def(module.op_name(user));
+    let fused = def.is_some_and(|d| d.interfaces.get::<FusedActivation>().is_some());
     (fused && module.num_results(user) == 1).then_some(user)
 }
 
@@ -330,7 +331,8 @@ fn arrives_quantized(ctx: &Context, module: &Module, mut value: ValueId, chosen:
 /// is its only user. A fused activation belongs to its producer: `ops` need
 /// not list it, but one marked skipped (`skip` named it) stays out.
 fn after_fused_activations(ctx: &Context, module: &Module, mut value: ValueId) -> ValueId {
-    while let Some(user) = fused_activation_user(ctx, module, value).filter(|&u| !is_skipped(ctx, module, u)) {
+    let next = |value| fused_activation_user(ctx, module, value).filter(|&u| !is_skipped(ctx, module, u));
+    while let Some(user) = next(value) {
         value = module.result(user, 0);
     }
     value

@@ -367,7 +367,7 @@ impl Lint<'_> {
             if lookup && qt.storage.width > MAX_LOOKUP_BITS {
                 return Some((
                     format!(
-                        "its input is stored in {} bits, more than the {MAX_LOOKUP_BITS} a lookup table takes",
+                        "its input is stored in {} bits, more than a lookup table takes ({MAX_LOOKUP_BITS})",
                         qt.storage.width
                     ),
                     "quantize the input to at most 8 bits (activation-type)".to_string(),

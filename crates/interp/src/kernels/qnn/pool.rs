@@ -252,7 +252,8 @@ mod tests {
             let (zp_in, zp_out) = (zp_in + in_lo, zp_out + out_lo);
             let mut state = seed | 1;
             let mut next = move || { state ^= state << 13; state ^= state >> 7; state ^= state << 17; state };
-            let x: Vec<i64> = (0..n * c * h * w).map(|_| in_lo + (next() % 256) as i64).collect();
+            let span = (in_hi - in_lo + 1) as u64;
+            let x: Vec<i64> = (0..n * c * h * w).map(|_| in_lo + (next() % span) as i64).collect();
             let rounding = [Rounding::HalfAwayFromZero, Rounding::HalfToEven, Rounding::HalfUp][mode];
             let taps = h * w;
             let want: Vec<f64> = x
@@ -265,8 +266,9 @@ mod tests {
                 })
                 .collect();
             let storage = |signed: bool| if signed { "i8" } else { "u8" };
-            let tin = format!("tensor<{n}x{c}x{h}x{w}x!qnn.uniform<{}:f32, {s_in:?}:{zp_in}>>", storage(signed_in));
-            let tout = format!("tensor<{n}x{c}x1x1x!qnn.uniform<{}:f32, {s_out:?}:{zp_out}>>", storage(signed_out));
+            let (sin, sout) = (storage(signed_in), storage(signed_out));
+            let tin = format!("tensor<{n}x{c}x{h}x{w}x!qnn.uniform<{sin}:f32, {s_in:?}:{zp_in}>>");
+            let tout = format!("tensor<{n}x{c}x1x1x!qnn.uniform<{sout}:f32, {s_out:?}:{zp_out}>>");
             let shape = [n, c, h, w];
             let input = if signed_in {
                 i8t(&shape, &x.iter().map(|&q| q as i8).collect::<Vec<_>>())
