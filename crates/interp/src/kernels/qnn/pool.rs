@@ -248,7 +248,7 @@ mod tests {
         ) {
             let s_out = [s_out, s_in, s_in / 2.0][ratio];
             let range = |signed: bool| if signed { (-128i64, 127i64) } else { (0, 255) };
-            let ((in_lo, _), (out_lo, out_hi)) = (range(signed_in), range(signed_out));
+            let ((in_lo, in_hi), (out_lo, out_hi)) = (range(signed_in), range(signed_out));
             let (zp_in, zp_out) = (zp_in + in_lo, zp_out + out_lo);
             let mut state = seed | 1;
             let mut next = move || { state ^= state << 13; state ^= state >> 7; state ^= state << 17; state };
