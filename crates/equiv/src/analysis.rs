@@ -10,7 +10,7 @@
 //! report.
 
 use crate::builtins;
-use crate::lang::{ConstKey, Node};
+use crate::lang::{ConstKey, Node, EFFECT};
 use egg::{DidMerge, EGraph, Id};
 use qopt_interp::{KernelContext, KernelRegistry, Tensor};
 use qopt_ir_core::equivalence::Relation;
@@ -62,6 +62,8 @@ pub struct EqAnalysis<'a> {
     /// Classes of computed float constants by shape, for matching IR
     /// constants that appear after them.
     pub computed_floats: FxHashMap<Vec<usize>, Vec<Id>>,
+    /// The leaf of each IR constant attribute already added.
+    pub ir_constants_by_attr: FxHashMap<qopt_ir_core::Attribute, Id>,
     /// Argument types of the function being checked.
     pub arg_types: Vec<Type>,
     /// The relation checked.
@@ -89,6 +91,7 @@ impl<'a> EqAnalysis<'a> {
             ir_float_leaves: FxHashMap::default(),
             ir_keys: FxHashMap::default(),
             computed_floats: FxHashMap::default(),
+            ir_constants_by_attr: FxHashMap::default(),
             arg_types: Vec::new(),
             relation,
             ulps,
@@ -161,6 +164,7 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
                 }
             }
             Node::Attr(_) | Node::Type(_) | Node::Int(_) => Data::default(),
+            Node::Op { result: EFFECT, .. } => Data::default(),
             Node::Op { name, result, children } => {
                 let ty = type_leaf(egraph, children[1]);
                 let value = ty.and_then(|ty| fold_op(egraph, *name, *result as usize, children, ty));

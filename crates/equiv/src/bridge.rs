@@ -4,7 +4,7 @@
 //! and its operands.
 
 use crate::analysis::{key_of, EqAnalysis, Precision};
-use crate::lang::Node;
+use crate::lang::{Node, EFFECT};
 use egg::{EGraph, Id};
 use qopt_interp::Tensor;
 use qopt_ir_core::interfaces::Annotations;
@@ -22,9 +22,6 @@ pub struct Added {
     /// Ops without results (kept for their effect), in order, as nodes.
     pub effects: Vec<Id>,
 }
-
-/// The result index of the node standing for an op without results.
-pub const EFFECT: u32 = u32::MAX;
 
 /// Why a function cannot be checked.
 pub type Unsupported = String;
@@ -112,6 +109,11 @@ fn add_ir_constant(
     if dense.ty != module.value_type(module.result(op, 0)) {
         return Ok(None);
     }
+    // Attributes are interned: a constant the pass left alone is the same
+    // attribute on both sides, decoded and hashed once.
+    if let Some(&id) = egraph.analysis.ir_constants_by_attr.get(&value) {
+        return Ok(Some(id));
+    }
     let ty = dense.ty;
     let tensor = Tensor::from_dense(ctx, dense).map_err(|e| format!("constant: {e}"))?;
     let precision = match qopt_ir_core::element_kind(ctx, ctx.element_type(dense.ty)) {
@@ -127,6 +129,7 @@ fn add_ir_constant(
     analysis.ir_keys.insert(key, (precision, Some(ty)));
     analysis.constants.entry(key).or_insert_with(|| Arc::new(tensor));
     let id = egraph.add(Node::Const(key));
+    egraph.analysis.ir_constants_by_attr.insert(value, id);
     if float {
         let leaves = egraph.analysis.ir_float_leaves.entry(shape).or_default();
         if !leaves.iter().any(|(k, _)| *k == key) {

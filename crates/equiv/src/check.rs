@@ -135,9 +135,9 @@ pub fn check(
     limits: &Limits,
 ) -> Check {
     let start = Instant::now();
-    let unknown = |why: String, start: Instant| Check {
+    let ended = |outcome: Outcome| Check {
         relation,
-        outcome: Outcome::Unknown(why),
+        outcome,
         nodes: 0,
         iterations: 0,
         time: start.elapsed(),
@@ -147,7 +147,7 @@ pub fn check(
     let rules_text = registered_rules(ctx);
     let rewrites = match rules::compile(ctx, &rules_text, relation) {
         Ok(r) => r,
-        Err(e) => return unknown(e, start),
+        Err(e) => return ended(Outcome::Unknown(e)),
     };
     let pairs: Vec<(String, OpId, OpId)> = {
         let new = functions(ctx, after);
@@ -167,13 +167,13 @@ pub fn check(
         let types: Vec<_> = args.iter().map(|&v| before.value_type(v)).collect();
         if types != new_args.iter().map(|&v| after.value_type(v)).collect::<Vec<_>>() {
             let why = format!("the signature of @{name} changed");
-            return Check { time: start.elapsed(), ..unknown(why, start) };
+            return ended(Outcome::Unknown(why));
         }
         runner.egraph.analysis.arg_types.extend(types);
         let eg = &mut runner.egraph;
         let (old, new) = match (add_function(eg, before, b, base), add_function(eg, after, a, base)) {
             (Ok(old), Ok(new)) => (old, new),
-            (Err(e), _) | (_, Err(e)) => return unknown(format!("@{name}: {e}"), start),
+            (Err(e), _) | (_, Err(e)) => return ended(Outcome::Unknown(format!("@{name}: {e}"))),
         };
         if old.results.len() != new.results.len() || old.effects.len() != new.effects.len() {
             let failure = Failure {
@@ -183,7 +183,7 @@ pub fn check(
                 after_op: None,
                 rules_fired: Vec::new(),
             };
-            return Check { outcome: Outcome::Failed(failure), ..unknown(String::new(), start) };
+            return ended(Outcome::Failed(failure));
         }
         added.push((name, old, new));
     }

@@ -28,6 +28,10 @@ pub struct ConstKey {
     pub len: u64,
 }
 
+/// The result index of the node standing for an op without results (kept
+/// for its effect; children are its attributes and operands, no type).
+pub const EFFECT: u32 = u32::MAX;
+
 /// The checker's own operations (see the module docs).
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub enum Builtin {

@@ -203,3 +203,35 @@ fn every_registered_rule_parses() {
     assert_eq!(before, names.len(), "rule names are unique");
     qopt_equiv::rules::compile(&mut ctx, &rules, Relation::Requantization).unwrap();
 }
+
+#[test]
+fn ops_without_results_or_operands_are_effects_in_order() {
+    let text = r#"
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  test.first() : () -> ()
+  test.second() : () -> ()
+  func.return %x : tensor<4xf32>
+}
+"#;
+    let mut ctx = context();
+    let before = parse_module(&mut ctx, text.as_bytes(), "effects.qir").unwrap();
+    assert_eq!(
+        check(&mut ctx, &before, &before.clone(), Relation::Exact, &Limits::default()).outcome,
+        Outcome::Proven
+    );
+    let dropped = text.replace("  test.second() : () -> ()\n", "");
+    let after = parse_module(&mut ctx, dropped.as_bytes(), "effects.qir").unwrap();
+    assert!(matches!(
+        check(&mut ctx, &before, &after, Relation::Exact, &Limits::default()).outcome,
+        Outcome::Failed(_)
+    ));
+    let swapped = text
+        .replace("test.first", "test.tmp")
+        .replace("test.second", "test.first")
+        .replace("test.tmp", "test.second");
+    let after = parse_module(&mut ctx, swapped.as_bytes(), "effects.qir").unwrap();
+    assert!(matches!(
+        check(&mut ctx, &before, &after, Relation::Exact, &Limits::default()).outcome,
+        Outcome::Failed(_)
+    ));
+}
