@@ -166,11 +166,14 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
             Node::Attr(_) | Node::Type(_) | Node::Int(_) => Data::default(),
             Node::Op { result: EFFECT, .. } => Data::default(),
             Node::Op { name, result, children } => {
+                // invariant: op nodes other than effects have [attributes, type,
+                // operands...] (the bridge builds them so; rule parsing refuses fewer).
                 let ty = type_leaf(egraph, children[1]);
                 let value = ty.and_then(|ty| fold_op(egraph, *name, *result as usize, children, ty));
                 Data { ty, constant: value.map(computed), approx_done: false }
             }
             Node::Fn { f, children } => {
+                // invariant: rule parsing checks each builtin's arity.
                 let operands: Option<Vec<Arc<Tensor>>> = children[..builtins::value_arity(*f)]
                     .iter()
                     .map(|&c| egraph[c].data.constant.as_ref().map(|k| k.value.clone()))

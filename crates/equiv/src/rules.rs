@@ -186,8 +186,12 @@ fn pattern(ctx: &mut Context, sexp: &Sexp) -> Result<Pattern<Node>, String> {
                     continue;
                 }
                 let n = items.len() - 1;
+                // invariant: the n children were pushed just before this list.
                 let children: SmallVec<[Id; 4]> = ids.split_off(ids.len() - n).into_iter().collect();
                 let node = if let Some(f) = Builtin::ALL.iter().find(|b| b.name() == head) {
+                    if n != f.arity() {
+                        return Err(format!("'{head}' takes {} arguments", f.arity()));
+                    }
                     Node::Fn { f: *f, children }
                 } else if head.contains('.') {
                     let (name, result) = op_head(head)?;
