@@ -14,8 +14,8 @@ use crate::lang::{ConstKey, Node, EFFECT};
 use egg::{DidMerge, EGraph, Id};
 use qopt_interp::{KernelContext, KernelRegistry, Tensor};
 use qopt_ir_core::equivalence::Relation;
-use qopt_ir_core::{Context, FxHashMap, FxHasher, Traits, Type};
-use std::hash::Hasher;
+use qopt_ir_core::{Context, FxHashMap, FxHasher, Traits, Type, TypeData};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 /// Constants larger than this many elements are not folded by kernels.
@@ -56,9 +56,11 @@ pub struct EqAnalysis<'a> {
     /// The IR's float constants by shape, for matching within the tolerance.
     pub ir_float_leaves: FxHashMap<Vec<usize>, Vec<(ConstKey, Id)>>,
     /// The IR constants' keys, with the significand bits and smallest normal
-    /// exponent of their float element type (ulps are measured in it) and
-    /// their type (none for an IR constant reshaped by a rule).
-    pub ir_keys: FxHashMap<ConstKey, (Precision, Option<Type>)>,
+    /// exponent of their float element type (ulps are measured in it).
+    pub ir_keys: FxHashMap<ConstKey, Precision>,
+    /// The IR type of constants whose type is part of their identity
+    /// (quantized tensors: [`typed_key_of`]).
+    pub const_types: FxHashMap<ConstKey, Type>,
     /// Classes of computed float constants by shape, for matching IR
     /// constants that appear after them.
     pub computed_floats: FxHashMap<Vec<usize>, Vec<Id>>,
@@ -90,6 +92,7 @@ impl<'a> EqAnalysis<'a> {
             constants: FxHashMap::default(),
             ir_float_leaves: FxHashMap::default(),
             ir_keys: FxHashMap::default(),
+            const_types: FxHashMap::default(),
             computed_floats: FxHashMap::default(),
             ir_constants_by_attr: FxHashMap::default(),
             arg_types: Vec::new(),
@@ -119,6 +122,28 @@ pub fn key_of(t: &Tensor) -> ConstKey {
         Tensor::Bool(a) => a.iter().for_each(|&x| h.write_u8(u8::from(x))),
     }
     ConstKey { hash: h.finish(), len: t.len() as u64 }
+}
+
+/// The content key of a value of IR type `ty`: the stored integers of a
+/// quantized tensor mean different reals under different parameters, so its
+/// type is part of its identity; any other tensor is named by its content
+/// alone (its storage type is in [`key_of`]).
+pub fn typed_key_of(ctx: &Context, t: &Tensor, ty: Option<Type>) -> ConstKey {
+    let key = key_of(t);
+    match ty.filter(|&ty| is_quantized(ctx, ty)) {
+        Some(ty) => {
+            let mut h = FxHasher::default();
+            h.write_u64(key.hash);
+            ty.hash(&mut h);
+            ConstKey { hash: h.finish(), len: key.len }
+        }
+        None => key,
+    }
+}
+
+/// Whether `ty`'s elements are quantized.
+pub fn is_quantized(ctx: &Context, ty: Type) -> bool {
+    matches!(ctx.type_data(ctx.element_type(ty)), TypeData::Quant(_))
 }
 
 /// The type a type leaf class holds.
@@ -155,10 +180,9 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
             }
             Node::Const(key) => {
                 let value = egraph.analysis.constants.get(key).cloned();
-                let ir = egraph.analysis.ir_keys.get(key).copied();
-                let from_ir = ir.is_some();
+                let from_ir = egraph.analysis.ir_keys.contains_key(key);
                 Data {
-                    ty: ir.and_then(|(_, ty)| ty),
+                    ty: egraph.analysis.const_types.get(key).copied(),
                     constant: value.map(|value| Constant { value, key: *key, from_ir }),
                     approx_done: from_ir,
                 }
@@ -170,7 +194,11 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
                 // operands...] (the bridge builds them so; rule parsing refuses fewer).
                 let ty = type_leaf(egraph, children[1]);
                 let value = ty.and_then(|ty| fold_op(egraph, *name, *result as usize, children, ty));
-                Data { ty, constant: value.map(computed), approx_done: false }
+                let constant = value.map(|v| {
+                    let key = typed_key_of(egraph.analysis.ctx, &v, ty);
+                    Constant { value: Arc::new(v), key, from_ir: false }
+                });
+                Data { ty, constant, approx_done: false }
             }
             Node::Fn { f, children } => {
                 // invariant: rule parsing checks each builtin's arity.
@@ -250,7 +278,7 @@ fn approx_union(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id, value: &Tenso
         return;
     }
     let Some(ir) = egraph.analysis.constants.get(&key).cloned() else { return };
-    let precision = egraph.analysis.ir_keys.get(&key).map_or(Precision::F32, |&(p, _)| p);
+    let precision = egraph.analysis.ir_keys.get(&key).copied().unwrap_or(Precision::F32);
     if let Some(ulps) = ulp_distance(value, &ir, precision, egraph.analysis.ulps) {
         let analysis = &mut egraph.analysis;
         analysis.max_ulps_used = analysis.max_ulps_used.max(ulps);
@@ -265,7 +293,7 @@ fn approx_union(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id, value: &Tenso
 pub fn register_ir_float_leaf(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id, precision: Precision) {
     let Some(constant) = egraph[id].data.constant.clone() else { return };
     let analysis = &mut egraph.analysis;
-    analysis.ir_keys.entry(constant.key).or_insert((precision, None));
+    analysis.ir_keys.entry(constant.key).or_insert(precision);
     let shape = constant.value.shape().to_vec();
     let leaves = analysis.ir_float_leaves.entry(shape.clone()).or_default();
     if leaves.iter().any(|(k, _)| *k == constant.key) {

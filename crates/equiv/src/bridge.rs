@@ -3,7 +3,7 @@
 //! whose children are its attributes (annotations removed), its result type
 //! and its operands.
 
-use crate::analysis::{key_of, EqAnalysis, Precision};
+use crate::analysis::{typed_key_of, EqAnalysis, Precision};
 use crate::lang::{Node, EFFECT};
 use egg::{EGraph, Id};
 use qopt_interp::Tensor;
@@ -21,6 +21,8 @@ pub struct Added {
     pub results: Vec<ValueId>,
     /// Ops without results (kept for their effect), in order, as nodes.
     pub effects: Vec<Id>,
+    /// The body's ops with results, in program order.
+    pub ops: Vec<OpId>,
 }
 
 /// Why a function cannot be checked.
@@ -53,6 +55,7 @@ pub fn add_function(
     }
     let mut results = Vec::new();
     let mut effects = Vec::new();
+    let mut ops = Vec::new();
     for op in module.block_ops(body) {
         let name = module.op_name(op);
         let ctx = &mut *egraph.analysis.ctx;
@@ -84,6 +87,9 @@ pub fn add_function(
             children.extend_from_slice(&operands);
             effects.push(egraph.add(Node::Op { name, result: EFFECT, children }));
         }
+        if module.num_results(op) > 0 {
+            ops.push(op);
+        }
         for (i, r) in module.results(op).enumerate() {
             let ty = egraph.add(Node::Type(module.value_type(r)));
             let mut children = smallvec::SmallVec::<[Id; 4]>::new();
@@ -94,7 +100,7 @@ pub fn add_function(
             values.insert(r, id);
         }
     }
-    Ok(Added { values, results, effects })
+    Ok(Added { values, results, effects, ops })
 }
 
 /// Adds a constant op's value as a leaf (`None` when it holds no dense value).
@@ -122,11 +128,12 @@ fn add_ir_constant(
         Some(ElementKind::Float(FloatKind::F64)) => Precision::F64,
         _ => Precision::F32,
     };
-    let key = key_of(&tensor);
+    let key = typed_key_of(ctx, &tensor, Some(ty));
     let float = matches!(tensor, Tensor::F32(_) | Tensor::F64(_));
     let shape = tensor.shape().to_vec();
     let analysis = &mut egraph.analysis;
-    analysis.ir_keys.insert(key, (precision, Some(ty)));
+    analysis.ir_keys.insert(key, precision);
+    analysis.const_types.insert(key, ty);
     analysis.constants.entry(key).or_insert_with(|| Arc::new(tensor));
     let id = egraph.add(Node::Const(key));
     egraph.analysis.ir_constants_by_attr.insert(value, id);

@@ -20,6 +20,7 @@ pub mod builtins;
 pub mod check;
 pub mod hook;
 pub mod lang;
+pub mod quant_vocab;
 pub mod rules;
 
 pub use check::{check, registered_rules, Check, Failure, Limits, Outcome};

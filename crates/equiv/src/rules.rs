@@ -24,6 +24,7 @@
 
 use crate::analysis::{attr_leaf, key_of, register_ir_float_leaf, type_leaf, EqAnalysis};
 use crate::lang::{Builtin, Node};
+use crate::quant_vocab;
 use egg::{Applier, EGraph, ENodeOrVar, Id, Pattern, PatternAst, RecExpr, Rewrite, Subst, Symbol, Var};
 use qopt_interp::Tensor;
 use qopt_ir_core::equivalence::{EquivRule, Relation};
@@ -103,6 +104,24 @@ enum Macro {
     TensorOf(Box<Template>, Box<Template>),
     ChannelVector(Box<Template>, Box<Template>, i64),
     ZerosOfAxis(Box<Template>, i64),
+    /// The quantization vocabulary ([`crate::quant_vocab`]).
+    Quant(QuantMacro),
+}
+
+/// A macro of the quantization vocabulary (see [`crate::quant_vocab`]).
+#[derive(Clone, Debug)]
+enum QuantMacro {
+    Expressed(Box<Template>),
+    AsBias(Box<Template>, Box<Template>, Box<Template>),
+    RoundedBias(Box<Template>, Box<Template>, Box<Template>),
+    TypeOf(Box<Template>),
+    TransposedType(Box<Template>),
+    Domain(Box<Template>),
+    ShapedLike(Box<Template>, Box<Template>),
+    TableAttrs(Box<Template>),
+    AttrsWithout(Box<Template>, Vec<String>),
+    AttrsPick(Box<Template>, Vec<(String, String)>),
+    AttrsMerge(Box<Template>, Box<Template>),
 }
 
 /// A condition of `when`.
@@ -110,6 +129,27 @@ enum Macro {
 enum Condition {
     SameType(Var, Var),
     IsSplat(Var, f64),
+    HasAttr(Var, String),
+    LacksAttr(Var, String),
+    AttrIs(Var, String, String),
+    ZeroPointAtMin(Var),
+    ClipSaturates(Var, Var),
+    Covers(Var, Var),
+}
+
+impl Condition {
+    fn vars(&self) -> Vec<Var> {
+        match self {
+            Condition::SameType(a, b) | Condition::ClipSaturates(a, b) | Condition::Covers(a, b) => {
+                vec![*a, *b]
+            }
+            Condition::IsSplat(a, _)
+            | Condition::HasAttr(a, _)
+            | Condition::LacksAttr(a, _)
+            | Condition::AttrIs(a, ..)
+            | Condition::ZeroPointAtMin(a) => vec![*a],
+        }
+    }
 }
 
 /// A right-hand side, instantiated when the rule fires.
@@ -256,6 +296,64 @@ fn template(ctx: &mut Context, sexp: &Sexp) -> Result<Template, String> {
                     let axis = atom(1)?.parse().map_err(|_| "zeros-of-axis's axis must be an integer")?;
                     Macro::ZerosOfAxis(arg(0)?, axis)
                 }
+                "expressed" => {
+                    want(1)?;
+                    Macro::Quant(QuantMacro::Expressed(arg(0)?))
+                }
+                "as-bias" => {
+                    want(3)?;
+                    Macro::Quant(QuantMacro::AsBias(arg(0)?, arg(1)?, arg(2)?))
+                }
+                "rounded-bias" => {
+                    want(3)?;
+                    Macro::Quant(QuantMacro::RoundedBias(arg(0)?, arg(1)?, arg(2)?))
+                }
+                "transposed-type" => {
+                    want(1)?;
+                    Macro::Quant(QuantMacro::TransposedType(arg(0)?))
+                }
+                "type-of" => {
+                    want(1)?;
+                    Macro::Quant(QuantMacro::TypeOf(arg(0)?))
+                }
+                "domain" => {
+                    want(1)?;
+                    Macro::Quant(QuantMacro::Domain(arg(0)?))
+                }
+                "shaped-like" => {
+                    want(2)?;
+                    Macro::Quant(QuantMacro::ShapedLike(arg(0)?, arg(1)?))
+                }
+                "table-attrs" => {
+                    want(1)?;
+                    Macro::Quant(QuantMacro::TableAttrs(arg(0)?))
+                }
+                "attrs-merge" => {
+                    want(2)?;
+                    Macro::Quant(QuantMacro::AttrsMerge(arg(0)?, arg(1)?))
+                }
+                "attrs-without" | "attrs-pick" => {
+                    if args.is_empty() {
+                        return Err(format!("'{head}' needs a dictionary"));
+                    }
+                    let names = (1..args.len()).map(atom).collect::<Result<Vec<_>, _>>()?;
+                    let dict = arg(0)?;
+                    if head == "attrs-without" {
+                        Macro::Quant(QuantMacro::AttrsWithout(
+                            dict,
+                            names.iter().map(|n| n.to_string()).collect(),
+                        ))
+                    } else {
+                        let picks = names
+                            .iter()
+                            .map(|n| match n.split_once(':') {
+                                Some((from, to)) => (from.to_string(), to.to_string()),
+                                None => (n.to_string(), n.to_string()),
+                            })
+                            .collect();
+                        Macro::Quant(QuantMacro::AttrsPick(dict, picks))
+                    }
+                }
                 _ => {
                     let children = args.iter().map(|a| template(ctx, a)).collect::<Result<Vec<_>, _>>()?;
                     if let Some(f) = Builtin::ALL.iter().find(|b| b.name() == head) {
@@ -295,6 +393,14 @@ fn conditions(text: &str) -> Result<Vec<Condition>, String> {
             match atoms.as_slice() {
                 ["same-type", x, t] => Ok(Condition::SameType(var(x)?, var(t)?)),
                 ["is-splat", c, v] => Ok(Condition::IsSplat(var(c)?, number(v)?)),
+                ["has-attr", a, name] => Ok(Condition::HasAttr(var(a)?, name.to_string())),
+                ["lacks-attr", a, name] => Ok(Condition::LacksAttr(var(a)?, name.to_string())),
+                ["attr-is", a, name, value] => {
+                    Ok(Condition::AttrIs(var(a)?, name.to_string(), value.trim_matches('"').to_string()))
+                }
+                ["zero-point-at-min", t] => Ok(Condition::ZeroPointAtMin(var(t)?)),
+                ["clip-saturates", c, t] => Ok(Condition::ClipSaturates(var(c)?, var(t)?)),
+                ["covers", u, t] => Ok(Condition::Covers(var(u)?, var(t)?)),
                 _ => Err(format!("unknown condition {atoms:?}")),
             }
         })
@@ -312,6 +418,22 @@ fn template_vars(t: &Template, out: &mut Vec<Var>) {
                 template_vars(a, out);
                 template_vars(b, out);
             }
+            Macro::Quant(q) => match q {
+                QuantMacro::Expressed(a)
+                | QuantMacro::TypeOf(a)
+                | QuantMacro::TransposedType(a)
+                | QuantMacro::Domain(a)
+                | QuantMacro::TableAttrs(a)
+                | QuantMacro::AttrsWithout(a, _)
+                | QuantMacro::AttrsPick(a, _) => template_vars(a, out),
+                QuantMacro::ShapedLike(a, b) | QuantMacro::AttrsMerge(a, b) => {
+                    template_vars(a, out);
+                    template_vars(b, out);
+                }
+                QuantMacro::AsBias(a, b, c) | QuantMacro::RoundedBias(a, b, c) => {
+                    [a, b, c].into_iter().for_each(|t| template_vars(t, out))
+                }
+            },
         },
         Template::Int(_) | Template::Number(_) | Template::Attr(_) => {}
     }
@@ -352,10 +474,7 @@ pub fn compile<'a>(
             let mut used = Vec::new();
             template_vars(&rhs, &mut used);
             for c in &when {
-                match c {
-                    Condition::SameType(a, b) => used.extend([*a, *b]),
-                    Condition::IsSplat(a, _) => used.push(*a),
-                }
+                used.extend(c.vars());
             }
             if let Some(v) = used.iter().find(|v| !bound.contains(v)) {
                 return Err(context(format!("variable {v} is not bound by the pattern")));
@@ -376,7 +495,10 @@ pub fn add_constant(egraph: &mut EGraph<Node, EqAnalysis<'_>>, value: Tensor) ->
 }
 
 impl RuleApplier {
-    fn holds(&self, egraph: &EGraph<Node, EqAnalysis<'_>>, subst: &Subst) -> bool {
+    fn holds(&self, egraph: &mut EGraph<Node, EqAnalysis<'_>>, subst: &Subst) -> bool {
+        let attr = |egraph: &EGraph<Node, EqAnalysis<'_>>, a: &Var, name: &str| {
+            attr_leaf(egraph, subst[*a]).and_then(|d| egraph.analysis.ctx.dict_get(d, name))
+        };
         self.when.iter().all(|c| match c {
             Condition::SameType(x, t) => {
                 let ty = type_leaf(egraph, subst[*t]);
@@ -387,6 +509,15 @@ impl RuleApplier {
                 .constant
                 .as_ref()
                 .is_some_and(|k| !k.value.is_empty() && k.value.to_f64_vec().iter().all(|x| x == v)),
+            Condition::HasAttr(a, name) => attr(egraph, a, name).is_some(),
+            Condition::LacksAttr(a, name) => {
+                attr_leaf(egraph, subst[*a]).is_some() && attr(egraph, a, name).is_none()
+            }
+            Condition::AttrIs(a, name, value) => attr(egraph, a, name)
+                .is_some_and(|v| egraph.analysis.ctx.attr_as_str(v) == Some(value.as_str())),
+            Condition::ZeroPointAtMin(t) => quant_vocab::zero_point_at_min(egraph, subst[*t]),
+            Condition::ClipSaturates(c, t) => quant_vocab::clip_saturates(egraph, subst[*c], subst[*t]),
+            Condition::Covers(u, t) => quant_vocab::covers(egraph, subst[*u], subst[*t]),
         })
     }
 }
@@ -448,7 +579,7 @@ fn expand(egraph: &mut EGraph<Node, EqAnalysis<'_>>, m: &Macro, subst: &Subst) -
             let shape = egraph.analysis.ctx.tensor_shape(ty)?.to_vec();
             let vector = channel_vector(&constant.value, &shape, *axis)?;
             let id = add_constant(egraph, vector);
-            if let Some(&(precision, _)) = egraph.analysis.ir_keys.get(&constant.key) {
+            if let Some(&precision) = egraph.analysis.ir_keys.get(&constant.key) {
                 // The IR's own constant, reshaped: match it like one.
                 register_ir_float_leaf(egraph, id, precision);
             }
@@ -462,6 +593,52 @@ fn expand(egraph: &mut EGraph<Node, EqAnalysis<'_>>, m: &Macro, subst: &Subst) -
             let n = *value.shape().get(axis)?;
             Some(add_constant(egraph, Tensor::F64(ndarray::Array1::zeros(n).into_dyn())))
         }
+        Macro::Quant(q) => match q {
+            QuantMacro::Expressed(v) => {
+                let v = leaf(egraph, v)?;
+                quant_vocab::expressed(egraph, v)
+            }
+            QuantMacro::AsBias(b, x, w) => {
+                let (b, x, w) = (leaf(egraph, b)?, leaf(egraph, x)?, leaf(egraph, w)?);
+                quant_vocab::as_bias(egraph, b, x, w)
+            }
+            QuantMacro::RoundedBias(b, x, w) => {
+                let (b, x, w) = (leaf(egraph, b)?, leaf(egraph, x)?, leaf(egraph, w)?);
+                quant_vocab::rounded_bias(egraph, b, x, w)
+            }
+            QuantMacro::TransposedType(v) => {
+                let v = leaf(egraph, v)?;
+                quant_vocab::transposed_type(egraph, v)
+            }
+            QuantMacro::TypeOf(v) => {
+                let v = leaf(egraph, v)?;
+                quant_vocab::type_of_value(egraph, v)
+            }
+            QuantMacro::Domain(q) => {
+                let q = leaf(egraph, q)?;
+                quant_vocab::domain(egraph, q)
+            }
+            QuantMacro::ShapedLike(t, v) => {
+                let (t, v) = (leaf(egraph, t)?, leaf(egraph, v)?);
+                quant_vocab::shaped_like(egraph, t, v)
+            }
+            QuantMacro::TableAttrs(c) => {
+                let c = leaf(egraph, c)?;
+                quant_vocab::table_attrs(egraph, c)
+            }
+            QuantMacro::AttrsWithout(a, names) => {
+                let a = leaf(egraph, a)?;
+                quant_vocab::attrs_without(egraph, a, names)
+            }
+            QuantMacro::AttrsPick(a, picks) => {
+                let a = leaf(egraph, a)?;
+                quant_vocab::attrs_pick(egraph, a, picks)
+            }
+            QuantMacro::AttrsMerge(a, b) => {
+                let (a, b) = (leaf(egraph, a)?, leaf(egraph, b)?);
+                quant_vocab::attrs_merge(egraph, a, b)
+            }
+        },
     }
 }
 
