@@ -21,6 +21,29 @@ use std::sync::Arc;
 /// Constants larger than this many elements are not folded by kernels.
 const FOLD_LIMIT: usize = 1 << 25;
 
+/// What the checks of one run share, keyed by interned IR handles that stay
+/// valid for the run: the decoded value of each IR constant attribute and
+/// each op folded on constant operands. A pipeline leaves most weights alone,
+/// so each is decoded, hashed and dequantized once rather than per pass.
+#[derive(Default)]
+pub struct Memo {
+    /// An IR constant's value, key, precision and type, by its attribute.
+    pub constants: FxHashMap<qopt_ir_core::Attribute, (ConstKey, Arc<Tensor>, Precision, Type)>,
+    /// A folded op's value and key (`None`: it does not fold).
+    pub folds: FxHashMap<FoldKey, Option<(ConstKey, Arc<Tensor>)>>,
+}
+
+/// An op applied to constants: name, result, attributes, result type and
+/// the operands' keys and types.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct FoldKey {
+    name: qopt_ir_core::OpName,
+    result: u32,
+    attrs: qopt_ir_core::Attribute,
+    ty: Type,
+    operands: smallvec::SmallVec<[(ConstKey, Type); 4]>,
+}
+
 /// A known value.
 #[derive(Clone, Debug)]
 pub struct Constant {
@@ -49,6 +72,8 @@ pub struct Data {
 pub struct EqAnalysis<'a> {
     /// The context (types are interned by rules that build IR nodes).
     pub ctx: &'a mut Context,
+    /// Values shared with the run's other checks.
+    pub memo: &'a mut Memo,
     /// Kernels for folding IR ops.
     pub kernels: KernelRegistry,
     /// Every constant leaf's value.
@@ -82,12 +107,14 @@ impl<'a> EqAnalysis<'a> {
     /// An analysis over `ctx` for `relation`.
     pub fn new(
         ctx: &'a mut Context,
+        memo: &'a mut Memo,
         kernels: KernelRegistry,
         relation: Relation,
         ulps: u32,
     ) -> EqAnalysis<'a> {
         EqAnalysis {
             ctx,
+            memo,
             kernels,
             constants: FxHashMap::default(),
             ir_float_leaves: FxHashMap::default(),
@@ -193,11 +220,7 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
                 // invariant: op nodes other than effects have [attributes, type,
                 // operands...] (the bridge builds them so; rule parsing refuses fewer).
                 let ty = type_leaf(egraph, children[1]);
-                let value = ty.and_then(|ty| fold_op(egraph, *name, *result as usize, children, ty));
-                let constant = value.map(|v| {
-                    let key = typed_key_of(egraph.analysis.ctx, &v, ty);
-                    Constant { value: Arc::new(v), key, from_ir: false }
-                });
+                let constant = ty.and_then(|ty| folded(egraph, *name, *result, children, ty));
                 Data { ty, constant, approx_done: false }
             }
             Node::Fn { f, children } => {
@@ -315,6 +338,37 @@ fn computed(value: Tensor) -> Constant {
     Constant { value: Arc::new(value), key, from_ir: false }
 }
 
+/// The constant result `result` of op `name` on constant operands, folded
+/// once per run ([`Memo::folds`]).
+fn folded(
+    egraph: &mut EGraph<Node, EqAnalysis<'_>>,
+    name: qopt_ir_core::OpName,
+    result: u32,
+    children: &[Id],
+    ty: Type,
+) -> Option<Constant> {
+    let attrs = attr_leaf(egraph, children[0])?;
+    let mut operands = smallvec::SmallVec::new();
+    for &c in &children[2..] {
+        let data = &egraph[c].data;
+        operands.push((data.constant.as_ref()?.key, data.ty?));
+    }
+    let key = FoldKey { name, result, attrs, ty, operands };
+    let analysis = &mut egraph.analysis;
+    let entry = match analysis.memo.folds.get(&key) {
+        Some(entry) => entry.clone(),
+        None => {
+            let value = fold_op(egraph, name, result as usize, children, ty).map(|v| {
+                let key = typed_key_of(egraph.analysis.ctx, &v, Some(ty));
+                (key, Arc::new(v))
+            });
+            egraph.analysis.memo.folds.insert(key, value.clone());
+            value
+        }
+    };
+    entry.map(|(key, value)| Constant { value, key, from_ir: false })
+}
+
 /// The value of result `result` of op `name` when every operand is a known
 /// constant and the op is pure with a kernel.
 fn fold_op(
@@ -379,8 +433,20 @@ impl Precision {
 
     /// The spacing of values at magnitude `m`.
     fn ulp(self, m: f64) -> f64 {
-        let exponent = if m > 0.0 { m.log2().floor() as i32 } else { self.min_exponent };
-        2f64.powi(exponent.max(self.min_exponent) - self.bits)
+        // The binary exponent of m from its bits (0 and subnormals: the
+        // smallest), without log2 and powi: this runs once per element.
+        let biased = ((m.to_bits() >> 52) & 0x7ff) as i32;
+        let exponent = if biased == 0 { self.min_exponent } else { (biased - 1023).max(self.min_exponent) };
+        power_of_two(exponent - self.bits)
+    }
+}
+
+/// `2^e`, exactly.
+fn power_of_two(e: i32) -> f64 {
+    if (-1022..=1023).contains(&e) {
+        f64::from_bits(((e + 1023) as u64) << 52)
+    } else {
+        2f64.powi(e)
     }
 }
 

@@ -120,21 +120,28 @@ fn add_ir_constant(
     if let Some(&id) = egraph.analysis.ir_constants_by_attr.get(&value) {
         return Ok(Some(id));
     }
-    let ty = dense.ty;
-    let tensor = Tensor::from_dense(ctx, dense).map_err(|e| format!("constant: {e}"))?;
-    let precision = match qopt_ir_core::element_kind(ctx, ctx.element_type(dense.ty)) {
-        Some(ElementKind::Float(FloatKind::F16)) => Precision::F16,
-        Some(ElementKind::Float(FloatKind::BF16)) => Precision::BF16,
-        Some(ElementKind::Float(FloatKind::F64)) => Precision::F64,
-        _ => Precision::F32,
+    let (key, tensor, precision, ty) = match egraph.analysis.memo.constants.get(&value) {
+        Some(entry) => entry.clone(),
+        None => {
+            let ty = dense.ty;
+            let tensor = Tensor::from_dense(ctx, dense).map_err(|e| format!("constant: {e}"))?;
+            let precision = match qopt_ir_core::element_kind(ctx, ctx.element_type(ty)) {
+                Some(ElementKind::Float(FloatKind::F16)) => Precision::F16,
+                Some(ElementKind::Float(FloatKind::BF16)) => Precision::BF16,
+                Some(ElementKind::Float(FloatKind::F64)) => Precision::F64,
+                _ => Precision::F32,
+            };
+            let entry = (typed_key_of(ctx, &tensor, Some(ty)), Arc::new(tensor), precision, ty);
+            egraph.analysis.memo.constants.insert(value, entry.clone());
+            entry
+        }
     };
-    let key = typed_key_of(ctx, &tensor, Some(ty));
-    let float = matches!(tensor, Tensor::F32(_) | Tensor::F64(_));
+    let float = matches!(*tensor, Tensor::F32(_) | Tensor::F64(_));
     let shape = tensor.shape().to_vec();
     let analysis = &mut egraph.analysis;
     analysis.ir_keys.insert(key, precision);
     analysis.const_types.insert(key, ty);
-    analysis.constants.entry(key).or_insert_with(|| Arc::new(tensor));
+    analysis.constants.entry(key).or_insert(tensor);
     let id = egraph.add(Node::Const(key));
     egraph.analysis.ir_constants_by_attr.insert(value, id);
     if float {

@@ -4,7 +4,7 @@
 //! the matching result of the new one (proven), the rules run out (failed),
 //! or a limit stops the run (unknown).
 
-use crate::analysis::EqAnalysis;
+use crate::analysis::{EqAnalysis, Memo};
 use crate::bridge::{add_function, Added};
 use crate::lang::Node;
 use crate::rules;
@@ -134,6 +134,19 @@ pub fn check(
     relation: Relation,
     limits: &Limits,
 ) -> Check {
+    check_with_memo(ctx, &mut Memo::default(), before, after, relation, limits)
+}
+
+/// [`check`], sharing decoded constants and folded values with the other
+/// checks of a run through `memo` (which must come from the same `ctx`).
+pub fn check_with_memo(
+    ctx: &mut Context,
+    memo: &mut Memo,
+    before: &Module,
+    after: &Module,
+    relation: Relation,
+    limits: &Limits,
+) -> Check {
     let start = Instant::now();
     let ended = |outcome: Outcome| Check {
         relation,
@@ -158,7 +171,7 @@ pub fn check(
     };
     let kernels = KernelRegistry::of(ctx).cloned().unwrap_or_else(KernelRegistry::standard);
     let mut runner: Runner<Node, EqAnalysis<'_>> =
-        Runner::new(EqAnalysis::new(ctx, kernels, relation, limits.ulps));
+        Runner::new(EqAnalysis::new(ctx, memo, kernels, relation, limits.ulps));
     let mut added: Vec<(String, Added, Added)> = Vec::new();
     for (name, b, a) in pairs {
         let base = runner.egraph.analysis.arg_types.len() as u32;

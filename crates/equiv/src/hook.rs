@@ -3,7 +3,8 @@
 //! A failed or unknown check fails the pipeline at that pass (with a
 //! reproducer, like any pass failure) unless the mode is [`Mode::Warn`].
 
-use crate::check::{check, Limits, Outcome};
+use crate::analysis::Memo;
+use crate::check::{check_with_memo, Limits, Outcome};
 use qopt_ir_core::pass::{PassInstrumentation, PassOutcome, PassRun};
 use qopt_ir_core::{Context, Diagnostic, Diagnostics, Module, Severity, SrcPos};
 use std::cell::RefCell;
@@ -49,12 +50,13 @@ pub struct EquivHook {
     limits: Limits,
     report: SharedReport,
     before: Option<Module>,
+    memo: Memo,
 }
 
 impl EquivHook {
     /// A hook appending to `report`.
     pub fn new(mode: Mode, limits: Limits, report: SharedReport) -> EquivHook {
-        EquivHook { mode, limits, report, before: None }
+        EquivHook { mode, limits, report, before: None, memo: Memo::default() }
     }
 }
 
@@ -87,7 +89,7 @@ impl PassInstrumentation for EquivHook {
             self.report.borrow_mut().push(line);
             return Ok(());
         };
-        let result = check(ctx, &before, module, relation, &self.limits);
+        let result = check_with_memo(ctx, &mut self.memo, &before, module, relation, &self.limits);
         let text = result.summary(self.limits.ulps);
         let unproven = result.outcome != Outcome::Proven;
         self.report.borrow_mut().push(ReportLine {

@@ -23,5 +23,5 @@ pub mod lang;
 pub mod quant_vocab;
 pub mod rules;
 
-pub use check::{check, registered_rules, Check, Failure, Limits, Outcome};
+pub use check::{check, check_with_memo, registered_rules, Check, Failure, Limits, Outcome};
 pub use hook::{render, EquivHook, Mode, ReportLine, SharedReport};
