@@ -71,6 +71,10 @@ impl PassInstrumentation for EquivHook {
         Ok(())
     }
 
+    fn timing_name(&self) -> Option<&'static str> {
+        Some("verify-equiv")
+    }
+
     fn after_pass(
         &mut self,
         run: &PassRun<'_>,
