@@ -118,30 +118,57 @@ fn counts(arity: Arity, most: u32) -> std::ops::RangeInclusive<u32> {
     }
 }
 
-/// `dequantize(op(q, rest...)) = op(dequantize(q), rest...)` for a
-/// quant-agnostic `fp` op (§9): it moves stored values without computing on
-/// them, so it gives the same reals on either side of dequantization.
+/// `dequantize(op(q...)) = op(dequantize(q)...)` and `quantize(op(dequantize(
+/// q)...)) = op(q...)` (to `q`'s own type) for a quant-agnostic `fp` op
+/// (§9): it moves stored values without computing on them, so it gives the
+/// same reals on either side of dequantization. Its data operands are every
+/// operand of a variadic op (concat) and the first of any other; the rest
+/// (indices, shapes) must not be quantized.
 fn dequantize_commutes(def: &OpDef, rules: &mut Vec<EquivRule>) {
     let short = def.name.trim_start_matches("fp.");
+    let variadic = def.interfaces.get::<QuantizableOp>().is_some_and(|q| q.variadic);
     // fp.resize is quant-agnostic in nearest mode only (its default).
-    let conditions: &[(&str, &str)] = if def.name == "fp.resize" {
+    let modes: &[(&str, &str)] = if def.name == "fp.resize" {
         &[("", "(attr-is ?b mode nearest)"), ("-by-default", "(lacks-attr ?b mode)")]
     } else {
         &[("", "")]
     };
-    for operands in counts(def.operands, 4).filter(|&n| n >= 1) {
-        let rest: String = (1..operands).map(|i| format!(" ?o{i}")).collect();
+    let most = if variadic { MAX_CONCAT_OPERANDS as u32 } else { 4 };
+    for operands in counts(def.operands, most).filter(|&n| n >= 1) {
+        let data = if variadic { operands } else { 1 };
+        let quantized: Vec<String> = (0..data).map(|i| format!("?q{i}")).collect();
+        let rest: Vec<String> = (data..operands).map(|i| format!("?o{i}")).collect();
+        let rest_text: String = rest.iter().map(|o| format!(" {o}")).collect();
+        let not_quantized: String = rest.iter().map(|o| format!(" (not-quantized {o})")).collect();
+        let same_element =
+            |t: &str| -> String { quantized.iter().map(|q| format!(" (same-element {q} {t})")).collect() };
         for result in counts(def.results, MAX_SPLIT_RESULTS).filter(|&n| n >= 1).map(|n| n - 1) {
             let head = if result == 0 { def.name.to_string() } else { format!("{}#{result}", def.name) };
-            for (suffix, when) in conditions {
+            let reals: String = quantized.iter().map(|q| format!(" {}", dequantized(q))).collect();
+            let dequantized_pattern: String = quantized
+                .iter()
+                .enumerate()
+                .map(|(i, q)| format!(" (qnn.dequantize ?c{i} ?v{i} {q})"))
+                .collect();
+            for (suffix, mode) in modes {
+                let tag = format!("{short}{suffix}-{operands}-{result}");
                 rules.push(
                     EquivRule::new(
                         Relation::Exact,
-                        format!("dequantize-commutes-with-{short}{suffix}-{operands}-{result}"),
-                        format!("(qnn.dequantize ?a ?t ({head} ?b ?u ?q{rest}))"),
-                        format!("({head} ?b ?t {}{rest})", dequantized("?q")),
+                        format!("dequantize-commutes-with-{tag}"),
+                        format!("(qnn.dequantize ?a ?t ({head} ?b ?u {}{rest_text}))", quantized.join(" ")),
+                        format!("({head} ?b ?t{reals}{rest_text})"),
                     )
-                    .when(*when),
+                    .when(format!("{mode}{}{not_quantized}", same_element("?u"))),
+                );
+                rules.push(
+                    EquivRule::new(
+                        Relation::Exact,
+                        format!("quantize-to-own-type-commutes-with-{tag}"),
+                        format!("(qnn.quantize ?a ?t ({head} ?b ?u{dequantized_pattern}{rest_text}))"),
+                        format!("({head} ?b ?t {}{rest_text})", quantized.join(" ")),
+                    )
+                    .when(format!("{mode}{}{not_quantized}", same_element("?t"))),
                 );
             }
         }

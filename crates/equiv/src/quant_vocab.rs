@@ -289,3 +289,18 @@ pub fn covers(egraph: &EGraph<Node, EqAnalysis<'_>>, u: Id, t: Id) -> bool {
         && real(qu.storage_min, *su, *zu) <= real(qt.storage_min, *st, *zt)
         && real(qu.storage_max, *su, *zu) >= real(qt.storage_max, *st, *zt)
 }
+
+/// `(same-element ?x ?t)`: the types of `?x` and `?t` (values or type
+/// leaves) have one element type.
+pub fn same_element(egraph: &EGraph<Node, EqAnalysis<'_>>, x: Id, t: Id) -> bool {
+    let ctx = &egraph.analysis.ctx;
+    match (type_of(egraph, x), type_of(egraph, t)) {
+        (Some(a), Some(b)) => ctx.element_type(a) == ctx.element_type(b),
+        _ => false,
+    }
+}
+
+/// `(not-quantized ?x)`: the type of `?x` is known and not quantized.
+pub fn not_quantized(egraph: &EGraph<Node, EqAnalysis<'_>>, x: Id) -> bool {
+    type_of(egraph, x).is_some_and(|ty| quant_of(egraph, ty).is_none())
+}

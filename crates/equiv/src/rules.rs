@@ -135,19 +135,23 @@ enum Condition {
     ZeroPointAtMin(Var),
     ClipSaturates(Var, Var),
     Covers(Var, Var),
+    SameElement(Var, Var),
+    NotQuantized(Var),
 }
 
 impl Condition {
     fn vars(&self) -> Vec<Var> {
         match self {
-            Condition::SameType(a, b) | Condition::ClipSaturates(a, b) | Condition::Covers(a, b) => {
-                vec![*a, *b]
-            }
+            Condition::SameType(a, b)
+            | Condition::ClipSaturates(a, b)
+            | Condition::Covers(a, b)
+            | Condition::SameElement(a, b) => vec![*a, *b],
             Condition::IsSplat(a, _)
             | Condition::HasAttr(a, _)
             | Condition::LacksAttr(a, _)
             | Condition::AttrIs(a, ..)
-            | Condition::ZeroPointAtMin(a) => vec![*a],
+            | Condition::ZeroPointAtMin(a)
+            | Condition::NotQuantized(a) => vec![*a],
         }
     }
 }
@@ -401,6 +405,8 @@ fn conditions(text: &str) -> Result<Vec<Condition>, String> {
                 ["zero-point-at-min", t] => Ok(Condition::ZeroPointAtMin(var(t)?)),
                 ["clip-saturates", c, t] => Ok(Condition::ClipSaturates(var(c)?, var(t)?)),
                 ["covers", u, t] => Ok(Condition::Covers(var(u)?, var(t)?)),
+                ["same-element", x, t] => Ok(Condition::SameElement(var(x)?, var(t)?)),
+                ["not-quantized", x] => Ok(Condition::NotQuantized(var(x)?)),
                 _ => Err(format!("unknown condition {atoms:?}")),
             }
         })
@@ -518,6 +524,8 @@ impl RuleApplier {
             Condition::ZeroPointAtMin(t) => quant_vocab::zero_point_at_min(egraph, subst[*t]),
             Condition::ClipSaturates(c, t) => quant_vocab::clip_saturates(egraph, subst[*c], subst[*t]),
             Condition::Covers(u, t) => quant_vocab::covers(egraph, subst[*u], subst[*t]),
+            Condition::SameElement(x, t) => quant_vocab::same_element(egraph, subst[*x], subst[*t]),
+            Condition::NotQuantized(x) => quant_vocab::not_quantized(egraph, subst[*x]),
         })
     }
 }

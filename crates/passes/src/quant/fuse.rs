@@ -256,11 +256,7 @@ fn fuse_pattern(
     if let Some(a) = activation_op {
         let _ = module.erase_op(a);
     }
-    let old_operands: Vec<ValueId> = module.operands(op).collect();
-    let _ = module.erase_op(op);
-    for v in old_operands {
-        erase_dead_dequantize(ctx, module, v);
-    }
+    erase_with_dead_operands(ctx, module, op);
     Ok(true)
 }
 
@@ -439,6 +435,22 @@ fn requantize_after(ctx: &mut Context, module: &mut Module, value: ValueId, ty: 
     module.result(op, 0)
 }
 
+/// Erases `op`, then each of its operands' dequantizes (and their constants)
+/// left without users; an operand used twice (`concat(x, x)`) is looked at
+/// once.
+fn erase_with_dead_operands(ctx: &Context, module: &mut Module, op: OpId) {
+    let mut old_operands: Vec<ValueId> = Vec::with_capacity(module.num_operands(op));
+    for v in module.operands(op) {
+        if !old_operands.contains(&v) {
+            old_operands.push(v);
+        }
+    }
+    let _ = module.erase_op(op);
+    for v in old_operands {
+        erase_dead_dequantize(ctx, module, v);
+    }
+}
+
 /// Erases `value`'s defining dequantize when nothing uses it any more, and
 /// then its operand's constant if that is unused too.
 fn erase_dead_dequantize(ctx: &Context, module: &mut Module, value: ValueId) {
@@ -513,11 +525,7 @@ fn run_on_integers(
         module.insert_op_before(op, d);
         module.replace_all_uses(old, module.result(d, 0));
     }
-    let old_operands: Vec<ValueId> = module.operands(op).collect();
-    let _ = module.erase_op(op);
-    for v in old_operands {
-        erase_dead_dequantize(ctx, module, v);
-    }
+    erase_with_dead_operands(ctx, module, op);
     stats.agnostic += 1;
     Ok(())
 }
