@@ -19,10 +19,18 @@
 //!
 //! A number with a fraction or exponent (`0.0`, `1e-5`) is an f64 scalar
 //! constant. Conditions (`when`) are `(same-type ?x ?t)` (value `?x` has the
-//! type `?t`) and `(is-splat ?c NUMBER)` (every element of constant `?c`
-//! equals the number).
+//! type `?t`), `(is-splat ?c NUMBER)` (every element of constant `?c`
+//! equals the number) and `(dim-is ?x AXIS SIZE)` (value `?x` is a tensor
+//! whose dimension `AXIS`, negative from the back, has the static size
+//! `SIZE`: a weight's kernel size).
+//!
+//! An op node a rule builds gets the op's identity as its attribute child,
+//! like an op of the IR ([`identity_attrs`]: declared defaults and
+//! annotations left out), and a dictionary written in a pattern is compared
+//! the same way.
 
 use crate::analysis::{attr_leaf, key_of, register_ir_float_leaf, type_leaf, EqAnalysis};
+use crate::bridge::identity_attrs;
 use crate::lang::{Builtin, Node};
 use egg::{Applier, EGraph, ENodeOrVar, Id, Pattern, PatternAst, RecExpr, Rewrite, Subst, Symbol, Var};
 use qopt_interp::Tensor;
@@ -110,6 +118,7 @@ enum Macro {
 enum Condition {
     SameType(Var, Var),
     IsSplat(Var, f64),
+    DimIs(Var, i64, i64),
 }
 
 /// A right-hand side, instantiated when the rule fires.
@@ -198,7 +207,9 @@ fn pattern(ctx: &mut Context, sexp: &Sexp) -> Result<Pattern<Node>, String> {
                     if n < 2 {
                         return Err(format!("'{head}' needs its attributes and type before its operands"));
                     }
-                    Node::Op { name: ctx.op_name(name), result, children }
+                    let name = ctx.op_name(name);
+                    pattern_attrs_as_identity(ctx, &mut ast, name, children[0]);
+                    Node::Op { name, result, children }
                 } else {
                     return Err(format!("unknown operation '{head}' in a pattern"));
                 };
@@ -295,6 +306,15 @@ fn conditions(text: &str) -> Result<Vec<Condition>, String> {
             match atoms.as_slice() {
                 ["same-type", x, t] => Ok(Condition::SameType(var(x)?, var(t)?)),
                 ["is-splat", c, v] => Ok(Condition::IsSplat(var(c)?, number(v)?)),
+                ["dim-is", x, axis, size] => {
+                    let int =
+                        |a: &str| a.parse::<i64>().map_err(|_| format!("dim-is takes integers, found '{a}'"));
+                    let size = int(size)?;
+                    if size < 0 {
+                        return Err(format!("dim-is's size must be at least 0, found {size}"));
+                    }
+                    Ok(Condition::DimIs(var(x)?, int(axis)?, size))
+                }
                 _ => Err(format!("unknown condition {atoms:?}")),
             }
         })
@@ -354,7 +374,7 @@ pub fn compile<'a>(
             for c in &when {
                 match c {
                     Condition::SameType(a, b) => used.extend([*a, *b]),
-                    Condition::IsSplat(a, _) => used.push(*a),
+                    Condition::IsSplat(a, _) | Condition::DimIs(a, ..) => used.push(*a),
                 }
             }
             if let Some(v) = used.iter().find(|v| !bound.contains(v)) {
@@ -387,6 +407,7 @@ impl RuleApplier {
                 .constant
                 .as_ref()
                 .is_some_and(|k| !k.value.is_empty() && k.value.to_f64_vec().iter().all(|x| x == v)),
+            Condition::DimIs(x, axis, size) => dim_is(egraph, subst[*x], *axis, *size),
         })
     }
 }
@@ -399,7 +420,9 @@ fn instantiate(egraph: &mut EGraph<Node, EqAnalysis<'_>>, t: &Template, subst: &
         Template::Attr(a) => egraph.add(Node::Attr(*a)),
         Template::Number(x) => add_constant(egraph, Tensor::F64(ndarray::arr0(*x).into_dyn())),
         Template::Op(name, result, children) => {
-            let children = children.iter().map(|c| instantiate(egraph, c, subst)).collect::<Option<_>>()?;
+            let mut children: SmallVec<[Id; 4]> =
+                children.iter().map(|c| instantiate(egraph, c, subst)).collect::<Option<_>>()?;
+            attrs_as_identity(egraph, *name, &mut children);
             egraph.add(Node::Op { name: *name, result: *result, children })
         }
         Template::Fn(f, children) => {
@@ -408,6 +431,44 @@ fn instantiate(egraph: &mut EGraph<Node, EqAnalysis<'_>>, t: &Template, subst: &
         }
         Template::Macro(m) => return expand(egraph, m, subst),
     })
+}
+
+/// Makes the attribute child of a new node of op `name` the op's identity, as
+/// the bridge makes the IR's ([`identity_attrs`]).
+fn attrs_as_identity(
+    egraph: &mut EGraph<Node, EqAnalysis<'_>>,
+    name: qopt_ir_core::OpName,
+    children: &mut [Id],
+) {
+    let Some(attrs) = children.first().and_then(|&a| attr_leaf(egraph, a)) else { return };
+    let identity = identity_attrs(egraph.analysis.ctx, name, attrs);
+    if identity != attrs {
+        children[0] = egraph.add(Node::Attr(identity));
+    }
+}
+
+/// [`attrs_as_identity`] for a dictionary written in a pattern (the op
+/// node's first child `attrs`).
+fn pattern_attrs_as_identity(
+    ctx: &mut Context,
+    ast: &mut PatternAst<Node>,
+    name: qopt_ir_core::OpName,
+    attrs: Id,
+) {
+    if let ENodeOrVar::ENode(Node::Attr(a)) = ast[attrs] {
+        ast[attrs] = ENodeOrVar::ENode(Node::Attr(identity_attrs(ctx, name, a)));
+    }
+}
+
+/// Whether the class `x` has a tensor type whose dimension `axis` (negative
+/// from the back) is `size` (`dim-is`).
+fn dim_is(egraph: &EGraph<Node, EqAnalysis<'_>>, x: Id, axis: i64, size: i64) -> bool {
+    let Some(shape) = egraph[x].data.ty.and_then(|t| egraph.analysis.ctx.tensor_shape(t)) else {
+        return false;
+    };
+    let rank = shape.len() as i64;
+    let axis = if axis < 0 { axis + rank } else { axis };
+    usize::try_from(axis).ok().and_then(|a| shape.get(a)).is_some_and(|&d| d == size)
 }
 
 /// Evaluates a macro.
@@ -542,5 +603,45 @@ mod tests {
         let half = Tensor::from_f32(&[3, 2], vec![0.5; 6]).unwrap();
         assert_eq!(channel_vector(&half, &[3, 2], 1).unwrap().to_f64_vec(), [0.5]);
         assert!(channel_vector(&row, &[8, 3], 1).is_some());
+    }
+
+    #[test]
+    fn dictionaries_in_patterns_leave_out_declared_defaults() {
+        let mut ctx = Context::new();
+        qopt_dialect_fp::register(&mut ctx).unwrap();
+        let items = parse_sexps("(fp.conv2d {pad = [1, 1, 1, 1], stride = [1, 1]} ?t ?x ?w)").unwrap();
+        let searcher = pattern(&mut ctx, &items[0]).unwrap();
+        let identity = parse_attr_dict(&mut ctx, "{pad = [1, 1, 1, 1]}").unwrap();
+        let attrs: Vec<Attribute> = searcher
+            .ast
+            .as_ref()
+            .iter()
+            .filter_map(|n| match n {
+                ENodeOrVar::ENode(Node::Attr(a)) => Some(*a),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(attrs, [identity]);
+    }
+
+    #[test]
+    fn dim_is_reads_one_static_dimension_of_the_type() {
+        let mut ctx = Context::new();
+        let i32 = ctx.common().i32;
+        let ty = ctx.tensor_type(&[8, 4, 3, qopt_ir_core::DYNAMIC], i32);
+        let analysis = EqAnalysis::new(&mut ctx, qopt_interp::KernelRegistry::new(), Relation::Exact, 0);
+        let mut egraph: EGraph<Node, EqAnalysis<'_>> = EGraph::new(analysis);
+        egraph.analysis.arg_types.push(ty);
+        let w = egraph.add(Node::Arg(0));
+        let untyped = egraph.add(Node::Int(3));
+        assert!(dim_is(&egraph, w, 2, 3));
+        assert!(dim_is(&egraph, w, -4, 8));
+        assert!(!dim_is(&egraph, w, 1, 3));
+        assert!(!dim_is(&egraph, w, -1, 1), "a dynamic dimension has no size");
+        assert!(!dim_is(&egraph, w, 4, 3) && !dim_is(&egraph, w, -5, 8), "out of range");
+        assert!(!dim_is(&egraph, untyped, 0, 3));
+        assert!(conditions("(dim-is ?w 2 3)").is_ok());
+        assert!(conditions("(dim-is ?w 2 -1)").is_err());
+        assert!(conditions("(dim-is ?w two 3)").is_err());
     }
 }
