@@ -1,7 +1,8 @@
 //! The identities of the `qnn` dialect for the equivalence checker
 //! (`qopt --verify-equiv`, `docs/verification.md`), one line each:
 //!
-//! - the definitions of its identity-like ops and of `qnn.fake_quant`;
+//! - the definitions of its identity-like ops and of `qnn.fake_quant`, and
+//!   that a zero bias adds nothing to an integer layer;
 //! - what quantizing absorbs (a relu when the zero point is the storage
 //!   minimum, a clip's top when it quantizes to the storage maximum) and what
 //!   commutes with it (relu, and every quant-agnostic `fp` op with
@@ -18,6 +19,7 @@
 //! In a pattern `(qnn.op ?a ?t operands...)` binds the op's attributes to
 //! `?a` and its result type to `?t`.
 
+use crate::op_names;
 use qopt_dialect_fp::FpDialect;
 use qopt_ir_core::equivalence::{EquivRule, Relation};
 use qopt_ir_core::interfaces::{LookupActivation, QuantizableOp};
@@ -297,6 +299,13 @@ pub fn rules() -> Vec<EquivRule> {
             "(qnn.requantize ?a ?t ?q)",
         )
         .when("(covers ?u ?t)"),
+        // §6: acc = wrap32(Σ (x − zp_x)(w − zp_w) + b[c]) with b[c] = 0 is the
+        // accumulator without a bias, bit for bit. (Not so in `fp`: a float
+        // sum of −0.0 plus 0.0 is +0.0.)
+        zero_bias_adds_nothing("conv2d-with-zero-bias-is-without-bias", op_names::CONV2D),
+        zero_bias_adds_nothing("conv2d-relu-with-zero-bias-is-without-bias", op_names::CONV2D_RELU),
+        zero_bias_adds_nothing("dense-with-zero-bias-is-without-bias", op_names::DENSE),
+        zero_bias_adds_nothing("dense-relu-with-zero-bias-is-without-bias", op_names::DENSE_RELU),
     ];
     for (qnn, fp, relu) in [("qnn.conv2d", "fp.conv2d", false), ("qnn.conv2d_relu", "fp.conv2d", true)]
         .into_iter()
@@ -332,4 +341,10 @@ pub fn rules() -> Vec<EquivRule> {
         }
     }
     rules
+}
+
+/// `op(x, w, b) = op(x, w)` for an integer layer `op` whose bias `b` is zero.
+fn zero_bias_adds_nothing(name: &'static str, op: &str) -> EquivRule {
+    EquivRule::new(Relation::Exact, name, format!("({op} ?a ?t ?x ?w ?b)"), format!("({op} ?a ?t ?x ?w)"))
+        .when("(is-splat ?b 0.0)")
 }

@@ -1,13 +1,18 @@
 //! IR to e-graph: a function body becomes e-nodes, arguments leaves,
 //! constants leaves named by content, every other op one node per result
-//! whose children are its attributes (annotations removed), its result type
-//! and its operands.
+//! whose children are its attributes, its result type and its operands.
+//!
+//! The attribute child is the op's identity ([`identity_attrs`]): without
+//! the annotations the op declares ([`Annotations`]) and without every
+//! attribute equal to the default it declares ([`AttributeDefaults`]), so
+//! `fp.conv2d {}` and `fp.conv2d {stride = [1, 1]}` are one node. Rules build
+//! their op nodes through the same function.
 
 use crate::analysis::{typed_key_of, EqAnalysis, Precision};
 use crate::lang::{Node, EFFECT};
 use egg::{EGraph, Id};
 use qopt_interp::Tensor;
-use qopt_ir_core::interfaces::Annotations;
+use qopt_ir_core::interfaces::{Annotations, AttributeDefaults};
 use qopt_ir_core::{
     AttrData, Attribute, Context, ElementKind, FloatKind, FxHashMap, Module, OpId, Traits, ValueId,
 };
@@ -28,16 +33,26 @@ pub struct Added {
 /// Why a function cannot be checked.
 pub type Unsupported = String;
 
-/// `attrs` without the op's annotation attributes.
-fn identity_attrs(ctx: &mut Context, op_name: qopt_ir_core::OpName, attrs: Attribute) -> Attribute {
-    let Some(Annotations(names)) =
-        ctx.op_def(op_name).and_then(|d| d.interfaces.get::<Annotations>()).copied()
-    else {
-        return attrs;
+/// `attrs` as the identity of an op named `op_name`: without its annotation
+/// attributes and without each attribute equal to its declared default.
+pub fn identity_attrs(ctx: &mut Context, op_name: qopt_ir_core::OpName, attrs: Attribute) -> Attribute {
+    let Some(def) = ctx.op_def(op_name) else { return attrs };
+    let annotations = def.interfaces.get::<Annotations>().copied();
+    let defaults = def.interfaces.get::<AttributeDefaults>().copied();
+    let attrs = match annotations {
+        Some(Annotations(names)) => names.iter().fold(attrs, |a, name| {
+            if ctx.dict_get(a, name).is_some() {
+                ctx.dict_remove(a, name)
+            } else {
+                a
+            }
+        }),
+        None => attrs,
     };
-    names
-        .iter()
-        .fold(attrs, |a, name| if ctx.dict_get(a, name).is_some() { ctx.dict_remove(a, name) } else { a })
+    match defaults {
+        Some(defaults) => defaults.strip(ctx, attrs),
+        None => attrs,
+    }
 }
 
 /// Adds the body of `func` to `egraph`, its arguments numbered from

@@ -108,15 +108,25 @@ impl PassInstrumentation for EquivHook {
         let headline = format!("--verify-equiv: pass '{pass}' is not proven: {text}");
         let diag = match &result.outcome {
             Outcome::Failed(f) => {
-                let mut d = match f.after_op {
-                    Some(op) => Diagnostic::at_op(ctx, module, op, Severity::Error, headline),
-                    None => Diagnostic::error(module.source_name().cloned(), SrcPos::NONE, headline),
+                // At the op after the pass. When the pass made that op (it has
+                // no source line), at the line of the op before the pass where
+                // the two first differ, with a note naming the new op.
+                let mut d = match (f.after_op, f.before_op) {
+                    (Some(op), Some(old)) if !module.op_pos(op).is_some() && before.op_pos(old).is_some() => {
+                        let made = format!("the pass made {} there", op_text(ctx, module, op));
+                        Diagnostic::error(before.source_name().cloned(), before.op_pos(old), headline)
+                            .with_note(Diagnostic {
+                                severity: Severity::Note,
+                                ..Diagnostic::error(None, SrcPos::NONE, made)
+                            })
+                    }
+                    (Some(op), _) => Diagnostic::at_op(ctx, module, op, Severity::Error, headline),
+                    (None, _) => Diagnostic::error(module.source_name().cloned(), SrcPos::NONE, headline),
                 };
                 if let Some(op) = f.before_op {
                     let what = format!(
-                        "before the pass, the first difference on the way from that result is {} {}",
-                        ctx.op_name_str(before.op_name(op)),
-                        qopt_ir_core::loc_to_string(ctx, before.op_loc(op))
+                        "before the pass, the first difference on the way from that result is {}",
+                        op_text(ctx, &before, op)
                     );
                     d = d.with_note(Diagnostic {
                         severity: Severity::Note,
@@ -138,5 +148,14 @@ impl PassInstrumentation for EquivHook {
             _ => Diagnostic::error(module.source_name().cloned(), SrcPos::NONE, headline),
         };
         Err(Diagnostics(vec![diag]))
+    }
+}
+
+/// An op's name and, where it has one, its location: `fp.conv2d loc("conv1")`.
+fn op_text(ctx: &Context, module: &Module, op: qopt_ir_core::OpId) -> String {
+    let name = ctx.op_name_str(module.op_name(op));
+    match qopt_ir_core::loc_to_string(ctx, module.op_loc(op)) {
+        loc if loc.is_empty() => name.to_string(),
+        loc => format!("{name} {loc}"),
     }
 }

@@ -19,10 +19,18 @@
 //!
 //! A number with a fraction or exponent (`0.0`, `1e-5`) is an f64 scalar
 //! constant. Conditions (`when`) are `(same-type ?x ?t)` (value `?x` has the
-//! type `?t`) and `(is-splat ?c NUMBER)` (every element of constant `?c`
-//! equals the number).
+//! type `?t`), `(is-splat ?c NUMBER)` (every element of constant `?c`
+//! equals the number) and `(dim-is ?x AXIS SIZE)` (value `?x` is a tensor
+//! whose dimension `AXIS`, negative from the back, has the static size
+//! `SIZE`: a weight's kernel size).
+//!
+//! An op node a rule builds gets the op's identity as its attribute child,
+//! like an op of the IR ([`identity_attrs`]: declared defaults and
+//! annotations left out), and a dictionary written in a pattern is compared
+//! the same way.
 
 use crate::analysis::{attr_leaf, key_of, register_ir_float_leaf, type_leaf, EqAnalysis};
+use crate::bridge::identity_attrs;
 use crate::lang::{Builtin, Node};
 use crate::quant_vocab;
 use egg::{Applier, EGraph, ENodeOrVar, Id, Pattern, PatternAst, RecExpr, Rewrite, Subst, Symbol, Var};
@@ -137,6 +145,7 @@ enum Condition {
     Covers(Var, Var),
     SameElement(Var, Var),
     NotQuantized(Var),
+    DimIs(Var, i64, i64),
 }
 
 impl Condition {
@@ -151,7 +160,8 @@ impl Condition {
             | Condition::LacksAttr(a, _)
             | Condition::AttrIs(a, ..)
             | Condition::ZeroPointAtMin(a)
-            | Condition::NotQuantized(a) => vec![*a],
+            | Condition::NotQuantized(a)
+            | Condition::DimIs(a, ..) => vec![*a],
         }
     }
 }
@@ -242,7 +252,9 @@ fn pattern(ctx: &mut Context, sexp: &Sexp) -> Result<Pattern<Node>, String> {
                     if n < 2 {
                         return Err(format!("'{head}' needs its attributes and type before its operands"));
                     }
-                    Node::Op { name: ctx.op_name(name), result, children }
+                    let name = ctx.op_name(name);
+                    pattern_attrs_as_identity(ctx, &mut ast, name, children[0]);
+                    Node::Op { name, result, children }
                 } else {
                     return Err(format!("unknown operation '{head}' in a pattern"));
                 };
@@ -407,6 +419,15 @@ fn conditions(text: &str) -> Result<Vec<Condition>, String> {
                 ["covers", u, t] => Ok(Condition::Covers(var(u)?, var(t)?)),
                 ["same-element", x, t] => Ok(Condition::SameElement(var(x)?, var(t)?)),
                 ["not-quantized", x] => Ok(Condition::NotQuantized(var(x)?)),
+                ["dim-is", x, axis, size] => {
+                    let int =
+                        |a: &str| a.parse::<i64>().map_err(|_| format!("dim-is takes integers, found '{a}'"));
+                    let size = int(size)?;
+                    if size < 0 {
+                        return Err(format!("dim-is's size must be at least 0, found {size}"));
+                    }
+                    Ok(Condition::DimIs(var(x)?, int(axis)?, size))
+                }
                 _ => Err(format!("unknown condition {atoms:?}")),
             }
         })
@@ -526,6 +547,7 @@ impl RuleApplier {
             Condition::Covers(u, t) => quant_vocab::covers(egraph, subst[*u], subst[*t]),
             Condition::SameElement(x, t) => quant_vocab::same_element(egraph, subst[*x], subst[*t]),
             Condition::NotQuantized(x) => quant_vocab::not_quantized(egraph, subst[*x]),
+            Condition::DimIs(x, axis, size) => dim_is(egraph, subst[*x], *axis, *size),
         })
     }
 }
@@ -538,7 +560,9 @@ fn instantiate(egraph: &mut EGraph<Node, EqAnalysis<'_>>, t: &Template, subst: &
         Template::Attr(a) => egraph.add(Node::Attr(*a)),
         Template::Number(x) => add_constant(egraph, Tensor::F64(ndarray::arr0(*x).into_dyn())),
         Template::Op(name, result, children) => {
-            let children = children.iter().map(|c| instantiate(egraph, c, subst)).collect::<Option<_>>()?;
+            let mut children: SmallVec<[Id; 4]> =
+                children.iter().map(|c| instantiate(egraph, c, subst)).collect::<Option<_>>()?;
+            attrs_as_identity(egraph, *name, &mut children);
             egraph.add(Node::Op { name: *name, result: *result, children })
         }
         Template::Fn(f, children) => {
@@ -547,6 +571,44 @@ fn instantiate(egraph: &mut EGraph<Node, EqAnalysis<'_>>, t: &Template, subst: &
         }
         Template::Macro(m) => return expand(egraph, m, subst),
     })
+}
+
+/// Makes the attribute child of a new node of op `name` the op's identity, as
+/// the bridge makes the IR's ([`identity_attrs`]).
+fn attrs_as_identity(
+    egraph: &mut EGraph<Node, EqAnalysis<'_>>,
+    name: qopt_ir_core::OpName,
+    children: &mut [Id],
+) {
+    let Some(attrs) = children.first().and_then(|&a| attr_leaf(egraph, a)) else { return };
+    let identity = identity_attrs(egraph.analysis.ctx, name, attrs);
+    if identity != attrs {
+        children[0] = egraph.add(Node::Attr(identity));
+    }
+}
+
+/// [`attrs_as_identity`] for a dictionary written in a pattern (the op
+/// node's first child `attrs`).
+fn pattern_attrs_as_identity(
+    ctx: &mut Context,
+    ast: &mut PatternAst<Node>,
+    name: qopt_ir_core::OpName,
+    attrs: Id,
+) {
+    if let ENodeOrVar::ENode(Node::Attr(a)) = ast[attrs] {
+        ast[attrs] = ENodeOrVar::ENode(Node::Attr(identity_attrs(ctx, name, a)));
+    }
+}
+
+/// Whether the class `x` has a tensor type whose dimension `axis` (negative
+/// from the back) is `size` (`dim-is`).
+fn dim_is(egraph: &EGraph<Node, EqAnalysis<'_>>, x: Id, axis: i64, size: i64) -> bool {
+    let Some(shape) = egraph[x].data.ty.and_then(|t| egraph.analysis.ctx.tensor_shape(t)) else {
+        return false;
+    };
+    let rank = shape.len() as i64;
+    let axis = if axis < 0 { axis + rank } else { axis };
+    usize::try_from(axis).ok().and_then(|a| shape.get(a)).is_some_and(|&d| d == size)
 }
 
 /// Evaluates a macro.
@@ -727,5 +789,47 @@ mod tests {
         let half = Tensor::from_f32(&[3, 2], vec![0.5; 6]).unwrap();
         assert_eq!(channel_vector(&half, &[3, 2], 1).unwrap().to_f64_vec(), [0.5]);
         assert!(channel_vector(&row, &[8, 3], 1).is_some());
+    }
+
+    #[test]
+    fn dictionaries_in_patterns_leave_out_declared_defaults() {
+        let mut ctx = Context::new();
+        qopt_dialect_fp::register(&mut ctx).unwrap();
+        let items = parse_sexps("(fp.conv2d {pad = [1, 1, 1, 1], stride = [1, 1]} ?t ?x ?w)").unwrap();
+        let searcher = pattern(&mut ctx, &items[0]).unwrap();
+        let identity = parse_attr_dict(&mut ctx, "{pad = [1, 1, 1, 1]}").unwrap();
+        let attrs: Vec<Attribute> = searcher
+            .ast
+            .as_ref()
+            .iter()
+            .filter_map(|n| match n {
+                ENodeOrVar::ENode(Node::Attr(a)) => Some(*a),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(attrs, [identity]);
+    }
+
+    #[test]
+    fn dim_is_reads_one_static_dimension_of_the_type() {
+        let mut ctx = Context::new();
+        let i32 = ctx.common().i32;
+        let ty = ctx.tensor_type(&[8, 4, 3, qopt_ir_core::DYNAMIC], i32);
+        let mut memo = crate::analysis::Memo::default();
+        let analysis =
+            EqAnalysis::new(&mut ctx, &mut memo, qopt_interp::KernelRegistry::new(), Relation::Exact, 0);
+        let mut egraph: EGraph<Node, EqAnalysis<'_>> = EGraph::new(analysis);
+        egraph.analysis.arg_types.push(ty);
+        let w = egraph.add(Node::Arg(0));
+        let untyped = egraph.add(Node::Int(3));
+        assert!(dim_is(&egraph, w, 2, 3));
+        assert!(dim_is(&egraph, w, -4, 8));
+        assert!(!dim_is(&egraph, w, 1, 3));
+        assert!(!dim_is(&egraph, w, -1, 1), "a dynamic dimension has no size");
+        assert!(!dim_is(&egraph, w, 4, 3) && !dim_is(&egraph, w, -5, 8), "out of range");
+        assert!(!dim_is(&egraph, untyped, 0, 3));
+        assert!(conditions("(dim-is ?w 2 3)").is_ok());
+        assert!(conditions("(dim-is ?w 2 -1)").is_err());
+        assert!(conditions("(dim-is ?w two 3)").is_err());
     }
 }

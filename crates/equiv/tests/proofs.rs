@@ -327,3 +327,94 @@ fn a_requantize_with_the_wrong_multiplier_is_caught_at_the_pool() {
     let Outcome::Failed(f) = result.outcome else { panic!("not caught: {}", result.summary(4)) };
     assert!(loc_name(&ctx, &after, f.after_op).contains("pool"), "{}", loc_name(&ctx, &after, f.after_op));
 }
+
+#[test]
+fn a_default_spelled_out_is_the_same_op_and_a_real_difference_is_caught() {
+    // 4x4 input, 3x3 kernel: pad [1, 1, 1, 1] and pad [0, 0, 2, 2] give the
+    // same 4x4 result shape, but not the same values.
+    let text = r#"
+func.func @main(%x: tensor<1x1x4x4xf32>, %w: tensor<1x1x3x3xf32>) -> tensor<1x1x4x4xf32> {
+  %y = fp.conv2d(%x, %w) {pad = [1, 1, 1, 1]} : (tensor<1x1x4x4xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x4x4xf32> loc("conv1")
+  func.return %y : tensor<1x1x4x4xf32>
+}
+"#;
+    let mut ctx = context();
+    let before = parse_module(&mut ctx, text.as_bytes(), "conv.qir").unwrap();
+    verify(&mut ctx, &before).unwrap();
+    let spelled = text.replace(
+        "{pad = [1, 1, 1, 1]}",
+        "{dilation = [1, 1], groups = 1, pad = [1, 1, 1, 1], stride = [1, 1]}",
+    );
+    let after = parse_module(&mut ctx, spelled.as_bytes(), "conv.qir").unwrap();
+    verify(&mut ctx, &after).unwrap();
+    let result = check(&mut ctx, &before, &after, Relation::Exact, &Limits::default());
+    assert_eq!(result.outcome, Outcome::Proven);
+    assert_eq!(result.iterations, 0, "one e-node from the start, no rule needed");
+    let shifted = text.replace("{pad = [1, 1, 1, 1]}", "{pad = [0, 0, 2, 2], stride = [1, 1]}");
+    let after = parse_module(&mut ctx, shifted.as_bytes(), "conv.qir").unwrap();
+    verify(&mut ctx, &after).unwrap();
+    let Outcome::Failed(f) = check(&mut ctx, &before, &after, Relation::Exact, &Limits::default()).outcome
+    else {
+        panic!("a different padding was not caught")
+    };
+    assert!(loc_name(&ctx, &after, f.after_op).contains("conv1"));
+}
+
+#[test]
+fn the_default_rounding_spelled_out_is_the_same_qnn_op() {
+    let text = r#"
+func.func @main(%x: tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>, %w: tensor<8x8x1x1x!qnn.uniform<i8:f32, 0.01:0>>) -> tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.1:-128>> {
+  %y = qnn.conv2d_relu(%x, %w) : (tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>, tensor<8x8x1x1x!qnn.uniform<i8:f32, 0.01:0>>) -> tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.1:-128>> loc("conv1")
+  func.return %y : tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.1:-128>>
+}
+"#;
+    let mut ctx = context();
+    let before = parse_module(&mut ctx, text.as_bytes(), "qconv.qir").unwrap();
+    verify(&mut ctx, &before).unwrap();
+    let with = |attrs: &str| text.replace("(%x, %w) :", &format!("(%x, %w) {attrs} :"));
+    let spelled = with("{pad = [0, 0, 0, 0], rounding = \"half_away_from_zero\"}");
+    let after = parse_module(&mut ctx, spelled.as_bytes(), "qconv.qir").unwrap();
+    verify(&mut ctx, &after).unwrap();
+    assert_eq!(
+        check(&mut ctx, &before, &after, Relation::Exact, &Limits::default()).outcome,
+        Outcome::Proven
+    );
+    let other = with("{rounding = \"half_to_even\"}");
+    let after = parse_module(&mut ctx, other.as_bytes(), "qconv.qir").unwrap();
+    verify(&mut ctx, &after).unwrap();
+    assert!(matches!(
+        check(&mut ctx, &before, &after, Relation::Exact, &Limits::default()).outcome,
+        Outcome::Failed(_)
+    ));
+}
+
+#[test]
+fn a_zero_bias_adds_nothing_to_an_integer_convolution() {
+    let text = r#"
+func.func @main(%x: tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>, %w: tensor<8x8x1x1x!qnn.uniform<i8:f32, 0.01:0>>) -> tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.1:-128>> {
+  %y = qnn.conv2d(%x, %w) : (tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>, tensor<8x8x1x1x!qnn.uniform<i8:f32, 0.01:0>>) -> tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.1:-128>> loc("conv1")
+  func.return %y : tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.1:-128>>
+}
+"#;
+    let mut ctx = context();
+    let before = parse_module(&mut ctx, text.as_bytes(), "qconv.qir").unwrap();
+    verify(&mut ctx, &before).unwrap();
+    let with_bias = |value: &str| {
+        let constant = format!(
+            "%b = fp.constant() {{value = dense<{value}> : tensor<8xi32>}} : () -> tensor<8xi32>\n  %y = qnn.conv2d(%x, %w, %b) : (tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>, tensor<8x8x1x1x!qnn.uniform<i8:f32, 0.01:0>>, tensor<8xi32>)"
+        );
+        text.replace(
+            "%y = qnn.conv2d(%x, %w) : (tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>, tensor<8x8x1x1x!qnn.uniform<i8:f32, 0.01:0>>)",
+            &constant,
+        )
+    };
+    let zero = parse_module(&mut ctx, with_bias("0").as_bytes(), "qconv.qir").unwrap();
+    verify(&mut ctx, &zero).unwrap();
+    assert_eq!(check(&mut ctx, &before, &zero, Relation::Exact, &Limits::default()).outcome, Outcome::Proven);
+    let one = parse_module(&mut ctx, with_bias("1").as_bytes(), "qconv.qir").unwrap();
+    verify(&mut ctx, &one).unwrap();
+    assert!(matches!(
+        check(&mut ctx, &before, &one, Relation::Exact, &Limits::default()).outcome,
+        Outcome::Failed(_)
+    ));
+}
