@@ -53,6 +53,12 @@ pub struct Constant {
     pub key: ConstKey,
     /// Whether it is a constant of the IR (not one the checker computed).
     pub from_ir: bool,
+    /// For a value the checker's arithmetic computed, each element's bound
+    /// on the magnitudes of the terms it was computed from
+    /// ([`builtins::magnitude`]): rounding errors are committed at that
+    /// scale, so a sum that cancels is compared in ulps of its terms, not of
+    /// its small result. `None`: the value's own magnitude.
+    pub magnitude: Option<Arc<Tensor>>,
 }
 
 /// What the analysis knows of a class.
@@ -210,7 +216,7 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
                 let from_ir = egraph.analysis.ir_keys.contains_key(key);
                 Data {
                     ty: egraph.analysis.const_types.get(key).copied(),
-                    constant: value.map(|value| Constant { value, key: *key, from_ir }),
+                    constant: value.map(|value| Constant { value, key: *key, from_ir, magnitude: None }),
                     approx_done: from_ir,
                 }
             }
@@ -225,13 +231,20 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
             }
             Node::Fn { f, children } => {
                 // invariant: rule parsing checks each builtin's arity.
-                let operands: Option<Vec<Arc<Tensor>>> = children[..builtins::value_arity(*f)]
+                let operands: Option<Vec<&Constant>> = children[..builtins::value_arity(*f)]
                     .iter()
-                    .map(|&c| egraph[c].data.constant.as_ref().map(|k| k.value.clone()))
+                    .map(|&c| egraph[c].data.constant.as_ref())
                     .collect();
                 let axis = children.get(2).and_then(|&c| int_leaf(egraph, c));
-                let value = operands.and_then(|ops| builtins::evaluate(*f, &ops, axis));
-                Data { ty: None, constant: value.map(computed), approx_done: false }
+                let constant = operands.and_then(|ops| {
+                    let values: Vec<Arc<Tensor>> = ops.iter().map(|k| k.value.clone()).collect();
+                    let value = builtins::evaluate(*f, &values, axis)?;
+                    let magnitudes: Vec<Option<Arc<Tensor>>> =
+                        ops.iter().map(|k| k.magnitude.clone()).collect();
+                    let magnitude = builtins::magnitude(*f, &values, &magnitudes, axis).map(Arc::new);
+                    Some(Constant { magnitude, ..computed(value) })
+                });
+                Data { ty: None, constant, approx_done: false }
             }
         }
     }
@@ -246,19 +259,27 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
             (Some(_), None) => changed.1 = true,
             _ => {}
         }
-        match (&a.constant, b.constant) {
+        match (&mut a.constant, b.constant) {
             (None, Some(c)) => {
                 a.constant = Some(c);
                 changed.0 = true;
             }
             (Some(_), None) => changed.1 = true,
             (Some(x), Some(y)) => {
+                // The IR's own constant names the class; a bound on the terms
+                // a computed value came from is kept whichever record stays.
+                let magnitude = x.magnitude.clone().or(y.magnitude.clone());
+                if x.magnitude.is_some() != y.magnitude.is_some() {
+                    changed.0 |= x.magnitude.is_none();
+                    changed.1 |= y.magnitude.is_none();
+                }
                 if !x.from_ir && y.from_ir {
-                    a.constant = Some(y);
+                    *x = y;
                     changed.0 = true;
                 } else if x.key != y.key {
                     changed.1 = true;
                 }
+                x.magnitude = magnitude;
             }
             (None, None) => {}
         }
@@ -272,6 +293,11 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
 
     fn modify(egraph: &mut EGraph<Node, Self>, id: Id) {
         let Some(constant) = egraph[id].data.constant.clone() else { return };
+        // A computed value's own leaf: the node that computed it matches it
+        // within the tolerance, with the bound on its terms the leaf lacks.
+        if !constant.from_ir && egraph[id].nodes.iter().all(|n| matches!(n, Node::Const(_))) {
+            return;
+        }
         if !constant.from_ir {
             egraph.analysis.constants.entry(constant.key).or_insert_with(|| constant.value.clone());
             let leaf = egraph.add(Node::Const(constant.key));
@@ -289,20 +315,27 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
         egraph.analysis.computed_floats.entry(shape.clone()).or_default().push(id);
         let candidates = egraph.analysis.ir_float_leaves.get(&shape).cloned().unwrap_or_default();
         for (key, leaf) in candidates {
-            approx_union(egraph, id, &constant.value, key, leaf);
+            approx_union(egraph, id, &constant, key, leaf);
         }
     }
 }
 
 /// Unites the class `id` of the computed value `value` with the IR constant
 /// leaf `leaf` (key `key`) when they are within the tolerance.
-fn approx_union(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id, value: &Tensor, key: ConstKey, leaf: Id) {
+fn approx_union(
+    egraph: &mut EGraph<Node, EqAnalysis<'_>>,
+    id: Id,
+    computed: &Constant,
+    key: ConstKey,
+    leaf: Id,
+) {
     if egraph.find(leaf) == egraph.find(id) {
         return;
     }
     let Some(ir) = egraph.analysis.constants.get(&key).cloned() else { return };
     let precision = egraph.analysis.ir_keys.get(&key).copied().unwrap_or(Precision::F32);
-    if let Some(ulps) = ulp_distance(value, &ir, precision, egraph.analysis.ulps) {
+    let magnitude = computed.magnitude.as_deref();
+    if let Some(ulps) = ulp_distance(&computed.value, &ir, precision, egraph.analysis.ulps, magnitude) {
         let analysis = &mut egraph.analysis;
         analysis.max_ulps_used = analysis.max_ulps_used.max(ulps);
         analysis.approx_matches += 1;
@@ -327,7 +360,7 @@ pub fn register_ir_float_leaf(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id,
         return;
     }
     for computed in analysis.computed_floats.get(&shape).cloned().unwrap_or_default() {
-        let Some(value) = egraph[computed].data.constant.as_ref().map(|c| c.value.clone()) else { continue };
+        let Some(value) = egraph[computed].data.constant.clone() else { continue };
         approx_union(egraph, computed, &value, constant.key, id);
     }
 }
@@ -335,7 +368,7 @@ pub fn register_ir_float_leaf(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id,
 /// A computed constant's record.
 fn computed(value: Tensor) -> Constant {
     let key = key_of(&value);
-    Constant { value: Arc::new(value), key, from_ir: false }
+    Constant { value: Arc::new(value), key, from_ir: false, magnitude: None }
 }
 
 /// The constant result `result` of op `name` on constant operands, folded
@@ -366,7 +399,7 @@ fn folded(
             value
         }
     };
-    entry.map(|(key, value)| Constant { value, key, from_ir: false })
+    entry.map(|(key, value)| Constant { value, key, from_ir: false, magnitude: None })
 }
 
 /// The value of result `result` of op `name` when every operand is a known
@@ -451,18 +484,26 @@ fn power_of_two(e: i32) -> f64 {
 }
 
 /// The largest distance in ulps (of the IR constant's element type,
-/// `precision`) between `computed` and the IR constant `ir`, if every element
+/// `precision`, at each element's larger magnitude or its bound in
+/// `magnitude`) between `computed` and the IR constant `ir`, if every element
 /// is within `limit` ulps and both are float tensors of one shape.
-pub fn ulp_distance(computed: &Tensor, ir: &Tensor, precision: Precision, limit: u32) -> Option<u32> {
-    if computed.shape() != ir.shape() {
+pub fn ulp_distance(
+    computed: &Tensor,
+    ir: &Tensor,
+    precision: Precision,
+    limit: u32,
+    magnitude: Option<&Tensor>,
+) -> Option<u32> {
+    if computed.shape() != ir.shape() || magnitude.is_some_and(|m| m.shape() != ir.shape()) {
         return None;
     }
+    let bounds = magnitude.map(Tensor::to_f64_vec).unwrap_or_default();
     let mut largest = 0u32;
-    for (x, y) in float_values(computed)?.zip(float_values(ir)?) {
+    for (i, (x, y)) in float_values(computed)?.zip(float_values(ir)?).enumerate() {
         if x == y || (x.is_nan() && y.is_nan()) {
             continue;
         }
-        let magnitude = x.abs().max(y.abs());
+        let magnitude = x.abs().max(y.abs()).max(bounds.get(i).copied().unwrap_or(0.0));
         if !magnitude.is_finite() {
             return None;
         }
@@ -493,10 +534,16 @@ mod tests {
     fn ulps_are_measured_at_the_larger_magnitude() {
         let a = Tensor::from_f32(&[3], vec![1.0, 2.0, -0.0]).unwrap();
         let b = Tensor::from_f32(&[3], vec![1.0 + f32::EPSILON, 2.0, 0.0]).unwrap();
-        assert_eq!(ulp_distance(&a, &b, Precision::F32, 4), Some(1));
+        assert_eq!(ulp_distance(&a, &b, Precision::F32, 4, None), Some(1));
         let far = Tensor::from_f32(&[3], vec![1.0 + 8.0 * f32::EPSILON, 2.0, 0.0]).unwrap();
-        assert_eq!(ulp_distance(&a, &far, Precision::F32, 4), None);
-        assert_eq!(ulp_distance(&a, &far, Precision::F16, 4), Some(1));
-        assert_eq!(ulp_distance(&a, &a, Precision::F32, 0), Some(0));
+        assert_eq!(ulp_distance(&a, &far, Precision::F32, 4, None), None);
+        assert_eq!(ulp_distance(&a, &far, Precision::F16, 4, None), Some(1));
+        assert_eq!(ulp_distance(&a, &a, Precision::F32, 0, None), Some(0));
+        // 1 - 0.9999999 computed in f32 is off by an ulp of 1, not of 1e-7.
+        let small = Tensor::F64(ndarray::arr1(&[1.0 - 0.999_999_9]).into_dyn());
+        let rounded = Tensor::from_f32(&[1], vec![1.0f32 - 0.999_999_9f32]).unwrap();
+        assert_eq!(ulp_distance(&small, &rounded, Precision::F32, 4, None), None);
+        let terms = Tensor::F64(ndarray::arr1(&[2.0]).into_dyn());
+        assert!(ulp_distance(&small, &rounded, Precision::F32, 4, Some(&terms)).is_some());
     }
 }
