@@ -15,20 +15,23 @@ fn identity(name: &'static str, op: &str, value: &str, operand_first: bool) -> E
 /// Per-channel scaling and shifting of a layer's output as new weights and
 /// bias: the layer is linear in its weight and bias per output channel
 /// (`weight_axis` of the weight holds the output channels; the output's
-/// channel axis is 1).
-fn linear_in_weight_and_bias(op: &'static str, rules: &mut Vec<EquivRule>) {
-    let real = |name: String, lhs: String, rhs: String| EquivRule::new(Relation::Real, name, lhs, rhs);
+/// channel axis is 1). `when` limits the rules (a transposed convolution's
+/// weight holds its output channels on axis 1 only with one group).
+fn linear_in_weight_and_bias(op: &'static str, weight_axis: i64, when: &str, rules: &mut Vec<EquivRule>) {
+    let real = |name: String, lhs: String, rhs: String| {
+        EquivRule::new(Relation::Real, name, lhs, rhs).when(when.to_string())
+    };
     let short = op.trim_start_matches("fp.");
     rules.extend([
         real(
             format!("{short}-times-channel-vector-scales-weight-and-bias"),
             format!("(chan-mul ({op} ?a ?t ?x ?w ?b) ?s 1)"),
-            format!("({op} ?a ?t ?x (chan-mul ?w ?s 0) (* ?b ?s))"),
+            format!("({op} ?a ?t ?x (chan-mul ?w ?s {weight_axis}) (* ?b ?s))"),
         ),
         real(
             format!("{short}-without-bias-times-channel-vector-scales-weight"),
             format!("(chan-mul ({op} ?a ?t ?x ?w) ?s 1)"),
-            format!("({op} ?a ?t ?x (chan-mul ?w ?s 0))"),
+            format!("({op} ?a ?t ?x (chan-mul ?w ?s {weight_axis}))"),
         ),
         real(
             format!("{short}-plus-channel-vector-shifts-bias"),
@@ -38,7 +41,7 @@ fn linear_in_weight_and_bias(op: &'static str, rules: &mut Vec<EquivRule>) {
         real(
             format!("{short}-without-bias-plus-channel-vector-is-its-bias"),
             format!("(chan-add ({op} ?a ?t ?x ?w) ?s 1)"),
-            format!("({op} ?a ?t ?x ?w (+ (zeros-of-axis ?w 0) ?s))"),
+            format!("({op} ?a ?t ?x ?w (+ (zeros-of-axis ?w {weight_axis}) ?s))"),
         ),
     ]);
 }
@@ -98,7 +101,12 @@ pub fn rules() -> Vec<EquivRule> {
         "(fp.matmul {} ?t ?x (fp.transpose {perm = [1, 0]} (transposed-type ?w) ?w))".into(),
     ));
     for op in ["fp.conv2d", "fp.conv1d", "fp.dense"] {
-        linear_in_weight_and_bias(op, &mut rules);
+        linear_in_weight_and_bias(op, 0, "", &mut rules);
+    }
+    // Weights C_in × C_out/groups × k...: with one group (the default, left
+    // out of the node), axis 1 holds the output channels.
+    for op in ["fp.conv_transpose2d", "fp.conv_transpose1d"] {
+        linear_in_weight_and_bias(op, 1, "(lacks-attr ?a groups)", &mut rules);
     }
     rules
 }

@@ -68,7 +68,8 @@ pub fn evaluate(f: Builtin, operands: &[Arc<Tensor>], axis: Option<i64>) -> Opti
 /// computed from, given its operands' `values` and their bounds
 /// (`magnitudes`; `None` for a value's own magnitude): sums and differences
 /// add their terms' bounds, products and quotients scale them, a square root
-/// takes the root. Rounding in a different order errs at this scale.
+/// takes the root. Rounding in a different order errs at this scale. `None`
+/// when the bound is the value's own magnitude.
 pub fn magnitude(
     f: Builtin,
     values: &[Arc<Tensor>],
@@ -82,6 +83,13 @@ pub fn magnitude(
         }
     };
     let absolute = |i: usize| Some(Arc::new(Tensor::F64(as_f64(&values[i])?.mapv(f64::abs))));
+    // Products, quotients and roots of values without a bound of their own
+    // are bounded by their own magnitude: nothing to carry (and nothing to
+    // compute over a layer's weights).
+    let summed = matches!(f, Builtin::Add | Builtin::Sub | Builtin::ChanAdd);
+    if !summed && magnitudes.iter().all(Option::is_none) {
+        return None;
+    }
     match f {
         Builtin::Sqrt => Some(Tensor::F64(as_f64(&*bound(0)?)?.mapv(f64::sqrt))),
         Builtin::Add | Builtin::Sub => evaluate(Builtin::Add, &[bound(0)?, bound(1)?], axis),
@@ -145,7 +153,10 @@ mod magnitude_tests {
         let b = Arc::new(Tensor::from_f32(&[1], vec![-1.5]).unwrap());
         let m = magnitude(Builtin::Add, &[a.clone(), b.clone()], &[None, None], None).unwrap();
         assert_eq!(m.to_f64_vec(), [2.5, 3.5]);
-        let m = magnitude(Builtin::Mul, &[a, b], &[None, None], None).unwrap();
-        assert_eq!(m.to_f64_vec(), [1.5, 3.0]);
+        let sum = Arc::new(m);
+        let m = magnitude(Builtin::Mul, &[a.clone(), b.clone()], &[Some(sum), None], None).unwrap();
+        assert_eq!(m.to_f64_vec(), [3.75, 5.25]);
+        // A product of plain values is bounded by itself.
+        assert!(magnitude(Builtin::Mul, &[a, b], &[None, None], None).is_none());
     }
 }

@@ -253,6 +253,63 @@ pub fn check_with_memo(
     }
 }
 
+/// The op after the pass whose location is `ob`'s name, or a fused location
+/// holding it (a fold names the ops it merged). Only a name identifies an op
+/// across the two functions; a file position does not.
+fn at_location(ctx: &Context, before: &Module, ob: OpId, new: &Added, after: &Module) -> Option<OpId> {
+    let text = qopt_ir_core::loc_to_string(ctx, before.op_loc(ob));
+    let name = text.strip_prefix("loc(").and_then(|t| t.strip_suffix(')'))?;
+    if !(name.len() > 2 && name.starts_with('"') && name.ends_with('"')) {
+        return None;
+    }
+    new.ops.iter().copied().find(|&op| {
+        let there = qopt_ir_core::loc_to_string(ctx, after.op_loc(op));
+        there == text || (there.starts_with("loc(fused[") && there.contains(name))
+    })
+}
+
+/// The earliest op (in program order) among those `result` depends on
+/// before the pass, with operands, whose value the function after the pass
+/// does not have and which no value it does have was computed from: what a
+/// pass folded away (a batch norm into its conv) leads to a value both
+/// functions have, what it got wrong leads to none.
+fn first_lost_value(
+    eg: &EGraph<Node, EqAnalysis<'_>>,
+    old: &Added,
+    new: &Added,
+    before: &Module,
+    result: ValueId,
+) -> Option<OpId> {
+    let kept: FxHashSet<Id> = new.values.values().map(|&id| eg.find(id)).collect();
+    let is_kept = |v: ValueId| old.values.get(&v).is_some_and(|&id| kept.contains(&eg.find(id)));
+    let mut needed: FxHashSet<OpId> = FxHashSet::default();
+    let mut stack = vec![result];
+    while let Some(v) = stack.pop() {
+        let def = before.defining_op(v);
+        if def.is_none() || !needed.insert(def) {
+            continue;
+        }
+        stack.extend(before.operands(def));
+    }
+    // Whether a kept value was computed from the op's results, in reverse
+    // program order so that every user is seen before its operands.
+    let mut leads_to_kept: FxHashSet<OpId> = FxHashSet::default();
+    for &op in old.ops.iter().rev() {
+        let leads = before.results(op).any(|r| {
+            before.uses(r).any(|u| before.results(u.op).any(is_kept) || leads_to_kept.contains(&u.op))
+        });
+        if leads {
+            leads_to_kept.insert(op);
+        }
+    }
+    old.ops.iter().copied().find(|&op| {
+        needed.contains(&op)
+            && before.num_operands(op) > 0
+            && !before.results(op).any(is_kept)
+            && !leads_to_kept.contains(&op)
+    })
+}
+
 /// The earliest op (in program order) among those `result` depends on after
 /// the pass, with operands, whose results are none of the values before the
 /// pass while each of its operands is one of them.
@@ -319,14 +376,28 @@ fn first_failure(
             if same(vb, va) {
                 continue;
             }
-            if let Some(oa) = first_new_value(eg, old, new, after, va) {
-                let loc = after.op_loc(oa);
-                let ob = old.ops.iter().copied().find(|&op| before.op_loc(op) == loc);
+            let lost = first_lost_value(eg, old, new, before, vb);
+            // The lost op and its counterpart after the pass; else the first
+            // new value after the pass (a lost op without a location, such as
+            // a dequantize fuse removed, names nothing a person can find).
+            let counterpart = lost.and_then(|ob| at_location(eg.analysis.ctx, before, ob, new, after));
+            let (lost, made) = match counterpart {
+                Some(oa) => (lost, Some(oa)),
+                None => {
+                    let made = first_new_value(eg, old, new, after, va);
+                    let at = made.and_then(|oa| {
+                        old.ops.iter().copied().find(|&op| before.op_loc(op) == after.op_loc(oa))
+                    });
+                    (at.or(lost), made)
+                }
+            };
+            if lost.is_some() || made.is_some() {
+                let ob = lost;
                 return Failure {
                     function: function.clone(),
                     result: index,
                     before_op: ob,
-                    after_op: Some(oa),
+                    after_op: made,
                     rules_fired: fired,
                 };
             }

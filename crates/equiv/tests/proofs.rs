@@ -418,3 +418,52 @@ func.func @main(%x: tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>, %w: tensor<8x
         Outcome::Failed(_)
     ));
 }
+
+/// A transposed convolution whose output a per-channel constant shifts and
+/// a batch norm scales (what PP-OCRv4's detector does), then an SE-like
+/// branch whose hard sigmoid fold-bn folds into a convolution.
+const CONV_TRANSPOSE_BN: &str = r#"
+func.func @main(%x: tensor<1x2x2x2xf32>) -> tensor<1x2x4x4xf32> {
+  %w = fp.constant() {value = dense<[[[[0.5, -1.0], [0.25, 2.0]], [[1.0, 0.5], [-0.5, 0.75]]], [[[0.125, 1.5], [-2.0, 0.5]], [[0.3, -0.7], [1.1, 0.2]]]]> : tensor<2x2x2x2xf32>} : () -> tensor<2x2x2x2xf32>
+  %t = fp.conv_transpose2d(%x, %w) {stride = [2, 2]} : (tensor<1x2x2x2xf32>, tensor<2x2x2x2xf32>) -> tensor<1x2x4x4xf32> loc("deconv")
+  %c = fp.constant() {value = dense<[[[[0.3]], [[-0.6]]]]> : tensor<1x2x1x1xf32>} : () -> tensor<1x2x1x1xf32>
+  %s = fp.add(%t, %c) : (tensor<1x2x4x4xf32>, tensor<1x2x1x1xf32>) -> tensor<1x2x4x4xf32> loc("shift")
+  %g = fp.constant() {value = dense<[1.5, 0.5]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %b = fp.constant() {value = dense<[0.1, -0.2]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %m = fp.constant() {value = dense<[0.3, 0.4]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %v = fp.constant() {value = dense<[0.8, 1.2]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %n = fp.batch_norm(%s, %g, %b, %m, %v) : (tensor<1x2x4x4xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32> loc("bn")
+  %k = fp.constant() {value = dense<[[[[0.5]], [[1.0]]], [[[-2.0]], [[0.25]]]]> : tensor<2x2x1x1xf32>} : () -> tensor<2x2x1x1xf32>
+  %y = fp.conv2d(%n, %k) : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x4x4xf32> loc("se_conv")
+  %h = fp.hard_sigmoid(%y) {alpha = 0.1666667 : f32, beta = 0.5 : f32} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> loc("gate")
+  %r = fp.mul(%n, %h) : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32> loc("scale")
+  func.return %r : tensor<1x2x4x4xf32>
+}
+"#;
+
+#[test]
+fn fold_bn_into_a_transposed_convolution_is_proven_and_a_wrong_one_is_found_there() {
+    let mut ctx = context();
+    let before = parse_module(&mut ctx, CONV_TRANSPOSE_BN.as_bytes(), "deconv.qir").unwrap();
+    verify(&mut ctx, &before).unwrap();
+    let mut after = before.clone();
+    run(&mut ctx, &mut after, "fold-bn");
+    let proven = check(&mut ctx, &before, &after, Relation::Real, &Limits::default());
+    assert_eq!(proven.outcome, Outcome::Proven, "{}", proven.summary(4));
+    // The same fold from a batch norm with another epsilon: wrong at the
+    // transposed convolution, not at the SE convolution the pass also made.
+    let wrong = CONV_TRANSPOSE_BN.replace(
+        "fp.batch_norm(%s, %g, %b, %m, %v)",
+        "fp.batch_norm(%s, %g, %b, %m, %v) {epsilon = 0.5 : f32}",
+    );
+    let mut after = parse_module(&mut ctx, wrong.as_bytes(), "deconv.qir").unwrap();
+    run(&mut ctx, &mut after, "fold-bn");
+    let result = check(&mut ctx, &before, &after, Relation::Real, &Limits::default());
+    let Outcome::Failed(f) = result.outcome else { panic!("not caught: {}", result.summary(4)) };
+    assert!(
+        loc_name(&ctx, &before, f.before_op).contains("deconv"),
+        "{}",
+        loc_name(&ctx, &before, f.before_op)
+    );
+    assert!(loc_name(&ctx, &after, f.after_op).contains("deconv"), "{}", loc_name(&ctx, &after, f.after_op));
+}
