@@ -346,10 +346,12 @@ impl PassInstrumentation for NumericsHook {
         self.last_after = Some((run.position, after));
         let (text, failure) = match verdict {
             Verdict::Reported(text) => (text, None),
-            Verdict::Failed { text, detail, producer } => (text, Some((detail, producer))),
+            Verdict::Failed { text, detail, producer, input_seed } => {
+                (text, Some((detail, producer, input_seed)))
+            }
         };
         self.push(run, text, failure.is_some());
-        let Some((detail, producer)) = failure else { return Ok(()) };
+        let Some((detail, producer, input_seed)) = failure else { return Ok(()) };
         if self.settings.mode == Mode::Warn {
             return Ok(());
         }
@@ -364,14 +366,28 @@ impl PassInstrumentation for NumericsHook {
         } else {
             Diagnostic::error(module.source_name().cloned(), SrcPos::NONE, headline)
         };
-        let how = format!(
-            "input #k is random with seed {} + k (float and quantized arguments as `qrun --random-inputs \
-             --seed N` draws them); `qrun BEFORE.qir --random-inputs --seed N --compare AFTER.qir` compares \
-             the reproducer with the module after the pass layer by layer",
-            self.settings.seed
-        );
-        let note = Diagnostic { severity: Severity::Note, ..Diagnostic::error(None, SrcPos::NONE, how) };
-        Err(Diagnostics(vec![diag.with_note(note)]))
+        let settings = self.settings;
+        let mut notes = Vec::new();
+        if let Some(seed) = input_seed {
+            notes.push(format!(
+                "input #k is drawn with seed {} + k; float and quantized arguments are those of \
+                 `qrun --random-inputs --seed {seed}`",
+                settings.seed
+            ));
+        }
+        notes.push(format!(
+            "to see this again, add `--verify-numerics={} --verify-numerics-seed={}` to the replay command; \
+             `qrun REPRODUCER.qir --random-inputs --seed N --compare AFTER.qir` finds the first located \
+             value that differs",
+            settings.inputs, settings.seed
+        ));
+        let diag = notes.into_iter().fold(diag, |d, text| {
+            d.with_note(Diagnostic {
+                severity: Severity::Note,
+                ..Diagnostic::error(None, SrcPos::NONE, text)
+            })
+        });
+        Err(Diagnostics(vec![diag]))
     }
 }
 
@@ -380,8 +396,9 @@ enum Verdict {
     /// A report line: judged and kept, informational, or not run.
     Reported(String),
     /// A report line for a judged pass that broke its criterion, what broke
-    /// it, and the op producing that result after the pass (if known).
-    Failed { text: String, detail: String, producer: OpId },
+    /// it, the op producing that result after the pass (if known) and the
+    /// seed of the input that broke it (if one did).
+    Failed { text: String, detail: String, producer: OpId, input_seed: Option<u64> },
 }
 
 /// The verdict on the runs before and after a pass held to `criterion`.
@@ -403,7 +420,7 @@ fn judge(
         Err(why) if judged => {
             let text = format!("FAILED under {}: {why}", criterion.describe());
             let detail = format!("the results cannot be compared: {why}");
-            return Verdict::Failed { text, detail, producer: OpId::NONE };
+            return Verdict::Failed { text, detail, producer: OpId::NONE, input_seed: None };
         }
         Err(why) => return Verdict::Reported(format!("{}: {why}", criterion.describe())),
     };
@@ -413,7 +430,8 @@ fn judge(
         return Verdict::Reported(format!("{verdict}{}: {figures}", criterion.describe()));
     };
     let steps = broken.diff.steps.map(|s| format!(", {} steps", step_text(s))).unwrap_or_default();
-    let input = format!("input #{} (seed {})", broken.input, seed.wrapping_add(broken.input as u64));
+    let input_seed = seed.wrapping_add(broken.input as u64);
+    let input = format!("input #{} (seed {input_seed})", broken.input);
     let result = format!("result #{} of @{}", broken.result, new.function);
     let detail = match (old.results.get(broken.result), new.results.get(broken.result)) {
         // The same values, but not the same type: only `exact` minds.
@@ -432,6 +450,7 @@ fn judge(
         text: format!("FAILED under {}: {figures}; first: {detail}", criterion.describe()),
         producer: new.producers.get(broken.result).copied().unwrap_or(OpId::NONE),
         detail,
+        input_seed: Some(input_seed),
     }
 }
 

@@ -12,14 +12,26 @@
 //!   is not run.
 //! - **Kernels**: those installed in the context (a downstream dialect's
 //!   included), else the standard ones.
+//! - **Threads**: the inputs are spread over the cores, one forked
+//!   interpreter per thread (sharing plans and constant tensors); the results
+//!   and the error reported (the first input's, in input order) do not depend
+//!   on the thread count or timing.
 //!
 //! Every reason a side cannot run (no entry function, a dynamic or huge
 //! argument, a missing kernel, an error while running, more output elements
 //! than [`MAX_KEPT_ELEMENTS`]) is a message, never a panic.
 
 use crate::difference::QuantGrid;
-use qopt_interp::{random_arguments, IntegerValues, Interpreter, KernelRegistry, RandomInputs, Tensor};
-use qopt_ir_core::{function_signature, type_to_string, Context, Module, OpId, OpView, Type};
+use qopt_interp::{
+    check_random_arguments, random_arguments, IntegerValues, Interpreter, KernelRegistry, RandomInputs,
+    Tensor,
+};
+use qopt_ir_core::{
+    function_signature, static_num_elements, type_to_string, Context, Module, OpId, OpView, Type,
+};
+use std::num::NonZeroUsize;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// The most output elements one side keeps for comparison, over all its
 /// inputs (2^26: 256 MiB of f32).
@@ -55,23 +67,38 @@ impl SampleRuns {
         let (args, results) = function_signature(&view).map_err(|e| format!("@{function}: {e}"))?;
         let (args, results) = (args.to_vec(), results.to_vec());
         let (grids, producers) = result_grids(ctx, module, func, &results);
+        check_random_arguments(ctx, &args, &INPUTS)
+            .map_err(|e| format!("argument #{} of @{function} {}", e.argument, e.message))?;
         let kernels = KernelRegistry::of(ctx).cloned().unwrap_or_else(KernelRegistry::standard);
         let mut interpreter = Interpreter::new(ctx, module, &kernels);
         interpreter.prepare(&function).map_err(|e| e.to_string())?;
-        let mut outputs = Vec::with_capacity(count as usize);
-        let mut kept = 0u64;
-        for k in 0..count {
-            let inputs = random_arguments(ctx, &args, seed.wrapping_add(u64::from(k)), &INPUTS)
-                .map_err(|e| format!("argument #{} of @{function} {}", e.argument, e.message))?;
-            let values = interpreter.run(&function, &inputs).map_err(|e| format!("input #{k}: {e}"))?;
-            kept += values.iter().map(|t| t.len() as u64).sum::<u64>();
-            if kept > MAX_KEPT_ELEMENTS {
-                return Err(format!(
-                    "the results of {count} inputs have more than {MAX_KEPT_ELEMENTS} elements to keep for \
-                     the comparison; ask for fewer inputs"
-                ));
+        let limit_message = || {
+            format!(
+                "the results of {count} inputs have more than {MAX_KEPT_ELEMENTS} elements to keep for the \
+                 comparison; ask for fewer inputs"
+            )
+        };
+        let static_elements: Option<u64> = results
+            .iter()
+            .map(|&ty| static_num_elements(ctx, ty))
+            .try_fold(0u64, |sum, n| sum.checked_add(n?));
+        // Results of static shapes are counted before anything runs.
+        if let Some(per_input) = static_elements {
+            if per_input.checked_mul(u64::from(count)).is_none_or(|n| n > MAX_KEPT_ELEMENTS) {
+                return Err(limit_message());
             }
-            outputs.push(values);
+        }
+        let job = Job {
+            ctx,
+            function: &function,
+            args: &args,
+            seed,
+            kept: AtomicU64::new(0),
+            over: AtomicBool::new(false),
+        };
+        let outputs = job.run_all(&interpreter, count)?;
+        if job.over.load(Ordering::Relaxed) {
+            return Err(limit_message());
         }
         Ok(SampleRuns { function, args, results, grids, producers, outputs })
     }
@@ -81,6 +108,72 @@ impl SampleRuns {
         let list =
             |types: &[Type]| types.iter().map(|&t| type_to_string(ctx, t)).collect::<Vec<_>>().join(", ");
         format!("@{}({}) -> ({})", self.function, list(&self.args), list(&self.results))
+    }
+}
+
+/// The runs of one side, spread over the cores: each thread has its own
+/// interpreter (a fork sharing the plans and constant tensors) and takes a
+/// contiguous range of inputs, so results come back in input order.
+struct Job<'a> {
+    ctx: &'a Context,
+    function: &'a str,
+    args: &'a [Type],
+    seed: u64,
+    /// Output elements kept so far, over every thread.
+    kept: AtomicU64,
+    /// Set once `kept` passed [`MAX_KEPT_ELEMENTS`]: every thread stops.
+    over: AtomicBool,
+}
+
+impl Job<'_> {
+    /// The results of every input in order, or the error of the first input
+    /// that failed (each input runs, so the error does not depend on timing).
+    fn run_all(&self, interpreter: &Interpreter<'_>, count: u32) -> Result<Vec<Vec<Tensor>>, String> {
+        let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        let threads = u32::try_from(cores).unwrap_or(1).clamp(1, count.max(1));
+        if threads == 1 {
+            return self.run_range(&mut interpreter.fork(), 0..count).into_iter().collect();
+        }
+        let per_thread: Vec<Vec<Result<Vec<Tensor>, String>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let mut worker = interpreter.fork();
+                    let range = t * count / threads..(t + 1) * count / threads;
+                    scope.spawn(move || self.run_range(&mut worker, range))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| vec![Err("an interpreter thread panicked".to_string())]))
+                .collect()
+        });
+        per_thread.into_iter().flatten().collect()
+    }
+
+    /// The results of inputs `range`, until the kept elements are too many.
+    fn run_range(&self, worker: &mut Interpreter<'_>, range: Range<u32>) -> Vec<Result<Vec<Tensor>, String>> {
+        let mut results = Vec::with_capacity(range.len());
+        for k in range {
+            if self.over.load(Ordering::Relaxed) {
+                break;
+            }
+            let result = self.run_one(worker, k);
+            if let Ok(values) = &result {
+                let elements: u64 = values.iter().map(|t| t.len() as u64).sum();
+                if self.kept.fetch_add(elements, Ordering::Relaxed) + elements > MAX_KEPT_ELEMENTS {
+                    self.over.store(true, Ordering::Relaxed);
+                }
+            }
+            results.push(result);
+        }
+        results
+    }
+
+    fn run_one(&self, worker: &mut Interpreter<'_>, k: u32) -> Result<Vec<Tensor>, String> {
+        let function = self.function;
+        let inputs = random_arguments(self.ctx, self.args, self.seed.wrapping_add(u64::from(k)), &INPUTS)
+            .map_err(|e| format!("argument #{} of @{function} {}", e.argument, e.message))?;
+        worker.run(function, &inputs).map_err(|e| format!("input #{k}: {e}"))
     }
 }
 

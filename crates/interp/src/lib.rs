@@ -44,7 +44,8 @@ pub use error::InterpError;
 pub use exec::{run_function, run_function_with, Interpreter, MAX_CALL_DEPTH, MAX_ELEMENTS};
 pub use kernels::qnn::{dequantize_tensor, QuantConv2d, Relu};
 pub use random_inputs::{
-    random_arguments, IntegerValues, RandomInputError, RandomInputs, SplitMix64, SMALL_INTEGERS,
+    check_random_arguments, random_arguments, IntegerValues, RandomInputError, RandomInputs, SplitMix64,
+    SMALL_INTEGERS,
 };
 pub use registry::{Kernel, KernelContext, KernelRegistry, KernelResults};
 pub use tensor::{DType, Tensor};

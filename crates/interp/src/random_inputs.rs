@@ -142,6 +142,19 @@ pub fn random_arguments(
         .collect()
 }
 
+/// Checks, without generating anything, that [`random_arguments`] can
+/// generate every argument of `arg_types` (the same errors).
+pub fn check_random_arguments(
+    ctx: &Context,
+    arg_types: &[Type],
+    how: &RandomInputs,
+) -> Result<(), RandomInputError> {
+    for (argument, &ty) in arg_types.iter().enumerate() {
+        plan_argument(ctx, ty, how).map_err(|message| RandomInputError { argument, message })?;
+    }
+    Ok(())
+}
+
 /// What to generate for one argument.
 struct ArgumentPlan {
     dims: Vec<usize>,

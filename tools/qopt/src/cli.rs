@@ -103,8 +103,8 @@ pub struct Cli {
     pub verify_equiv: Option<VerifyEquiv>,
     /// Run the module before and after each pass on N random inputs (default
     /// 8) in the interpreter and report the largest difference of the results;
-    /// a pass declaring a relation fails the run if it breaks it
-    /// (docs/verification.md).
+    /// a pass that keeps semantics fails the run if its results move beyond
+    /// its relation (docs/verification.md).
     #[arg(
         long,
         value_name = "N",

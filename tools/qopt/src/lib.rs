@@ -384,15 +384,8 @@ impl Invocation<'_> {
             print_sink: Box::new(&mut *err),
             ..Instrumentation::default()
         };
-        let equiv_report = qopt_equiv::SharedReport::default();
-        if let Some(mode) = cli.verify_equiv {
-            let mode = match mode {
-                VerifyEquiv::Fail => qopt_equiv::Mode::Fail,
-                VerifyEquiv::Warn => qopt_equiv::Mode::Warn,
-            };
-            let hook = qopt_equiv::EquivHook::new(mode, qopt_equiv::Limits::default(), equiv_report.clone());
-            inst.hooks.push(Box::new(hook));
-        }
+        // The numerics hook runs first: when a proof fails, the report still
+        // says whether the pass moved the results (a missing rule or a bug).
         let numerics_report = qopt_equiv::NumericsReport::default();
         let numerics_settings = cli.verify_numerics.map(|inputs| qopt_equiv::NumericsSettings {
             inputs,
@@ -404,6 +397,15 @@ impl Invocation<'_> {
         });
         if let Some(settings) = numerics_settings {
             inst.hooks.push(Box::new(qopt_equiv::NumericsHook::new(settings, numerics_report.clone())));
+        }
+        let equiv_report = qopt_equiv::SharedReport::default();
+        if let Some(mode) = cli.verify_equiv {
+            let mode = match mode {
+                VerifyEquiv::Fail => qopt_equiv::Mode::Fail,
+                VerifyEquiv::Warn => qopt_equiv::Mode::Warn,
+            };
+            let hook = qopt_equiv::EquivHook::new(mode, qopt_equiv::Limits::default(), equiv_report.clone());
+            inst.hooks.push(Box::new(hook));
         }
         let result = self.pipeline.run(&mut ctx, &mut module, &mut inst);
         drop(inst);

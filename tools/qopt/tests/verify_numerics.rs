@@ -88,6 +88,13 @@ fn preserving_passes_keep_their_results_within_their_relation() {
     for pass in ["canonicalize", "cse", "dce"] {
         assert_eq!(report_line(&stderr, pass), "ok under exact: 4 inputs, identical results", "{stderr}");
     }
+
+    // With the proof as well: both reports, proof first.
+    let (code, stderr) = qopt(&[&input, "--pass=fold-bn,cse", "--verify-numerics=2", "--verify-equiv"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (proofs, numerics) = (stderr.find("===- Equivalence checks"), stderr.find("===- Numerics checks"));
+    assert!(proofs.is_some() && proofs < numerics, "{stderr}");
+    assert!(report_line(&stderr, "cse").starts_with("ok under exact: 2 inputs"), "{stderr}");
 }
 
 /// A broken pass: claims to keep results exactly but adds 0.5 to the first
@@ -159,7 +166,11 @@ fn a_pass_that_changes_a_constant_is_caught_and_named() {
          results, but input #0 (seed 0) differs at result #0 of @main by |Δ| "
     );
     assert!(stderr.contains(&error), "{stderr}");
-    assert!(stderr.contains("note: input #k is random with seed 0 + k"), "{stderr}");
+    assert!(stderr.contains("note: input #k is drawn with seed 0 + k; float and quantized arguments are those of `qrun --random-inputs --seed 0`"), "{stderr}");
+    assert!(
+        stderr.contains("add `--verify-numerics=8 --verify-numerics-seed=0` to the replay command"),
+        "{stderr}"
+    );
     assert!(stderr.contains("pass 'test-perturb-constant' failed"), "{stderr}");
     assert!(stderr.contains("reproducer written to"), "{stderr}");
 
@@ -257,6 +268,12 @@ fn modules_that_cannot_run_are_reported_not_run_without_failing() {
              func.return %x : tensor<65536x65536xf32>\n}\n",
             "argument #0 of @main has type tensor<65536x65536xf32>, more than the interpreter's limit of \
              2147483648 elements",
+        ),
+        (
+            "func.func @main(%x: tensor<4096x4096xf32>) -> tensor<4096x4096xf32> {\n  \
+             func.return %x : tensor<4096x4096xf32>\n}\n",
+            "the results of 8 inputs have more than 67108864 elements to keep for the comparison; ask for \
+             fewer inputs",
         ),
         (
             "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  \
