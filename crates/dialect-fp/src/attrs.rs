@@ -16,7 +16,9 @@
 //! `true`/`false` and strings are string attributes. [`ConvAttrs`],
 //! [`ConvTransposeAttrs`] and [`PoolAttrs`] read the window attributes of
 //! convolutions, transposed convolutions and pools with their defaults, so
-//! every dialect and the interpreter agree on them.
+//! every dialect and the interpreter agree on them; their
+//! `default_attributes` declare the same defaults to the equivalence checker
+//! (the `AttributeDefaults` interface of the ops), from the same values.
 
 use qopt_ir_core::{attr_to_string, AttrData, Attribute, Context, OpView};
 use smallvec::SmallVec;
@@ -286,13 +288,41 @@ pub struct ConvAttrs {
 }
 
 impl ConvAttrs {
+    /// What a convolution over `n` spatial dimensions reads for the window
+    /// attributes it leaves out: stride and dilation ones, no padding, one
+    /// group. The one source of these defaults: [`read_in`](Self::read_in)
+    /// reads missing attributes as these, and
+    /// [`default_attributes`](Self::default_attributes) declares them to the
+    /// equivalence checker.
+    pub fn defaults(n: usize) -> ConvAttrs {
+        ConvAttrs {
+            stride: smallvec::smallvec![1; n],
+            pad: smallvec::smallvec![0; 2 * n],
+            dilation: smallvec::smallvec![1; n],
+            groups: 1,
+        }
+    }
+
+    /// [`defaults`](Self::defaults) as attributes by name, for the
+    /// [`AttributeDefaults`](qopt_ir_core::interfaces::AttributeDefaults)
+    /// interface of the convolution ops.
+    pub fn default_attributes(ctx: &mut Context, n: usize) -> Vec<(&'static str, Attribute)> {
+        let d = Self::defaults(n);
+        vec![
+            ("stride", ctx.i64_array_attr(&d.stride)),
+            ("pad", ctx.i64_array_attr(&d.pad)),
+            ("dilation", ctx.i64_array_attr(&d.dilation)),
+            ("groups", ctx.i64_attr(d.groups)),
+        ]
+    }
+
     /// Reads and checks the attributes of a convolution over `n` spatial dimensions.
     pub fn read_in(ctx: &Context, attrs: Attribute, n: usize) -> Result<ConvAttrs, String> {
-        let ones = vec![1i64; n];
-        let stride = int_array_at_least_in(ctx, attrs, "stride", Some(n), &ones, 1)?;
-        let pad = int_array_at_least_in(ctx, attrs, "pad", Some(2 * n), &vec![0; 2 * n], 0)?;
-        let dilation = int_array_at_least_in(ctx, attrs, "dilation", Some(n), &ones, 1)?;
-        let groups = int_in(ctx, attrs, "groups", 1)?;
+        let d = Self::defaults(n);
+        let stride = int_array_at_least_in(ctx, attrs, "stride", Some(n), &d.stride, 1)?;
+        let pad = int_array_at_least_in(ctx, attrs, "pad", Some(2 * n), &d.pad, 0)?;
+        let dilation = int_array_at_least_in(ctx, attrs, "dilation", Some(n), &d.dilation, 1)?;
+        let groups = int_in(ctx, attrs, "groups", d.groups)?;
         if groups < 1 {
             return Err(format!("'groups' must be at least 1, got {groups}"));
         }
@@ -321,11 +351,31 @@ pub struct ConvTransposeAttrs {
 }
 
 impl ConvTransposeAttrs {
+    /// What a transposed convolution over `n` spatial dimensions reads for
+    /// the attributes it leaves out: the window of [`ConvAttrs::defaults`]
+    /// and no output padding (the source for
+    /// [`read_in`](Self::read_in) and
+    /// [`default_attributes`](Self::default_attributes)).
+    pub fn defaults(n: usize) -> ConvTransposeAttrs {
+        ConvTransposeAttrs { window: ConvAttrs::defaults(n), output_padding: smallvec::smallvec![0; n] }
+    }
+
+    /// [`defaults`](Self::defaults) as attributes by name, for the
+    /// [`AttributeDefaults`](qopt_ir_core::interfaces::AttributeDefaults)
+    /// interface of the transposed convolution ops.
+    pub fn default_attributes(ctx: &mut Context, n: usize) -> Vec<(&'static str, Attribute)> {
+        let mut out = ConvAttrs::default_attributes(ctx, n);
+        out.push(("output_padding", ctx.i64_array_attr(&Self::defaults(n).output_padding)));
+        out
+    }
+
     /// Reads and checks the attributes of a transposed convolution over `n`
     /// spatial dimensions.
     pub fn read_in(ctx: &Context, attrs: Attribute, n: usize) -> Result<ConvTransposeAttrs, String> {
         let window = ConvAttrs::read_in(ctx, attrs, n)?;
-        let output_padding = int_array_at_least_in(ctx, attrs, "output_padding", Some(n), &vec![0; n], 0)?;
+        let default_padding = Self::defaults(n).output_padding;
+        let output_padding =
+            int_array_at_least_in(ctx, attrs, "output_padding", Some(n), &default_padding, 0)?;
         for i in 0..n {
             let limit = window.stride[i].max(window.dilation[i]);
             if output_padding[i] >= limit {
@@ -369,6 +419,33 @@ pub struct PoolAttrs {
 }
 
 impl PoolAttrs {
+    /// The `ceil_mode` and `count_include_pad` a pool reads when it leaves
+    /// them out (`stride`, `pad` and `dilation` default as for a
+    /// convolution, [`ConvAttrs::defaults`]).
+    const DEFAULT_FLAGS: bool = false;
+
+    /// What a pool over `n` spatial dimensions reads for the attributes it
+    /// leaves out, by name, for the
+    /// [`AttributeDefaults`](qopt_ir_core::interfaces::AttributeDefaults)
+    /// interface of the pooling ops: `stride`, `pad`, `dilation` (max pools
+    /// only), `ceil_mode` and `count_include_pad` (average pools only), the
+    /// values [`read_in`](Self::read_in) uses.
+    pub fn default_attributes(ctx: &mut Context, n: usize, max: bool) -> Vec<(&'static str, Attribute)> {
+        let window = ConvAttrs::defaults(n);
+        let flag = ctx.bool_attr(Self::DEFAULT_FLAGS);
+        let mut out = vec![
+            ("stride", ctx.i64_array_attr(&window.stride)),
+            ("pad", ctx.i64_array_attr(&window.pad)),
+            ("ceil_mode", flag),
+        ];
+        out.push(if max {
+            ("dilation", ctx.i64_array_attr(&window.dilation))
+        } else {
+            ("count_include_pad", flag)
+        });
+        out
+    }
+
     /// Reads and checks the attributes of a max pool (`max = true`: takes
     /// `dilation`) or an average pool (takes `count_include_pad`) over `n`
     /// spatial dimensions.
@@ -376,21 +453,21 @@ impl PoolAttrs {
         let kernel = opt_int_array_in(ctx, attrs, "kernel", Some(n))?
             .ok_or("needs a 'kernel' attribute (the window size)")?;
         check_at_least("kernel", &kernel, 1)?;
-        let stride = int_array_at_least_in(ctx, attrs, "stride", Some(n), &vec![1; n], 1)?;
-        let pad = int_array_at_least_in(ctx, attrs, "pad", Some(2 * n), &vec![0; 2 * n], 0)?;
-        let ones = vec![1; n];
+        let window = ConvAttrs::defaults(n);
+        let stride = int_array_at_least_in(ctx, attrs, "stride", Some(n), &window.stride, 1)?;
+        let pad = int_array_at_least_in(ctx, attrs, "pad", Some(2 * n), &window.pad, 0)?;
         let (dilation, count_include_pad) = if max {
             if ctx.dict_get(attrs, "count_include_pad").is_some() {
                 return Err("does not take a 'count_include_pad' attribute".to_string());
             }
-            (int_array_at_least_in(ctx, attrs, "dilation", Some(n), &ones, 1)?, false)
+            (int_array_at_least_in(ctx, attrs, "dilation", Some(n), &window.dilation, 1)?, false)
         } else {
             if ctx.dict_get(attrs, "dilation").is_some() {
                 return Err("does not take a 'dilation' attribute".to_string());
             }
-            (ones.into(), boolean_in(ctx, attrs, "count_include_pad", false)?)
+            (window.dilation, boolean_in(ctx, attrs, "count_include_pad", Self::DEFAULT_FLAGS)?)
         };
-        let ceil_mode = boolean_in(ctx, attrs, "ceil_mode", false)?;
+        let ceil_mode = boolean_in(ctx, attrs, "ceil_mode", Self::DEFAULT_FLAGS)?;
         for i in 0..n {
             let extent = dilation[i].saturating_mul(kernel[i] - 1).saturating_add(1);
             for p in [pad[i], pad[n + i]] {
@@ -447,6 +524,48 @@ mod tests {
             int_array_in(&ctx, attrs, "stride", Some(1), &[1]).unwrap_err(),
             "'stride' must have 1 element, got 2"
         );
+    }
+
+    /// A dictionary holding exactly the declared defaults reads as one
+    /// holding none, and each declared name is one the reader reads (a
+    /// malformed value under it is an error naming it): the declarations and
+    /// the readers agree.
+    #[test]
+    fn declared_defaults_read_as_missing_attributes() {
+        let mut ctx = Context::new();
+        let malformed = ctx.string_attr("malformed");
+        for n in [1, 2] {
+            let kernel = ctx.i64_array_attr(&vec![2; n]);
+            // (declared defaults, required attributes, the reader)
+            type Entries = Vec<(&'static str, Attribute)>;
+            type Read = fn(&Context, Attribute, usize) -> Result<String, String>;
+            let readers: [(Entries, Entries, Read); 4] = [
+                (ConvAttrs::default_attributes(&mut ctx, n), vec![], |c, a, n| {
+                    ConvAttrs::read_in(c, a, n).map(|r| format!("{r:?}"))
+                }),
+                (ConvTransposeAttrs::default_attributes(&mut ctx, n), vec![], |c, a, n| {
+                    ConvTransposeAttrs::read_in(c, a, n).map(|r| format!("{r:?}"))
+                }),
+                (PoolAttrs::default_attributes(&mut ctx, n, true), vec![("kernel", kernel)], |c, a, n| {
+                    PoolAttrs::read_in(c, a, n, true).map(|r| format!("{r:?}"))
+                }),
+                (PoolAttrs::default_attributes(&mut ctx, n, false), vec![("kernel", kernel)], |c, a, n| {
+                    PoolAttrs::read_in(c, a, n, false).map(|r| format!("{r:?}"))
+                }),
+            ];
+            for (declared, required, read) in readers {
+                let bare = dict(&mut ctx, &required);
+                let spelled = dict(&mut ctx, &[declared.clone(), required.clone()].concat());
+                assert!(read(&ctx, bare, n).is_ok(), "{:?}", read(&ctx, bare, n));
+                assert_eq!(read(&ctx, spelled, n), read(&ctx, bare, n), "{declared:?}");
+                for &(name, _) in &declared {
+                    let bad = dict(&mut ctx, &[vec![(name, malformed)], required.clone()].concat());
+                    let e = read(&ctx, bad, n).unwrap_err();
+                    assert!(e.contains(&format!("'{name}'")), "{name}: {e}");
+                }
+            }
+        }
+        assert_eq!(ConvTransposeAttrs::defaults(2).window, ConvAttrs::defaults(2));
     }
 
     #[test]

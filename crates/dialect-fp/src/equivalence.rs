@@ -90,6 +90,13 @@ pub fn rules() -> Vec<EquivRule> {
                 .into(),
         ),
     ];
+    // x·Wᵀ sums the same products as a matmul by the transposed matrix, in
+    // an order of the kernel's choosing.
+    rules.push(real(
+        "dense-is-matmul-by-transpose",
+        "(fp.dense ?a ?t ?x ?w)".into(),
+        "(fp.matmul {} ?t ?x (fp.transpose {perm = [1, 0]} (transposed-type ?w) ?w))".into(),
+    ));
     for op in ["fp.conv2d", "fp.conv1d", "fp.dense"] {
         linear_in_weight_and_bias(op, &mut rules);
     }

@@ -14,12 +14,35 @@ use crate::lang::{ConstKey, Node, EFFECT};
 use egg::{DidMerge, EGraph, Id};
 use qopt_interp::{KernelContext, KernelRegistry, Tensor};
 use qopt_ir_core::equivalence::Relation;
-use qopt_ir_core::{Context, FxHashMap, FxHasher, Traits, Type};
-use std::hash::Hasher;
+use qopt_ir_core::{Context, FxHashMap, FxHasher, Traits, Type, TypeData};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 /// Constants larger than this many elements are not folded by kernels.
 const FOLD_LIMIT: usize = 1 << 25;
+
+/// What the checks of one run share, keyed by interned IR handles that stay
+/// valid for the run: the decoded value of each IR constant attribute and
+/// each op folded on constant operands. A pipeline leaves most weights alone,
+/// so each is decoded, hashed and dequantized once rather than per pass.
+#[derive(Default)]
+pub struct Memo {
+    /// An IR constant's value, key, precision and type, by its attribute.
+    pub constants: FxHashMap<qopt_ir_core::Attribute, (ConstKey, Arc<Tensor>, Precision, Type)>,
+    /// A folded op's value and key (`None`: it does not fold).
+    pub folds: FxHashMap<FoldKey, Option<(ConstKey, Arc<Tensor>)>>,
+}
+
+/// An op applied to constants: name, result, attributes, result type and
+/// the operands' keys and types.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+pub struct FoldKey {
+    name: qopt_ir_core::OpName,
+    result: u32,
+    attrs: qopt_ir_core::Attribute,
+    ty: Type,
+    operands: smallvec::SmallVec<[(ConstKey, Type); 4]>,
+}
 
 /// A known value.
 #[derive(Clone, Debug)]
@@ -30,6 +53,12 @@ pub struct Constant {
     pub key: ConstKey,
     /// Whether it is a constant of the IR (not one the checker computed).
     pub from_ir: bool,
+    /// For a value the checker's arithmetic computed, each element's bound
+    /// on the magnitudes of the terms it was computed from
+    /// ([`builtins::magnitude`]): rounding errors are committed at that
+    /// scale, so a sum that cancels is compared in ulps of its terms, not of
+    /// its small result. `None`: the value's own magnitude.
+    pub magnitude: Option<Arc<Tensor>>,
 }
 
 /// What the analysis knows of a class.
@@ -49,6 +78,8 @@ pub struct Data {
 pub struct EqAnalysis<'a> {
     /// The context (types are interned by rules that build IR nodes).
     pub ctx: &'a mut Context,
+    /// Values shared with the run's other checks.
+    pub memo: &'a mut Memo,
     /// Kernels for folding IR ops.
     pub kernels: KernelRegistry,
     /// Every constant leaf's value.
@@ -56,9 +87,11 @@ pub struct EqAnalysis<'a> {
     /// The IR's float constants by shape, for matching within the tolerance.
     pub ir_float_leaves: FxHashMap<Vec<usize>, Vec<(ConstKey, Id)>>,
     /// The IR constants' keys, with the significand bits and smallest normal
-    /// exponent of their float element type (ulps are measured in it) and
-    /// their type (none for an IR constant reshaped by a rule).
-    pub ir_keys: FxHashMap<ConstKey, (Precision, Option<Type>)>,
+    /// exponent of their float element type (ulps are measured in it).
+    pub ir_keys: FxHashMap<ConstKey, Precision>,
+    /// The IR type of constants whose type is part of their identity
+    /// (quantized tensors: [`typed_key_of`]).
+    pub const_types: FxHashMap<ConstKey, Type>,
     /// Classes of computed float constants by shape, for matching IR
     /// constants that appear after them.
     pub computed_floats: FxHashMap<Vec<usize>, Vec<Id>>,
@@ -80,16 +113,19 @@ impl<'a> EqAnalysis<'a> {
     /// An analysis over `ctx` for `relation`.
     pub fn new(
         ctx: &'a mut Context,
+        memo: &'a mut Memo,
         kernels: KernelRegistry,
         relation: Relation,
         ulps: u32,
     ) -> EqAnalysis<'a> {
         EqAnalysis {
             ctx,
+            memo,
             kernels,
             constants: FxHashMap::default(),
             ir_float_leaves: FxHashMap::default(),
             ir_keys: FxHashMap::default(),
+            const_types: FxHashMap::default(),
             computed_floats: FxHashMap::default(),
             ir_constants_by_attr: FxHashMap::default(),
             arg_types: Vec::new(),
@@ -119,6 +155,28 @@ pub fn key_of(t: &Tensor) -> ConstKey {
         Tensor::Bool(a) => a.iter().for_each(|&x| h.write_u8(u8::from(x))),
     }
     ConstKey { hash: h.finish(), len: t.len() as u64 }
+}
+
+/// The content key of a value of IR type `ty`: the stored integers of a
+/// quantized tensor mean different reals under different parameters, so its
+/// type is part of its identity; any other tensor is named by its content
+/// alone (its storage type is in [`key_of`]).
+pub fn typed_key_of(ctx: &Context, t: &Tensor, ty: Option<Type>) -> ConstKey {
+    let key = key_of(t);
+    match ty.filter(|&ty| is_quantized(ctx, ty)) {
+        Some(ty) => {
+            let mut h = FxHasher::default();
+            h.write_u64(key.hash);
+            ty.hash(&mut h);
+            ConstKey { hash: h.finish(), len: key.len }
+        }
+        None => key,
+    }
+}
+
+/// Whether `ty`'s elements are quantized.
+pub fn is_quantized(ctx: &Context, ty: Type) -> bool {
+    matches!(ctx.type_data(ctx.element_type(ty)), TypeData::Quant(_))
 }
 
 /// The type a type leaf class holds.
@@ -155,11 +213,10 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
             }
             Node::Const(key) => {
                 let value = egraph.analysis.constants.get(key).cloned();
-                let ir = egraph.analysis.ir_keys.get(key).copied();
-                let from_ir = ir.is_some();
+                let from_ir = egraph.analysis.ir_keys.contains_key(key);
                 Data {
-                    ty: ir.and_then(|(_, ty)| ty),
-                    constant: value.map(|value| Constant { value, key: *key, from_ir }),
+                    ty: egraph.analysis.const_types.get(key).copied(),
+                    constant: value.map(|value| Constant { value, key: *key, from_ir, magnitude: None }),
                     approx_done: from_ir,
                 }
             }
@@ -169,18 +226,25 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
                 // invariant: op nodes other than effects have [attributes, type,
                 // operands...] (the bridge builds them so; rule parsing refuses fewer).
                 let ty = type_leaf(egraph, children[1]);
-                let value = ty.and_then(|ty| fold_op(egraph, *name, *result as usize, children, ty));
-                Data { ty, constant: value.map(computed), approx_done: false }
+                let constant = ty.and_then(|ty| folded(egraph, *name, *result, children, ty));
+                Data { ty, constant, approx_done: false }
             }
             Node::Fn { f, children } => {
                 // invariant: rule parsing checks each builtin's arity.
-                let operands: Option<Vec<Arc<Tensor>>> = children[..builtins::value_arity(*f)]
+                let operands: Option<Vec<&Constant>> = children[..builtins::value_arity(*f)]
                     .iter()
-                    .map(|&c| egraph[c].data.constant.as_ref().map(|k| k.value.clone()))
+                    .map(|&c| egraph[c].data.constant.as_ref())
                     .collect();
                 let axis = children.get(2).and_then(|&c| int_leaf(egraph, c));
-                let value = operands.and_then(|ops| builtins::evaluate(*f, &ops, axis));
-                Data { ty: None, constant: value.map(computed), approx_done: false }
+                let constant = operands.and_then(|ops| {
+                    let values: Vec<Arc<Tensor>> = ops.iter().map(|k| k.value.clone()).collect();
+                    let value = builtins::evaluate(*f, &values, axis)?;
+                    let magnitudes: Vec<Option<Arc<Tensor>>> =
+                        ops.iter().map(|k| k.magnitude.clone()).collect();
+                    let magnitude = builtins::magnitude(*f, &values, &magnitudes, axis).map(Arc::new);
+                    Some(Constant { magnitude, ..computed(value) })
+                });
+                Data { ty: None, constant, approx_done: false }
             }
         }
     }
@@ -195,19 +259,27 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
             (Some(_), None) => changed.1 = true,
             _ => {}
         }
-        match (&a.constant, b.constant) {
+        match (&mut a.constant, b.constant) {
             (None, Some(c)) => {
                 a.constant = Some(c);
                 changed.0 = true;
             }
             (Some(_), None) => changed.1 = true,
             (Some(x), Some(y)) => {
+                // The IR's own constant names the class; a bound on the terms
+                // a computed value came from is kept whichever record stays.
+                let magnitude = x.magnitude.clone().or(y.magnitude.clone());
+                if x.magnitude.is_some() != y.magnitude.is_some() {
+                    changed.0 |= x.magnitude.is_none();
+                    changed.1 |= y.magnitude.is_none();
+                }
                 if !x.from_ir && y.from_ir {
-                    a.constant = Some(y);
+                    *x = y;
                     changed.0 = true;
                 } else if x.key != y.key {
                     changed.1 = true;
                 }
+                x.magnitude = magnitude;
             }
             (None, None) => {}
         }
@@ -221,6 +293,11 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
 
     fn modify(egraph: &mut EGraph<Node, Self>, id: Id) {
         let Some(constant) = egraph[id].data.constant.clone() else { return };
+        // A computed value's own leaf: the node that computed it matches it
+        // within the tolerance, with the bound on its terms the leaf lacks.
+        if !constant.from_ir && egraph[id].nodes.iter().all(|n| matches!(n, Node::Const(_))) {
+            return;
+        }
         if !constant.from_ir {
             egraph.analysis.constants.entry(constant.key).or_insert_with(|| constant.value.clone());
             let leaf = egraph.add(Node::Const(constant.key));
@@ -238,20 +315,27 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
         egraph.analysis.computed_floats.entry(shape.clone()).or_default().push(id);
         let candidates = egraph.analysis.ir_float_leaves.get(&shape).cloned().unwrap_or_default();
         for (key, leaf) in candidates {
-            approx_union(egraph, id, &constant.value, key, leaf);
+            approx_union(egraph, id, &constant, key, leaf);
         }
     }
 }
 
 /// Unites the class `id` of the computed value `value` with the IR constant
 /// leaf `leaf` (key `key`) when they are within the tolerance.
-fn approx_union(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id, value: &Tensor, key: ConstKey, leaf: Id) {
+fn approx_union(
+    egraph: &mut EGraph<Node, EqAnalysis<'_>>,
+    id: Id,
+    computed: &Constant,
+    key: ConstKey,
+    leaf: Id,
+) {
     if egraph.find(leaf) == egraph.find(id) {
         return;
     }
     let Some(ir) = egraph.analysis.constants.get(&key).cloned() else { return };
-    let precision = egraph.analysis.ir_keys.get(&key).map_or(Precision::F32, |&(p, _)| p);
-    if let Some(ulps) = ulp_distance(value, &ir, precision, egraph.analysis.ulps) {
+    let precision = egraph.analysis.ir_keys.get(&key).copied().unwrap_or(Precision::F32);
+    let magnitude = computed.magnitude.as_deref();
+    if let Some(ulps) = ulp_distance(&computed.value, &ir, precision, egraph.analysis.ulps, magnitude) {
         let analysis = &mut egraph.analysis;
         analysis.max_ulps_used = analysis.max_ulps_used.max(ulps);
         analysis.approx_matches += 1;
@@ -265,7 +349,7 @@ fn approx_union(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id, value: &Tenso
 pub fn register_ir_float_leaf(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id, precision: Precision) {
     let Some(constant) = egraph[id].data.constant.clone() else { return };
     let analysis = &mut egraph.analysis;
-    analysis.ir_keys.entry(constant.key).or_insert((precision, None));
+    analysis.ir_keys.entry(constant.key).or_insert(precision);
     let shape = constant.value.shape().to_vec();
     let leaves = analysis.ir_float_leaves.entry(shape.clone()).or_default();
     if leaves.iter().any(|(k, _)| *k == constant.key) {
@@ -276,7 +360,7 @@ pub fn register_ir_float_leaf(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id,
         return;
     }
     for computed in analysis.computed_floats.get(&shape).cloned().unwrap_or_default() {
-        let Some(value) = egraph[computed].data.constant.as_ref().map(|c| c.value.clone()) else { continue };
+        let Some(value) = egraph[computed].data.constant.clone() else { continue };
         approx_union(egraph, computed, &value, constant.key, id);
     }
 }
@@ -284,7 +368,38 @@ pub fn register_ir_float_leaf(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id,
 /// A computed constant's record.
 fn computed(value: Tensor) -> Constant {
     let key = key_of(&value);
-    Constant { value: Arc::new(value), key, from_ir: false }
+    Constant { value: Arc::new(value), key, from_ir: false, magnitude: None }
+}
+
+/// The constant result `result` of op `name` on constant operands, folded
+/// once per run ([`Memo::folds`]).
+fn folded(
+    egraph: &mut EGraph<Node, EqAnalysis<'_>>,
+    name: qopt_ir_core::OpName,
+    result: u32,
+    children: &[Id],
+    ty: Type,
+) -> Option<Constant> {
+    let attrs = attr_leaf(egraph, children[0])?;
+    let mut operands = smallvec::SmallVec::new();
+    for &c in &children[2..] {
+        let data = &egraph[c].data;
+        operands.push((data.constant.as_ref()?.key, data.ty?));
+    }
+    let key = FoldKey { name, result, attrs, ty, operands };
+    let analysis = &mut egraph.analysis;
+    let entry = match analysis.memo.folds.get(&key) {
+        Some(entry) => entry.clone(),
+        None => {
+            let value = fold_op(egraph, name, result as usize, children, ty).map(|v| {
+                let key = typed_key_of(egraph.analysis.ctx, &v, Some(ty));
+                (key, Arc::new(v))
+            });
+            egraph.analysis.memo.folds.insert(key, value.clone());
+            value
+        }
+    };
+    entry.map(|(key, value)| Constant { value, key, from_ir: false, magnitude: None })
 }
 
 /// The value of result `result` of op `name` when every operand is a known
@@ -351,24 +466,44 @@ impl Precision {
 
     /// The spacing of values at magnitude `m`.
     fn ulp(self, m: f64) -> f64 {
-        let exponent = if m > 0.0 { m.log2().floor() as i32 } else { self.min_exponent };
-        2f64.powi(exponent.max(self.min_exponent) - self.bits)
+        // The binary exponent of m from its bits (0 and subnormals: the
+        // smallest), without log2 and powi: this runs once per element.
+        let biased = ((m.to_bits() >> 52) & 0x7ff) as i32;
+        let exponent = if biased == 0 { self.min_exponent } else { (biased - 1023).max(self.min_exponent) };
+        power_of_two(exponent - self.bits)
+    }
+}
+
+/// `2^e`, exactly.
+fn power_of_two(e: i32) -> f64 {
+    if (-1022..=1023).contains(&e) {
+        f64::from_bits(((e + 1023) as u64) << 52)
+    } else {
+        2f64.powi(e)
     }
 }
 
 /// The largest distance in ulps (of the IR constant's element type,
-/// `precision`) between `computed` and the IR constant `ir`, if every element
+/// `precision`, at each element's larger magnitude or its bound in
+/// `magnitude`) between `computed` and the IR constant `ir`, if every element
 /// is within `limit` ulps and both are float tensors of one shape.
-pub fn ulp_distance(computed: &Tensor, ir: &Tensor, precision: Precision, limit: u32) -> Option<u32> {
-    if computed.shape() != ir.shape() {
+pub fn ulp_distance(
+    computed: &Tensor,
+    ir: &Tensor,
+    precision: Precision,
+    limit: u32,
+    magnitude: Option<&Tensor>,
+) -> Option<u32> {
+    if computed.shape() != ir.shape() || magnitude.is_some_and(|m| m.shape() != ir.shape()) {
         return None;
     }
+    let bounds = magnitude.map(Tensor::to_f64_vec).unwrap_or_default();
     let mut largest = 0u32;
-    for (x, y) in float_values(computed)?.zip(float_values(ir)?) {
+    for (i, (x, y)) in float_values(computed)?.zip(float_values(ir)?).enumerate() {
         if x == y || (x.is_nan() && y.is_nan()) {
             continue;
         }
-        let magnitude = x.abs().max(y.abs());
+        let magnitude = x.abs().max(y.abs()).max(bounds.get(i).copied().unwrap_or(0.0));
         if !magnitude.is_finite() {
             return None;
         }
@@ -399,10 +534,16 @@ mod tests {
     fn ulps_are_measured_at_the_larger_magnitude() {
         let a = Tensor::from_f32(&[3], vec![1.0, 2.0, -0.0]).unwrap();
         let b = Tensor::from_f32(&[3], vec![1.0 + f32::EPSILON, 2.0, 0.0]).unwrap();
-        assert_eq!(ulp_distance(&a, &b, Precision::F32, 4), Some(1));
+        assert_eq!(ulp_distance(&a, &b, Precision::F32, 4, None), Some(1));
         let far = Tensor::from_f32(&[3], vec![1.0 + 8.0 * f32::EPSILON, 2.0, 0.0]).unwrap();
-        assert_eq!(ulp_distance(&a, &far, Precision::F32, 4), None);
-        assert_eq!(ulp_distance(&a, &far, Precision::F16, 4), Some(1));
-        assert_eq!(ulp_distance(&a, &a, Precision::F32, 0), Some(0));
+        assert_eq!(ulp_distance(&a, &far, Precision::F32, 4, None), None);
+        assert_eq!(ulp_distance(&a, &far, Precision::F16, 4, None), Some(1));
+        assert_eq!(ulp_distance(&a, &a, Precision::F32, 0, None), Some(0));
+        // 1 - 0.9999999 computed in f32 is off by an ulp of 1, not of 1e-7.
+        let small = Tensor::F64(ndarray::arr1(&[1.0 - 0.999_999_9]).into_dyn());
+        let rounded = Tensor::from_f32(&[1], vec![1.0f32 - 0.999_999_9f32]).unwrap();
+        assert_eq!(ulp_distance(&small, &rounded, Precision::F32, 4, None), None);
+        let terms = Tensor::F64(ndarray::arr1(&[2.0]).into_dyn());
+        assert!(ulp_distance(&small, &rounded, Precision::F32, 4, Some(&terms)).is_some());
     }
 }

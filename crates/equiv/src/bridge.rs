@@ -1,13 +1,18 @@
 //! IR to e-graph: a function body becomes e-nodes, arguments leaves,
 //! constants leaves named by content, every other op one node per result
-//! whose children are its attributes (annotations removed), its result type
-//! and its operands.
+//! whose children are its attributes, its result type and its operands.
+//!
+//! The attribute child is the op's identity ([`identity_attrs`]): without
+//! the annotations the op declares ([`Annotations`]) and without every
+//! attribute equal to the default it declares ([`AttributeDefaults`]), so
+//! `fp.conv2d {}` and `fp.conv2d {stride = [1, 1]}` are one node. Rules build
+//! their op nodes through the same function.
 
-use crate::analysis::{key_of, EqAnalysis, Precision};
+use crate::analysis::{typed_key_of, EqAnalysis, Precision};
 use crate::lang::{Node, EFFECT};
 use egg::{EGraph, Id};
 use qopt_interp::Tensor;
-use qopt_ir_core::interfaces::Annotations;
+use qopt_ir_core::interfaces::{Annotations, AttributeDefaults};
 use qopt_ir_core::{
     AttrData, Attribute, Context, ElementKind, FloatKind, FxHashMap, Module, OpId, Traits, ValueId,
 };
@@ -21,21 +26,33 @@ pub struct Added {
     pub results: Vec<ValueId>,
     /// Ops without results (kept for their effect), in order, as nodes.
     pub effects: Vec<Id>,
+    /// The body's ops with results, in program order.
+    pub ops: Vec<OpId>,
 }
 
 /// Why a function cannot be checked.
 pub type Unsupported = String;
 
-/// `attrs` without the op's annotation attributes.
-fn identity_attrs(ctx: &mut Context, op_name: qopt_ir_core::OpName, attrs: Attribute) -> Attribute {
-    let Some(Annotations(names)) =
-        ctx.op_def(op_name).and_then(|d| d.interfaces.get::<Annotations>()).copied()
-    else {
-        return attrs;
+/// `attrs` as the identity of an op named `op_name`: without its annotation
+/// attributes and without each attribute equal to its declared default.
+pub fn identity_attrs(ctx: &mut Context, op_name: qopt_ir_core::OpName, attrs: Attribute) -> Attribute {
+    let Some(def) = ctx.op_def(op_name) else { return attrs };
+    let annotations = def.interfaces.get::<Annotations>().copied();
+    let defaults = def.interfaces.get::<AttributeDefaults>().copied();
+    let attrs = match annotations {
+        Some(Annotations(names)) => names.iter().fold(attrs, |a, name| {
+            if ctx.dict_get(a, name).is_some() {
+                ctx.dict_remove(a, name)
+            } else {
+                a
+            }
+        }),
+        None => attrs,
     };
-    names
-        .iter()
-        .fold(attrs, |a, name| if ctx.dict_get(a, name).is_some() { ctx.dict_remove(a, name) } else { a })
+    match defaults {
+        Some(defaults) => defaults.strip(ctx, attrs),
+        None => attrs,
+    }
 }
 
 /// Adds the body of `func` to `egraph`, its arguments numbered from
@@ -53,6 +70,7 @@ pub fn add_function(
     }
     let mut results = Vec::new();
     let mut effects = Vec::new();
+    let mut ops = Vec::new();
     for op in module.block_ops(body) {
         let name = module.op_name(op);
         let ctx = &mut *egraph.analysis.ctx;
@@ -84,6 +102,9 @@ pub fn add_function(
             children.extend_from_slice(&operands);
             effects.push(egraph.add(Node::Op { name, result: EFFECT, children }));
         }
+        if module.num_results(op) > 0 {
+            ops.push(op);
+        }
         for (i, r) in module.results(op).enumerate() {
             let ty = egraph.add(Node::Type(module.value_type(r)));
             let mut children = smallvec::SmallVec::<[Id; 4]>::new();
@@ -94,7 +115,7 @@ pub fn add_function(
             values.insert(r, id);
         }
     }
-    Ok(Added { values, results, effects })
+    Ok(Added { values, results, effects, ops })
 }
 
 /// Adds a constant op's value as a leaf (`None` when it holds no dense value).
@@ -114,20 +135,28 @@ fn add_ir_constant(
     if let Some(&id) = egraph.analysis.ir_constants_by_attr.get(&value) {
         return Ok(Some(id));
     }
-    let ty = dense.ty;
-    let tensor = Tensor::from_dense(ctx, dense).map_err(|e| format!("constant: {e}"))?;
-    let precision = match qopt_ir_core::element_kind(ctx, ctx.element_type(dense.ty)) {
-        Some(ElementKind::Float(FloatKind::F16)) => Precision::F16,
-        Some(ElementKind::Float(FloatKind::BF16)) => Precision::BF16,
-        Some(ElementKind::Float(FloatKind::F64)) => Precision::F64,
-        _ => Precision::F32,
+    let (key, tensor, precision, ty) = match egraph.analysis.memo.constants.get(&value) {
+        Some(entry) => entry.clone(),
+        None => {
+            let ty = dense.ty;
+            let tensor = Tensor::from_dense(ctx, dense).map_err(|e| format!("constant: {e}"))?;
+            let precision = match qopt_ir_core::element_kind(ctx, ctx.element_type(ty)) {
+                Some(ElementKind::Float(FloatKind::F16)) => Precision::F16,
+                Some(ElementKind::Float(FloatKind::BF16)) => Precision::BF16,
+                Some(ElementKind::Float(FloatKind::F64)) => Precision::F64,
+                _ => Precision::F32,
+            };
+            let entry = (typed_key_of(ctx, &tensor, Some(ty)), Arc::new(tensor), precision, ty);
+            egraph.analysis.memo.constants.insert(value, entry.clone());
+            entry
+        }
     };
-    let key = key_of(&tensor);
-    let float = matches!(tensor, Tensor::F32(_) | Tensor::F64(_));
+    let float = matches!(*tensor, Tensor::F32(_) | Tensor::F64(_));
     let shape = tensor.shape().to_vec();
     let analysis = &mut egraph.analysis;
-    analysis.ir_keys.insert(key, (precision, Some(ty)));
-    analysis.constants.entry(key).or_insert_with(|| Arc::new(tensor));
+    analysis.ir_keys.insert(key, precision);
+    analysis.const_types.insert(key, ty);
+    analysis.constants.entry(key).or_insert(tensor);
     let id = egraph.add(Node::Const(key));
     egraph.analysis.ir_constants_by_attr.insert(value, id);
     if float {

@@ -64,6 +64,34 @@ pub fn evaluate(f: Builtin, operands: &[Arc<Tensor>], axis: Option<i64>) -> Opti
     Some(Tensor::F64(value))
 }
 
+/// A bound on the magnitudes of the terms each element of `f`'s value was
+/// computed from, given its operands' `values` and their bounds
+/// (`magnitudes`; `None` for a value's own magnitude): sums and differences
+/// add their terms' bounds, products and quotients scale them, a square root
+/// takes the root. Rounding in a different order errs at this scale.
+pub fn magnitude(
+    f: Builtin,
+    values: &[Arc<Tensor>],
+    magnitudes: &[Option<Arc<Tensor>>],
+    axis: Option<i64>,
+) -> Option<Tensor> {
+    let bound = |i: usize| -> Option<Arc<Tensor>> {
+        match magnitudes.get(i)? {
+            Some(m) => Some(m.clone()),
+            None => Some(Arc::new(Tensor::F64(as_f64(&values[i])?.mapv(f64::abs)))),
+        }
+    };
+    let absolute = |i: usize| Some(Arc::new(Tensor::F64(as_f64(&values[i])?.mapv(f64::abs))));
+    match f {
+        Builtin::Sqrt => Some(Tensor::F64(as_f64(&*bound(0)?)?.mapv(f64::sqrt))),
+        Builtin::Add | Builtin::Sub => evaluate(Builtin::Add, &[bound(0)?, bound(1)?], axis),
+        Builtin::Mul => evaluate(Builtin::Mul, &[bound(0)?, bound(1)?], axis),
+        Builtin::Div => evaluate(Builtin::Div, &[bound(0)?, absolute(1)?], axis),
+        Builtin::ChanMul => evaluate(Builtin::ChanMul, &[bound(0)?, bound(1)?], axis),
+        Builtin::ChanAdd => evaluate(Builtin::ChanAdd, &[bound(0)?, bound(1)?], axis),
+    }
+}
+
 /// A tensor's values as an f64 array (floats and integers).
 fn as_f64(t: &Tensor) -> Option<ArrayD<f64>> {
     if matches!(t, Tensor::Bool(_)) {
@@ -105,5 +133,19 @@ mod tests {
         let shifted = evaluate(Builtin::ChanAdd, &[x.clone(), t(&[2], vec![1.0, -1.0])], Some(-2)).unwrap();
         assert_eq!(shifted.to_f64_vec(), [2.0, 3.0, 2.0, 3.0]);
         assert!(evaluate(Builtin::ChanMul, &[x, t(&[3], vec![1.0; 3])], Some(1)).is_none());
+    }
+}
+#[cfg(test)]
+mod magnitude_tests {
+    use super::*;
+
+    #[test]
+    fn sums_add_their_terms_and_products_scale_them() {
+        let a = Arc::new(Tensor::from_f32(&[2], vec![1.0, -2.0]).unwrap());
+        let b = Arc::new(Tensor::from_f32(&[1], vec![-1.5]).unwrap());
+        let m = magnitude(Builtin::Add, &[a.clone(), b.clone()], &[None, None], None).unwrap();
+        assert_eq!(m.to_f64_vec(), [2.5, 3.5]);
+        let m = magnitude(Builtin::Mul, &[a, b], &[None, None], None).unwrap();
+        assert_eq!(m.to_f64_vec(), [1.5, 3.0]);
     }
 }

@@ -4,14 +4,14 @@
 //! the matching result of the new one (proven), the rules run out (failed),
 //! or a limit stops the run (unknown).
 
-use crate::analysis::EqAnalysis;
+use crate::analysis::{EqAnalysis, Memo};
 use crate::bridge::{add_function, Added};
 use crate::lang::Node;
 use crate::rules;
-use egg::{Id, Runner, StopReason};
+use egg::{EGraph, Id, Runner, StopReason};
 use qopt_interp::KernelRegistry;
 use qopt_ir_core::equivalence::{EquivRule, Relation};
-use qopt_ir_core::{Context, Module, OpId, ValueId};
+use qopt_ir_core::{Context, FxHashSet, Module, OpId, ValueId};
 use std::time::{Duration, Instant};
 
 /// Bounds of one check.
@@ -134,6 +134,19 @@ pub fn check(
     relation: Relation,
     limits: &Limits,
 ) -> Check {
+    check_with_memo(ctx, &mut Memo::default(), before, after, relation, limits)
+}
+
+/// [`check`], sharing decoded constants and folded values with the other
+/// checks of a run through `memo` (which must come from the same `ctx`).
+pub fn check_with_memo(
+    ctx: &mut Context,
+    memo: &mut Memo,
+    before: &Module,
+    after: &Module,
+    relation: Relation,
+    limits: &Limits,
+) -> Check {
     let start = Instant::now();
     let ended = |outcome: Outcome| Check {
         relation,
@@ -158,7 +171,7 @@ pub fn check(
     };
     let kernels = KernelRegistry::of(ctx).cloned().unwrap_or_else(KernelRegistry::standard);
     let mut runner: Runner<Node, EqAnalysis<'_>> =
-        Runner::new(EqAnalysis::new(ctx, kernels, relation, limits.ulps));
+        Runner::new(EqAnalysis::new(ctx, memo, kernels, relation, limits.ulps));
     let mut added: Vec<(String, Added, Added)> = Vec::new();
     for (name, b, a) in pairs {
         let base = runner.egraph.analysis.arg_types.len() as u32;
@@ -240,13 +253,49 @@ pub fn check(
     }
 }
 
+/// The earliest op (in program order) among those `result` depends on after
+/// the pass, with operands, whose results are none of the values before the
+/// pass while each of its operands is one of them.
+fn first_new_value(
+    eg: &EGraph<Node, EqAnalysis<'_>>,
+    old: &Added,
+    new: &Added,
+    after: &Module,
+    result: ValueId,
+) -> Option<OpId> {
+    let known: FxHashSet<Id> = old.values.values().map(|&id| eg.find(id)).collect();
+    let is_known = |v: ValueId| new.values.get(&v).is_some_and(|&id| known.contains(&eg.find(id)));
+    let mut needed: FxHashSet<OpId> = FxHashSet::default();
+    let mut stack = vec![result];
+    while let Some(v) = stack.pop() {
+        let def = after.defining_op(v);
+        if def.is_none() || !needed.insert(def) {
+            continue;
+        }
+        stack.extend(after.operands(def));
+    }
+    new.ops.iter().copied().find(|&op| {
+        needed.contains(&op)
+            && after.num_operands(op) > 0
+            && !after.results(op).any(is_known)
+            && after.operands(op).all(|v| {
+                let def = after.defining_op(v);
+                is_known(v) || (def.is_some() && after.num_operands(def) == 0)
+            })
+    })
+}
+
 /// The hook's stop reason once every result is proven.
 const PROVEN: &str = "proven";
 
 /// The first unproven result, and the first place where the two functions
-/// differ on the way down from it: while both sides are the same op, step
-/// into its first unproven operand pair (iteratively) unless that pair is a
-/// function argument.
+/// differ on the way to it: the earliest op after the pass that computes a
+/// value the function before never had from operands it had (constants
+/// aside: a wrong constant shows at the op using it), with the op before the
+/// pass at the same location. When every value after the pass was there
+/// before (results swapped, merged), the walk down from the result instead:
+/// while both sides are the same op, step into its first unproven operand
+/// pair (iteratively) unless that pair is a function argument.
 fn first_failure(
     runner: &Runner<Node, EqAnalysis<'_>>,
     added: &[(String, Added, Added)],
@@ -269,6 +318,17 @@ fn first_failure(
             let same = |b: ValueId, a: ValueId| eg.find(old.values[&b]) == eg.find(new.values[&a]);
             if same(vb, va) {
                 continue;
+            }
+            if let Some(oa) = first_new_value(eg, old, new, after, va) {
+                let loc = after.op_loc(oa);
+                let ob = old.ops.iter().copied().find(|&op| before.op_loc(op) == loc);
+                return Failure {
+                    function: function.clone(),
+                    result: index,
+                    before_op: ob,
+                    after_op: Some(oa),
+                    rules_fired: fired,
+                };
             }
             let (mut ob, mut oa) = (before.defining_op(vb), after.defining_op(va));
             while ob.is_some() && oa.is_some() && before.op_name(ob) == after.op_name(oa) {

@@ -3,7 +3,8 @@
 //! A failed or unknown check fails the pipeline at that pass (with a
 //! reproducer, like any pass failure) unless the mode is [`Mode::Warn`].
 
-use crate::check::{check, Limits, Outcome};
+use crate::analysis::Memo;
+use crate::check::{check_with_memo, Limits, Outcome};
 use qopt_ir_core::pass::{PassInstrumentation, PassOutcome, PassRun};
 use qopt_ir_core::{Context, Diagnostic, Diagnostics, Module, Severity, SrcPos};
 use std::cell::RefCell;
@@ -51,12 +52,13 @@ pub struct EquivHook {
     limits: Limits,
     report: SharedReport,
     before: Option<Module>,
+    memo: Memo,
 }
 
 impl EquivHook {
     /// A hook appending to `report`.
     pub fn new(mode: Mode, limits: Limits, report: SharedReport) -> EquivHook {
-        EquivHook { mode, limits, report, before: None }
+        EquivHook { mode, limits, report, before: None, memo: Memo::default() }
     }
 }
 
@@ -69,6 +71,10 @@ impl PassInstrumentation for EquivHook {
     ) -> Result<(), Diagnostics> {
         self.before = run.pass.equivalence().map(|_| module.clone());
         Ok(())
+    }
+
+    fn timing_name(&self) -> Option<&'static str> {
+        Some("verify-equiv")
     }
 
     fn after_pass(
@@ -89,7 +95,7 @@ impl PassInstrumentation for EquivHook {
             self.report.borrow_mut().push(line);
             return Ok(());
         };
-        let result = check(ctx, &before, module, relation, &self.limits);
+        let result = check_with_memo(ctx, &mut self.memo, &before, module, relation, &self.limits);
         let text = result.summary(self.limits.ulps);
         let unproven = result.outcome != Outcome::Proven;
         self.report.borrow_mut().push(ReportLine {
@@ -104,15 +110,25 @@ impl PassInstrumentation for EquivHook {
         let headline = format!("--verify-equiv: pass '{pass}' is not proven: {text}");
         let diag = match &result.outcome {
             Outcome::Failed(f) => {
-                let mut d = match f.after_op {
-                    Some(op) => Diagnostic::at_op(ctx, module, op, Severity::Error, headline),
-                    None => Diagnostic::error(module.source_name().cloned(), SrcPos::NONE, headline),
+                // At the op after the pass. When the pass made that op (it has
+                // no source line), at the line of the op before the pass where
+                // the two first differ, with a note naming the new op.
+                let mut d = match (f.after_op, f.before_op) {
+                    (Some(op), Some(old)) if !module.op_pos(op).is_some() && before.op_pos(old).is_some() => {
+                        let made = format!("the pass made {} there", op_text(ctx, module, op));
+                        Diagnostic::error(before.source_name().cloned(), before.op_pos(old), headline)
+                            .with_note(Diagnostic {
+                                severity: Severity::Note,
+                                ..Diagnostic::error(None, SrcPos::NONE, made)
+                            })
+                    }
+                    (Some(op), _) => Diagnostic::at_op(ctx, module, op, Severity::Error, headline),
+                    (None, _) => Diagnostic::error(module.source_name().cloned(), SrcPos::NONE, headline),
                 };
                 if let Some(op) = f.before_op {
                     let what = format!(
-                        "before the pass, the first difference on the way from that result is {} {}",
-                        ctx.op_name_str(before.op_name(op)),
-                        qopt_ir_core::loc_to_string(ctx, before.op_loc(op))
+                        "before the pass, the first difference on the way from that result is {}",
+                        op_text(ctx, &before, op)
                     );
                     d = d.with_note(Diagnostic {
                         severity: Severity::Note,
@@ -134,5 +150,14 @@ impl PassInstrumentation for EquivHook {
             _ => Diagnostic::error(module.source_name().cloned(), SrcPos::NONE, headline),
         };
         Err(Diagnostics(vec![diag]))
+    }
+}
+
+/// An op's name and, where it has one, its location: `fp.conv2d loc("conv1")`.
+fn op_text(ctx: &Context, module: &Module, op: qopt_ir_core::OpId) -> String {
+    let name = ctx.op_name_str(module.op_name(op));
+    match qopt_ir_core::loc_to_string(ctx, module.op_loc(op)) {
+        loc if loc.is_empty() => name.to_string(),
+        loc => format!("{name} {loc}"),
     }
 }

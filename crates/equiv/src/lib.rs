@@ -27,10 +27,11 @@ pub mod difference;
 pub mod hook;
 pub mod lang;
 pub mod numerics;
+pub mod quant_vocab;
 pub mod rules;
 pub mod sample_runs;
 
-pub use check::{check, registered_rules, Check, Failure, Limits, Outcome};
+pub use check::{check, check_with_memo, registered_rules, Check, Failure, Limits, Outcome};
 pub use hook::{render, EquivHook, Mode, ReportLine, SharedReport};
 pub use numerics::{
     render_numerics, Criterion, NumericsHook, NumericsLine, NumericsReport, NumericsSettings, DEFAULT_INPUTS,

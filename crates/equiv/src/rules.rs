@@ -19,11 +19,20 @@
 //!
 //! A number with a fraction or exponent (`0.0`, `1e-5`) is an f64 scalar
 //! constant. Conditions (`when`) are `(same-type ?x ?t)` (value `?x` has the
-//! type `?t`) and `(is-splat ?c NUMBER)` (every element of constant `?c`
-//! equals the number).
+//! type `?t`), `(is-splat ?c NUMBER)` (every element of constant `?c`
+//! equals the number) and `(dim-is ?x AXIS SIZE)` (value `?x` is a tensor
+//! whose dimension `AXIS`, negative from the back, has the static size
+//! `SIZE`: a weight's kernel size).
+//!
+//! An op node a rule builds gets the op's identity as its attribute child,
+//! like an op of the IR ([`identity_attrs`]: declared defaults and
+//! annotations left out), and a dictionary written in a pattern is compared
+//! the same way.
 
 use crate::analysis::{attr_leaf, key_of, register_ir_float_leaf, type_leaf, EqAnalysis};
+use crate::bridge::identity_attrs;
 use crate::lang::{Builtin, Node};
+use crate::quant_vocab;
 use egg::{Applier, EGraph, ENodeOrVar, Id, Pattern, PatternAst, RecExpr, Rewrite, Subst, Symbol, Var};
 use qopt_interp::Tensor;
 use qopt_ir_core::equivalence::{EquivRule, Relation};
@@ -103,6 +112,24 @@ enum Macro {
     TensorOf(Box<Template>, Box<Template>),
     ChannelVector(Box<Template>, Box<Template>, i64),
     ZerosOfAxis(Box<Template>, i64),
+    /// The quantization vocabulary ([`crate::quant_vocab`]).
+    Quant(QuantMacro),
+}
+
+/// A macro of the quantization vocabulary (see [`crate::quant_vocab`]).
+#[derive(Clone, Debug)]
+enum QuantMacro {
+    Expressed(Box<Template>),
+    AsBias(Box<Template>, Box<Template>, Box<Template>),
+    RoundedBias(Box<Template>, Box<Template>, Box<Template>),
+    TypeOf(Box<Template>),
+    TransposedType(Box<Template>),
+    Domain(Box<Template>),
+    ShapedLike(Box<Template>, Box<Template>),
+    TableAttrs(Box<Template>),
+    AttrsWithout(Box<Template>, Vec<String>),
+    AttrsPick(Box<Template>, Vec<(String, String)>),
+    AttrsMerge(Box<Template>, Box<Template>),
 }
 
 /// A condition of `when`.
@@ -110,6 +137,33 @@ enum Macro {
 enum Condition {
     SameType(Var, Var),
     IsSplat(Var, f64),
+    HasAttr(Var, String),
+    LacksAttr(Var, String),
+    AttrIs(Var, String, String),
+    ZeroPointAtMin(Var),
+    ClipSaturates(Var, Var),
+    Covers(Var, Var),
+    SameElement(Var, Var),
+    NotQuantized(Var),
+    DimIs(Var, i64, i64),
+}
+
+impl Condition {
+    fn vars(&self) -> Vec<Var> {
+        match self {
+            Condition::SameType(a, b)
+            | Condition::ClipSaturates(a, b)
+            | Condition::Covers(a, b)
+            | Condition::SameElement(a, b) => vec![*a, *b],
+            Condition::IsSplat(a, _)
+            | Condition::HasAttr(a, _)
+            | Condition::LacksAttr(a, _)
+            | Condition::AttrIs(a, ..)
+            | Condition::ZeroPointAtMin(a)
+            | Condition::NotQuantized(a)
+            | Condition::DimIs(a, ..) => vec![*a],
+        }
+    }
 }
 
 /// A right-hand side, instantiated when the rule fires.
@@ -198,7 +252,9 @@ fn pattern(ctx: &mut Context, sexp: &Sexp) -> Result<Pattern<Node>, String> {
                     if n < 2 {
                         return Err(format!("'{head}' needs its attributes and type before its operands"));
                     }
-                    Node::Op { name: ctx.op_name(name), result, children }
+                    let name = ctx.op_name(name);
+                    pattern_attrs_as_identity(ctx, &mut ast, name, children[0]);
+                    Node::Op { name, result, children }
                 } else {
                     return Err(format!("unknown operation '{head}' in a pattern"));
                 };
@@ -256,6 +312,64 @@ fn template(ctx: &mut Context, sexp: &Sexp) -> Result<Template, String> {
                     let axis = atom(1)?.parse().map_err(|_| "zeros-of-axis's axis must be an integer")?;
                     Macro::ZerosOfAxis(arg(0)?, axis)
                 }
+                "expressed" => {
+                    want(1)?;
+                    Macro::Quant(QuantMacro::Expressed(arg(0)?))
+                }
+                "as-bias" => {
+                    want(3)?;
+                    Macro::Quant(QuantMacro::AsBias(arg(0)?, arg(1)?, arg(2)?))
+                }
+                "rounded-bias" => {
+                    want(3)?;
+                    Macro::Quant(QuantMacro::RoundedBias(arg(0)?, arg(1)?, arg(2)?))
+                }
+                "transposed-type" => {
+                    want(1)?;
+                    Macro::Quant(QuantMacro::TransposedType(arg(0)?))
+                }
+                "type-of" => {
+                    want(1)?;
+                    Macro::Quant(QuantMacro::TypeOf(arg(0)?))
+                }
+                "domain" => {
+                    want(1)?;
+                    Macro::Quant(QuantMacro::Domain(arg(0)?))
+                }
+                "shaped-like" => {
+                    want(2)?;
+                    Macro::Quant(QuantMacro::ShapedLike(arg(0)?, arg(1)?))
+                }
+                "table-attrs" => {
+                    want(1)?;
+                    Macro::Quant(QuantMacro::TableAttrs(arg(0)?))
+                }
+                "attrs-merge" => {
+                    want(2)?;
+                    Macro::Quant(QuantMacro::AttrsMerge(arg(0)?, arg(1)?))
+                }
+                "attrs-without" | "attrs-pick" => {
+                    if args.is_empty() {
+                        return Err(format!("'{head}' needs a dictionary"));
+                    }
+                    let names = (1..args.len()).map(atom).collect::<Result<Vec<_>, _>>()?;
+                    let dict = arg(0)?;
+                    if head == "attrs-without" {
+                        Macro::Quant(QuantMacro::AttrsWithout(
+                            dict,
+                            names.iter().map(|n| n.to_string()).collect(),
+                        ))
+                    } else {
+                        let picks = names
+                            .iter()
+                            .map(|n| match n.split_once(':') {
+                                Some((from, to)) => (from.to_string(), to.to_string()),
+                                None => (n.to_string(), n.to_string()),
+                            })
+                            .collect();
+                        Macro::Quant(QuantMacro::AttrsPick(dict, picks))
+                    }
+                }
                 _ => {
                     let children = args.iter().map(|a| template(ctx, a)).collect::<Result<Vec<_>, _>>()?;
                     if let Some(f) = Builtin::ALL.iter().find(|b| b.name() == head) {
@@ -295,6 +409,25 @@ fn conditions(text: &str) -> Result<Vec<Condition>, String> {
             match atoms.as_slice() {
                 ["same-type", x, t] => Ok(Condition::SameType(var(x)?, var(t)?)),
                 ["is-splat", c, v] => Ok(Condition::IsSplat(var(c)?, number(v)?)),
+                ["has-attr", a, name] => Ok(Condition::HasAttr(var(a)?, name.to_string())),
+                ["lacks-attr", a, name] => Ok(Condition::LacksAttr(var(a)?, name.to_string())),
+                ["attr-is", a, name, value] => {
+                    Ok(Condition::AttrIs(var(a)?, name.to_string(), value.trim_matches('"').to_string()))
+                }
+                ["zero-point-at-min", t] => Ok(Condition::ZeroPointAtMin(var(t)?)),
+                ["clip-saturates", c, t] => Ok(Condition::ClipSaturates(var(c)?, var(t)?)),
+                ["covers", u, t] => Ok(Condition::Covers(var(u)?, var(t)?)),
+                ["same-element", x, t] => Ok(Condition::SameElement(var(x)?, var(t)?)),
+                ["not-quantized", x] => Ok(Condition::NotQuantized(var(x)?)),
+                ["dim-is", x, axis, size] => {
+                    let int =
+                        |a: &str| a.parse::<i64>().map_err(|_| format!("dim-is takes integers, found '{a}'"));
+                    let size = int(size)?;
+                    if size < 0 {
+                        return Err(format!("dim-is's size must be at least 0, found {size}"));
+                    }
+                    Ok(Condition::DimIs(var(x)?, int(axis)?, size))
+                }
                 _ => Err(format!("unknown condition {atoms:?}")),
             }
         })
@@ -312,6 +445,22 @@ fn template_vars(t: &Template, out: &mut Vec<Var>) {
                 template_vars(a, out);
                 template_vars(b, out);
             }
+            Macro::Quant(q) => match q {
+                QuantMacro::Expressed(a)
+                | QuantMacro::TypeOf(a)
+                | QuantMacro::TransposedType(a)
+                | QuantMacro::Domain(a)
+                | QuantMacro::TableAttrs(a)
+                | QuantMacro::AttrsWithout(a, _)
+                | QuantMacro::AttrsPick(a, _) => template_vars(a, out),
+                QuantMacro::ShapedLike(a, b) | QuantMacro::AttrsMerge(a, b) => {
+                    template_vars(a, out);
+                    template_vars(b, out);
+                }
+                QuantMacro::AsBias(a, b, c) | QuantMacro::RoundedBias(a, b, c) => {
+                    [a, b, c].into_iter().for_each(|t| template_vars(t, out))
+                }
+            },
         },
         Template::Int(_) | Template::Number(_) | Template::Attr(_) => {}
     }
@@ -352,10 +501,7 @@ pub fn compile<'a>(
             let mut used = Vec::new();
             template_vars(&rhs, &mut used);
             for c in &when {
-                match c {
-                    Condition::SameType(a, b) => used.extend([*a, *b]),
-                    Condition::IsSplat(a, _) => used.push(*a),
-                }
+                used.extend(c.vars());
             }
             if let Some(v) = used.iter().find(|v| !bound.contains(v)) {
                 return Err(context(format!("variable {v} is not bound by the pattern")));
@@ -376,7 +522,10 @@ pub fn add_constant(egraph: &mut EGraph<Node, EqAnalysis<'_>>, value: Tensor) ->
 }
 
 impl RuleApplier {
-    fn holds(&self, egraph: &EGraph<Node, EqAnalysis<'_>>, subst: &Subst) -> bool {
+    fn holds(&self, egraph: &mut EGraph<Node, EqAnalysis<'_>>, subst: &Subst) -> bool {
+        let attr = |egraph: &EGraph<Node, EqAnalysis<'_>>, a: &Var, name: &str| {
+            attr_leaf(egraph, subst[*a]).and_then(|d| egraph.analysis.ctx.dict_get(d, name))
+        };
         self.when.iter().all(|c| match c {
             Condition::SameType(x, t) => {
                 let ty = type_leaf(egraph, subst[*t]);
@@ -387,6 +536,18 @@ impl RuleApplier {
                 .constant
                 .as_ref()
                 .is_some_and(|k| !k.value.is_empty() && k.value.to_f64_vec().iter().all(|x| x == v)),
+            Condition::HasAttr(a, name) => attr(egraph, a, name).is_some(),
+            Condition::LacksAttr(a, name) => {
+                attr_leaf(egraph, subst[*a]).is_some() && attr(egraph, a, name).is_none()
+            }
+            Condition::AttrIs(a, name, value) => attr(egraph, a, name)
+                .is_some_and(|v| egraph.analysis.ctx.attr_as_str(v) == Some(value.as_str())),
+            Condition::ZeroPointAtMin(t) => quant_vocab::zero_point_at_min(egraph, subst[*t]),
+            Condition::ClipSaturates(c, t) => quant_vocab::clip_saturates(egraph, subst[*c], subst[*t]),
+            Condition::Covers(u, t) => quant_vocab::covers(egraph, subst[*u], subst[*t]),
+            Condition::SameElement(x, t) => quant_vocab::same_element(egraph, subst[*x], subst[*t]),
+            Condition::NotQuantized(x) => quant_vocab::not_quantized(egraph, subst[*x]),
+            Condition::DimIs(x, axis, size) => dim_is(egraph, subst[*x], *axis, *size),
         })
     }
 }
@@ -399,7 +560,9 @@ fn instantiate(egraph: &mut EGraph<Node, EqAnalysis<'_>>, t: &Template, subst: &
         Template::Attr(a) => egraph.add(Node::Attr(*a)),
         Template::Number(x) => add_constant(egraph, Tensor::F64(ndarray::arr0(*x).into_dyn())),
         Template::Op(name, result, children) => {
-            let children = children.iter().map(|c| instantiate(egraph, c, subst)).collect::<Option<_>>()?;
+            let mut children: SmallVec<[Id; 4]> =
+                children.iter().map(|c| instantiate(egraph, c, subst)).collect::<Option<_>>()?;
+            attrs_as_identity(egraph, *name, &mut children);
             egraph.add(Node::Op { name: *name, result: *result, children })
         }
         Template::Fn(f, children) => {
@@ -408,6 +571,44 @@ fn instantiate(egraph: &mut EGraph<Node, EqAnalysis<'_>>, t: &Template, subst: &
         }
         Template::Macro(m) => return expand(egraph, m, subst),
     })
+}
+
+/// Makes the attribute child of a new node of op `name` the op's identity, as
+/// the bridge makes the IR's ([`identity_attrs`]).
+fn attrs_as_identity(
+    egraph: &mut EGraph<Node, EqAnalysis<'_>>,
+    name: qopt_ir_core::OpName,
+    children: &mut [Id],
+) {
+    let Some(attrs) = children.first().and_then(|&a| attr_leaf(egraph, a)) else { return };
+    let identity = identity_attrs(egraph.analysis.ctx, name, attrs);
+    if identity != attrs {
+        children[0] = egraph.add(Node::Attr(identity));
+    }
+}
+
+/// [`attrs_as_identity`] for a dictionary written in a pattern (the op
+/// node's first child `attrs`).
+fn pattern_attrs_as_identity(
+    ctx: &mut Context,
+    ast: &mut PatternAst<Node>,
+    name: qopt_ir_core::OpName,
+    attrs: Id,
+) {
+    if let ENodeOrVar::ENode(Node::Attr(a)) = ast[attrs] {
+        ast[attrs] = ENodeOrVar::ENode(Node::Attr(identity_attrs(ctx, name, a)));
+    }
+}
+
+/// Whether the class `x` has a tensor type whose dimension `axis` (negative
+/// from the back) is `size` (`dim-is`).
+fn dim_is(egraph: &EGraph<Node, EqAnalysis<'_>>, x: Id, axis: i64, size: i64) -> bool {
+    let Some(shape) = egraph[x].data.ty.and_then(|t| egraph.analysis.ctx.tensor_shape(t)) else {
+        return false;
+    };
+    let rank = shape.len() as i64;
+    let axis = if axis < 0 { axis + rank } else { axis };
+    usize::try_from(axis).ok().and_then(|a| shape.get(a)).is_some_and(|&d| d == size)
 }
 
 /// Evaluates a macro.
@@ -448,7 +649,7 @@ fn expand(egraph: &mut EGraph<Node, EqAnalysis<'_>>, m: &Macro, subst: &Subst) -
             let shape = egraph.analysis.ctx.tensor_shape(ty)?.to_vec();
             let vector = channel_vector(&constant.value, &shape, *axis)?;
             let id = add_constant(egraph, vector);
-            if let Some(&(precision, _)) = egraph.analysis.ir_keys.get(&constant.key) {
+            if let Some(&precision) = egraph.analysis.ir_keys.get(&constant.key) {
                 // The IR's own constant, reshaped: match it like one.
                 register_ir_float_leaf(egraph, id, precision);
             }
@@ -462,6 +663,52 @@ fn expand(egraph: &mut EGraph<Node, EqAnalysis<'_>>, m: &Macro, subst: &Subst) -
             let n = *value.shape().get(axis)?;
             Some(add_constant(egraph, Tensor::F64(ndarray::Array1::zeros(n).into_dyn())))
         }
+        Macro::Quant(q) => match q {
+            QuantMacro::Expressed(v) => {
+                let v = leaf(egraph, v)?;
+                quant_vocab::expressed(egraph, v)
+            }
+            QuantMacro::AsBias(b, x, w) => {
+                let (b, x, w) = (leaf(egraph, b)?, leaf(egraph, x)?, leaf(egraph, w)?);
+                quant_vocab::as_bias(egraph, b, x, w)
+            }
+            QuantMacro::RoundedBias(b, x, w) => {
+                let (b, x, w) = (leaf(egraph, b)?, leaf(egraph, x)?, leaf(egraph, w)?);
+                quant_vocab::rounded_bias(egraph, b, x, w)
+            }
+            QuantMacro::TransposedType(v) => {
+                let v = leaf(egraph, v)?;
+                quant_vocab::transposed_type(egraph, v)
+            }
+            QuantMacro::TypeOf(v) => {
+                let v = leaf(egraph, v)?;
+                quant_vocab::type_of_value(egraph, v)
+            }
+            QuantMacro::Domain(q) => {
+                let q = leaf(egraph, q)?;
+                quant_vocab::domain(egraph, q)
+            }
+            QuantMacro::ShapedLike(t, v) => {
+                let (t, v) = (leaf(egraph, t)?, leaf(egraph, v)?);
+                quant_vocab::shaped_like(egraph, t, v)
+            }
+            QuantMacro::TableAttrs(c) => {
+                let c = leaf(egraph, c)?;
+                quant_vocab::table_attrs(egraph, c)
+            }
+            QuantMacro::AttrsWithout(a, names) => {
+                let a = leaf(egraph, a)?;
+                quant_vocab::attrs_without(egraph, a, names)
+            }
+            QuantMacro::AttrsPick(a, picks) => {
+                let a = leaf(egraph, a)?;
+                quant_vocab::attrs_pick(egraph, a, picks)
+            }
+            QuantMacro::AttrsMerge(a, b) => {
+                let (a, b) = (leaf(egraph, a)?, leaf(egraph, b)?);
+                quant_vocab::attrs_merge(egraph, a, b)
+            }
+        },
     }
 }
 
@@ -542,5 +789,47 @@ mod tests {
         let half = Tensor::from_f32(&[3, 2], vec![0.5; 6]).unwrap();
         assert_eq!(channel_vector(&half, &[3, 2], 1).unwrap().to_f64_vec(), [0.5]);
         assert!(channel_vector(&row, &[8, 3], 1).is_some());
+    }
+
+    #[test]
+    fn dictionaries_in_patterns_leave_out_declared_defaults() {
+        let mut ctx = Context::new();
+        qopt_dialect_fp::register(&mut ctx).unwrap();
+        let items = parse_sexps("(fp.conv2d {pad = [1, 1, 1, 1], stride = [1, 1]} ?t ?x ?w)").unwrap();
+        let searcher = pattern(&mut ctx, &items[0]).unwrap();
+        let identity = parse_attr_dict(&mut ctx, "{pad = [1, 1, 1, 1]}").unwrap();
+        let attrs: Vec<Attribute> = searcher
+            .ast
+            .as_ref()
+            .iter()
+            .filter_map(|n| match n {
+                ENodeOrVar::ENode(Node::Attr(a)) => Some(*a),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(attrs, [identity]);
+    }
+
+    #[test]
+    fn dim_is_reads_one_static_dimension_of_the_type() {
+        let mut ctx = Context::new();
+        let i32 = ctx.common().i32;
+        let ty = ctx.tensor_type(&[8, 4, 3, qopt_ir_core::DYNAMIC], i32);
+        let mut memo = crate::analysis::Memo::default();
+        let analysis =
+            EqAnalysis::new(&mut ctx, &mut memo, qopt_interp::KernelRegistry::new(), Relation::Exact, 0);
+        let mut egraph: EGraph<Node, EqAnalysis<'_>> = EGraph::new(analysis);
+        egraph.analysis.arg_types.push(ty);
+        let w = egraph.add(Node::Arg(0));
+        let untyped = egraph.add(Node::Int(3));
+        assert!(dim_is(&egraph, w, 2, 3));
+        assert!(dim_is(&egraph, w, -4, 8));
+        assert!(!dim_is(&egraph, w, 1, 3));
+        assert!(!dim_is(&egraph, w, -1, 1), "a dynamic dimension has no size");
+        assert!(!dim_is(&egraph, w, 4, 3) && !dim_is(&egraph, w, -5, 8), "out of range");
+        assert!(!dim_is(&egraph, untyped, 0, 3));
+        assert!(conditions("(dim-is ?w 2 3)").is_ok());
+        assert!(conditions("(dim-is ?w 2 -1)").is_err());
+        assert!(conditions("(dim-is ?w two 3)").is_err());
     }
 }

@@ -108,3 +108,43 @@ pub struct LookupActivation;
 /// out of the op's identity, so a pass may add, keep or drop them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Annotations(pub &'static [&'static str]);
+
+/// The values an op reads for attributes it leaves out: `fp.conv2d` without
+/// `stride` has stride `[1, 1]`. The function builds each `(name, default)`
+/// pair in the context; the op's readers should take their defaults from the
+/// same source as this function, so the two cannot drift (the `fp` dialect's
+/// window readers, `attrs::ConvAttrs::defaults`, serve both).
+///
+/// The equivalence checker leaves out of an op's identity every attribute
+/// equal to its default ([`strip`](Self::strip)), so `{}` and
+/// `{stride = [1, 1]}` are one op there and a pass may spell a default either
+/// way. "Equal" is the same interned attribute: `[1, 1]` of `i64` integers,
+/// as the parser reads it; another spelling of the same value (`[1 : i32, 1 : i32]`)
+/// stays, which can only make a check fail, never pass wrongly.
+///
+/// ```
+/// # use qopt_ir_core::{Context, interfaces::AttributeDefaults};
+/// let defaults = AttributeDefaults(|ctx| vec![("stride", ctx.i64_array_attr(&[1, 1]))]);
+/// let mut ctx = Context::new();
+/// let (one, two) = (ctx.i64_array_attr(&[1, 1]), ctx.i64_array_attr(&[2, 2]));
+/// let spelled = ctx.dict_attr(&[("stride", one)]);
+/// let empty = ctx.dict_attr(&[]);
+/// assert_eq!(defaults.strip(&mut ctx, spelled), empty);
+/// let strided = ctx.dict_attr(&[("stride", two)]);
+/// assert_eq!(defaults.strip(&mut ctx, strided), strided);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct AttributeDefaults(pub fn(&mut crate::Context) -> Vec<(&'static str, crate::Attribute)>);
+
+impl AttributeDefaults {
+    /// `attrs` without each entry that is its default.
+    pub fn strip(self, ctx: &mut crate::Context, attrs: crate::Attribute) -> crate::Attribute {
+        (self.0)(ctx).into_iter().fold(attrs, |a, (name, default)| {
+            if ctx.dict_get(a, name) == Some(default) {
+                ctx.dict_remove(a, name)
+            } else {
+                a
+            }
+        })
+    }
+}

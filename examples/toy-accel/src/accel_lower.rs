@@ -12,7 +12,10 @@
 //! it is, with a warning at it that lists every reason.
 //!
 //! The rewrite is exact: `accel.conv2d_relu` computes `qnn.conv2d_relu` with
-//! the parameters the check demanded, and the transfers are identities.
+//! the parameters the check demanded, and the transfers are identities. The
+//! dialect states exactly that as equivalence rules (`src/equivalence.rs`),
+//! so `toy-opt --verify-equiv` proves each run of the pass under the `exact`
+//! relation (the zero bias by `qnn`'s rule that a zero bias adds nothing).
 //!
 //! Statistics: `lowered`, `kept`.
 //!
@@ -30,6 +33,7 @@
 use crate::ops::conv::{check_conv, ConvContract, ConvParams};
 use qopt_dialect_fp::{attrs, FpDialect};
 use qopt_dialect_qnn::op_names as qnn_op;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
     Context, DenseElements, Diagnostic, Dialect, InsertPoint, Location, Module, OpId, OperationState, Pass,
@@ -84,6 +88,12 @@ impl Pass for AccelLower {
 
     fn preserves_semantics(&self) -> bool {
         true
+    }
+
+    /// Bit-identical results: the `accel` rules define each op the pass
+    /// writes as the `qnn` computation it replaces.
+    fn equivalence(&self) -> Option<Relation> {
+        Some(Relation::Exact)
     }
 
     fn run(

@@ -11,7 +11,7 @@
 //! Kernels read operands the op's verifier has already accepted, but they
 //! still return errors instead of panicking on anything else.
 
-use crate::ops::conv::ACCEL_ROUNDING;
+use crate::ops::conv::{implied_pad, ACCEL_ROUNDING};
 use qopt_dialect_fp::attrs;
 use qopt_interp::{InterpError, KernelContext, KernelRegistry, KernelResults, QuantConv2d, Relu, Tensor};
 
@@ -34,7 +34,10 @@ fn conv2d_relu(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResu
     let Some(&kernel) = w.shape().get(2) else {
         return Err(InterpError::new(format!("weight must have rank 4, got shape {:?}", w.shape())));
     };
-    let p = kernel / 2;
+    let p = i64::try_from(kernel)
+        .ok()
+        .and_then(|k| usize::try_from(implied_pad(k)).ok())
+        .ok_or_else(|| InterpError::new(format!("kernel size {kernel} is out of range")))?;
     let conv = QuantConv2d {
         stride: [sh, sw],
         pad: [p; 4],

@@ -11,6 +11,9 @@
 //!   pattern (`dma-out-in`) that qopt's own `canonicalize` pass applies;
 //! - a pass, `accel-lower` ([`AccelLower`]), that hands each supported
 //!   `qnn.conv2d_relu` to the accelerator and says, per op it keeps, why;
+//! - equivalence rules that define the `accel` ops in terms of `qnn`
+//!   (`src/equivalence.rs`, [`AccelDialect`]'s `equivalence_rules`), so
+//!   `toy-opt --verify-equiv` proves `accel-lower` on every run;
 //! - [`register_kernels`], interpreter kernels for the `accel` ops, so
 //!   `qopt-interp` runs a lowered module (`accel.conv2d_relu` calls qopt's own
 //!   quantized convolution, [`qopt_interp::QuantConv2d`]);
@@ -43,6 +46,7 @@
 
 mod accel_lower;
 mod calibration;
+mod equivalence;
 mod fusion;
 mod kernels;
 mod ops;
@@ -51,7 +55,9 @@ pub use accel_lower::AccelLower;
 pub use calibration::AccelHeadroom;
 pub use fusion::AccelConvRelu;
 pub use kernels::register_kernels;
-pub use ops::conv::{check_conv, ConvContract, ConvParams, ACCEL_ROUNDING};
+pub use ops::conv::{
+    check_conv, implied_pad, ConvContract, ConvParams, ACCEL_ROUNDING, KERNEL_SIZES, STRIDES,
+};
 pub use ops::dma::DmaOutIn;
 
 use qopt_driver::Driver;
@@ -75,6 +81,9 @@ impl Dialect for AccelDialect {
     }
     fn canonicalization_patterns(&self) -> Vec<Box<dyn RewritePattern>> {
         vec![Box::new(DmaOutIn)]
+    }
+    fn equivalence_rules(&self) -> Vec<qopt_ir_core::equivalence::EquivRule> {
+        equivalence::rules()
     }
 }
 

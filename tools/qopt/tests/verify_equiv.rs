@@ -1,6 +1,7 @@
 //! `qopt --verify-equiv` on the README's example model: the quantize
-//! pipeline's checked passes are all proven, the others are reported as not
-//! checked, and the run succeeds; in warn mode the report is the same.
+//! pipeline's checked passes are all proven (fuse under the requantization
+//! relation), the others are reported as not checked, the timing report has
+//! each check's time, and the run succeeds.
 
 use std::path::Path;
 use std::process::Command;
@@ -16,11 +17,20 @@ fn the_quantize_pipeline_is_proven_where_it_is_checked() {
     let out = std::env::temp_dir().join(format!("verify-equiv-{}.qir", std::process::id()));
     let out = out.to_str().unwrap();
     let pipeline = "--pass=quantize{data=tests/models/digits_mlp/calib.npy}";
-    let (code, stderr) = qopt(&["examples/digits_mlp.qir", pipeline, "--verify-equiv", "-o", out]);
+    let (code, stderr) =
+        qopt(&["examples/digits_mlp.qir", pipeline, "--verify-equiv", "--timing", "-o", out]);
     assert_eq!(code, 0, "{stderr}");
-    for pass in
-        ["fold-bn", "insert-observers", "calibrate", "expand-fakeq", "canonicalize", "dce", "quant-lint"]
-    {
+    for pass in [
+        "fold-bn",
+        "insert-observers",
+        "calibrate",
+        "expand-fakeq",
+        "quantize-constants",
+        "fuse",
+        "canonicalize",
+        "dce",
+        "quant-lint",
+    ] {
         let line =
             stderr.lines().find(|l| l.contains(&format!(" {pass} "))).unwrap_or_else(|| panic!("{stderr}"));
         assert!(line.contains("proven"), "{line}");
@@ -28,6 +38,11 @@ fn the_quantize_pipeline_is_proven_where_it_is_checked() {
     assert!(stderr.contains("fold-bn              proven: real (float constants within 4 ulps"), "{stderr}");
     let fakeq = stderr.lines().find(|l| l.contains(" insert-fakeq ")).unwrap();
     assert!(fakeq.contains("not checked: the pass changes numerics on purpose"), "{fakeq}");
+    let fuse = stderr.lines().find(|l| l.contains(" fuse ")).unwrap();
+    assert!(fuse.contains("proven: requantization"), "{fuse}");
+    // The timing report has the checks' time under each checked pass.
+    let timed = stderr.lines().filter(|l| l.trim_end().ends_with("verify-equiv")).count();
+    assert!(timed >= 9, "{stderr}");
     let _ = std::fs::remove_file(out);
 }
 

@@ -12,7 +12,7 @@
 use super::{common_element, expect_rank, tensor_operands, Elements, Sig, Signature, Sigs};
 use crate::attrs;
 use crate::shape::{conv_out, conv_transpose_out, dims_compatible, is_dynamic};
-use qopt_ir_core::interfaces::QuantizableOp;
+use qopt_ir_core::interfaces::{AttributeDefaults, QuantizableOp};
 use qopt_ir_core::{Arity, Attribute, Context, OpDef, Traits, Type, DYNAMIC};
 use smallvec::SmallVec;
 
@@ -45,7 +45,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 )
                 .operands(Arity::Range(2, 3))
                 .traits(Traits::PURE)
-                .interface(QuantizableOp::weighted(0, 1, Some(2), 0)),
+                .interface(QuantizableOp::weighted(0, 1, Some(2), 0))
+                .interface(AttributeDefaults(|ctx| attrs::ConvAttrs::default_attributes(ctx, 2))),
         ),
         super::with_signature::<Conv<1>>(
             OpDef::new(names::CONV1D, "1-D convolution (NCL), ONNX Conv")
@@ -60,7 +61,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 )
                 .operands(Arity::Range(2, 3))
                 .traits(Traits::PURE)
-                .interface(QuantizableOp::weighted(0, 1, Some(2), 0)),
+                .interface(QuantizableOp::weighted(0, 1, Some(2), 0))
+                .interface(AttributeDefaults(|ctx| attrs::ConvAttrs::default_attributes(ctx, 1))),
         ),
         super::with_signature::<ConvTranspose<2>>(
             OpDef::new(names::CONV_TRANSPOSE2D, "2-D transposed convolution (NCHW), ONNX ConvTranspose")
@@ -84,7 +86,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
                      -> tensor<1x32x56x56xf32>\n```",
                 )
                 .operands(Arity::Range(2, 3))
-                .traits(Traits::PURE),
+                .traits(Traits::PURE)
+                .interface(AttributeDefaults(|ctx| attrs::ConvTransposeAttrs::default_attributes(ctx, 2))),
         ),
         super::with_signature::<ConvTranspose<1>>(
             OpDef::new(names::CONV_TRANSPOSE1D, "1-D transposed convolution (NCL), ONNX ConvTranspose")
@@ -99,7 +102,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
                      tensor<16x8x4xf32>) -> tensor<1x8x102xf32>\n```",
                 )
                 .operands(Arity::Range(2, 3))
-                .traits(Traits::PURE),
+                .traits(Traits::PURE)
+                .interface(AttributeDefaults(|ctx| attrs::ConvTransposeAttrs::default_attributes(ctx, 1))),
         ),
     ]
 }

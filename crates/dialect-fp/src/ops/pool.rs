@@ -11,7 +11,7 @@
 use super::{common_element, expect_rank, tensor_operands, Elements, Sig, Signature, Sigs};
 use crate::attrs;
 use crate::shape::pool_out;
-use qopt_ir_core::interfaces::QuantizableOp;
+use qopt_ir_core::interfaces::{AttributeDefaults, QuantizableOp};
 use qopt_ir_core::{Arity, Attribute, Context, OpDef, Traits, Type};
 use smallvec::SmallVec;
 
@@ -41,7 +41,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
                      (tensor<1x64x112x112xf32>) -> tensor<1x64x56x56xf32>\n```",
                 )
                 .operands(Arity::Exact(1))
-                .traits(Traits::PURE | Traits::QUANT_AGNOSTIC),
+                .traits(Traits::PURE | Traits::QUANT_AGNOSTIC)
+                .interface(AttributeDefaults(|ctx| attrs::PoolAttrs::default_attributes(ctx, 2, true))),
         ),
         super::with_signature::<Pool<1, true>>(
             OpDef::new(names::MAX_POOL1D, "1-D max pooling (NCL)")
@@ -51,7 +52,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
                      ```\n%y = fp.max_pool1d(%x) {kernel = [2], stride = [2]} : (tensor<1x16x100xf32>) -> tensor<1x16x50xf32>\n```",
                 )
                 .operands(Arity::Exact(1))
-                .traits(Traits::PURE | Traits::QUANT_AGNOSTIC),
+                .traits(Traits::PURE | Traits::QUANT_AGNOSTIC)
+                .interface(AttributeDefaults(|ctx| attrs::PoolAttrs::default_attributes(ctx, 1, true))),
         ),
         super::with_signature::<Pool<2, false>>(
             OpDef::new(names::AVG_POOL2D, "2-D average pooling (NCHW)")
@@ -66,7 +68,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 )
                 .operands(Arity::Exact(1))
                 .traits(Traits::PURE)
-                .interface(QuantizableOp::activations(&[0])),
+                .interface(QuantizableOp::activations(&[0]))
+                .interface(AttributeDefaults(|ctx| attrs::PoolAttrs::default_attributes(ctx, 2, false))),
         ),
         super::with_signature::<GlobalAvgPool>(
             OpDef::new(names::GLOBAL_AVG_POOL2D, "mean over H and W (NCHW)")

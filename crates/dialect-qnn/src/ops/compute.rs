@@ -8,12 +8,16 @@
 //! element kinds, and do not infer. The arithmetic is
 //! `docs/quant-semantics.md` §6 and §7.
 
-use super::{expect_shape, relu_max_doc, relu_max_in, rounding_doc, rounding_in, tensor, Tensor};
+use super::{
+    expect_shape, relu_max_doc, relu_max_in, rounding_defaults, rounding_doc, rounding_in, tensor, Tensor,
+    ROUNDING_DEFAULT,
+};
 use qopt_dialect_fp::attrs;
+use qopt_dialect_fp::attrs::ConvAttrs;
 use qopt_dialect_fp::shape::{
     broadcast, conv_out, dims_compatible, is_dynamic, normalize_axis, shape_to_string,
 };
-use qopt_ir_core::interfaces::QuantizableOp;
+use qopt_ir_core::interfaces::{AttributeDefaults, QuantizableOp};
 use qopt_ir_core::{
     type_to_string, Arity, Attribute, Context, FoldResult, Module, OpDef, OpId, OpView, Traits, TypeData,
     DYNAMIC,
@@ -57,7 +61,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::Range(2, 3))
             .traits(Traits::PURE)
             .verifier(verify_conv2d)
-            .interface(QuantizableOp::weighted(0, 1, Some(2), 0)),
+            .interface(QuantizableOp::weighted(0, 1, Some(2), 0))
+            .interface(AttributeDefaults(conv2d_defaults)),
         OpDef::new(names::CONV2D_RELU, "qnn.conv2d followed by relu, fused (QuantConvReLU)")
             .description(concat!(
                 "`qnn.conv2d_relu(x, w[, b])` is `qnn.conv2d` whose requantized output is clamped at the \
@@ -73,7 +78,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::Range(2, 3))
             .traits(Traits::PURE)
             .verifier(verify_conv2d)
-            .interface(QuantizableOp::weighted(0, 1, Some(2), 0)),
+            .interface(QuantizableOp::weighted(0, 1, Some(2), 0))
+            .interface(AttributeDefaults(conv2d_defaults)),
         OpDef::new(names::DENSE, "quantized fully connected layer x·Wᵀ + b with i32 accumulation")
             .description(concat!(
                 "`qnn.dense(x, w[, b])`: shapes of `fp.dense`: `x` is …×K quantized per tensor, `w` is N×K \
@@ -88,7 +94,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::Range(2, 3))
             .traits(Traits::PURE)
             .verifier(verify_dense)
-            .interface(QuantizableOp::weighted(0, 1, Some(2), 0).with_channel_axis(Some(-1))),
+            .interface(QuantizableOp::weighted(0, 1, Some(2), 0).with_channel_axis(Some(-1)))
+            .interface(ROUNDING_DEFAULT),
         OpDef::new(names::DENSE_RELU, "qnn.dense followed by relu, fused")
             .description(concat!(
                 "`qnn.dense_relu(x, w[, b])` is `qnn.dense` with the output clamped at the output zero point \
@@ -103,7 +110,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::Range(2, 3))
             .traits(Traits::PURE)
             .verifier(verify_dense)
-            .interface(QuantizableOp::weighted(0, 1, Some(2), 0).with_channel_axis(Some(-1))),
+            .interface(QuantizableOp::weighted(0, 1, Some(2), 0).with_channel_axis(Some(-1)))
+            .interface(ROUNDING_DEFAULT),
         OpDef::new(names::ADD, "quantized addition with broadcasting, rounded once")
             .description(concat!(
                 "`qnn.add(a, b)`: both operands and the written result are quantized per tensor, with any \
@@ -118,7 +126,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::Exact(2))
             .traits(Traits::PURE | Traits::ELEMENTWISE | Traits::COMMUTATIVE)
             .verifier(verify_binary)
-            .interface(QuantizableOp::activations(&[0, 1])),
+            .interface(QuantizableOp::activations(&[0, 1]))
+            .interface(ROUNDING_DEFAULT),
         OpDef::new(names::MUL, "quantized multiplication with broadcasting")
             .description(concat!(
                 "`qnn.mul(a, b)`: operands and the written result quantized per tensor, any parameters; \
@@ -131,7 +140,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::Exact(2))
             .traits(Traits::PURE | Traits::ELEMENTWISE | Traits::COMMUTATIVE)
             .verifier(verify_binary)
-            .interface(QuantizableOp::activations(&[0, 1])),
+            .interface(QuantizableOp::activations(&[0, 1]))
+            .interface(ROUNDING_DEFAULT),
         OpDef::new(names::CONCAT, "concatenation of quantized tensors, each requantized to the output")
             .description(concat!(
                 "`qnn.concat(x0, x1, ...) {axis}`: one or more tensors quantized per tensor with any \
@@ -147,7 +157,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::AtLeast(1))
             .traits(Traits::PURE)
             .verifier(verify_concat)
-            .folder(fold_concat),
+            .folder(fold_concat)
+            .interface(ROUNDING_DEFAULT),
     ]
 }
 
@@ -204,19 +215,21 @@ fn known(a: i64, b: i64) -> i64 {
     }
 }
 
+/// What `qnn.conv2d` and `qnn.conv2d_relu` read for attributes they leave
+/// out: the window of `fp.conv2d` (the defaults [`ConvAttrs::read_in`] reads,
+/// which the verifier uses) and the rounding.
+fn conv2d_defaults(ctx: &mut Context) -> Vec<(&'static str, Attribute)> {
+    let mut defaults = ConvAttrs::default_attributes(ctx, 2);
+    defaults.extend(rounding_defaults(ctx));
+    defaults
+}
+
 fn verify_conv2d(v: &OpView<'_>) -> Result<(), String> {
     let ctx = v.ctx;
     let Weighted { x, w, b, result } = weighted(v)?;
     x.expect_rank(ctx, 4, "NxCxHxW")?;
     w.expect_rank(ctx, 4, "OxCxKHxKW")?;
-    let dict = v.attrs();
-    let stride = attrs::int_array_at_least_in(ctx, dict, "stride", Some(2), &[1, 1], 1)?;
-    let pad = attrs::int_array_at_least_in(ctx, dict, "pad", Some(4), &[0, 0, 0, 0], 0)?;
-    let dilation = attrs::int_array_at_least_in(ctx, dict, "dilation", Some(2), &[1, 1], 1)?;
-    let groups = attrs::int_in(ctx, dict, "groups", 1)?;
-    if groups < 1 {
-        return Err(format!("'groups' must be at least 1, got {groups}"));
-    }
+    let ConvAttrs { stride, pad, dilation, groups } = ConvAttrs::read_in(ctx, v.attrs(), 2)?;
     let (channels, out_channels, per_group) = (x.shape[1], w.shape[0], w.shape[1]);
     if !is_dynamic(channels) && channels % groups != 0 {
         return Err(format!("input channels ({channels}) must be divisible by 'groups' ({groups})"));

@@ -8,7 +8,7 @@
 //! `quantize(dequantize(q))` back to `q`'s type when the round trip is exact;
 //! `dequantize(quantize(x))` is lossy and never folds.
 
-use super::{describe, expect_shape, rounding_doc, rounding_in, tensor};
+use super::{describe, expect_shape, rounding_doc, rounding_in, tensor, ROUNDING_DEFAULT};
 use crate::quant_params::{check_axis_fits, check_quant_type, params, quant_element, storage_range};
 use qopt_ir_core::interfaces::Annotations;
 use qopt_ir_core::{Arity, QuantType};
@@ -80,7 +80,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::Exact(1))
             .traits(Traits::PURE | Traits::ELEMENTWISE)
             .verifier(verify_requantize)
-            .folder(fold_requantize),
+            .folder(fold_requantize)
+            .interface(ROUNDING_DEFAULT),
         OpDef::new(names::FAKE_QUANT, "float to float through a quantized type: dequantize(quantize(x))")
             .description(
                 "`qnn.fake_quant(x) {type = Q}` simulates quantization in float: element by element, \

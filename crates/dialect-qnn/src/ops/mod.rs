@@ -15,6 +15,7 @@
 
 use crate::fixed_point::Rounding;
 use qopt_dialect_fp::{attrs, shape};
+use qopt_ir_core::interfaces::AttributeDefaults;
 use qopt_ir_core::{type_to_string, Attribute, Context, FloatKind, OpDef, QuantType, Type, TypeData};
 
 pub(crate) mod compute;
@@ -115,11 +116,22 @@ pub(crate) fn expect_shape(what: &str, got: &[i64], want: &[i64], why: &str) -> 
     ))
 }
 
-/// The `rounding` attribute (default `half_away_from_zero`).
+/// The `rounding` attribute (default [`Rounding::default`],
+/// `half_away_from_zero`).
 pub(crate) fn rounding_in(ctx: &Context, attrs: Attribute) -> Result<Rounding, String> {
-    let name = attrs::one_of_in(ctx, attrs, Rounding::ATTR, Rounding::NAMES[0], &Rounding::NAMES)?;
+    let name = attrs::one_of_in(ctx, attrs, Rounding::ATTR, Rounding::default().name(), &Rounding::NAMES)?;
     Ok(Rounding::parse(name).unwrap_or_default())
 }
+
+/// `rounding` with the default [`rounding_in`] reads when it is missing, by
+/// name, for the [`AttributeDefaults`] interface of every op that has one.
+pub(crate) fn rounding_defaults(ctx: &mut Context) -> Vec<(&'static str, Attribute)> {
+    vec![(Rounding::ATTR, ctx.string_attr(Rounding::default().name()))]
+}
+
+/// The [`AttributeDefaults`] of an op whose only defaulted attribute is
+/// `rounding` (ops with more extend [`rounding_defaults`]).
+pub(crate) const ROUNDING_DEFAULT: AttributeDefaults = AttributeDefaults(rounding_defaults);
 
 /// The `rounding` attribute of the op whose attributes are `attrs`, or the
 /// default when it is missing or malformed (the verifier reports malformed ones).

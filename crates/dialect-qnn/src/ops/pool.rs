@@ -2,11 +2,11 @@
 //! (`docs/quant-semantics.md` §7.4). Max pooling needs no op of its own:
 //! `fp.max_pool2d` is quant-agnostic.
 
-use super::{expect_shape, rounding_doc, rounding_in, tensor};
+use super::{expect_shape, rounding_defaults, rounding_doc, rounding_in, tensor, ROUNDING_DEFAULT};
 use qopt_dialect_fp::attrs::PoolAttrs;
 use qopt_dialect_fp::shape::pool_out;
-use qopt_ir_core::interfaces::QuantizableOp;
-use qopt_ir_core::{Arity, OpDef, OpView, Traits};
+use qopt_ir_core::interfaces::{AttributeDefaults, QuantizableOp};
+use qopt_ir_core::{Arity, Attribute, Context, OpDef, OpView, Traits};
 
 /// The names of this family's ops.
 pub mod names {
@@ -32,7 +32,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::Exact(1))
             .traits(Traits::PURE)
             .verifier(verify_avg_pool)
-            .interface(QuantizableOp::activations(&[0])),
+            .interface(QuantizableOp::activations(&[0]))
+            .interface(AttributeDefaults(avg_pool2d_defaults)),
         OpDef::new(names::GLOBAL_AVG_POOL2D, "quantized mean over H and W (NCHW)")
             .description(concat!(
                 "`qnn.global_avg_pool2d(x)`: `qnn.avg_pool2d` with one window per N×C plane and divisor \
@@ -45,8 +46,17 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .operands(Arity::Exact(1))
             .traits(Traits::PURE)
             .verifier(verify_global_avg_pool)
-            .interface(QuantizableOp::activations(&[0])),
+            .interface(QuantizableOp::activations(&[0]))
+            .interface(ROUNDING_DEFAULT),
     ]
+}
+
+/// What `qnn.avg_pool2d` reads for attributes it leaves out: the window of
+/// `fp.avg_pool2d` and the rounding.
+fn avg_pool2d_defaults(ctx: &mut Context) -> Vec<(&'static str, Attribute)> {
+    let mut defaults = PoolAttrs::default_attributes(ctx, 2, false);
+    defaults.extend(rounding_defaults(ctx));
+    defaults
 }
 
 fn verify_avg_pool(v: &OpView<'_>) -> Result<(), String> {

@@ -82,6 +82,13 @@ pub trait PassInstrumentation {
         Ok(())
     }
 
+    /// The line under each pass in the timing report that holds this hook's
+    /// time before and after the pass (`verify-equiv`); `None` leaves the
+    /// hook's time out of the report.
+    fn timing_name(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Called after the pass ran and (with verify-each) the result verified.
     fn after_pass(
         &mut self,

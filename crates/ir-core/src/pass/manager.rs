@@ -28,7 +28,7 @@ use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Named pipelines may name other named pipelines this many levels deep.
 const MAX_PIPELINE_DEPTH: usize = 16;
@@ -357,7 +357,13 @@ impl Runner<'_, '_> {
 
         let snapshot = self.inst.reproducer_dir.is_some().then(|| self.module.clone());
         let mut hooks = std::mem::take(&mut self.inst.hooks);
-        let before = hooks.iter_mut().try_for_each(|hook| hook.before_pass(&run, self.ctx, self.module));
+        let mut hook_times = vec![Duration::ZERO; hooks.len()];
+        let before = hooks.iter_mut().zip(&mut hook_times).try_for_each(|(hook, time)| {
+            let start = Instant::now();
+            let result = hook.before_pass(&run, self.ctx, self.module);
+            *time += start.elapsed();
+            result
+        });
         self.inst.hooks = hooks;
         if let Err(diagnostics) = before {
             return Err(self.fail(scheduled, snapshot, diagnostics));
@@ -418,8 +424,18 @@ impl Runner<'_, '_> {
         }
 
         let mut hooks = std::mem::take(&mut self.inst.hooks);
-        let after =
-            hooks.iter_mut().try_for_each(|hook| hook.after_pass(&run, outcome, self.ctx, self.module));
+        let after = hooks.iter_mut().zip(&mut hook_times).try_for_each(|(hook, time)| {
+            let start = Instant::now();
+            let result = hook.after_pass(&run, outcome, self.ctx, self.module);
+            *time += start.elapsed();
+            result
+        });
+        for (hook, &time) in hooks.iter().zip(&hook_times) {
+            if let Some(line) = hook.timing_name() {
+                wall += time;
+                children.push(TimingNode::new(line, time));
+            }
+        }
         self.inst.hooks = hooks;
         if let Err(diagnostics) = after {
             return Err(self.fail(scheduled, snapshot, diagnostics));

@@ -8,9 +8,11 @@
 //! 1. **Patterns** ([`FusionPatterns`]): when the op has a pattern, its result
 //!    (after an optional `fp.relu` or `fp.clip {min = 0}`) is used only by
 //!    `qnn.quantize` ops, and the pattern accepts the operands, the quantized op
-//!    it builds replaces the first quantize; each other quantize of the same
-//!    value with different parameters gets one `qnn.requantize` of it (equal
-//!    parameters share it). An activation the pattern cannot fuse (`qnn.add`
+//!    it builds replaces those quantizes. When they convert to several types,
+//!    the op computes the one at least as fine as every other that holds every
+//!    real they hold, and each other type gets one `qnn.requantize` of it,
+//!    which only rounds; when no type covers the others, each type gets a
+//!    quantized op of its own (a requantize would lose range or precision). An activation the pattern cannot fuse (`qnn.add`
 //!    has no relu form) is dropped when the output type already applies it
 //!    (zero point at the storage minimum; for `clip(0, c)`, `c` quantizes to
 //!    the storage maximum: [`output_applies`]), the quantized op then
@@ -50,7 +52,7 @@
 //! `conversions-merged`.
 
 use super::fuse_patterns::{
-    defined_by, is_quantized_tensor, Activation, FuseSite, FusionPatterns, SiteOperand,
+    defined_by, is_quantized_tensor, Activation, FuseSite, FusionPatterns, QuantPattern, SiteOperand,
 };
 use super::util::{is_skipped, op_named, runs_on_integers, users};
 use crate::fp_constants::erase_if_unused_constant;
@@ -60,14 +62,21 @@ use qopt_dialect_qnn::fixed_point::{quantize_f32, scale_f32};
 use qopt_dialect_qnn::quant_params::quant_element;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
-    Attribute, BlockId, Context, FxHashMap, InsertPoint, Module, OpId, OpName, OperationState, Pass,
-    PassContext, PassError, PassOutcome, QuantParams, Rewriter, Type, TypeData, ValueId,
+    Attribute, BlockId, Context, FxHashMap, InsertPoint, Location, Module, OpId, OpName, OperationState,
+    Pass, PassContext, PassError, PassOutcome, QuantParams, Rewriter, Type, TypeData, ValueId,
 };
+use std::sync::Arc;
 
 /// The `fuse` pass; see the module docs.
 pub struct Fuse;
 
 impl Pass for Fuse {
+    /// Checked against the `qnn` ops' definitions as quantize(float op(dequantize)):
+    /// the wiring, attributes and types are proven, the integer rounding is not.
+    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
+        Some(qopt_ir_core::equivalence::Relation::Requantization)
+    }
+
     fn name(&self) -> &'static str {
         "fuse"
     }
@@ -228,9 +237,90 @@ fn fuse_pattern(
         }
         None => root_loc,
     };
-    // With the activation fused in, or else without it: dropped when the
-    // output type already applies it (the quantized op then computes the
-    // activation's value), or for a relu applied to the quantized result.
+    // One quantized op for the type that covers the others (they requantize
+    // from it), or else one per type.
+    let mut built: Vec<ValueId> = Vec::new();
+    for output in fused_outputs(ctx, module, &quantizes) {
+        let site = Site { op, operands: &operands, activation, activation_op, output, root_loc, chain_loc };
+        match build_fused(ctx, module, &patterns, &site, &name)? {
+            Some((fused, pattern)) => {
+                built.push(fused);
+                stats.fused(pattern);
+            }
+            None if built.is_empty() => return Ok(false),
+            // The other types requantize from what was built.
+            None => break,
+        }
+    }
+    replace_quantizes(ctx, module, &quantizes, &built, stats);
+    if let Some(a) = activation_op {
+        let _ = module.erase_op(a);
+    }
+    erase_with_dead_operands(ctx, module, op);
+    Ok(true)
+}
+
+/// What [`build_fused`] fuses: the float op, its operands, the activation
+/// after it and the quantized type to compute.
+struct Site<'s> {
+    op: OpId,
+    operands: &'s [SiteOperand],
+    activation: Activation,
+    activation_op: Option<OpId>,
+    output: Type,
+    root_loc: Location,
+    chain_loc: Location,
+}
+
+/// The quantized types to build a fused op for, given the quantizes of its
+/// value: the one type at least as fine as every other whose range holds
+/// each other's (the others then only round when they requantize from it),
+/// or else every distinct type, each computed exactly by its own op.
+fn fused_outputs(ctx: &Context, module: &Module, quantizes: &[OpId]) -> Vec<Type> {
+    let mut types: Vec<Type> = Vec::new();
+    for &q in quantizes {
+        let ty = module.value_type(module.result(q, 0));
+        if !types.contains(&ty) {
+            types.push(ty);
+        }
+    }
+    let covering = types.iter().copied().find(|&t| types.iter().all(|&u| t == u || covers(ctx, t, u)));
+    match covering {
+        Some(t) => vec![t],
+        None => types,
+    }
+}
+
+/// Whether per-tensor type `fine` has a scale at most `coarse`'s and holds
+/// every real `coarse` does.
+fn covers(ctx: &Context, fine: Type, coarse: Type) -> bool {
+    let (Some(f), Some(c)) = (quant_element(ctx, fine), quant_element(ctx, coarse)) else { return false };
+    let (
+        QuantParams::PerTensor { scale: sf, zero_point: zf },
+        QuantParams::PerTensor { scale: sc, zero_point: zc },
+    ) = (&f.params, &c.params)
+    else {
+        return false;
+    };
+    let real = |q: i64, s: f64, z: i64| (q - z) as f64 * s;
+    sf <= sc
+        && real(f.storage_min, *sf, *zf) <= real(c.storage_min, *sc, *zc)
+        && real(f.storage_max, *sf, *zf) >= real(c.storage_max, *sc, *zc)
+}
+
+/// Builds the quantized op computing `site.output` with the first pattern
+/// that accepts the site: with the activation fused in, or else without it
+/// (dropped when the output type already applies it, so the quantized op
+/// computes the activation's value, or a relu applied to the quantized
+/// result). Returns the value and the pattern's name.
+fn build_fused(
+    ctx: &mut Context,
+    module: &mut Module,
+    patterns: &[Arc<dyn QuantPattern>],
+    site: &Site<'_>,
+    name: &str,
+) -> Result<Option<(ValueId, &'static str)>, PassError> {
+    let (activation, output, root_loc) = (site.activation, site.output, site.root_loc);
     let mut attempts = vec![(activation, Tail::Fused)];
     if activation != Activation::None {
         if output_applies(ctx, activation, output) {
@@ -239,15 +329,15 @@ fn fuse_pattern(
             attempts.push((Activation::None, Tail::IntegerRelu));
         }
     }
-    for pattern in &patterns {
+    for pattern in patterns {
         for &(act, tail) in &attempts {
-            let site = FuseSite { op, operands: operands.clone(), activation: act, output };
+            let fuse_site = FuseSite { op: site.op, operands: site.operands.to_vec(), activation: act, output };
             let mut rw = Rewriter::new(ctx, module);
-            rw.set_insertion_point(InsertPoint::Before(op));
+            rw.set_insertion_point(InsertPoint::Before(site.op));
             // Followed by a relu of its own, the op computes the root's value.
-            rw.set_loc(if tail == Tail::IntegerRelu { root_loc } else { chain_loc });
+            rw.set_loc(if tail == Tail::IntegerRelu { root_loc } else { site.chain_loc });
             let built = pattern
-                .rewrite(&mut rw, &site)
+                .rewrite(&mut rw, &fuse_site)
                 .map_err(|e| PassError::from(format!("fusing {} ({}): {e}", name, pattern.name())))?;
             let Some(mut fused) = built else {
                 // A declined pattern may have made helper ops; drop them.
@@ -260,24 +350,14 @@ fn fuse_pattern(
             if tail == Tail::IntegerRelu {
                 // relu on the quantized result: max(q, zp), exact (§9).
                 let relu = rw.ctx.op_name(fp_op::RELU);
-                let at = activation_op.map_or(root_loc, |a| rw.module.op_loc(a));
+                let at = site.activation_op.map_or(root_loc, |a| rw.module.op_loc(a));
                 let r = rw.create(OperationState::new(relu).operands(&[fused]).results(&[output]).loc(at));
                 fused = rw.module.result(r, 0);
             }
-            replace_quantizes(ctx, module, &quantizes, fused, stats);
-            if let Some(a) = activation_op {
-                let _ = module.erase_op(a);
-            }
-            let old_operands: Vec<ValueId> = module.operands(op).collect();
-            let _ = module.erase_op(op);
-            for v in old_operands {
-                erase_dead_dequantize(ctx, module, v);
-            }
-            stats.fused(pattern.name());
-            return Ok(true);
+            return Ok(Some((fused, pattern.name())));
         }
     }
-    Ok(false)
+    Ok(None)
 }
 
 /// How the activation after a fused op is realized.
@@ -313,18 +393,21 @@ fn output_applies(ctx: &Context, activation: Activation, output: Type) -> bool {
     }
 }
 
-/// Replaces each quantize in `quantizes` (all of one value) by `fused` when
-/// its type is `fused`'s, or by one shared requantize of `fused` per other type.
+/// Replaces each quantize in `quantizes` (all of one value) by the value of
+/// `built` of its type, or by one shared requantize of `built[0]` per other
+/// type.
 fn replace_quantizes(
     ctx: &mut Context,
     module: &mut Module,
     quantizes: &[OpId],
-    fused: ValueId,
+    built: &[ValueId],
     stats: &mut Stats,
 ) {
-    let fused_ty = module.value_type(fused);
     let mut by_type: FxHashMap<Type, ValueId> = FxHashMap::default();
-    by_type.insert(fused_ty, fused);
+    for &v in built {
+        by_type.insert(module.value_type(v), v);
+    }
+    let fused = built[0];
     for &q in quantizes {
         let result = module.result(q, 0);
         let ty = module.value_type(result);
@@ -350,6 +433,22 @@ fn requantize_after(ctx: &mut Context, module: &mut Module, value: ValueId, ty: 
     let op = module.create_op(OperationState::new(name).operands(&[value]).results(&[ty]).loc(loc));
     module.insert_op_after(def, op);
     module.result(op, 0)
+}
+
+/// Erases `op`, then each of its operands' dequantizes (and their constants)
+/// left without users; an operand used twice (`concat(x, x)`) is looked at
+/// once.
+fn erase_with_dead_operands(ctx: &Context, module: &mut Module, op: OpId) {
+    let mut old_operands: Vec<ValueId> = Vec::with_capacity(module.num_operands(op));
+    for v in module.operands(op) {
+        if !old_operands.contains(&v) {
+            old_operands.push(v);
+        }
+    }
+    let _ = module.erase_op(op);
+    for v in old_operands {
+        erase_dead_dequantize(ctx, module, v);
+    }
 }
 
 /// Erases `value`'s defining dequantize when nothing uses it any more, and
@@ -426,11 +525,7 @@ fn run_on_integers(
         module.insert_op_before(op, d);
         module.replace_all_uses(old, module.result(d, 0));
     }
-    let old_operands: Vec<ValueId> = module.operands(op).collect();
-    let _ = module.erase_op(op);
-    for v in old_operands {
-        erase_dead_dequantize(ctx, module, v);
-    }
+    erase_with_dead_operands(ctx, module, op);
     stats.agnostic += 1;
     Ok(())
 }

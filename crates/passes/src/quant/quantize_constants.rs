@@ -43,6 +43,12 @@ use qopt_ir_core::{
 pub struct QuantizeConstants;
 
 impl Pass for QuantizeConstants {
+    /// Checked against the `qnn` ops' definitions as quantize(float op(dequantize)):
+    /// the wiring, attributes and types are proven, the integer rounding is not.
+    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
+        Some(qopt_ir_core::equivalence::Relation::Requantization)
+    }
+
     fn name(&self) -> &'static str {
         "quantize-constants"
     }

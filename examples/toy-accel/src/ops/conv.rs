@@ -25,6 +25,18 @@ pub const ACCEL_ROUNDING: Rounding = Rounding::HalfAwayFromZero;
 /// The only attribute `accel.conv2d_relu` has.
 const STRIDE: &str = "stride";
 
+/// The kernel sizes the engine takes (square kernels only).
+pub const KERNEL_SIZES: [i64; 2] = [3, 1];
+
+/// The strides the engine takes (the same along both spatial axes).
+pub const STRIDES: [i64; 2] = [1, 2];
+
+/// The padding the engine applies on every side of a `kernel`×`kernel`
+/// convolution: 'same' for 3x3 (1), none for 1x1.
+pub fn implied_pad(kernel: i64) -> i64 {
+    kernel / 2
+}
+
 pub(crate) fn ops() -> Vec<OpDef> {
     vec![OpDef::new("accel.conv2d_relu", "the accelerator's fused int8 conv2d + relu engine (NCHW, batch 1)")
         .description(
@@ -128,7 +140,7 @@ pub fn check_conv(
     match &weight {
         Ok(shape) => {
             let (kh, kw) = (shape[2], shape[3]);
-            if kh != kw || (kh != 3 && kh != 1) {
+            if kh != kw || !KERNEL_SIZES.contains(&kh) {
                 note(Err(format!("{kh}x{kw} kernels are not supported (the accelerator takes 3x3 and 1x1)")));
             } else {
                 kernel = Some(kh);
@@ -152,7 +164,7 @@ pub fn check_conv(
 
     // Parameters.
     let stride = match params.stride {
-        [s, t] if s == t && (*s == 1 || *s == 2) => Some(*s),
+        [s, t] if s == t && STRIDES.contains(s) => Some(*s),
         other => {
             note(Err(format!(
                 "stride {} is not supported (the accelerator takes [1, 1] and [2, 2])",
@@ -163,7 +175,7 @@ pub fn check_conv(
     };
     let mut pad_ok = true;
     if let (Some(pad), Some(k)) = (params.pad, kernel) {
-        let p = k / 2;
+        let p = implied_pad(k);
         if pad != [p; 4] {
             pad_ok = false;
             note(Err(format!(
@@ -304,7 +316,7 @@ fn bias(ctx: &Context, b: Type, out_channels: i64) -> Result<(), String> {
 
 /// `H'` and `W'` for kernel `k` at stride `s` with the implied padding.
 fn spatial(input: &[i64; 4], k: i64, s: i64) -> Result<(i64, i64), String> {
-    let p = k / 2;
+    let p = implied_pad(k);
     let along = |d: usize| conv_out(input[d], k, s, p, p, 1).map_err(|e| format!("along dimension {d}: {e}"));
     Ok((along(2)?, along(3)?))
 }
