@@ -14,7 +14,8 @@
 //! `qopt --verify-numerics` is the complement ([`numerics`]): it runs the
 //! module before and after each pass on the same random inputs in the
 //! interpreter ([`sample_runs`]) and reports the largest difference of the
-//! results ([`difference`]), judging the passes that declare a relation.
+//! results ([`difference`]), judging the passes held to identical or
+//! real-valued results.
 //! `docs/verification.md` is the user's page.
 
 #![warn(missing_docs)]
@@ -35,5 +36,5 @@ pub use check::{check, check_with_memo, registered_rules, Check, Failure, Limits
 pub use hook::{render, EquivHook, Mode, ReportLine, SharedReport};
 pub use numerics::{
     render_numerics, Criterion, NumericsHook, NumericsLine, NumericsReport, NumericsSettings, DEFAULT_INPUTS,
-    REAL_TOLERANCE, REQUANTIZATION_STEPS,
+    REAL_TOLERANCE,
 };

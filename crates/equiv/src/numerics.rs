@@ -13,9 +13,17 @@
 //! |---|---|
 //! | `exact`, `integer-exact` | identical (floats by value: NaN equals NaN, `-0.0` equals `0.0`) |
 //! | `real` | within [`REAL_TOLERANCE`] of each result's largest magnitude |
-//! | `requantization` | within [`REQUANTIZATION_STEPS`] step of the result's quantization grid (a result without a grid: as `real`) |
+//! | `requantization` | nothing: measured, with the difference in steps of the result's quantization grid |
 //! | none, but the pass preserves semantics | as `real` |
 //! | none | nothing: the figures are informational |
+//!
+//! `requantization` allows each rewritten op to round differently by up to a
+//! step of its own grid, and such a step, taken by an early layer, moves
+//! every later one: at the results no bound follows from the relation (on
+//! `resnet_tiny`, `quantize-constants`, proven under it, moves the logits by
+//! 2 steps on one input in 8). Only a comparison op by op, each op fed the
+//! same operands on both sides, could hold such a pass to 1 step; that is not
+//! done here, so these passes are measured and reported, not judged.
 //!
 //! A judged pass whose results break its criterion, or whose results cannot
 //! be compared (another count or shape), fails the pipeline at that pass, with
@@ -42,12 +50,8 @@ pub const DEFAULT_INPUTS: u32 = 8;
 /// largest magnitude before the pass.
 pub const REAL_TOLERANCE: f64 = 1e-4;
 
-/// Under `requantization`, the most steps of the result's quantization grid
-/// the results may differ by.
-pub const REQUANTIZATION_STEPS: f64 = 1.0;
-
 /// Slack on a step count computed from real values (dequantization rounds
-/// in f32), so a difference of exactly one step is not read as 1.0000001.
+/// in f32), so a difference of exactly one step is shown as 1, not 1.00.
 const STEP_SLACK: f64 = 1e-3;
 
 /// How a run of `--verify-numerics` measures.
@@ -78,7 +82,8 @@ pub enum Criterion {
         /// Whether the pass declared `real`.
         declared: bool,
     },
-    /// Within [`REQUANTIZATION_STEPS`] of the result's grid.
+    /// Not judged: rounding differences compound across layers (see the
+    /// module docs); measured and reported.
     Requantization,
     /// Not judged: the pass changes numerics on purpose.
     Informational,
@@ -102,9 +107,16 @@ impl Criterion {
             Criterion::Identical(relation) => relation.to_string(),
             Criterion::Real { declared: true } => format!("real (rel ≤ {REAL_TOLERANCE:e})"),
             Criterion::Real { declared: false } => format!("real, assumed (rel ≤ {REAL_TOLERANCE:e})"),
-            Criterion::Requantization => format!("requantization (≤ {REQUANTIZATION_STEPS} step)"),
+            Criterion::Requantization => {
+                "requantization, measured only (rounding compounds over layers)".to_string()
+            }
             Criterion::Informational => "informational (changes numerics on purpose)".to_string(),
         }
+    }
+
+    /// Whether a pass held to this criterion can fail the run.
+    pub fn judged(self) -> bool {
+        matches!(self, Criterion::Identical(_) | Criterion::Real { .. })
     }
 
     /// What the criterion asks of the results, for an error message.
@@ -114,10 +126,7 @@ impl Criterion {
             Criterion::Real { .. } => {
                 format!("results within {REAL_TOLERANCE:e} of their largest magnitude")
             }
-            Criterion::Requantization => {
-                format!("results within {REQUANTIZATION_STEPS} step of their quantization grid")
-            }
-            Criterion::Informational => "nothing".to_string(),
+            Criterion::Requantization | Criterion::Informational => "nothing".to_string(),
         }
     }
 
@@ -126,11 +135,7 @@ impl Criterion {
         match self {
             Criterion::Identical(_) => !diff.identical,
             Criterion::Real { .. } => diff.relative > REAL_TOLERANCE,
-            Criterion::Requantization => match diff.steps {
-                Some(steps) => steps > REQUANTIZATION_STEPS + STEP_SLACK,
-                None => diff.relative > REAL_TOLERANCE,
-            },
-            Criterion::Informational => false,
+            Criterion::Requantization | Criterion::Informational => false,
         }
     }
 }
@@ -316,6 +321,10 @@ impl NumericsHook {
 }
 
 impl PassInstrumentation for NumericsHook {
+    fn timing_name(&self) -> Option<&'static str> {
+        Some("verify-numerics")
+    }
+
     fn before_pass(
         &mut self,
         run: &PassRun<'_>,
@@ -414,7 +423,7 @@ fn judge(
         (_, Err(why)) => return Verdict::Reported(format!("not run: after the pass, {why}")),
         (Ok(old), Ok(new)) => (old, new),
     };
-    let judged = criterion != Criterion::Informational;
+    let judged = criterion.judged();
     let cmp = match compare(ctx, old, new, criterion) {
         Ok(cmp) => cmp,
         Err(why) if judged => {
@@ -479,7 +488,8 @@ mod tests {
         assert_eq!(criterion("fold-bn"), Criterion::Real { declared: true });
         assert_eq!(criterion("recognize-gelu"), Criterion::Real { declared: false });
         assert_eq!(criterion("insert-fakeq"), Criterion::Informational);
-        assert_eq!(criterion("fuse"), Criterion::Informational);
+        assert_eq!(criterion("fuse"), Criterion::Requantization);
+        assert_eq!(criterion("quantize-constants"), Criterion::Requantization);
     }
 
     #[test]
@@ -491,11 +501,11 @@ mod tests {
         let real = Criterion::Real { declared: true };
         assert!(!real.broken_by(&diff(false, 0.9e-4, None)));
         assert!(real.broken_by(&diff(false, 1.1e-4, None)));
-        let requant = Criterion::Requantization;
-        assert!(!requant.broken_by(&diff(false, 0.5, Some(1.0))));
-        assert!(!requant.broken_by(&diff(false, 0.5, Some(1.0004))), "dequantization rounding");
-        assert!(requant.broken_by(&diff(false, 0.0, Some(2.0))));
-        assert!(requant.broken_by(&diff(false, 1.1e-4, None)), "no grid: as real");
+        for measured_only in [Criterion::Requantization, Criterion::Informational] {
+            assert!(!measured_only.judged());
+            assert!(!measured_only.broken_by(&diff(false, f64::INFINITY, Some(9.0))));
+        }
+        assert!(exact.judged() && real.judged());
         assert!(!Criterion::Informational.broken_by(&diff(false, f64::INFINITY, None)));
     }
 }
