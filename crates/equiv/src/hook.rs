@@ -10,7 +10,9 @@ use qopt_ir_core::{Context, Diagnostic, Diagnostics, Module, Severity, SrcPos};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-/// Whether an unproven pass fails the run.
+/// Whether a pass that fails its check (an unproven one under
+/// `--verify-equiv`, one whose results moved too far under
+/// `--verify-numerics`) fails the run.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// A failed or unknown check fails the pipeline.

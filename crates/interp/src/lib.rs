@@ -16,6 +16,8 @@
 //!   and per-layer comparison) and the reusable [`Interpreter`].
 //! - [`dataset::Dataset`]: calibration samples streamed from `.npy` / `.npz` files
 //!   or directories of them, one batch at a time.
+//! - [`random_arguments`]: deterministic random arguments for a function
+//!   (`qrun --random-inputs`, `qopt --verify-numerics`), from [`SplitMix64`].
 //!
 //! The interpreter is the numeric ground truth for calibration, verification and
 //! the x86 backend: float kernels follow ONNX semantics (convolution by im2col +
@@ -33,6 +35,7 @@ mod gemm;
 mod kernels;
 pub mod npy;
 pub mod progress;
+mod random_inputs;
 mod registry;
 mod simd;
 mod tensor;
@@ -40,5 +43,9 @@ mod tensor;
 pub use error::InterpError;
 pub use exec::{run_function, run_function_with, Interpreter, MAX_CALL_DEPTH, MAX_ELEMENTS};
 pub use kernels::qnn::{dequantize_tensor, QuantConv2d, Relu};
+pub use random_inputs::{
+    check_random_arguments, random_arguments, IntegerValues, RandomInputError, RandomInputs, SplitMix64,
+    SMALL_INTEGERS,
+};
 pub use registry::{Kernel, KernelContext, KernelRegistry, KernelResults};
 pub use tensor::{DType, Tensor};

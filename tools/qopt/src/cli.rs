@@ -23,6 +23,17 @@ pub enum VerifyEquiv {
     Warn,
 }
 
+/// What `--verify-numerics` does with a pass whose results moved beyond its
+/// relation (`--verify-numerics-mode`).
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default, ValueEnum)]
+pub enum VerifyNumericsMode {
+    /// Such a pass fails the run (exit 1, with a reproducer).
+    #[default]
+    Fail,
+    /// Report every pass and go on.
+    Warn,
+}
+
 /// Flags shared by `qopt` and every driver built on it.
 #[derive(Parser, Debug)]
 #[command(
@@ -35,6 +46,8 @@ pub enum VerifyEquiv {
         qopt cases.qir --split-input-file                each '// -----' case on its own\n  \
         qopt model.qir --pass=canonicalize --print-ir-after-all --timing --stats\n  \
         qopt model.qir --pass=cse -vv                    log pass spans and events on stderr\n  \
+        qopt model.qir --pass=fold-bn --verify-equiv     prove each pass by equality saturation\n  \
+        qopt model.qir --pass=fold-bn --verify-numerics  run each pass's input and output on 8 random inputs\n  \
         qopt model.qir --diagnostics=json                one JSON object per diagnostic on stderr\n  \
         qopt --list-dialects                             registered dialects with summaries\n  \
         qopt --list-ops=fp                               ops of one dialect: arity, traits, summary\n  \
@@ -88,6 +101,26 @@ pub struct Cli {
     /// (docs/verification.md); `--verify-equiv=warn` reports without failing.
     #[arg(long, value_name = "MODE", value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "fail")]
     pub verify_equiv: Option<VerifyEquiv>,
+    /// Run the module before and after each pass on N random inputs (default
+    /// 8) in the interpreter and report the largest difference of the results;
+    /// a pass that keeps semantics fails the run if its results move beyond
+    /// its relation (docs/verification.md).
+    #[arg(
+        long,
+        value_name = "N",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "8",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub verify_numerics: Option<u32>,
+    /// The seed of `--verify-numerics`: input k is drawn with seed N + k.
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "verify_numerics")]
+    pub verify_numerics_seed: u64,
+    /// `fail`: a pass whose results break its relation fails the run; `warn`:
+    /// report and go on.
+    #[arg(long, value_name = "MODE", value_enum, default_value_t, requires = "verify_numerics")]
+    pub verify_numerics_mode: VerifyNumericsMode,
     /// Directory for reproducer files of failing passes (default: the temp dir).
     #[arg(long, value_name = "DIR")]
     pub reproducer_dir: Option<PathBuf>,

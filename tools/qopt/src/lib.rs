@@ -25,7 +25,7 @@ mod output;
 pub mod pass_docs;
 pub mod run;
 
-pub use cli::{Cli, DiagnosticFormat, VerifyEquiv};
+pub use cli::{Cli, DiagnosticFormat, VerifyEquiv, VerifyNumericsMode};
 pub use diagnostics::{diagnostic_to_json, MAX_REPORTED_DIAGNOSTICS, PIPELINE_FILE};
 pub use op_docs::{InterfaceDoc, STANDARD_INTERFACE_DOCS};
 pub use output::write_file_atomically;
@@ -384,6 +384,20 @@ impl Invocation<'_> {
             print_sink: Box::new(&mut *err),
             ..Instrumentation::default()
         };
+        // The numerics hook runs first: when a proof fails, the report still
+        // says whether the pass moved the results (a missing rule or a bug).
+        let numerics_report = qopt_equiv::NumericsReport::default();
+        let numerics_settings = cli.verify_numerics.map(|inputs| qopt_equiv::NumericsSettings {
+            inputs,
+            seed: cli.verify_numerics_seed,
+            mode: match cli.verify_numerics_mode {
+                VerifyNumericsMode::Fail => qopt_equiv::Mode::Fail,
+                VerifyNumericsMode::Warn => qopt_equiv::Mode::Warn,
+            },
+        });
+        if let Some(settings) = numerics_settings {
+            inst.hooks.push(Box::new(qopt_equiv::NumericsHook::new(settings, numerics_report.clone())));
+        }
         let equiv_report = qopt_equiv::SharedReport::default();
         if let Some(mode) = cli.verify_equiv {
             let mode = match mode {
@@ -397,6 +411,10 @@ impl Invocation<'_> {
         drop(inst);
         if cli.verify_equiv.is_some() {
             let _ = err.write_all(qopt_equiv::render(&equiv_report.borrow()).as_bytes());
+        }
+        if let Some(settings) = &numerics_settings {
+            let block = qopt_equiv::render_numerics(settings, &numerics_report.borrow());
+            let _ = err.write_all(block.as_bytes());
         }
         match result {
             Ok(run) => {

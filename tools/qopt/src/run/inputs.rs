@@ -8,7 +8,8 @@
 //! - `--random-inputs --seed N`: floats standard normal (Box–Muller), integers
 //!   uniform over the storage range (a quantized type's, narrowed ranges
 //!   included), booleans fair; dynamic dimensions get size 1. One SplitMix64
-//!   stream runs through the arguments in order.
+//!   stream runs through the arguments in order (`qopt_interp::random_arguments`,
+//!   shared with `qopt --verify-numerics`).
 //!
 //! Checks, each error naming the argument: the count of inputs, the dtype
 //! and shape against the argument's type (with `--batch` dimension 0 may be any
@@ -16,10 +17,8 @@
 //! giving the first bad element, or a warning with `--allow-nonfinite`).
 
 use super::model::{Model, Signature};
-use super::prng::SplitMix64;
-use qopt_dialect_qnn::quant_params::quant_element;
-use qopt_interp::npy::{self, NpyElement, RawArray};
-use qopt_interp::{DType, Tensor};
+use qopt_interp::npy::{self, RawArray};
+use qopt_interp::{random_arguments, DType, IntegerValues, RandomInputs, Tensor};
 use qopt_ir_core::{Type, TypeData, DYNAMIC};
 use std::path::{Path, PathBuf};
 
@@ -211,60 +210,10 @@ fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
 
 /// Deterministic inputs for every argument (see the module docs).
 fn random(model: &Model, sig: &Signature, seed: u64) -> Result<Vec<Input>, String> {
-    let mut rng = SplitMix64::new(seed);
-    let mut inputs = Vec::with_capacity(sig.args.len());
-    for (i, &ty) in sig.args.iter().enumerate() {
-        let (shape, element) = tensor_parts(model, sig, i, ty)?;
-        let dims: Vec<usize> = shape.iter().map(|&d| usize::try_from(d).unwrap_or(1)).collect();
-        let n: usize = dims.iter().product();
-        let ctx = &model.ctx;
-        let dtype =
-            DType::of_element(ctx, element).map_err(|e| format!("{}: {}", sig.arg_name(i), e.message))?;
-        let tensor = match dtype {
-            DType::F32 => tensor_of(&dims, &(0..n).map(|_| rng.normal() as f32).collect::<Vec<_>>()),
-            DType::F64 => tensor_of(&dims, &(0..n).map(|_| rng.normal()).collect::<Vec<_>>()),
-            DType::Bool => tensor_of(&dims, &(0..n).map(|_| rng.next_u64() & 1 == 1).collect::<Vec<_>>()),
-            _ => {
-                let (lo, hi) = storage_range(model, element);
-                let values: Vec<i128> = (0..n).map(|_| rng.int_in(lo, hi)).collect();
-                match dtype {
-                    DType::I8 => ints::<i8>(&dims, &values),
-                    DType::U8 => ints::<u8>(&dims, &values),
-                    DType::I16 => ints::<i16>(&dims, &values),
-                    DType::I32 => ints::<i32>(&dims, &values),
-                    _ => ints::<i64>(&dims, &values),
-                }
-            }
-        }
-        .map_err(|e| format!("cannot generate {}: {e}", sig.arg_name(i)))?;
-        inputs.push(Input { origin: format!("random (seed {seed})"), tensor });
-    }
-    Ok(inputs)
-}
-
-/// The stored values an integer element type can hold: a quantized type's
-/// `[storage_min, storage_max]`, an integer type's full range.
-fn storage_range(model: &Model, element: Type) -> (i128, i128) {
-    if let Some(q) = quant_element(&model.ctx, element) {
-        return (i128::from(q.storage_min), i128::from(q.storage_max));
-    }
-    match model.ctx.type_data(element) {
-        TypeData::Int(t) => (t.min_value(), t.max_value()),
-        _ => (i128::from(i64::MIN), i128::from(i64::MAX)),
-    }
-}
-
-fn ints<T: NpyElement + TryFrom<i128>>(dims: &[usize], values: &[i128]) -> Result<Tensor, String> {
-    let converted = values
-        .iter()
-        .map(|&v| T::try_from(v).map_err(|_| format!("value {v} does not fit {}", T::DTYPE)))
-        .collect::<Result<Vec<T>, _>>()?;
-    tensor_of(dims, &converted)
-}
-
-fn tensor_of<T: NpyElement>(dims: &[usize], values: &[T]) -> Result<Tensor, String> {
-    let raw = RawArray::from_elements(dims.to_vec(), values).map_err(|e| e.to_string())?;
-    Tensor::from_raw(&raw).map_err(|e| e.message)
+    let how = RandomInputs { integers: IntegerValues::FullRange, dynamic_size: Some(1) };
+    let tensors = random_arguments(&model.ctx, &sig.args, seed, &how)
+        .map_err(|e| format!("cannot generate {}: {}", sig.arg_name(e.argument), e.message))?;
+    Ok(tensors.into_iter().map(|tensor| Input { origin: format!("random (seed {seed})"), tensor }).collect())
 }
 
 #[cfg(test)]

@@ -11,9 +11,9 @@
 //! ```
 //!
 //! A run parses and verifies the model (`model`), gathers and checks its
-//! inputs (`inputs`, `prng`), cuts them into chunks with `--batch`
-//! (`samples`) run on every core (`parallel`, with a `progress` bar on a
-//! terminal), then does one of:
+//! inputs (`inputs`; random ones from `qopt_interp::random_arguments`), cuts
+//! them into chunks with `--batch` (`samples`) run on every core (`parallel`,
+//! with a `progress` bar on a terminal), then does one of:
 //!
 //! - run: print a summary line or the values of each output, write them with
 //!   `--output`;
@@ -36,7 +36,6 @@ mod json;
 mod metrics;
 mod model;
 mod parallel;
-mod prng;
 mod profile;
 mod report;
 mod samples;

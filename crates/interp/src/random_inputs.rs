@@ -1,0 +1,350 @@
+//! Deterministic random arguments for a function: what `qrun --random-inputs`
+//! and `qopt --verify-numerics` run a model on.
+//!
+//! - [`SplitMix64`] (Steele, Lea and Flood, 2014): a 64-bit state advanced
+//!   by a constant and mixed by two multiply-xorshift rounds. It is tiny,
+//!   passes BigCrush and is fully determined by its seed on every platform,
+//!   which is all test inputs need; no dependency is worth it. Normal samples
+//!   use the Box–Muller transform, both values of each pair in turn.
+//! - [`random_arguments`]: one tensor per argument type, one generator stream
+//!   running through the arguments in order. Floats are standard normal,
+//!   quantized values uniform over the type's `[storage_min, storage_max]`,
+//!   `i1` fair booleans; plain integers either over their whole range or small
+//!   ([`IntegerValues`]); dynamic dimensions get a fixed size or are an error
+//!   ([`RandomInputs::dynamic_size`]).
+//!
+//! Invariants: the same seed and types give the same tensors on every
+//! machine; nothing reachable from IR panics (a non-tensor argument, an
+//! element type without storage or more elements than the interpreter's
+//! [`MAX_ELEMENTS`] is an error naming the argument, found before anything is
+//! allocated).
+
+use crate::exec::MAX_ELEMENTS;
+use crate::tensor::{DType, Tensor};
+use ndarray::{ArrayD, IxDyn};
+use qopt_dialect_qnn::quant_params::quant_element;
+use qopt_ir_core::{type_to_string, Context, Type, TypeData, DYNAMIC};
+
+/// A SplitMix64 generator with a spare normal sample.
+#[derive(Clone, Debug)]
+pub struct SplitMix64 {
+    state: u64,
+    spare_normal: Option<f64>,
+}
+
+impl SplitMix64 {
+    /// A generator whose whole sequence is determined by `seed`.
+    pub fn new(seed: u64) -> SplitMix64 {
+        SplitMix64 { state: seed, spare_normal: None }
+    }
+
+    /// The next 64 uniformly distributed bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1), a multiple of 2^-53.
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// A standard normal sample (mean 0, variance 1).
+    pub fn normal(&mut self) -> f64 {
+        if let Some(z) = self.spare_normal.take() {
+            return z;
+        }
+        // u1 in (0, 1] so the logarithm is finite.
+        let u1 = 1.0 - self.next_f64();
+        let u2 = self.next_f64();
+        let radius = (-2.0 * u1.ln()).sqrt();
+        let angle = std::f64::consts::TAU * u2;
+        self.spare_normal = Some(radius * angle.sin());
+        radius * angle.cos()
+    }
+
+    /// Uniform over the integers `lo..=hi` (`lo <= hi`; swapped bounds give
+    /// `lo`), by Lemire's multiply-shift (the bias is below 2^-31 for spans up
+    /// to 2^33).
+    pub fn int_in(&mut self, lo: i128, hi: i128) -> i128 {
+        if hi <= lo {
+            return lo;
+        }
+        let span = (hi - lo + 1) as u128;
+        if span > u128::from(u64::MAX) {
+            // The full 64-bit range: every bit pattern is one value.
+            return lo + i128::from(self.next_u64());
+        }
+        lo + ((u128::from(self.next_u64()) * span) >> 64) as i128
+    }
+}
+
+/// The values plain (not quantized) integer arguments get.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum IntegerValues {
+    /// Uniform over the whole range of the integer type (`qrun`).
+    FullRange,
+    /// Uniform over [`SMALL_INTEGERS`] (cut to the type's range), so index and
+    /// size arguments stay valid (`--verify-numerics`).
+    Small,
+}
+
+/// The range of [`IntegerValues::Small`].
+pub const SMALL_INTEGERS: (i128, i128) = (0, 7);
+
+/// How [`random_arguments`] draws values.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RandomInputs {
+    /// The values of plain integer arguments.
+    pub integers: IntegerValues,
+    /// The size a dynamic dimension (`?`) gets; `None` makes a dynamic
+    /// dimension an error.
+    pub dynamic_size: Option<usize>,
+}
+
+/// Why an argument could not be generated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RandomInputError {
+    /// The argument's position.
+    pub argument: usize,
+    /// What is wrong with it, to follow the argument's name
+    /// (`has type i32, not a tensor`).
+    pub message: String,
+}
+
+/// A tensor for each type of `arg_types`, in order, from one generator seeded
+/// with `seed` (see the module docs for the distributions).
+pub fn random_arguments(
+    ctx: &Context,
+    arg_types: &[Type],
+    seed: u64,
+    how: &RandomInputs,
+) -> Result<Vec<Tensor>, RandomInputError> {
+    let mut rng = SplitMix64::new(seed);
+    // Every argument is checked before any is generated, so a bad last one
+    // costs no allocation.
+    let plans = arg_types
+        .iter()
+        .enumerate()
+        .map(|(argument, &ty)| {
+            plan_argument(ctx, ty, how).map_err(|message| RandomInputError { argument, message })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    plans
+        .into_iter()
+        .enumerate()
+        .map(|(argument, plan)| {
+            plan.generate(&mut rng).map_err(|message| RandomInputError { argument, message })
+        })
+        .collect()
+}
+
+/// Checks, without generating anything, that [`random_arguments`] can
+/// generate every argument of `arg_types` (the same errors).
+pub fn check_random_arguments(
+    ctx: &Context,
+    arg_types: &[Type],
+    how: &RandomInputs,
+) -> Result<(), RandomInputError> {
+    for (argument, &ty) in arg_types.iter().enumerate() {
+        plan_argument(ctx, ty, how).map_err(|message| RandomInputError { argument, message })?;
+    }
+    Ok(())
+}
+
+/// What to generate for one argument.
+struct ArgumentPlan {
+    dims: Vec<usize>,
+    dtype: DType,
+    /// The integer values to draw from (integer dtypes only).
+    int_range: (i128, i128),
+}
+
+fn plan_argument(ctx: &Context, ty: Type, how: &RandomInputs) -> Result<ArgumentPlan, String> {
+    let text = || type_to_string(ctx, ty);
+    let TypeData::Tensor { shape, element } = ctx.type_data(ty) else {
+        return Err(format!("has type {}, not a tensor", text()));
+    };
+    let mut dims = Vec::with_capacity(shape.len());
+    for &d in shape.iter() {
+        let size = match (d, how.dynamic_size) {
+            (DYNAMIC, Some(size)) => size,
+            (DYNAMIC, None) => return Err(format!("has a dynamic shape ({})", text())),
+            _ => usize::try_from(d).map_err(|_| format!("has a negative dimension ({})", text()))?,
+        };
+        dims.push(size);
+    }
+    let elements = dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
+    if elements.is_none_or(|n| n > MAX_ELEMENTS) {
+        return Err(format!(
+            "has type {}, more than the interpreter's limit of {MAX_ELEMENTS} elements",
+            text()
+        ));
+    }
+    let dtype = DType::of_element(ctx, *element).map_err(|e| e.message)?;
+    let int_range = match (quant_element(ctx, *element), ctx.type_data(*element)) {
+        (Some(q), _) => (i128::from(q.storage_min), i128::from(q.storage_max)),
+        (None, TypeData::Int(t)) => {
+            let (lo, hi) = (t.min_value(), t.max_value());
+            match how.integers {
+                IntegerValues::FullRange => (lo, hi),
+                IntegerValues::Small => (SMALL_INTEGERS.0.max(lo), SMALL_INTEGERS.1.min(hi)),
+            }
+        }
+        // `index`: stored as i64.
+        _ => match how.integers {
+            IntegerValues::FullRange => (i128::from(i64::MIN), i128::from(i64::MAX)),
+            IntegerValues::Small => SMALL_INTEGERS,
+        },
+    };
+    Ok(ArgumentPlan { dims, dtype, int_range })
+}
+
+impl ArgumentPlan {
+    fn generate(&self, rng: &mut SplitMix64) -> Result<Tensor, String> {
+        let n: usize = self.dims.iter().product();
+        let (lo, hi) = self.int_range;
+        Ok(match self.dtype {
+            DType::F32 => Tensor::F32(self.array((0..n).map(|_| rng.normal() as f32).collect())?),
+            DType::F64 => Tensor::F64(self.array((0..n).map(|_| rng.normal()).collect())?),
+            DType::Bool => Tensor::Bool(self.array((0..n).map(|_| rng.next_u64() & 1 == 1).collect())?),
+            DType::I8 => Tensor::I8(self.array(ints(rng, n, lo, hi)?)?),
+            DType::U8 => Tensor::U8(self.array(ints(rng, n, lo, hi)?)?),
+            DType::I16 => Tensor::I16(self.array(ints(rng, n, lo, hi)?)?),
+            DType::I32 => Tensor::I32(self.array(ints(rng, n, lo, hi)?)?),
+            DType::I64 => Tensor::I64(self.array(ints(rng, n, lo, hi)?)?),
+        })
+    }
+
+    fn array<T>(&self, values: Vec<T>) -> Result<ArrayD<T>, String> {
+        ArrayD::from_shape_vec(IxDyn(&self.dims), values).map_err(|e| e.to_string())
+    }
+}
+
+/// `n` integers uniform over `lo..=hi`, each converted to the storage type.
+fn ints<T: TryFrom<i128>>(rng: &mut SplitMix64, n: usize, lo: i128, hi: i128) -> Result<Vec<T>, String> {
+    (0..n)
+        .map(|_| {
+            let v = rng.int_in(lo, hi);
+            T::try_from(v).map_err(|_| format!("value {v} does not fit the storage type"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QRUN: RandomInputs = RandomInputs { integers: IntegerValues::FullRange, dynamic_size: Some(1) };
+    const STRICT: RandomInputs = RandomInputs { integers: IntegerValues::Small, dynamic_size: None };
+
+    #[test]
+    fn same_seed_same_sequence_other_seed_other_sequence() {
+        let take = |seed| {
+            let mut r = SplitMix64::new(seed);
+            (0..8).map(|_| r.next_u64()).collect::<Vec<_>>()
+        };
+        assert_eq!(take(7), take(7));
+        assert_ne!(take(7), take(8));
+        // The reference sequence of SplitMix64 from seed 0.
+        let mut r = SplitMix64::new(0);
+        assert_eq!(r.next_u64(), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(r.next_u64(), 0x6e78_9e6a_a1b9_65f4);
+    }
+
+    #[test]
+    fn normal_samples_have_mean_0_and_variance_1() {
+        let mut r = SplitMix64::new(42);
+        let n = 20_000;
+        let xs: Vec<f64> = (0..n).map(|_| r.normal()).collect();
+        let mean = xs.iter().sum::<f64>() / n as f64;
+        let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n as f64;
+        assert!(mean.abs() < 0.03, "mean {mean}");
+        assert!((var - 1.0).abs() < 0.05, "variance {var}");
+        assert!(xs.iter().all(|x| x.is_finite()));
+    }
+
+    #[test]
+    fn integers_cover_the_range_and_stay_inside() {
+        let mut r = SplitMix64::new(1);
+        let mut seen = [false; 16];
+        for _ in 0..1000 {
+            let v = r.int_in(-8, 7);
+            assert!((-8..=7).contains(&v));
+            seen[(v + 8) as usize] = true;
+        }
+        assert!(seen.iter().all(|&s| s));
+        let full = r.int_in(i128::from(i64::MIN), i128::from(i64::MAX));
+        assert!(i64::try_from(full).is_ok());
+        assert_eq!(r.int_in(5, 5), 5);
+        assert_eq!(r.int_in(5, 4), 5, "an empty range gives its low end");
+    }
+
+    /// The argument types of a function taking `texts`.
+    fn parse_types(ctx: &mut Context, texts: &[&str]) -> Vec<Type> {
+        let args: Vec<String> = texts.iter().enumerate().map(|(i, t)| format!("%a{i}: {t}")).collect();
+        let text = format!("func.func @f({}) {{\n  func.return\n}}\n", args.join(", "));
+        let module = qopt_ir_core::parse_module(ctx, text.as_bytes(), "t.qir").unwrap();
+        let op = module.lookup_symbol(ctx, "f").unwrap();
+        let ty = module.op_attr(ctx, op, "function_type").unwrap();
+        match ctx.attr_data(ty) {
+            qopt_ir_core::AttrData::Type(t) => match ctx.type_data(*t) {
+                TypeData::Function { inputs, .. } => inputs.to_vec(),
+                _ => unreachable!("a function type"),
+            },
+            _ => unreachable!("a type attribute"),
+        }
+    }
+
+    fn context() -> Context {
+        let mut ctx = Context::new();
+        qopt_dialect_fp::register(&mut ctx).unwrap();
+        qopt_dialect_qnn::register(&mut ctx).unwrap();
+        ctx
+    }
+
+    #[test]
+    fn each_element_type_gets_its_distribution() {
+        let mut ctx = context();
+        let types = parse_types(
+            &mut ctx,
+            &[
+                "tensor<2x3x!qnn.uniform<i8<-127:127>:f32, 0.1:0>>",
+                "tensor<4xi1>",
+                "tensor<64xi32>",
+                "tensor<?x3xf32>",
+            ],
+        );
+        let a = random_arguments(&ctx, &types, 7, &QRUN).unwrap();
+        assert_eq!(a, random_arguments(&ctx, &types, 7, &QRUN).unwrap(), "deterministic");
+        assert_ne!(a, random_arguments(&ctx, &types, 8, &QRUN).unwrap());
+        assert!(a[0].to_f64_vec().iter().all(|&v| (-127.0..=127.0).contains(&v)));
+        assert_eq!(a[1].dtype(), DType::Bool);
+        assert!(a[2].to_f64_vec().iter().any(|&v| v.abs() > 1000.0), "the full i32 range");
+        assert_eq!(a[3].shape(), [1, 3], "a dynamic dimension gets the given size");
+        let small = random_arguments(&ctx, &types[..3], 7, &STRICT).unwrap();
+        assert!(small[2].to_f64_vec().iter().all(|&v| (0.0..=7.0).contains(&v)));
+        assert_eq!(small[0], a[0], "quantized values ignore the integer choice");
+    }
+
+    #[test]
+    fn bad_arguments_are_errors_naming_them() {
+        let mut ctx = context();
+        let types = parse_types(&mut ctx, &["tensor<2xf32>", "tensor<?x3xf32>"]);
+        let e = random_arguments(&ctx, &types, 0, &STRICT).unwrap_err();
+        assert_eq!(
+            e,
+            RandomInputError { argument: 1, message: "has a dynamic shape (tensor<?x3xf32>)".into() }
+        );
+        let huge = parse_types(&mut ctx, &["tensor<65536x65536xf32>", "f32"]);
+        let e = random_arguments(&ctx, &huge[..1], 0, &QRUN).unwrap_err();
+        assert!(e.message.contains("more than the interpreter's limit"), "{}", e.message);
+        let overflow = parse_types(&mut ctx, &["tensor<281474976710656x281474976710656xf32>"]);
+        assert!(random_arguments(&ctx, &overflow, 0, &QRUN).is_err());
+        let e = random_arguments(&ctx, &huge[1..], 0, &QRUN).unwrap_err();
+        assert_eq!(e.message, "has type f32, not a tensor");
+    }
+}
