@@ -102,10 +102,12 @@ pub fn magnitude(
 
 /// A tensor's values as an f64 array (floats and integers).
 fn as_f64(t: &Tensor) -> Option<ArrayD<f64>> {
-    if matches!(t, Tensor::Bool(_)) {
-        return None;
+    match t {
+        Tensor::F64(a) => Some(a.clone()),
+        Tensor::F32(a) => Some(a.mapv(f64::from)),
+        Tensor::Bool(_) => None,
+        _ => ArrayD::from_shape_vec(IxDyn(t.shape()), t.to_f64_vec()).ok(),
     }
-    ArrayD::from_shape_vec(IxDyn(t.shape()), t.to_f64_vec()).ok()
 }
 
 /// The numpy broadcast of two shapes.

@@ -255,17 +255,43 @@ pub fn check_with_memo(
 
 /// The op after the pass whose location is `ob`'s name, or a fused location
 /// holding it (a fold names the ops it merged). Only a name identifies an op
-/// across the two functions; a file position does not.
-fn at_location(ctx: &Context, before: &Module, ob: OpId, new: &Added, after: &Module) -> Option<OpId> {
+/// across the two functions; a file position does not. Where several ops
+/// share the name (a lowering into transfers around a compute op), the one
+/// with the most operands among those whose value the function before the
+/// pass does not have: the op doing the work.
+fn at_location(
+    eg: &EGraph<Node, EqAnalysis<'_>>,
+    before: &Module,
+    ob: OpId,
+    (old, new): (&Added, &Added),
+    after: &Module,
+) -> Option<OpId> {
+    let ctx = &*eg.analysis.ctx;
     let text = qopt_ir_core::loc_to_string(ctx, before.op_loc(ob));
     let name = text.strip_prefix("loc(").and_then(|t| t.strip_suffix(')'))?;
     if !(name.len() > 2 && name.starts_with('"') && name.ends_with('"')) {
         return None;
     }
-    new.ops.iter().copied().find(|&op| {
-        let there = qopt_ir_core::loc_to_string(ctx, after.op_loc(op));
-        there == text || (there.starts_with("loc(fused[") && there.contains(name))
-    })
+    let known: FxHashSet<Id> = old.values.values().map(|&id| eg.find(id)).collect();
+    let is_new = |op: OpId| {
+        !after.results(op).any(|r| new.values.get(&r).is_some_and(|&id| known.contains(&eg.find(id))))
+    };
+    let named: Vec<OpId> = new
+        .ops
+        .iter()
+        .copied()
+        .filter(|&op| {
+            let there = qopt_ir_core::loc_to_string(ctx, after.op_loc(op));
+            there == text || (there.starts_with("loc(fused[") && there.contains(name))
+        })
+        .collect();
+    let mut best: Option<OpId> = None;
+    for &op in named.iter().filter(|&&op| is_new(op)) {
+        if best.is_none_or(|b| after.num_operands(op) > after.num_operands(b)) {
+            best = Some(op);
+        }
+    }
+    best.or_else(|| named.first().copied())
 }
 
 /// The earliest op (in program order) among those `result` depends on
@@ -380,7 +406,7 @@ fn first_failure(
             // The lost op and its counterpart after the pass; else the first
             // new value after the pass (a lost op without a location, such as
             // a dequantize fuse removed, names nothing a person can find).
-            let counterpart = lost.and_then(|ob| at_location(eg.analysis.ctx, before, ob, new, after));
+            let counterpart = lost.and_then(|ob| at_location(eg, before, ob, (old, new), after));
             let (lost, made) = match counterpart {
                 Some(oa) => (lost, Some(oa)),
                 None => {
