@@ -145,8 +145,14 @@ pub fn key_of(t: &Tensor) -> ConstKey {
         h.write_usize(d);
     }
     match t {
-        Tensor::F32(a) => a.iter().for_each(|x| h.write_u32(x.to_bits())),
-        Tensor::F64(a) => a.iter().for_each(|x| h.write_u64(x.to_bits())),
+        Tensor::F32(a) => match a.as_slice() {
+            Some(s) => s.iter().for_each(|x| h.write_u32(x.to_bits())),
+            None => a.iter().for_each(|x| h.write_u32(x.to_bits())),
+        },
+        Tensor::F64(a) => match a.as_slice() {
+            Some(s) => s.iter().for_each(|x| h.write_u64(x.to_bits())),
+            None => a.iter().for_each(|x| h.write_u64(x.to_bits())),
+        },
         Tensor::I8(a) => a.iter().for_each(|&x| h.write_i8(x)),
         Tensor::U8(a) => a.iter().for_each(|&x| h.write_u8(x)),
         Tensor::I16(a) => a.iter().for_each(|&x| h.write_i16(x)),
@@ -241,7 +247,11 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
                     let value = builtins::evaluate(*f, &values, axis)?;
                     let magnitudes: Vec<Option<Arc<Tensor>>> =
                         ops.iter().map(|k| k.magnitude.clone()).collect();
-                    let magnitude = builtins::magnitude(*f, &values, &magnitudes, axis).map(Arc::new);
+                    // A bound no larger than the value itself (no cancellation)
+                    // says nothing: dropped, so products with it stay cheap.
+                    let magnitude = builtins::magnitude(*f, &values, &magnitudes, axis)
+                        .filter(|m| !builtins::bounded_by_itself(m, &value))
+                        .map(Arc::new);
                     Some(Constant { magnitude, ..computed(value) })
                 });
                 Data { ty: None, constant, approx_done: false }
@@ -515,10 +525,13 @@ pub fn ulp_distance(
         true
     };
     // The common pairs in one loop each, without a dynamic iterator.
+    // Contiguous arrays as slices: iterating a dynamic-rank array element by
+    // element is several times slower.
     let all_within = match (computed, ir) {
-        (Tensor::F64(c), Tensor::F32(r)) => {
-            c.iter().zip(r.iter()).enumerate().all(|(i, (&x, &y))| within(i, x, f64::from(y)))
-        }
+        (Tensor::F64(c), Tensor::F32(r)) => match (c.as_slice(), r.as_slice()) {
+            (Some(c), Some(r)) => c.iter().zip(r).enumerate().all(|(i, (&x, &y))| within(i, x, f64::from(y))),
+            _ => c.iter().zip(r.iter()).enumerate().all(|(i, (&x, &y))| within(i, x, f64::from(y))),
+        },
         (Tensor::F64(c), Tensor::F64(r)) => {
             c.iter().zip(r.iter()).enumerate().all(|(i, (&x, &y))| within(i, x, y))
         }

@@ -100,6 +100,13 @@ pub fn magnitude(
     }
 }
 
+/// Whether the bound `magnitude` is at most `value`'s own magnitude
+/// everywhere (its terms did not cancel).
+pub fn bounded_by_itself(magnitude: &Tensor, value: &Tensor) -> bool {
+    magnitude.shape() == value.shape()
+        && magnitude.to_f64_vec().iter().zip(value.to_f64_vec()).all(|(m, v)| *m <= v.abs())
+}
+
 /// A tensor's values as an f64 array (floats and integers).
 fn as_f64(t: &Tensor) -> Option<ArrayD<f64>> {
     match t {
