@@ -1,0 +1,39 @@
+//! qopt's x86-64 backend (issue 12), first increment: the foundations.
+//!
+//! - [`Target`], [`TargetCpu`], [`CpuFeatures`] (`target.rs`): run-time
+//!   detection of AVX2, FMA, AVX-512 and the VNNI extensions, and
+//!   `--target-cpu=native|x86-64-v3|x86-64-v4` with a clear error when this
+//!   CPU cannot run the requested target.
+//! - [`ExecutableCode`] (`jit.rs`): W^X executable memory, written while
+//!   read + write, then switched to read + execute, unmapped on drop.
+//! - [`ConvertKernel`] (`convert.rs`): JIT-compiled `qnn.quantize`,
+//!   `qnn.dequantize` and `qnn.requantize` on per-tensor 8-bit types,
+//!   specialized per op and bit-exact with the interpreter; `emit.rs` holds
+//!   the loop every elementwise kernel shares.
+//!
+//! **Assembler: iced-x86's `code_asm`.** It assembles at run time from plain
+//! Rust calls, so registers, immediates and instruction choice are ordinary
+//! values that the per-op specialization and the run-time ISA choice (AVX2 vs
+//! AVX-512/VNNI) can compute; it validates every operand combination and
+//! returns errors instead of panicking; and the same crate carries the
+//! decoder and formatter that `--emit=asm` will need. dynasm-rs checks at
+//! Rust compile time instead, which suits fixed templates but makes
+//! run-time register and ISA choice awkward, and it brings a proc-macro.
+//!
+//! Not here yet (see `docs/codegen-x86.md`): conv2d, dense, add, mul, concat,
+//! pools, shape ops, the activation arena, object files and `--emit=asm`.
+
+#![warn(missing_docs)]
+
+mod buffer;
+mod convert;
+mod emit;
+mod error;
+mod jit;
+mod target;
+
+pub use buffer::{ElementType, Elements, ElementsMut};
+pub use convert::{kernel_multiplier_and_shift, ByteQuant, ConvertKernel, ConvertSpec, FixedPointMultiplier};
+pub use error::{CodegenError, CodegenErrorKind};
+pub use jit::ExecutableCode;
+pub use target::{CpuFeatures, Target, TargetCpu};
