@@ -93,6 +93,41 @@ pub fn rules() -> Vec<EquivRule> {
                 .into(),
         ),
     ];
+    // hard_swish(x) = x · clip(x + 3, 0, 6) / 6, as exporters decompose it
+    // (constants and attributes within 4 f32 ulps; add and mul commute by the
+    // rules above, so one operand order is enough).
+    let clip_of_x_plus_3 = "(fp.clip ?c ?t (fp.add ?d ?t ?x ?three))";
+    let clip_is_relu6 = "(is-near ?three 3.0) (attr-near ?c min 0.0) (attr-near ?c max 6.0)";
+    let hard_swish = "(fp.hard_swish {} ?t ?x)";
+    for (name, lhs, when) in [
+        (
+            "x-times-clip-over-6-is-hard-swish",
+            format!("(fp.div ?a ?t (fp.mul ?b ?t ?x {clip_of_x_plus_3}) ?six)"),
+            format!("{clip_is_relu6} (is-near ?six 6.0)"),
+        ),
+        (
+            "x-times-clip-times-a-sixth-is-hard-swish",
+            format!("(fp.mul ?a ?t (fp.mul ?b ?t ?x {clip_of_x_plus_3}) ?sixth)"),
+            format!("{clip_is_relu6} (is-near ?sixth 0.16666666666666666)"),
+        ),
+        (
+            "x-times-clip-over-6-first-is-hard-swish",
+            format!("(fp.mul ?b ?t ?x (fp.div ?a ?t {clip_of_x_plus_3} ?six))"),
+            format!("{clip_is_relu6} (is-near ?six 6.0)"),
+        ),
+        (
+            "x-times-a-sixth-of-clip-is-hard-swish",
+            format!("(fp.mul ?b ?t ?x (fp.mul ?a ?t {clip_of_x_plus_3} ?sixth))"),
+            format!("{clip_is_relu6} (is-near ?sixth 0.16666666666666666)"),
+        ),
+        (
+            "x-times-hard-sigmoid-is-hard-swish",
+            "(fp.mul ?b ?t ?x (fp.hard_sigmoid ?h ?t ?x))".to_string(),
+            "(attr-near ?h alpha 0.16666666666666666) (attr-near ?h beta 0.5)".to_string(),
+        ),
+    ] {
+        rules.push(real(name, lhs, hard_swish.to_string()).when(when));
+    }
     // x·Wᵀ sums the same products as a matmul by the transposed matrix, in
     // an order of the kernel's choosing.
     rules.push(real(

@@ -146,6 +146,8 @@ enum Condition {
     SameElement(Var, Var),
     NotQuantized(Var),
     DimIs(Var, i64, i64),
+    IsNear(Var, f64),
+    AttrNear(Var, String, f64),
 }
 
 impl Condition {
@@ -161,7 +163,9 @@ impl Condition {
             | Condition::AttrIs(a, ..)
             | Condition::ZeroPointAtMin(a)
             | Condition::NotQuantized(a)
-            | Condition::DimIs(a, ..) => vec![*a],
+            | Condition::DimIs(a, ..)
+            | Condition::IsNear(a, _)
+            | Condition::AttrNear(a, ..) => vec![*a],
         }
     }
 }
@@ -419,6 +423,8 @@ fn conditions(text: &str) -> Result<Vec<Condition>, String> {
                 ["covers", u, t] => Ok(Condition::Covers(var(u)?, var(t)?)),
                 ["same-element", x, t] => Ok(Condition::SameElement(var(x)?, var(t)?)),
                 ["not-quantized", x] => Ok(Condition::NotQuantized(var(x)?)),
+                ["is-near", c, v] => Ok(Condition::IsNear(var(c)?, number(v)?)),
+                ["attr-near", a, name, v] => Ok(Condition::AttrNear(var(a)?, name.to_string(), number(v)?)),
                 ["dim-is", x, axis, size] => {
                     let int =
                         |a: &str| a.parse::<i64>().map_err(|_| format!("dim-is takes integers, found '{a}'"));
@@ -536,6 +542,12 @@ impl RuleApplier {
                 .constant
                 .as_ref()
                 .is_some_and(|k| !k.value.is_empty() && k.value.to_f64_vec().iter().all(|x| x == v)),
+            Condition::IsNear(c, v) => egraph[subst[*c]].data.constant.as_ref().is_some_and(|k| {
+                !k.value.is_empty() && k.value.to_f64_vec().iter().all(|&x| near_in_f32(x, *v))
+            }),
+            Condition::AttrNear(a, name, v) => attr(egraph, a, name)
+                .and_then(|x| egraph.analysis.ctx.attr_as_f64(x))
+                .is_some_and(|x| near_in_f32(x, *v)),
             Condition::HasAttr(a, name) => attr(egraph, a, name).is_some(),
             Condition::LacksAttr(a, name) => {
                 attr_leaf(egraph, subst[*a]).is_some() && attr(egraph, a, name).is_none()
@@ -550,6 +562,14 @@ impl RuleApplier {
             Condition::DimIs(x, axis, size) => dim_is(egraph, subst[*x], *axis, *size),
         })
     }
+}
+
+/// Whether `x` is within 4 f32 ulps of `v` (`is-near`, `attr-near`: an
+/// exporter's `1/6` or `0.1666667`).
+fn near_in_f32(x: f64, v: f64) -> bool {
+    let v32 = Tensor::F64(ndarray::arr0(v).into_dyn());
+    let x32 = Tensor::F64(ndarray::arr0(x).into_dyn());
+    crate::analysis::ulp_distance(&x32, &v32, crate::analysis::Precision::F32, 4, None).is_some()
 }
 
 /// Instantiates `t` in the e-graph; `None` where a macro does not apply.

@@ -72,6 +72,7 @@ fn the_standard_passes_are_proven_on_their_golden_cases() {
         ("expand-fakeq.qir", "expand-fakeq", Relation::Exact),
         ("quantize-constants.qir", "quantize-constants", Relation::Requantization),
         ("fuse.qir", "fuse", Relation::Requantization),
+        ("recognize-hard-swish.qir", "recognize-hard-swish", Relation::Real),
     ] {
         let outcomes = check_cases(file, pass, relation);
         assert!(!outcomes.is_empty(), "{file}: no case");
@@ -466,4 +467,37 @@ fn fold_bn_into_a_transposed_convolution_is_proven_and_a_wrong_one_is_found_ther
         loc_name(&ctx, &before, f.before_op)
     );
     assert!(loc_name(&ctx, &after, f.after_op).contains("deconv"), "{}", loc_name(&ctx, &after, f.after_op));
+}
+
+#[test]
+fn a_hard_swish_recognized_from_the_wrong_constant_is_caught() {
+    let chain = |three: &str| {
+        format!(
+            r#"
+func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {{
+  %three = fp.constant() {{value = dense<{three}> : tensor<f32>}} : () -> tensor<f32>
+  %six = fp.constant() {{value = dense<6.0> : tensor<f32>}} : () -> tensor<f32>
+  %a = fp.add(%three, %x) : (tensor<f32>, tensor<8xf32>) -> tensor<8xf32>
+  %c = fp.clip(%a) {{max = 6.0 : f32, min = 0.0 : f32}} : (tensor<8xf32>) -> tensor<8xf32>
+  %m = fp.mul(%c, %x) : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+  %y = fp.div(%m, %six) : (tensor<8xf32>, tensor<f32>) -> tensor<8xf32> loc("hs")
+  func.return %y : tensor<8xf32>
+}}
+"#
+        )
+    };
+    let recognized = r#"
+func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %y = fp.hard_swish(%x) : (tensor<8xf32>) -> tensor<8xf32> loc("hs")
+  func.return %y : tensor<8xf32>
+}
+"#;
+    let mut ctx = context();
+    let after = parse_module(&mut ctx, recognized.as_bytes(), "hs.qir").unwrap();
+    let right = parse_module(&mut ctx, chain("3.0").as_bytes(), "hs.qir").unwrap();
+    let result = check(&mut ctx, &right, &after, Relation::Real, &Limits::default());
+    assert_eq!(result.outcome, Outcome::Proven, "{}", result.summary(4));
+    let wrong = parse_module(&mut ctx, chain("2.0").as_bytes(), "hs.qir").unwrap();
+    let result = check(&mut ctx, &wrong, &after, Relation::Real, &Limits::default());
+    assert!(matches!(result.outcome, Outcome::Failed(_)), "{}", result.summary(4));
 }

