@@ -375,9 +375,7 @@ fn emit_quantize(out: &ByteQuant) -> Result<Vec<u8>, CodegenError> {
     emit_elementwise(
         shape,
         &|a| {
-            a.mov(eax, scale.to_bits())?;
-            a.vmovd(xmm15, eax)?;
-            a.vbroadcastss(ymm15, xmm15)?;
+            broadcast_u32(a, ymm15, scale.to_bits())?;
             broadcast_u32(a, ymm14, low.to_bits())?;
             broadcast_u32(a, ymm13, high.to_bits())?;
             broadcast_u32(a, ymm12, zp as u32)
@@ -418,9 +416,7 @@ fn emit_dequantize(input: &ByteQuant) -> Result<Vec<u8>, CodegenError> {
     emit_elementwise(
         shape,
         &|a| {
-            a.mov(eax, scale.to_bits())?;
-            a.vmovd(xmm15, eax)?;
-            a.vbroadcastss(ymm15, xmm15)?;
+            broadcast_u32(a, ymm15, scale.to_bits())?;
             broadcast_u32(a, ymm12, zp as u32)
         },
         &|a| {
