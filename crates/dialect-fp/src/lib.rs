@@ -79,18 +79,27 @@ impl Dialect for FpDialect {
     }
 }
 
+/// The `QuantAgnostic` ops that are so for one value of a string attribute
+/// only, which is also the attribute's default: `(op, attribute, value)`.
+/// `fp.resize` in nearest mode moves values; linear and cubic interpolation
+/// compute new ones. [`is_quant_agnostic`] and the equivalence rules that
+/// commute these ops with dequantization both read this table.
+pub const QUANT_AGNOSTIC_ONLY_WHEN: &[(&str, &str, &str)] = &[(op_names::RESIZE, "mode", "nearest")];
+
 /// Whether `op` is quant-agnostic as it stands: its definition has the
-/// `QuantAgnostic` trait and, for the one op whose agnosticism depends on an
-/// attribute, `fp.resize`, its `mode` is nearest (linear and cubic
-/// interpolation compute new values). Passes ask this, not the trait alone.
+/// `QuantAgnostic` trait and, for an op of [`QUANT_AGNOSTIC_ONLY_WHEN`], the
+/// attribute has the value or is left out. Passes ask this, not the trait
+/// alone.
 pub fn is_quant_agnostic(ctx: &Context, module: &Module, op: OpId) -> bool {
     let Some(def) = ctx.op_def(module.op_name(op)) else { return false };
     if !def.has(Traits::QUANT_AGNOSTIC) {
         return false;
     }
-    match def.name {
-        op_names::RESIZE => resize_mode(ctx, module.op_attrs(op)) == Ok(ResizeMode::Nearest),
-        _ => true,
+    match QUANT_AGNOSTIC_ONLY_WHEN.iter().find(|(name, ..)| *name == def.name) {
+        Some(&(_, attribute, value)) => {
+            module.op_attr(ctx, op, attribute).is_none_or(|a| ctx.attr_as_str(a) == Some(value))
+        }
+        None => true,
     }
 }
 

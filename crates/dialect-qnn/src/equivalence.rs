@@ -20,7 +20,7 @@
 //! `?a` and its result type to `?t`.
 
 use crate::op_names;
-use qopt_dialect_fp::FpDialect;
+use qopt_dialect_fp::{FpDialect, QUANT_AGNOSTIC_ONLY_WHEN};
 use qopt_ir_core::equivalence::{EquivRule, Relation};
 use qopt_ir_core::interfaces::{LookupActivation, QuantizableOp};
 use qopt_ir_core::{Arity, Dialect, OpDef, Traits};
@@ -129,11 +129,15 @@ fn counts(arity: Arity, most: u32) -> std::ops::RangeInclusive<u32> {
 fn dequantize_commutes(def: &OpDef, rules: &mut Vec<EquivRule>) {
     let short = def.name.trim_start_matches("fp.");
     let variadic = def.interfaces.get::<QuantizableOp>().is_some_and(|q| q.variadic);
-    // fp.resize is quant-agnostic in nearest mode only (its default).
-    let modes: &[(&str, &str)] = if def.name == "fp.resize" {
-        &[("", "(attr-is ?b mode nearest)"), ("-by-default", "(lacks-attr ?b mode)")]
-    } else {
-        &[("", "")]
+    // An op agnostic for one value of an attribute only: that value, or the
+    // attribute left out (it is the default).
+    let only_when = QUANT_AGNOSTIC_ONLY_WHEN.iter().find(|(name, ..)| *name == def.name);
+    let conditions: Vec<(&str, String)> = match only_when {
+        Some(&(_, attribute, value)) => vec![
+            ("", format!("(attr-is ?b {attribute} {value})")),
+            ("-by-default", format!("(lacks-attr ?b {attribute})")),
+        ],
+        None => vec![("", String::new())],
     };
     let most = if variadic { MAX_CONCAT_OPERANDS as u32 } else { 4 };
     for operands in counts(def.operands, most).filter(|&n| n >= 1) {
@@ -152,7 +156,7 @@ fn dequantize_commutes(def: &OpDef, rules: &mut Vec<EquivRule>) {
                 .enumerate()
                 .map(|(i, q)| format!(" (qnn.dequantize ?c{i} ?v{i} {q})"))
                 .collect();
-            for (suffix, mode) in modes {
+            for (suffix, mode) in &conditions {
                 let tag = format!("{short}{suffix}-{operands}-{result}");
                 rules.push(
                     EquivRule::new(
