@@ -25,6 +25,7 @@
 //! f32 expressed types. Per-axis parameters, wider storage and f16/bf16
 //! expressed types are errors of kind `Unsupported`, never wrong answers.
 
+use crate::abi::Place;
 use crate::buffer::{ElementType, Elements, ElementsMut};
 use crate::emit::{
     broadcast_u32, broadcast_u64, emit_elementwise, load_8_bytes, load_byte, store_8_bytes, LoopShape,
@@ -210,6 +211,23 @@ impl ConvertSpec {
         }
     }
 
+    /// The kernel (convention of `abi.rs`, one work item per element) that
+    /// reads the input at `places.0` and writes the output at `places.1`.
+    pub fn emit(&self, places: (Place, Place)) -> Result<Vec<u8>, CodegenError> {
+        match self {
+            ConvertSpec::Quantize { output } => emit_quantize(output, places),
+            ConvertSpec::Dequantize { input } => emit_dequantize(input, places),
+            ConvertSpec::Requantize { input, output, multiplier, rounding } => {
+                emit_requantize(input, output, *multiplier, *rounding, places)
+            }
+        }
+    }
+
+    /// The features its code uses.
+    pub fn needed_features() -> CpuFeatures {
+        NEEDED
+    }
+
     /// The element type the kernel reads.
     pub fn input_type(&self) -> ElementType {
         match self {
@@ -280,10 +298,6 @@ pub struct ConvertKernel {
     code: ExecutableCode,
 }
 
-/// The signature of every elementwise kernel.
-#[cfg(target_arch = "x86_64")]
-type ElementwiseFn = unsafe extern "sysv64" fn(*const u8, *mut u8, usize);
-
 impl ConvertKernel {
     /// Generates and maps the kernel for `spec`. `target` must allow AVX2, and
     /// since the kernel runs in this process, the host must have it too.
@@ -301,13 +315,7 @@ impl ConvertKernel {
                 format!("{what} runs in this process, which lacks {missing_here}"),
             ));
         }
-        let bytes = match &spec {
-            ConvertSpec::Quantize { output } => emit_quantize(output)?,
-            ConvertSpec::Dequantize { input } => emit_dequantize(input)?,
-            ConvertSpec::Requantize { input, output, multiplier, rounding } => {
-                emit_requantize(input, output, *multiplier, *rounding)?
-            }
-        };
+        let bytes = spec.emit((Place::Io(0), Place::Io(1)))?;
         Ok(ConvertKernel { spec, code: ExecutableCode::new(&bytes)? })
     }
 
@@ -343,14 +351,23 @@ impl ConvertKernel {
         }
         #[cfg(target_arch = "x86_64")]
         {
-            // SAFETY: `compile` produced a complete function of signature
-            // `ElementwiseFn` (emit.rs), checked that the host has every
-            // feature it uses, and the code reads exactly `len` elements of
-            // the input type and writes exactly `len` of the output type,
-            // which the checks above guarantee the buffers hold.
+            let io = [input.as_ptr().cast_mut(), output.as_mut_ptr()];
+            // SAFETY: `compile` produced a complete kernel with the
+            // convention of abi.rs that reads io[0] and writes io[1]
+            // (emit.rs), checked that the host has every feature it uses;
+            // over the range 0..len it reads exactly `len` elements of the
+            // input type and writes exactly `len` of the output type, which
+            // the checks above guarantee the buffers hold. It touches
+            // neither arena nor rodata.
             unsafe {
-                let f: ElementwiseFn = std::mem::transmute(self.code.entry());
-                f(input.as_ptr(), output.as_mut_ptr(), input.len());
+                crate::abi::call_kernel(
+                    self.code.entry(),
+                    std::ptr::null_mut(),
+                    std::ptr::null(),
+                    &io,
+                    0,
+                    input.len(),
+                );
             }
             Ok(())
         }
@@ -366,7 +383,7 @@ impl ConvertKernel {
 }
 
 /// quantize: ymm15 scale, ymm14 `qmin − zp`, ymm13 `qmax − zp` (f32), ymm12 zp.
-fn emit_quantize(out: &ByteQuant) -> Result<Vec<u8>, CodegenError> {
+fn emit_quantize(out: &ByteQuant, places: (Place, Place)) -> Result<Vec<u8>, CodegenError> {
     let scale = scale_f32(out.scale);
     let (low, high, zp) =
         ((out.qmin - out.zero_point) as f32, (out.qmax - out.zero_point) as f32, out.zero_point);
@@ -374,6 +391,7 @@ fn emit_quantize(out: &ByteQuant) -> Result<Vec<u8>, CodegenError> {
     let shape = LoopShape { input_size: 4, output_size: 1, uses_float_environment: true };
     emit_elementwise(
         shape,
+        places,
         &|a| {
             broadcast_u32(a, ymm15, scale.to_bits())?;
             broadcast_u32(a, ymm14, low.to_bits())?;
@@ -408,13 +426,14 @@ fn emit_quantize(out: &ByteQuant) -> Result<Vec<u8>, CodegenError> {
 }
 
 /// dequantize: ymm15 scale, ymm12 zp.
-fn emit_dequantize(input: &ByteQuant) -> Result<Vec<u8>, CodegenError> {
+fn emit_dequantize(input: &ByteQuant, places: (Place, Place)) -> Result<Vec<u8>, CodegenError> {
     let scale = scale_f32(input.scale);
     let zp = input.zero_point;
     let unsigned = input.is_unsigned();
     let shape = LoopShape { input_size: 1, output_size: 4, uses_float_environment: true };
     emit_elementwise(
         shape,
+        places,
         &|a| {
             broadcast_u32(a, ymm15, scale.to_bits())?;
             broadcast_u32(a, ymm12, zp as u32)
@@ -446,6 +465,7 @@ fn emit_requantize(
     output: &ByteQuant,
     multiplier: FixedPointMultiplier,
     rounding: Rounding,
+    places: (Place, Place),
 ) -> Result<Vec<u8>, CodegenError> {
     let (m, s) = kernel_multiplier_and_shift(multiplier);
     let half = 1i64 << (s - 1);
@@ -488,6 +508,7 @@ fn emit_requantize(
 
     emit_elementwise(
         shape,
+        places,
         &|a| {
             broadcast_u32(a, ymm15, zp_in as u32)?;
             broadcast_u32(a, ymm14, m as u32)?;

@@ -1,10 +1,12 @@
 //! The shape every elementwise kernel shares, and small emission helpers.
 //!
-//! [`emit_elementwise`] writes a complete function with the System V x86-64
-//! calling convention, `extern "sysv64" fn(input: *const u8, output: *mut u8,
-//! len: usize)` (`rdi`, `rsi`, `rdx`):
+//! [`emit_elementwise`] writes a complete kernel with the convention of
+//! `abi.rs`; its work items are elements, and it reads the input at one place
+//! and writes the output at another:
 //!
 //! ```text
+//!   rdi = input + begin × in_size;  rsi = output + begin × out_size
+//!   rdx = end − begin                             (elements to convert)
 //!   [float kernels] save MXCSR, load 0x1F80      IEEE defaults for the call
 //!   load constants into ymm8..ymm15 / r8..r10     (the kernel's parameters)
 //!   r11 = len / 8;  jz tail
@@ -31,6 +33,7 @@
 //! `docs/quant-semantics.md` even when the caller runs with FTZ/DAZ or another
 //! rounding mode.
 
+use crate::abi::{assemble, load_addresses, new_assembler, Place};
 use crate::error::CodegenError;
 use iced_x86::code_asm::*;
 
@@ -56,15 +59,21 @@ pub(crate) struct LoopShape {
 /// One part of a kernel's body: appends instructions to the assembler.
 pub(crate) type Emitter<'e> = &'e dyn Fn(&mut CodeAssembler) -> Result<(), IcedError>;
 
-/// The complete function of an elementwise kernel (see the module doc), as
-/// position-independent machine code.
+/// The complete function of an elementwise kernel (see the module doc) that
+/// reads `input` and writes `output`, as position-independent machine code.
 pub(crate) fn emit_elementwise(
     shape: LoopShape,
+    (input, output): (Place, Place),
     load_constants: Emitter<'_>,
     body_vector: Emitter<'_>,
     body_scalar: Emitter<'_>,
 ) -> Result<Vec<u8>, CodegenError> {
-    let mut a = CodeAssembler::new(64)?;
+    let mut a = new_assembler()?;
+    load_addresses(&mut a, &[(rdi, input), (rsi, output)])?;
+    a.mov(rdx, r8)?;
+    a.sub(rdx, rcx)?;
+    advance_by_elements(&mut a, rdi, rcx, shape.input_size)?;
+    advance_by_elements(&mut a, rsi, rcx, shape.output_size)?;
     let mut vector_loop = a.create_label();
     let mut tail = a.create_label();
     let mut scalar_loop = a.create_label();
@@ -107,7 +116,27 @@ pub(crate) fn emit_elementwise(
         a.add(rsp, 8)?;
     }
     a.ret()?;
-    Ok(a.assemble(0)?)
+    assemble(&mut a)
+}
+
+/// `pointer += count × element_size` for element sizes 1, 2, 4 and 8.
+fn advance_by_elements(
+    a: &mut CodeAssembler,
+    pointer: AsmRegister64,
+    count: AsmRegister64,
+    element_size: usize,
+) -> Result<(), CodegenError> {
+    let scale = match element_size {
+        1 | 2 | 4 | 8 => element_size as u32,
+        _ => {
+            return Err(CodegenError::new(
+                crate::error::CodegenErrorKind::Assembler,
+                format!("element size {element_size} is not 1, 2, 4 or 8"),
+            ))
+        }
+    };
+    a.lea(pointer, qword_ptr(pointer + count * scale))?;
+    Ok(())
 }
 
 /// `ymm = [value; 8]` (32-bit lanes) through eax.

@@ -25,11 +25,13 @@
 
 #![warn(missing_docs)]
 
+pub mod abi;
 mod buffer;
 mod convert;
 mod emit;
 mod error;
 mod jit;
+pub mod lower;
 mod target;
 
 pub use buffer::{ElementType, Elements, ElementsMut};
