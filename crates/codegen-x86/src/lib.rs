@@ -26,16 +26,24 @@
 #![warn(missing_docs)]
 
 pub mod abi;
+mod arena;
 mod buffer;
 mod convert;
 mod emit;
 mod error;
 mod jit;
+mod kernels;
 pub mod lower;
+mod module;
+mod runtime;
 mod target;
+mod tensors;
 
 pub use buffer::{ElementType, Elements, ElementsMut};
 pub use convert::{kernel_multiplier_and_shift, ByteQuant, ConvertKernel, ConvertSpec, FixedPointMultiplier};
 pub use error::{CodegenError, CodegenErrorKind};
 pub use jit::ExecutableCode;
+pub use lower::{Emit, LowerOp, Lowerings, OpLowering, Plan};
+pub use module::{compile, KernelEntry, Program, TensorSignature};
+pub use runtime::{JitModule, Workspace};
 pub use target::{CpuFeatures, Target, TargetCpu};
