@@ -34,7 +34,7 @@ mod compare;
 mod inputs;
 mod json;
 mod metrics;
-mod model;
+pub(crate) mod model;
 mod parallel;
 mod profile;
 mod report;
