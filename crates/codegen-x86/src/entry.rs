@@ -264,10 +264,10 @@ fn emit_stub(program: &Program, kind: EntryKind, at: usize) -> Result<Stub, Code
             a.db(&with_zero_displacement(LEA_RBX_RIP))?;
             data_labels.push((label, DataSection::Arena));
         }
-        _ => a.xor(ARENA, ARENA)?,
+        _ => a.xor(ebx, ebx)?,
     }
     if program.rodata.is_empty() {
-        a.xor(RODATA, RODATA)?;
+        a.xor(r12d, r12d)?;
     } else {
         let mut label = a.create_label();
         a.set_label(&mut label)?;

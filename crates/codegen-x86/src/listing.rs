@@ -90,9 +90,9 @@ pub fn listing(
     let _ = writeln!(out, "{c} target {} ({})", program.target.cpu, program.target.features);
     let _ = writeln!(
         out,
-        "{c} .text {} bytes: {} kernels, {} entry points; .rodata {} bytes; .bss (the arena) {} bytes",
+        "{c} .text {} bytes: {}, {} entry points; .rodata {} bytes; .bss (the arena) {} bytes",
         image.text.len(),
-        program.kernels.len(),
+        counted(program.kernels.len(), "kernel"),
         image.entries.len(),
         program.rodata.len(),
         program.arena_bytes
@@ -128,9 +128,7 @@ pub fn listing(
 
     for (k, kernel) in program.kernels.iter().enumerate() {
         let _ = writeln!(out, "\n{c} kernel {k}: {} at {}", kernel.op_name, kernel.location);
-        let items =
-            if kernel.work == 1 { kernel.work_item.to_string() } else { format!("{}s", kernel.work_item) };
-        let _ = writeln!(out, "{c}   {}; {} {items}", kernel.strategy, kernel.work);
+        let _ = writeln!(out, "{c}   {}; {}", kernel.strategy, counted(kernel.work, kernel.work_item));
         let _ = writeln!(out, "{}:", names[&(kernel.offset as u64)]);
         disassemble(&mut out, &image, kernel.offset, kernel.len, formatter.as_mut(), c);
     }
@@ -140,6 +138,15 @@ pub fn listing(
         disassemble(&mut out, &image, entry.offset, entry.len, formatter.as_mut(), c);
     }
     Ok(out)
+}
+
+/// `1 kernel`, `3 kernels`.
+fn counted(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 /// `float[3][37] tensor<3x37xf32>`.
