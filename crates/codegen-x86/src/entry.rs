@@ -138,6 +138,9 @@ pub struct TextImage {
     pub entries: Vec<EntryFunction>,
     /// The fields the linker fills with section addresses.
     pub references: Vec<DataReference>,
+    /// Comments for listings, by offset of the instruction they precede
+    /// (what the copies of the quantized entry stand for).
+    pub notes: Vec<(usize, String)>,
 }
 
 /// Builds the `.text` image of `program` with entry symbols named after
@@ -146,6 +149,7 @@ pub fn text_image(program: &Program, prefix: &str) -> Result<TextImage, CodegenE
     let mut text = program.code.clone();
     let mut entries = Vec::new();
     let mut references = Vec::new();
+    let mut notes = Vec::new();
     for kind in EntryKind::of(program) {
         let offset = text.len().next_multiple_of(STUB_ALIGN);
         text.resize(offset, 0xCC);
@@ -153,6 +157,7 @@ pub fn text_image(program: &Program, prefix: &str) -> Result<TextImage, CodegenE
         references.extend(
             stub.references.iter().map(|r| DataReference { offset: offset + r.offset, section: r.section }),
         );
+        notes.extend(stub.notes.into_iter().map(|(at, note)| (offset + at, note)));
         entries.push(EntryFunction {
             kind,
             name: format!("{prefix}{}", kind.suffix()),
@@ -162,7 +167,7 @@ pub fn text_image(program: &Program, prefix: &str) -> Result<TextImage, CodegenE
         });
         text.extend_from_slice(&stub.code);
     }
-    Ok(TextImage { text, entries, references })
+    Ok(TextImage { text, entries, references, notes })
 }
 
 /// The C type of one element of a buffer.
@@ -209,6 +214,7 @@ fn prototype(program: &Program, prefix: &str, kind: EntryKind) -> String {
 struct Stub {
     code: Vec<u8>,
     references: Vec<DataReference>,
+    notes: Vec<(usize, String)>,
 }
 
 /// The System V integer argument registers, in order.
@@ -242,6 +248,7 @@ fn emit_stub(program: &Program, kind: EntryKind, at: usize) -> Result<Stub, Code
     let mut done = a.create_label();
     let mut bad_workspace = a.create_label();
     let mut data_labels: Vec<(CodeLabel, DataSection)> = Vec::new();
+    let mut note_labels: Vec<(CodeLabel, String)> = Vec::new();
 
     // Prologue: three pushes after rbp leave rsp ≡ 8 (mod 16); a frame of
     // 8 (mod 16) bytes aligns it.
@@ -300,14 +307,31 @@ fn emit_stub(program: &Program, kind: EntryKind, at: usize) -> Result<Stub, Code
     // The kernels, in order.
     for (k, kernel) in program.kernels.iter().enumerate() {
         if let Some(q) = quantized {
-            if let Some(i) = q.inputs.iter().position(|t| t.kernel == k) {
+            let copy = if let Some(i) = q.inputs.iter().position(|t| t.kernel == k) {
                 let t = &q.inputs[i];
-                emit_copy(&mut a, Place::Io(i), t.place, t.signature.bytes())?;
-                continue;
-            }
-            if let Some(j) = q.outputs.iter().position(|t| t.kernel == k) {
+                Some((Place::Io(i), t.place, t))
+            } else if let Some(j) = q.outputs.iter().position(|t| t.kernel == k) {
                 let t = &q.outputs[j];
-                emit_copy(&mut a, t.place, Place::Io(n_in + j), t.signature.bytes())?;
+                Some((t.place, Place::Io(n_in + j), t))
+            } else {
+                None
+            };
+            if let Some((src, dst, t)) = copy {
+                if t.signature.bytes() > 0 {
+                    let mut label = a.create_label();
+                    a.set_label(&mut label)?;
+                    note_labels.push((
+                        label,
+                        format!(
+                            "kernel {k} ({}) replaced: copy {} bytes from {} to {}",
+                            kernel.op_name,
+                            t.signature.bytes(),
+                            describe(src, n_in),
+                            describe(dst, n_in)
+                        ),
+                    ));
+                    emit_copy(&mut a, src, dst, t.signature.bytes())?;
+                }
                 continue;
             }
         }
@@ -342,7 +366,20 @@ fn emit_stub(program: &Program, kind: EntryKind, at: usize) -> Result<Stub, Code
         let ip = result.label_ip(label)? as usize;
         references.push(DataReference { offset: ip - at + LEA_RBX_RIP.len(), section: *section });
     }
-    Ok(Stub { code: result.inner.code_buffer, references })
+    let mut notes = Vec::new();
+    for (label, note) in note_labels {
+        notes.push((result.label_ip(&label)? as usize - at, note));
+    }
+    Ok(Stub { code: result.inner.code_buffer, references, notes })
+}
+
+/// `arena+128`, `rodata+0`, `input0` (the caller's buffer).
+fn describe(place: Place, n_in: usize) -> String {
+    match place {
+        Place::Io(s) if s < n_in => format!("input{s}"),
+        Place::Io(s) => format!("output{}", s - n_in),
+        other => other.to_string(),
+    }
 }
 
 /// A RIP-relative `lea` with a zero displacement for the linker to fill.

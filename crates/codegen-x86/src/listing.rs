@@ -173,6 +173,9 @@ fn disassemble(
         text.clear();
         f.format(&instruction, &mut text);
         let start = instruction.ip() as usize;
+        for (_, note) in image.notes.iter().filter(|(at, _)| *at == start) {
+            let _ = writeln!(out, "  {c} {note}");
+        }
         let end = start + instruction.len();
         let hex: Vec<String> = image.text[start..end].iter().map(|b| format!("{b:02x}")).collect();
         let (shown, more) = hex.split_at(hex.len().min(BYTES_COLUMN));

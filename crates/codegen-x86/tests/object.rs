@@ -410,6 +410,10 @@ fn the_listing_names_every_kernel_location_and_entry() {
         assert!(text.contains(&format!("{c} R_X86_64_PC32 .bss-4: the arena")));
         assert!(text.contains(&format!("{c} R_X86_64_PC32 .rodata-4: the read-only data")));
         assert!(!text.contains("(bad)"), "everything decodes");
+        let replaced = format!("{c} kernel 0 (qnn.quantize) replaced: copy 111 bytes from input0 to arena+");
+        assert!(text.contains(&replaced), "{replaced} in\n{text}");
+        let constant = "(qnn.dequantize) replaced: copy 5 bytes from rodata+0 to output1\n";
+        assert!(text.contains(constant), "{constant} in\n{text}");
     }
 }
 
