@@ -75,7 +75,8 @@ pub struct CompileCli {
     #[arg(value_name = "MODEL.qir")]
     pub model: PathBuf,
     /// Output file, written atomically: the object with --emit=obj
-    /// (required), the listing with --emit=asm (standard output by default).
+    /// (required), the listing with --emit=asm (standard output by default
+    /// or with `-o -`).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// The C header to write with the object (default: the output's path with
@@ -271,7 +272,7 @@ impl CompileDriver {
                     SyntaxArg::Att => AsmSyntax::Att,
                 };
                 let text = listing(&program, &options, syntax).map_err(generated)?;
-                match &cli.output {
+                match cli.output.as_deref().filter(|p| *p != Path::new("-")) {
                     Some(path) => write_file_atomically(path, |w| w.write_all(text.as_bytes()))
                         .map_err(|e| format!("cannot write '{}': {e}", path.display()))?,
                     None => out

@@ -522,6 +522,8 @@ fn the_listing_names_each_kernel_location() {
     assert!(stderr.contains("@main for x86-64-v3: 3 kernels"), "{stderr}");
     assert_eq!(files_in(&dir), ["model.qir"], "the listing went to standard output");
 
+    let (dash, _) = qcompile(0, &[path_str(&model), "--emit=asm", "--target-cpu=x86-64-v3", "-o", "-"]);
+    assert_eq!(dash, stdout, "-o - is standard output");
     let listing = dir.join("model.s");
     let (stdout, _) =
         qcompile(0, &[path_str(&model), "--emit=asm", "--asm-syntax=att", "-o", path_str(&listing)]);
