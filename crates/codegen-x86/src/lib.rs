@@ -28,6 +28,7 @@
 pub mod abi;
 mod arena;
 mod buffer;
+mod clock;
 mod convert;
 mod emit;
 mod error;
@@ -40,10 +41,11 @@ mod target;
 mod tensors;
 
 pub use buffer::{ElementType, Elements, ElementsMut};
+pub use clock::measure_clock_hz;
 pub use convert::{kernel_multiplier_and_shift, ByteQuant, ConvertKernel, ConvertSpec, FixedPointMultiplier};
 pub use error::{CodegenError, CodegenErrorKind};
 pub use jit::ExecutableCode;
 pub use lower::{Emit, LowerOp, Lowerings, OpLowering, Plan};
-pub use module::{compile, KernelEntry, Program, TensorSignature};
+pub use module::{compile, KernelEntry, OpEntry, Program, TensorSignature};
 pub use runtime::{JitModule, Workspace};
 pub use target::{CpuFeatures, Target, TargetCpu};
