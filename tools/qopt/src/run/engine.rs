@@ -23,16 +23,20 @@ pub enum Backend {
 /// A model compiled for this CPU.
 pub(crate) struct Compiled {
     pub jit: JitModule,
+    /// How long compiling and mapping took.
+    pub compile_time: std::time::Duration,
 }
 
 impl Compiled {
     /// Compiles function `func` of `model` for `cpu`, which this CPU must run.
     pub fn new(model: &Model, func: &str, cpu: TargetCpu) -> Result<Compiled, String> {
+        let start = std::time::Instant::now();
         let fail = |e: qopt_codegen_x86::CodegenError| format!("{}: {e}", model.name);
         let target = Target::for_running(cpu).map_err(fail)?;
         let program =
             compile(&model.ctx, &model.module, func, &Lowerings::builtin(), &target).map_err(fail)?;
-        Ok(Compiled { jit: JitModule::new(program).map_err(fail)? })
+        let jit = JitModule::new(program).map_err(fail)?;
+        Ok(Compiled { jit, compile_time: start.elapsed() })
     }
 }
 

@@ -268,7 +268,18 @@ impl RunDriver {
             report::bench_json(header, &latency)
         } else {
             let values = if cli.print { report::run_text(&outputs, true) } else { String::new() };
-            format!("{values}{}\n{profile}", latency.line())
+            let compiled = compiled.as_ref().map_or(String::new(), |c| {
+                let p = c.jit.program();
+                format!(
+                    "compiled in {:.1} ms: {} kernels, {} bytes of code, {} of rodata, arena {} bytes\n",
+                    c.compile_time.as_secs_f64() * 1000.0,
+                    p.kernels.len(),
+                    p.code.len(),
+                    p.rodata.len(),
+                    p.arena_bytes
+                )
+            });
+            format!("{values}{compiled}{}\n{profile}", latency.line())
         })
     }
 
