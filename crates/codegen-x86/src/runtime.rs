@@ -1,5 +1,5 @@
 //! Running a [`Program`] in this process: [`JitModule`] maps the code read +
-//! execute and the rodata read-only, checks the caller's buffers against the
+//! execute and the rodata read-only between guard pages, checks the caller's buffers against the
 //! program's signature, and calls the kernels in order over a
 //! [`Workspace`] (the activation arena), on one thread or several.
 //!
@@ -10,10 +10,10 @@
 use crate::abi::BUFFER_ALIGN;
 use crate::buffer::{Elements, ElementsMut};
 use crate::error::{CodegenError, CodegenErrorKind};
+use crate::guard::{GuardSide, GuardedRegion};
 use crate::jit::ExecutableCode;
 use crate::module::Program;
 use crate::target::CpuFeatures;
-use memmap2::{Mmap, MmapMut};
 use std::time::{Duration, Instant};
 
 /// A program mapped into memory, ready to run.
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 pub struct JitModule {
     program: Program,
     code: Option<ExecutableCode>,
-    rodata: Mmap,
+    rodata: GuardedRegion,
 }
 
 /// The activation arena a [`JitModule`] runs in; keep one per thread of
@@ -29,6 +29,8 @@ pub struct JitModule {
 #[derive(Debug, Default)]
 pub struct Workspace {
     blocks: Vec<ArenaBlock>,
+    /// Set by [`Workspace::guarded`]: the arena sits between guard pages.
+    guarded: Option<Option<GuardedRegion>>,
 }
 
 #[repr(C, align(64))]
@@ -41,7 +43,20 @@ impl Workspace {
         Workspace::default()
     }
 
+    /// A workspace whose arena ends flush against an inaccessible guard page
+    /// (and has one before it), so a kernel that overruns the arena faults.
+    /// For tests and debugging; runs are as fast.
+    pub fn guarded() -> Workspace {
+        Workspace { blocks: Vec::new(), guarded: Some(None) }
+    }
+
     fn arena(&mut self, bytes: usize) -> Result<*mut u8, CodegenError> {
+        if let Some(region) = &mut self.guarded {
+            if region.as_ref().is_none_or(|r| r.len() != bytes) {
+                *region = Some(GuardedRegion::new(bytes, GuardSide::End { align: BUFFER_ALIGN })?);
+            }
+            return Ok(region.as_ref().map_or(std::ptr::null_mut(), GuardedRegion::as_mut_ptr));
+        }
         let blocks = bytes.div_ceil(BUFFER_ALIGN);
         if self.blocks.len() < blocks {
             let more = blocks - self.blocks.len();
@@ -68,11 +83,9 @@ impl JitModule {
             ));
         }
         let code = if program.code.is_empty() { None } else { Some(ExecutableCode::new(&program.code)?) };
-        let memory =
-            |e: std::io::Error| CodegenError::new(CodegenErrorKind::Memory, format!("mapping rodata: {e}"));
-        let mut rodata = MmapMut::map_anon(program.rodata.len().max(1)).map_err(memory)?;
-        rodata[..program.rodata.len()].copy_from_slice(&program.rodata);
-        let rodata = rodata.make_read_only().map_err(memory)?;
+        let mut rodata = GuardedRegion::new(program.rodata.len(), GuardSide::Start)?;
+        rodata.as_mut_slice().copy_from_slice(&program.rodata);
+        rodata.make_read_only()?;
         Ok(JitModule { program, code, rodata })
     }
 
@@ -185,7 +198,7 @@ impl JitModule {
         Ok(Call {
             code: self.code.as_ref().map_or(std::ptr::null(), |c| c.entry()),
             arena: workspace.arena(self.program.arena_bytes)?,
-            rodata: self.rodata.as_ptr(),
+            rodata: self.rodata.as_mut_ptr().cast_const(),
             io,
         })
     }
