@@ -34,10 +34,12 @@
 pub mod abi;
 mod arena;
 mod buffer;
+mod clock;
 mod convert;
 mod emit;
 mod entry;
 mod error;
+mod guard;
 mod header;
 mod jit;
 mod kernels;
@@ -51,13 +53,17 @@ mod tensors;
 
 pub use crate::object::{check_prefix, default_prefix, write_object, ObjectOptions};
 pub use buffer::{ElementType, Elements, ElementsMut};
+pub use clock::measure_clock_hz;
 pub use convert::{kernel_multiplier_and_shift, ByteQuant, ConvertKernel, ConvertSpec, FixedPointMultiplier};
 pub use entry::{text_image, DataReference, DataSection, EntryFunction, EntryKind, TextImage};
 pub use error::{CodegenError, CodegenErrorKind};
+pub use guard::{GuardSide, GuardedRegion};
 pub use header::c_header;
 pub use jit::ExecutableCode;
 pub use listing::{listing, AsmSyntax};
 pub use lower::{Emit, LowerOp, Lowerings, OpLowering, Plan};
-pub use module::{compile, KernelEntry, Program, QuantizedInterface, QuantizedTensor, TensorSignature};
+pub use module::{
+    compile, KernelEntry, OpEntry, Program, QuantizedInterface, QuantizedTensor, TensorSignature,
+};
 pub use runtime::{JitModule, Workspace};
 pub use target::{CpuFeatures, Target, TargetCpu};

@@ -62,10 +62,23 @@ pub struct KernelEntry {
     pub work_item: &'static str,
     /// How it computes (for listings).
     pub strategy: String,
-    /// The op it came from.
+    /// The op it came from: an index into [`Program::ops`].
+    pub op: usize,
+    /// The op's name (as in `Program::ops[op]`).
     pub op_name: String,
     /// Where that op is (`line 3:5 loc("conv1")`).
     pub location: String,
+}
+
+/// An op of the compiled function that has kernels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpEntry {
+    /// Its name (`qnn.conv2d`).
+    pub name: String,
+    /// Where it is (`line 3:5 loc("conv1")`).
+    pub location: String,
+    /// The multiply-accumulates it performs (0 for ops that are not products).
+    pub multiply_accumulates: u64,
 }
 
 /// A compiled function: code, kernel table, rodata and the arena size.
@@ -82,6 +95,8 @@ pub struct Program {
     pub code: Vec<u8>,
     /// The kernels in run order.
     pub kernels: Vec<KernelEntry>,
+    /// The ops the kernels come from, in run order.
+    pub ops: Vec<OpEntry>,
     /// Read-only data (packed weights, tables, constants).
     pub rodata: Vec<u8>,
     /// Bytes of activation arena the program needs.
@@ -330,6 +345,7 @@ pub fn compile(
     // Emission.
     let mut rodata = Rodata::default();
     let mut kernels: Vec<(OpId, KernelCode)> = Vec::new();
+    let mut macs: FxHashMap<OpId, u64> = FxHashMap::default();
     for (i, (op, plan)) in steps.iter().enumerate() {
         let Plan::Kernels { .. } = plan else { continue };
         let compile_time = compile_time_operands(plan);
@@ -351,13 +367,11 @@ pub fn compile(
         };
         let name = ctx.op_name_str(module.op_name(*op));
         let view = LowerOp { ctx, module, op: *op, target };
-        lowerings
-            .get(name)
-            .ok_or_else(|| view.unsupported("no x86 lowering"))?
-            .emit(&view, &mut emit)
-            .map_err(|e| {
-                CodegenError::new(e.kind, format!("{}: {}", describe_location(ctx, module, *op), e.message))
-            })?;
+        let lowering = lowerings.get(name).ok_or_else(|| view.unsupported("no x86 lowering"))?;
+        macs.insert(*op, lowering.multiply_accumulates(&view));
+        lowering.emit(&view, &mut emit).map_err(|e| {
+            CodegenError::new(e.kind, format!("{}: {}", describe_location(ctx, module, *op), e.message))
+        })?;
         kernels.extend(emit.kernels.into_iter().map(|k| (*op, k)));
     }
     for (r, j) in copies_to_outputs {
@@ -378,18 +392,28 @@ pub fn compile(
     // Layout.
     let mut code = Vec::new();
     let mut entries = Vec::new();
+    let mut ops: Vec<OpEntry> = Vec::new();
+    let mut last_op = None;
     for (op, k) in kernels {
         let offset = code.len().next_multiple_of(BUFFER_ALIGN);
         code.resize(offset, 0xCC);
         code.extend_from_slice(&k.code);
+        let (name, location) =
+            (ctx.op_name_str(module.op_name(op)).to_string(), describe_location(ctx, module, op));
+        if last_op != Some(op) {
+            let multiply_accumulates = macs.get(&op).copied().unwrap_or(0);
+            ops.push(OpEntry { name: name.clone(), location: location.clone(), multiply_accumulates });
+            last_op = Some(op);
+        }
         entries.push(KernelEntry {
             offset,
             len: k.code.len(),
             work: k.work,
             work_item: k.work_item,
             strategy: k.strategy,
-            op_name: ctx.op_name_str(module.op_name(op)).to_string(),
-            location: describe_location(ctx, module, op),
+            op: ops.len() - 1,
+            op_name: name,
+            location,
         });
     }
     Ok(Program {
@@ -398,6 +422,7 @@ pub fn compile(
         outputs,
         code,
         kernels: entries,
+        ops,
         rodata: rodata.bytes,
         arena_bytes,
         target: *target,

@@ -1,5 +1,5 @@
 //! Running a [`Program`] in this process: [`JitModule`] maps the code read +
-//! execute and the rodata read-only, checks the caller's buffers against the
+//! execute and the rodata read-only between guard pages, checks the caller's buffers against the
 //! program's signature, and calls the kernels in order over a
 //! [`Workspace`] (the activation arena), on one thread or several.
 //!
@@ -10,17 +10,18 @@
 use crate::abi::BUFFER_ALIGN;
 use crate::buffer::{Elements, ElementsMut};
 use crate::error::{CodegenError, CodegenErrorKind};
+use crate::guard::{GuardSide, GuardedRegion};
 use crate::jit::ExecutableCode;
 use crate::module::Program;
 use crate::target::CpuFeatures;
-use memmap2::{Mmap, MmapMut};
+use std::time::{Duration, Instant};
 
 /// A program mapped into memory, ready to run.
 #[derive(Debug)]
 pub struct JitModule {
     program: Program,
     code: Option<ExecutableCode>,
-    rodata: Mmap,
+    rodata: GuardedRegion,
 }
 
 /// The activation arena a [`JitModule`] runs in; keep one per thread of
@@ -28,6 +29,8 @@ pub struct JitModule {
 #[derive(Debug, Default)]
 pub struct Workspace {
     blocks: Vec<ArenaBlock>,
+    /// Set by [`Workspace::guarded`]: the arena sits between guard pages.
+    guarded: Option<Option<GuardedRegion>>,
 }
 
 #[repr(C, align(64))]
@@ -40,7 +43,20 @@ impl Workspace {
         Workspace::default()
     }
 
+    /// A workspace whose arena ends flush against an inaccessible guard page
+    /// (and has one before it), so a kernel that overruns the arena faults.
+    /// For tests and debugging; runs are as fast.
+    pub fn guarded() -> Workspace {
+        Workspace { blocks: Vec::new(), guarded: Some(None) }
+    }
+
     fn arena(&mut self, bytes: usize) -> Result<*mut u8, CodegenError> {
+        if let Some(region) = &mut self.guarded {
+            if region.as_ref().is_none_or(|r| r.len() != bytes) {
+                *region = Some(GuardedRegion::new(bytes, GuardSide::End { align: BUFFER_ALIGN })?);
+            }
+            return Ok(region.as_ref().map_or(std::ptr::null_mut(), GuardedRegion::as_mut_ptr));
+        }
         let blocks = bytes.div_ceil(BUFFER_ALIGN);
         if self.blocks.len() < blocks {
             let more = blocks - self.blocks.len();
@@ -67,11 +83,9 @@ impl JitModule {
             ));
         }
         let code = if program.code.is_empty() { None } else { Some(ExecutableCode::new(&program.code)?) };
-        let memory =
-            |e: std::io::Error| CodegenError::new(CodegenErrorKind::Memory, format!("mapping rodata: {e}"));
-        let mut rodata = MmapMut::map_anon(program.rodata.len().max(1)).map_err(memory)?;
-        rodata[..program.rodata.len()].copy_from_slice(&program.rodata);
-        let rodata = rodata.make_read_only().map_err(memory)?;
+        let mut rodata = GuardedRegion::new(program.rodata.len(), GuardSide::Start)?;
+        rodata.as_mut_slice().copy_from_slice(&program.rodata);
+        rodata.make_read_only()?;
         Ok(JitModule { program, code, rodata })
     }
 
@@ -90,61 +104,19 @@ impl JitModule {
         workspace: &mut Workspace,
         threads: usize,
     ) -> Result<(), CodegenError> {
-        let bad = |m: String| CodegenError::new(CodegenErrorKind::BadArguments, m);
-        let p = &self.program;
-        if inputs.len() != p.inputs.len() || outputs.len() != p.outputs.len() {
-            return Err(bad(format!(
-                "@{} takes {} inputs and {} outputs, got {} and {}",
-                p.function,
-                p.inputs.len(),
-                p.outputs.len(),
-                inputs.len(),
-                outputs.len()
-            )));
-        }
-        for (i, (x, sig)) in inputs.iter().zip(&p.inputs).enumerate() {
-            if x.element_type() != sig.element || x.len() != sig.len() {
-                return Err(bad(format!(
-                    "input {i} must hold {} {} elements ({}), got {} {}",
-                    sig.len(),
-                    sig.element,
-                    sig.type_text,
-                    x.len(),
-                    x.element_type()
-                )));
-            }
-        }
-        for (j, (y, sig)) in outputs.iter().zip(&p.outputs).enumerate() {
-            if y.element_type() != sig.element || y.len() != sig.len() {
-                return Err(bad(format!(
-                    "output {j} must hold {} {} elements ({}), got {} {}",
-                    sig.len(),
-                    sig.element,
-                    sig.type_text,
-                    y.len(),
-                    y.element_type()
-                )));
-            }
-        }
-        let mut io: Vec<*mut u8> = inputs.iter().map(|x| x.as_ptr().cast_mut()).collect();
-        io.extend(outputs.iter_mut().map(|y| y.as_mut_ptr()));
-        let arena = workspace.arena(p.arena_bytes)?;
-        let call = Call {
-            code: self.code.as_ref().map_or(std::ptr::null(), |c| c.entry()),
-            arena,
-            rodata: self.rodata.as_ptr(),
-            io: &io,
-        };
+        let io = self.bind(inputs, outputs)?;
+        let call = self.call(&io, workspace)?;
+        let kernels = &self.program.kernels;
         let threads = threads.max(1);
         if threads == 1 {
-            for k in &p.kernels {
+            for k in kernels {
                 call.kernel(k.offset, 0, k.work);
             }
             return Ok(());
         }
         let barrier = std::sync::Barrier::new(threads);
         let worker = |t: usize| {
-            for k in &p.kernels {
+            for k in kernels {
                 let (begin, end) = (k.work * t / threads, k.work * (t + 1) / threads);
                 call.kernel(k.offset, begin, end);
                 barrier.wait();
@@ -158,6 +130,77 @@ impl JitModule {
             worker(0);
         });
         Ok(())
+    }
+
+    /// Runs the program `runs` times on one thread and returns the total
+    /// time spent in each kernel, in the order of [`Program::kernels`].
+    pub fn profile(
+        &self,
+        inputs: &[Elements<'_>],
+        outputs: &mut [ElementsMut<'_>],
+        workspace: &mut Workspace,
+        runs: usize,
+    ) -> Result<Vec<Duration>, CodegenError> {
+        let io = self.bind(inputs, outputs)?;
+        let call = self.call(&io, workspace)?;
+        let mut times = vec![Duration::ZERO; self.program.kernels.len()];
+        for _ in 0..runs {
+            for (k, time) in self.program.kernels.iter().zip(&mut times) {
+                let start = Instant::now();
+                call.kernel(k.offset, 0, k.work);
+                *time += start.elapsed();
+            }
+        }
+        Ok(times)
+    }
+
+    /// The io table of `inputs` and `outputs`, checked against the signature.
+    fn bind(
+        &self,
+        inputs: &[Elements<'_>],
+        outputs: &mut [ElementsMut<'_>],
+    ) -> Result<Vec<*mut u8>, CodegenError> {
+        let bad = |m: String| CodegenError::new(CodegenErrorKind::BadArguments, m);
+        let p = &self.program;
+        if inputs.len() != p.inputs.len() || outputs.len() != p.outputs.len() {
+            return Err(bad(format!(
+                "@{} takes {} inputs and {} outputs, got {} and {}",
+                p.function,
+                p.inputs.len(),
+                p.outputs.len(),
+                inputs.len(),
+                outputs.len()
+            )));
+        }
+        let check = |what: &str, i: usize, element, len, sig: &crate::module::TensorSignature| {
+            if element != sig.element || len != sig.len() {
+                return Err(bad(format!(
+                    "{what} {i} must hold {} {} elements ({}), got {len} {element}",
+                    sig.len(),
+                    sig.element,
+                    sig.type_text
+                )));
+            }
+            Ok(())
+        };
+        for (i, (x, sig)) in inputs.iter().zip(&p.inputs).enumerate() {
+            check("input", i, x.element_type(), x.len(), sig)?;
+        }
+        for (j, (y, sig)) in outputs.iter().zip(&p.outputs).enumerate() {
+            check("output", j, y.element_type(), y.len(), sig)?;
+        }
+        let mut io: Vec<*mut u8> = inputs.iter().map(|x| x.as_ptr().cast_mut()).collect();
+        io.extend(outputs.iter_mut().map(|y| y.as_mut_ptr()));
+        Ok(io)
+    }
+
+    fn call<'a>(&self, io: &'a [*mut u8], workspace: &mut Workspace) -> Result<Call<'a>, CodegenError> {
+        Ok(Call {
+            code: self.code.as_ref().map_or(std::ptr::null(), |c| c.entry()),
+            arena: workspace.arena(self.program.arena_bytes)?,
+            rodata: self.rodata.as_mut_ptr().cast_const(),
+            io,
+        })
     }
 }
 

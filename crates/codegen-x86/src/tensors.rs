@@ -17,6 +17,29 @@ impl JitModule {
         workspace: &mut Workspace,
         threads: usize,
     ) -> Result<Vec<Tensor>, CodegenError> {
+        self.with_tensors(inputs, |views, outs| self.run(views, outs, workspace, threads))
+            .map(|(outputs, ())| outputs)
+    }
+
+    /// [`JitModule::profile`] on interpreter tensors: the time spent in each
+    /// kernel over `runs` runs.
+    pub fn profile_tensors(
+        &self,
+        inputs: &[Tensor],
+        workspace: &mut Workspace,
+        runs: usize,
+    ) -> Result<Vec<std::time::Duration>, CodegenError> {
+        self.with_tensors(inputs, |views, outs| self.profile(views, outs, workspace, runs))
+            .map(|(_, times)| times)
+    }
+
+    /// Checks `inputs`, makes output tensors, and calls `body` with buffers
+    /// viewing both.
+    fn with_tensors<R>(
+        &self,
+        inputs: &[Tensor],
+        body: impl FnOnce(&[Elements<'_>], &mut [ElementsMut<'_>]) -> Result<R, CodegenError>,
+    ) -> Result<(Vec<Tensor>, R), CodegenError> {
         let program = self.program();
         let mut contiguous: Vec<Tensor> = Vec::with_capacity(inputs.len());
         for (i, t) in inputs.iter().enumerate() {
@@ -51,8 +74,9 @@ impl JitModule {
             })
             .collect();
         let mut out_views: Vec<ElementsMut<'_>> = outputs.iter_mut().map(elements_mut_of).collect();
-        self.run(&views, &mut out_views, workspace, threads)?;
-        Ok(outputs)
+        let result = body(&views, &mut out_views)?;
+        drop(out_views);
+        Ok((outputs, result))
     }
 }
 

@@ -130,3 +130,70 @@ fn wrong_buffers_are_refused() {
     let e = jit.run_tensors(&[], &mut Workspace::new(), 1).unwrap_err();
     assert!(e.message.contains("takes 1 inputs and 1 outputs, got 0"), "{e}");
 }
+
+/// A downstream-style lowering of `fp.relu` on f32 whose kernel writes one
+/// byte past the end of its output (and nothing else): the guard pages must
+/// stop it.
+struct OverrunningRelu;
+
+impl qopt_codegen_x86::OpLowering for OverrunningRelu {
+    fn plan(
+        &self,
+        _op: &qopt_codegen_x86::LowerOp<'_>,
+    ) -> Result<qopt_codegen_x86::Plan, qopt_codegen_x86::CodegenError> {
+        Ok(qopt_codegen_x86::Plan::kernels())
+    }
+
+    fn emit(
+        &self,
+        op: &qopt_codegen_x86::LowerOp<'_>,
+        out: &mut qopt_codegen_x86::Emit<'_>,
+    ) -> Result<(), qopt_codegen_x86::CodegenError> {
+        use iced_x86::code_asm::*;
+        use qopt_codegen_x86::abi;
+        let bytes = 4 * op.result_shape(0)?.iter().product::<usize>();
+        let mut a = abi::new_assembler()?;
+        abi::load_addresses(&mut a, &[(rdi, out.result(0)?)])?;
+        a.mov(byte_ptr(rdi + bytes as i32), 0)?;
+        a.ret()?;
+        out.kernel(abi::KernelCode {
+            code: abi::assemble(&mut a)?,
+            work: 1,
+            work_item: "all",
+            strategy: "overrun".into(),
+        });
+        Ok(())
+    }
+}
+
+#[test]
+fn guard_pages_stop_a_kernel_that_writes_past_its_output() {
+    if !avx2_here("guard_pages_stop_a_kernel_that_writes_past_its_output") {
+        return;
+    }
+    const CHILD: &str = "QOPT_GUARD_PAGES_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        let text = "module {
+  func.func @main(%x: tensor<16xf32>) -> tensor<16xf32> {
+    %y = fp.relu(%x) : (tensor<16xf32>) -> tensor<16xf32>
+    func.return %y : tensor<16xf32>
+  }
+}";
+        let mut ctx = context();
+        let module = parse(&mut ctx, text);
+        let inputs = random_inputs(&ctx, &module, "main", 1);
+        let mut lowerings = Lowerings::builtin();
+        lowerings.register("fp.relu", std::sync::Arc::new(OverrunningRelu));
+        assert_guarded_run_matches_with(&ctx, &module, "main", &inputs, &lowerings);
+        // Reaching this line means the overrun went unnoticed.
+        std::process::exit(0);
+    }
+    let me = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(me)
+        .args(["--exact", "guard_pages_stop_a_kernel_that_writes_past_its_output", "--nocapture"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "the overrun must fault: {:?}", out.status);
+}

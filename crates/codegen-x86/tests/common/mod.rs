@@ -3,7 +3,10 @@
 //! output bit for bit.
 #![allow(dead_code)]
 
-use qopt_codegen_x86::{compile, CpuFeatures, JitModule, Lowerings, Program, Target, Workspace};
+use qopt_codegen_x86::{
+    compile, CpuFeatures, ElementType, Elements, ElementsMut, GuardSide, GuardedRegion, JitModule, Lowerings,
+    Program, Target, Workspace,
+};
 use qopt_interp::{random_arguments, run_function, IntegerValues, KernelRegistry, RandomInputs, Tensor};
 use qopt_ir_core::{function_signature, parse_module, Context, Module, OpView};
 
@@ -83,11 +86,96 @@ pub fn assert_jit_matches_interpreter(
 }
 
 /// Parses `text` and checks `@main` on random inputs from `seed`, on one
-/// thread and on two.
+/// thread and on two, and once more with every buffer between guard pages.
 pub fn check_qir(text: &str, seed: u64) {
     let mut ctx = context();
     let module = parse(&mut ctx, text);
     let inputs = random_inputs(&ctx, &module, "main", seed);
     assert_jit_matches_interpreter(&ctx, &module, "main", &inputs, 1);
     assert_jit_matches_interpreter(&ctx, &module, "main", &inputs, 2);
+    assert_guarded_run_matches(&ctx, &module, "main", &inputs);
+}
+
+/// Runs `@function` with every input, every output and the arena flush
+/// against an inaccessible guard page, first at their ends (overruns
+/// fault), then at their starts (underruns fault), and compares the outputs
+/// with the interpreter's bit for bit.
+pub fn assert_guarded_run_matches(ctx: &Context, module: &Module, function: &str, inputs: &[Tensor]) {
+    assert_guarded_run_matches_with(ctx, module, function, inputs, &Lowerings::builtin());
+}
+
+/// [`assert_guarded_run_matches`] with other lowerings.
+pub fn assert_guarded_run_matches_with(
+    ctx: &Context,
+    module: &Module,
+    function: &str,
+    inputs: &[Tensor],
+    lowerings: &Lowerings,
+) {
+    let want = run_function(ctx, module, function, inputs, &KernelRegistry::standard())
+        .unwrap_or_else(|e| panic!("interpreter: {e}"));
+    let program = compile(ctx, module, function, lowerings, &Target::host()).expect("compiling");
+    let jit = JitModule::new(program).expect("mapping the program");
+    let program = jit.program();
+    for side in [GuardSide::End { align: 4 }, GuardSide::Start] {
+        let guarded_inputs: Vec<(GuardedRegion, ElementType)> = inputs
+            .iter()
+            .zip(&program.inputs)
+            .map(|(t, sig)| {
+                let bytes = tensor_bytes(t);
+                let mut region = GuardedRegion::new(bytes.len(), side).expect("a guarded input");
+                region.as_mut_slice().copy_from_slice(&bytes);
+                (region, sig.element)
+            })
+            .collect();
+        let guarded_outputs: Vec<(GuardedRegion, ElementType, usize)> = program
+            .outputs
+            .iter()
+            .map(|sig| {
+                (GuardedRegion::new(sig.bytes(), side).expect("a guarded output"), sig.element, sig.len())
+            })
+            .collect();
+        let views: Vec<Elements<'_>> =
+            guarded_inputs.iter().map(|(r, e)| view(r.as_mut_ptr(), *e, r.len() / e.size())).collect();
+        let mut outs: Vec<ElementsMut<'_>> =
+            guarded_outputs.iter().map(|(r, e, n)| view_mut(r.as_mut_ptr(), *e, *n)).collect();
+        jit.run(&views, &mut outs, &mut Workspace::guarded(), 2).expect("a guarded run");
+        drop(outs);
+        for (j, ((region, _, _), w)) in guarded_outputs.iter().zip(&want).enumerate() {
+            assert_eq!(region.as_slice(), tensor_bytes(w).as_slice(), "output {j} ({side:?} guards)");
+        }
+    }
+}
+
+/// A tensor's elements as the bytes compiled code holds them.
+fn tensor_bytes(t: &Tensor) -> Vec<u8> {
+    match t {
+        Tensor::F32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::I8(a) => a.iter().map(|&v| v as u8).collect(),
+        Tensor::U8(a) => a.iter().copied().collect(),
+        other => panic!("no buffer form for {:?}", other.dtype()),
+    }
+}
+
+fn view<'a>(ptr: *mut u8, element: ElementType, len: usize) -> Elements<'a> {
+    // SAFETY (test helper): the guarded region holds `len` elements of
+    // `element` at `ptr`, aligned for them, and outlives the view's use.
+    unsafe {
+        match element {
+            ElementType::F32 => Elements::F32(std::slice::from_raw_parts(ptr.cast(), len)),
+            ElementType::I8 => Elements::I8(std::slice::from_raw_parts(ptr.cast(), len)),
+            ElementType::U8 => Elements::U8(std::slice::from_raw_parts(ptr, len)),
+        }
+    }
+}
+
+fn view_mut<'a>(ptr: *mut u8, element: ElementType, len: usize) -> ElementsMut<'a> {
+    // SAFETY (test helper): as in `view`; each output region is distinct.
+    unsafe {
+        match element {
+            ElementType::F32 => ElementsMut::F32(std::slice::from_raw_parts_mut(ptr.cast(), len)),
+            ElementType::I8 => ElementsMut::I8(std::slice::from_raw_parts_mut(ptr.cast(), len)),
+            ElementType::U8 => ElementsMut::U8(std::slice::from_raw_parts_mut(ptr, len)),
+        }
+    }
 }
