@@ -1,0 +1,79 @@
+//! The x86 backend on every test model (`tests/models`) after the `quantize`
+//! pipeline, as a user runs it: `qimport`, `qopt --pass='quantize{...}'`,
+//! then `qrun --batch` over the test samples with the interpreter and with
+//! `--backend=x86` (one thread and two). The outputs must be identical bit
+//! for bit. Also with `reduce-range` weights, which put every conv and dense
+//! on the x86 backend's `vpmaddubsw` path on CPUs without VNNI.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qopt-x86-models-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs a tool; panics with its stderr on failure; returns stdout.
+fn run(tool: &str, args: &[&str]) -> String {
+    let out = Command::new(tool).args(args).output().expect("the tool starts");
+    assert!(out.status.success(), "{tool} {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn check_model(name: &str) {
+    if !std::is_x86_feature_detected!("avx2") {
+        println!("notice: x86 backend on {name}: skipped, this CPU lacks AVX2");
+        return;
+    }
+    let dir = repo().join("tests/models").join(name);
+    let work = scratch(name);
+    let fp = work.join("fp.qir");
+    let p = |p: &Path| p.display().to_string();
+    run(env!("CARGO_BIN_EXE_qimport"), &[&p(&dir.join("model.onnx")), "-o", &p(&fp)]);
+    let test = p(&dir.join("test.npy"));
+    for options in ["", " reduce-range=true"] {
+        let q = work.join("q.qir");
+        let pipeline = format!("--pass=quantize{{data={}{options}}}", p(&dir.join("calib.npy")));
+        run(env!("CARGO_BIN_EXE_qopt"), &[&p(&fp), &pipeline, "-o", &p(&q)]);
+        let reference = work.join("interp.npz");
+        run(env!("CARGO_BIN_EXE_qrun"), &[&p(&q), "--input", &test, "--batch", "-o", &p(&reference)]);
+        for threads in ["1", "2"] {
+            let compiled = work.join(format!("x86-{threads}.npz"));
+            run(
+                env!("CARGO_BIN_EXE_qrun"),
+                &[&p(&q), "--input", &test, "--batch", "--backend=x86", "--threads", threads, "-o", &p(&compiled)],
+            );
+            assert_eq!(
+                std::fs::read(&reference).unwrap(),
+                std::fs::read(&compiled).unwrap(),
+                "{name}{options}, {threads} thread(s): the x86 backend's outputs differ from the interpreter's"
+            );
+        }
+    }
+}
+
+#[test]
+fn digits_mlp() {
+    check_model("digits_mlp");
+}
+
+#[test]
+fn digits_cnn() {
+    check_model("digits_cnn");
+}
+
+#[test]
+fn resnet_tiny() {
+    check_model("resnet_tiny");
+}
+
+#[test]
+fn mnist_mbv2() {
+    check_model("mnist_mbv2");
+}
