@@ -31,6 +31,7 @@ mod convert;
 mod emit;
 mod error;
 mod jit;
+mod kernels;
 pub mod lower;
 mod target;
 

@@ -6,14 +6,17 @@ use super::{LowerOp, Lowerings, OpLowering, Plan};
 use crate::abi::KernelCode;
 use crate::convert::ConvertSpec;
 use crate::error::CodegenError;
+use crate::kernels;
+use qopt_dialect_qnn::op_names as qnn_op;
 use std::sync::Arc;
 
 /// Registers every built-in lowering.
 pub(super) fn register(l: &mut Lowerings) {
     let convert: Arc<dyn OpLowering> = Arc::new(Convert);
-    for name in ["qnn.quantize", "qnn.dequantize", "qnn.requantize"] {
+    for name in ["qnn.quantize", "qnn.dequantize"] {
         l.register(name, convert.clone());
     }
+    l.register(qnn_op::REQUANTIZE, Arc::new(kernels::requantize::Requantize));
     let alias: Arc<dyn OpLowering> = Arc::new(Alias);
     for name in ["fp.reshape", "fp.flatten", "fp.squeeze", "fp.unsqueeze", "qnn.cast_hint", "qnn.stop_fusion"]
     {
@@ -21,8 +24,7 @@ pub(super) fn register(l: &mut Lowerings) {
     }
 }
 
-/// `qnn.quantize`, `qnn.dequantize`, `qnn.requantize`: one elementwise
-/// kernel (`convert.rs`).
+/// `qnn.quantize`, `qnn.dequantize`: one elementwise kernel (`convert.rs`).
 struct Convert;
 
 impl OpLowering for Convert {
