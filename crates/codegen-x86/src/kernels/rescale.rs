@@ -171,16 +171,17 @@ pub(crate) fn emit_multiply_round_clamp(
     a.vpmuldq(odd, odd, m)?; // v × m, elements 1, 3, 5, 7
     emit_round_shift_clamp(a, rounding, regs, v, scratch)?;
     emit_round_shift_clamp(a, rounding, regs, odd, scratch)?;
-    emit_merge_even_odd(a, v, odd)
+    emit_merge_even_odd(a, v, v, odd)
 }
 
-/// `even ← [even[0], odd[0], even[1], odd[1], ...]` as i32 lanes, from two
+/// `dst ← [even[0], odd[0], even[1], odd[1], ...]` as i32 lanes, from two
 /// vectors of four i64 lanes whose values fit i32; clobbers `odd`.
 pub(crate) fn emit_merge_even_odd(
     a: &mut CodeAssembler,
+    dst: AsmRegisterYmm,
     even: AsmRegisterYmm,
     odd: AsmRegisterYmm,
 ) -> Result<(), IcedError> {
     a.vpsllq(odd, odd, 32)?;
-    a.vpblendd(even, even, odd, 0b1010_1010)
+    a.vpblendd(dst, even, odd, 0b1010_1010)
 }

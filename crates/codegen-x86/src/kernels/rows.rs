@@ -89,6 +89,27 @@ pub(crate) fn row_major_strides(shape: &[usize], element_size: usize) -> Vec<i64
     strides
 }
 
+/// Byte strides, along each dimension of `out_shape`, of a row-major operand
+/// of `shape` broadcast to it (numpy rules: shapes aligned at the back, a
+/// dimension of 1 repeats with stride 0); `None` when it does not broadcast.
+pub(crate) fn broadcast_strides(
+    shape: &[usize],
+    out_shape: &[usize],
+    element_size: usize,
+) -> Option<Vec<i64>> {
+    let skip = out_shape.len().checked_sub(shape.len())?;
+    let own = row_major_strides(shape, element_size);
+    let mut strides = vec![0i64; out_shape.len()];
+    for (d, &size) in shape.iter().enumerate() {
+        if size == out_shape[skip + d] {
+            strides[skip + d] = if size == 1 { 0 } else { own[d] };
+        } else if size != 1 {
+            return None;
+        }
+    }
+    Some(strides)
+}
+
 /// Dimensions and the streams that walk them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Nest {

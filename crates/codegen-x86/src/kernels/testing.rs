@@ -182,10 +182,12 @@ pub(crate) fn check(text: &str, inputs: &[Tensor]) {
     }
 }
 
-/// The error of compiling the op of `@f` in `text`.
+/// The error of compiling the op of `@f` in `text` (not verified first, so
+/// that the lowering's own checks show).
 pub(crate) fn compile_error(text: &str) -> CodegenError {
     let mut ctx = context();
-    let module = parse(&mut ctx, text);
+    let module =
+        parse_module(&mut ctx, text.as_bytes(), "case.qir").unwrap_or_else(|e| panic!("{text}\n{e:?}"));
     match compile_op(&ctx, &module, the_op(&module)) {
         Ok(_) => panic!("{text}\ncompiled"),
         Err(e) => e,

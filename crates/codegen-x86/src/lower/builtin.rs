@@ -17,6 +17,10 @@ pub(super) fn register(l: &mut Lowerings) {
         l.register(name, convert.clone());
     }
     l.register(qnn_op::REQUANTIZE, Arc::new(kernels::requantize::Requantize));
+    let binary: Arc<dyn OpLowering> = Arc::new(kernels::binary::Binary);
+    for name in [qnn_op::ADD, qnn_op::MUL] {
+        l.register(name, binary.clone());
+    }
     let alias: Arc<dyn OpLowering> = Arc::new(Alias);
     for name in ["fp.reshape", "fp.flatten", "fp.squeeze", "fp.unsqueeze", "qnn.cast_hint", "qnn.stop_fusion"]
     {
