@@ -1,5 +1,4 @@
-//! The kernels behind the lowerings of `lower/builtin.rs`, one file per kind
-//! of kernel; this file only lists them.
+//! The kernels of the built-in lowerings, one module per kind of kernel.
 
 pub(crate) mod binary;
 pub(crate) mod concat;
