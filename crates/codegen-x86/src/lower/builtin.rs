@@ -21,6 +21,9 @@ pub(super) fn register(l: &mut Lowerings) {
     for name in [qnn_op::ADD, qnn_op::MUL] {
         l.register(name, binary.clone());
     }
+    for (name, lowering) in kernels::movement::lowerings() {
+        l.register(name, lowering);
+    }
     let alias: Arc<dyn OpLowering> = Arc::new(Alias);
     for name in ["fp.reshape", "fp.flatten", "fp.squeeze", "fp.unsqueeze", "qnn.cast_hint", "qnn.stop_fusion"]
     {
