@@ -91,8 +91,8 @@ const ZP_IN: AsmRegisterYmm = ymm15;
 const MULTIPLIER: AsmRegisterYmm = ymm14;
 
 /// The kernel that requantizes the elements `nest` walks from `INPUT0` to
-/// `OUTPUT` (both contiguous along rows) with the parameter blocks of `AUX`,
-/// into `output`'s range.
+/// `OUTPUT` with the parameter blocks of `AUX`, into `output`'s range (rows
+/// along which either is not contiguous become rows of one element).
 pub(crate) fn emit_requantize_rows(
     nest: &Nest,
     in_unsigned: bool,
@@ -100,6 +100,7 @@ pub(crate) fn emit_requantize_rows(
     rounding: Rounding,
     strategy: String,
 ) -> Result<KernelCode, CodegenError> {
+    let nest = &nest.with_contiguous_rows(&[INPUT0, OUTPUT]);
     if nest.elements() > 0
         && !(nest.is_contiguous(INPUT0) && nest.is_contiguous(OUTPUT) && nest.inner_stride(AUX) == 0)
     {

@@ -194,6 +194,23 @@ impl Nest {
     }
 }
 
+impl Nest {
+    /// The same walk with rows of one element appended when one of `slots`
+    /// does not move contiguously along the row (bodies that need
+    /// contiguous rows then see rows of length 1).
+    pub(crate) fn with_contiguous_rows(&self, slots: &[usize]) -> Nest {
+        let mut out = self.clone();
+        if slots.iter().all(|&slot| self.streams[slot].is_none() || self.is_contiguous(slot)) {
+            return out;
+        }
+        out.dims.push(1);
+        for s in out.streams.iter_mut().flatten() {
+            s.strides.push(s.element_size as i64);
+        }
+        out
+    }
+}
+
 /// What a row body sees of the loop: the counters of the nest's outer
 /// dimensions (all but the row), as memory operands holding u64 indices.
 pub(crate) struct RowContext {

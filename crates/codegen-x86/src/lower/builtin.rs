@@ -21,6 +21,8 @@ pub(super) fn register(l: &mut Lowerings) {
     for name in [qnn_op::ADD, qnn_op::MUL] {
         l.register(name, binary.clone());
     }
+    l.register(qnn_op::CONCAT, Arc::new(kernels::concat::QuantConcat));
+    l.register(qnn_op::LOOKUP, Arc::new(kernels::lookup::Lookup));
     for (name, lowering) in kernels::movement::lowerings() {
         l.register(name, lowering);
     }
