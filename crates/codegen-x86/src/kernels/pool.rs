@@ -1,1 +1,628 @@
-//! (in progress)
+//! Pools on stored values: `qnn.avg_pool2d` and `qnn.global_avg_pool2d`
+//! (`docs/quant-semantics.md` §7.4) and `fp.max_pool2d` / `fp.max_pool1d` on
+//! quantized tensors (§9: the maximum of the stored values, padding never
+//! selected).
+//!
+//! The windows are those of the interpreter's `fp` pools, computed here at
+//! compile time into a table in rodata: per output row `oy` the first input
+//! row of the window and how many rows are inside the input, per output
+//! column `ox` the same for columns (taps at `first + t × dilation`), so the
+//! kernel never tests a padding position. One work item is one output row of
+//! one N×C plane; each window is summed (or maxed) in a general register by
+//! two loops over its taps.
+//!
+//! **Average.** `v = Σ q − taps × zp_in`, exact in i64, equals
+//! `Σ (q − zp_in)`: padding contributes 0. The divisor `n` of a window is
+//! `dy(oy) × dx(ox)`: the rows and columns inside the input, or with
+//! `count_include_pad` inside the padded input (the window clipped at the
+//! end padding only, as the interpreter does). Each distinct `(dy, dx)` gets
+//! a parameter block with `quantize_multiplier(s_in ⊘₆₄ (n ⊗₆₄ s_out))` in
+//! the kernel form of `rescale.rs`, and `v` is rescaled by the shared
+//! sequence on one lane (`vpmuldq` reads `v` as i32: the plan refuses
+//! windows whose `taps × 255` could reach 2^31). An empty window (`n = 0`)
+//! has multiplier 0, so it gives `zp_out`, as the interpreter does.
+//!
+//! **Max.** The largest stored value of the window's taps (signed or
+//! unsigned compare by the storage), starting from the storage type's
+//! lowest value, which is also what an empty window gives in the
+//! interpreter.
+
+use super::operands::QuantOperand;
+use super::requantize::{param_block, AVX2};
+use super::rescale::{emit_round_shift_clamp, StageConstants, StageRegisters};
+use super::rows::{
+    bind, emit_rows_with_locals, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
+};
+use crate::abi::KernelCode;
+use crate::convert::{ByteQuant, FixedPointMultiplier};
+use crate::emit::broadcast_u64;
+use crate::error::CodegenError;
+use crate::lower::{Emit, LowerOp, OpLowering, Plan};
+use iced_x86::code_asm::*;
+use qopt_dialect_fp::attrs::PoolAttrs;
+use qopt_dialect_fp::op_names as fp_op;
+use qopt_dialect_fp::shape::pool_out;
+use qopt_dialect_qnn::fixed_point::{quantize_multiplier, Rounding};
+use qopt_dialect_qnn::op_names as qnn_op;
+use qopt_dialect_qnn::rounding_of;
+
+/// Which pool.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum PoolKind {
+    /// `qnn.avg_pool2d`.
+    Average,
+    /// `qnn.global_avg_pool2d`.
+    GlobalAverage,
+    /// `fp.max_pool2d`.
+    Max2d,
+    /// `fp.max_pool1d`.
+    Max1d,
+}
+
+/// The windows along one spatial axis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct AxisWindows {
+    /// Per output index: first input index inside the input, taps inside.
+    taps: Vec<(usize, usize)>,
+    /// Per output index: the divisor factor (taps inside, or inside the
+    /// padded input with `count_include_pad`).
+    divisor: Vec<usize>,
+}
+
+/// The windows of output indices `0..out` along an axis of `size` inputs.
+fn axis_windows(
+    out: usize,
+    size: usize,
+    (kernel, stride, dilation): (usize, usize, usize),
+    (pad_begin, pad_end): (usize, usize),
+    include_pad: bool,
+) -> AxisWindows {
+    let mut taps = Vec::with_capacity(out);
+    let mut divisor = Vec::with_capacity(out);
+    for o in 0..out {
+        let start = (o * stride) as i64 - pad_begin as i64;
+        let inside: Vec<usize> = (0..kernel)
+            .map(|k| start + (k * dilation) as i64)
+            .filter(|&i| i >= 0 && (i as usize) < size)
+            .map(|i| i as usize)
+            .collect();
+        taps.push((inside.first().copied().unwrap_or(0), inside.len()));
+        let padded = ((start + kernel as i64).min((size + pad_end) as i64) - start).max(0) as usize;
+        divisor.push(if include_pad { padded } else { inside.len() });
+    }
+    AxisWindows { taps, divisor }
+}
+
+/// One pool as the kernel is specialized for it.
+struct PoolOp {
+    kind: PoolKind,
+    unsigned: bool,
+    /// N × C.
+    planes: usize,
+    /// Input rows and columns (1 row for a 1-D pool).
+    height: usize,
+    width: usize,
+    rows: AxisWindows,
+    cols: AxisWindows,
+    /// Input steps between taps (dilation), rows and columns.
+    dilation: (usize, usize),
+    /// Average pools: the parameters of both sides.
+    average: Option<(ByteQuant, ByteQuant)>,
+}
+
+impl PoolOp {
+    fn out_shape(&self) -> (usize, usize) {
+        (self.rows.taps.len(), self.cols.taps.len())
+    }
+}
+
+fn read(op: &LowerOp<'_>) -> Result<PoolOp, CodegenError> {
+    let kind = match op.name() {
+        qnn_op::AVG_POOL2D => PoolKind::Average,
+        qnn_op::GLOBAL_AVG_POOL2D => PoolKind::GlobalAverage,
+        fp_op::MAX_POOL2D => PoolKind::Max2d,
+        fp_op::MAX_POOL1D => PoolKind::Max1d,
+        other => return Err(op.unsupported(format!("{other} is not a pool this file compiles"))),
+    };
+    op.expect_arity(1..=1, 1)?;
+    let input = QuantOperand::of(op, op.operand_type(0), "the operand")?;
+    let shape = op.operand_shape(0)?;
+    let spatial = if kind == PoolKind::Max1d { 1 } else { 2 };
+    if shape.len() != spatial + 2 {
+        return Err(op.invalid(format!("the operand must have rank {}, got shape {shape:?}", spatial + 2)));
+    }
+    let (height, width) = if spatial == 2 { (shape[2], shape[3]) } else { (1, shape[2]) };
+    let average = match kind {
+        PoolKind::Average | PoolKind::GlobalAverage => {
+            let output = QuantOperand::of(op, op.result_type(0), "the result")?;
+            Some((input.per_tensor(op, "the operand")?, output.per_tensor(op, "the result")?))
+        }
+        PoolKind::Max2d | PoolKind::Max1d => {
+            if op.ctx.element_type(op.operand_type(0)) != op.ctx.element_type(op.result_type(0)) {
+                return Err(op.unsupported("max pooling changes the element type"));
+            }
+            None
+        }
+    };
+    let (rows, cols, dilation) = if kind == PoolKind::GlobalAverage {
+        (
+            axis_windows(1, height, (height, 1, 1), (0, 0), false),
+            axis_windows(1, width, (width, 1, 1), (0, 0), false),
+            (1, 1),
+        )
+    } else {
+        let attrs = PoolAttrs::read_in(op.ctx, op.module.op_attrs(op.op), spatial, average.is_none())
+            .map_err(|e| op.invalid(e))?;
+        let u = |v: i64| usize::try_from(v).map_err(|_| op.invalid("pool parameters must not be negative"));
+        let n = spatial;
+        // (kernel, stride, dilation) and (pad begin, pad end) per axis; a 1-D
+        // pool is a 2-D one of one row.
+        let axis = |i: usize| -> Result<((usize, usize, usize), (usize, usize)), CodegenError> {
+            Ok((
+                (u(attrs.kernel[i])?, u(attrs.stride[i])?, u(attrs.dilation[i])?),
+                (u(attrs.pad[i])?, u(attrs.pad[n + i])?),
+            ))
+        };
+        let (row_axis, col_axis) =
+            if spatial == 2 { (axis(0)?, axis(1)?) } else { (((1, 1, 1), (0, 0)), axis(0)?) };
+        let out_size = |size: usize, ((k, s, d), (b, e)): ((usize, usize, usize), (usize, usize))| {
+            let i = |v: usize| v as i64;
+            pool_out(i(size), i(k), i(s), i(b), i(e), i(d), attrs.ceil_mode)
+                .map_err(|e| op.invalid(e))
+                .and_then(|o| usize::try_from(o).map_err(|_| op.unsupported("a dynamic pool output size")))
+        };
+        let (oh, ow) = (out_size(height, row_axis)?, out_size(width, col_axis)?);
+        (
+            axis_windows(oh, height, row_axis.0, row_axis.1, attrs.count_include_pad),
+            axis_windows(ow, width, col_axis.0, col_axis.1, attrs.count_include_pad),
+            (row_axis.0 .2, col_axis.0 .2),
+        )
+    };
+    let pool = PoolOp {
+        kind,
+        unsigned: input.unsigned,
+        planes: shape[0] * shape[1],
+        height,
+        width,
+        rows,
+        cols,
+        dilation,
+        average,
+    };
+    let (oh, ow) = pool.out_shape();
+    let want: Vec<usize> =
+        if spatial == 2 { vec![shape[0], shape[1], oh, ow] } else { vec![shape[0], shape[1], ow] };
+    if op.result_shape(0)? != want {
+        return Err(op.invalid(format!("the result shape must be {want:?}")));
+    }
+    if pool.average.is_some() {
+        let most_taps = pool.rows.taps.iter().map(|t| t.1).max().unwrap_or(0)
+            * pool.cols.taps.iter().map(|t| t.1).max().unwrap_or(0);
+        if (most_taps as u128) * 255 >= 1 << 31 {
+            return Err(
+                op.unsupported(format!("windows of {most_taps} taps are too large for the 32-bit sums"))
+            );
+        }
+    }
+    let plane_bytes = height.checked_mul(width).filter(|&b| i32::try_from(b).is_ok());
+    if plane_bytes.is_none() || i32::try_from(oh * ow).is_err() {
+        return Err(op.unsupported("planes of more than 2^31 elements"));
+    }
+    Ok(pool)
+}
+
+/// `qnn.avg_pool2d`, `qnn.global_avg_pool2d`, `fp.max_pool2d`,
+/// `fp.max_pool1d`.
+pub(crate) struct Pool;
+
+impl OpLowering for Pool {
+    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
+        read(op)?;
+        op.target.require(&AVX2, op.name())?;
+        Ok(Plan::kernels())
+    }
+
+    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
+        let pool = read(op)?;
+        let rounding = rounding_of(op.ctx, op.module.op_attrs(op.op));
+        let table = PoolTable::new(&pool, rounding)?;
+        let place = out.rodata(&table.bytes);
+        out.kernel(emit_pool(&pool, place, out.operand(0)?, out.result(0)?, rounding)?);
+        Ok(())
+    }
+}
+
+/// Bytes per row or column entry of the table.
+const ENTRY: usize = 16;
+
+/// The rodata of one pool: row entries, column entries, then (average
+/// pools) the parameter blocks, one per (row class, column class).
+struct PoolTable {
+    bytes: Vec<u8>,
+}
+
+/// The distinct values of `factors` in order of appearance, and the class
+/// of each.
+fn classes(factors: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let mut distinct: Vec<usize> = Vec::new();
+    let of = factors
+        .iter()
+        .map(|f| match distinct.iter().position(|d| d == f) {
+            Some(i) => i,
+            None => {
+                distinct.push(*f);
+                distinct.len() - 1
+            }
+        })
+        .collect();
+    (distinct, of)
+}
+
+impl PoolTable {
+    fn new(pool: &PoolOp, rounding: Rounding) -> Result<PoolTable, CodegenError> {
+        let (oh, ow) = pool.out_shape();
+        let (row_values, row_class) = classes(&pool.rows.divisor);
+        let (col_values, col_class) = classes(&pool.cols.divisor);
+        let blocks_at = ENTRY * (oh + ow);
+        let block = super::requantize::PARAM_BLOCK;
+        let mut bytes = Vec::with_capacity(blocks_at + block * row_values.len() * col_values.len());
+        let mut entry = |first: usize, count: usize, offset: usize| {
+            for v in [first as u32, count as u32, offset as u32, 0] {
+                bytes.extend_from_slice(&v.to_le_bytes());
+            }
+        };
+        for (oy, &(first, count)) in pool.rows.taps.iter().enumerate() {
+            entry(first * pool.width, count, blocks_at + row_class[oy] * col_values.len() * block);
+        }
+        for (ox, &(first, count)) in pool.cols.taps.iter().enumerate() {
+            entry(first, count, col_class[ox] * block);
+        }
+        if let Some((input, output)) = &pool.average {
+            for &row_factor in &row_values {
+                for &col_factor in &col_values {
+                    let n = row_factor * col_factor;
+                    let stage = if n == 0 {
+                        StageConstants::with_shift(0, 1, rounding, output)
+                    } else {
+                        let real = input.scale / (n as f64 * output.scale);
+                        let (multiplier, shift) = quantize_multiplier(real)
+                            .map_err(|e| CodegenError::new(crate::CodegenErrorKind::InvalidInput, e))?;
+                        StageConstants::single_term(
+                            FixedPointMultiplier { multiplier, shift },
+                            rounding,
+                            output,
+                        )
+                    };
+                    bytes.extend(param_block(0, &stage));
+                }
+            }
+        }
+        if u32::try_from(bytes.len()).is_err() {
+            return Err(CodegenError::new(crate::CodegenErrorKind::Unsupported, "a pool table beyond 4 GiB"));
+        }
+        Ok(PoolTable { bytes })
+    }
+}
+
+/// Registers of the averaging stage (per call: zero, ones, bounds, zp_out;
+/// per window from its block: bias and shift).
+const REGS: StageRegisters = StageRegisters {
+    zero: ymm8,
+    one: ymm12,
+    bias: ymm13,
+    shift: xmm7,
+    low: ymm11,
+    high: ymm10,
+    zp_out: ymm9,
+};
+
+/// The kernel: rows are (plane, oy); each row computes `ow` windows.
+///
+/// Registers in a row: rsi the window rows' base (plane + first row), rdi
+/// the output, rdx the columns left, r9 the column entry; in a window: rax
+/// the sum or max, rcx the tap row, r8 rows left, r10 the end offset of a
+/// tap row, r11 the tap offset, rbp the tap. Locals: the row entry's tap
+/// rows and block offset.
+fn emit_pool(
+    pool: &PoolOp,
+    table: crate::abi::Place,
+    input: crate::abi::Place,
+    output: crate::abi::Place,
+    rounding: Rounding,
+) -> Result<KernelCode, CodegenError> {
+    let (oh, ow) = pool.out_shape();
+    let plane = (pool.height * pool.width) as i64;
+    let nest = Nest::new(&[pool.planes, oh, ow])
+        .with(INPUT0, Stream { place: input, offset: 0, element_size: 1, strides: vec![plane, 0, 0] })
+        .with(OUTPUT, Stream::contiguous(output, &[pool.planes, oh, ow], 1))
+        .with(AUX, Stream { place: table, offset: 0, element_size: 0, strides: vec![0, 0, 0] });
+    let (rows_at, cols_at) = (0i32, (ENTRY * oh) as i32);
+    let (row_step, col_step) = ((pool.dilation.0 * pool.width) as i32, pool.dilation.1 as i32);
+    let (src, dst, tbl) = (STREAM_POINTERS[INPUT0], STREAM_POINTERS[OUTPUT], STREAM_POINTERS[AUX]);
+    let unsigned = pool.unsigned;
+    let average = pool.average;
+    let strategy = match pool.kind {
+        PoolKind::Max2d | PoolKind::Max1d => "scalar window max, taps from a table",
+        _ => "scalar exact window sums, one rescale per window",
+    };
+    emit_rows_with_locals(
+        &nest,
+        usize::MAX,
+        2,
+        &|a| {
+            if let Some((_, out)) = &average {
+                a.vpxor(REGS.zero, REGS.zero, REGS.zero)?;
+                broadcast_u64(a, REGS.one, 1)?;
+                broadcast_u64(a, REGS.low, i64::from(out.qmin - out.zero_point) as u64)?;
+                broadcast_u64(a, REGS.high, i64::from(out.qmax - out.zero_point) as u64)?;
+                broadcast_u64(a, REGS.zp_out, i64::from(out.zero_point) as u64)?;
+            }
+            Ok(())
+        },
+        &|a, row| {
+            let (tap_rows, row_blocks) = (row.locals[0], row.locals[1]);
+            // The row entry of oy: rsi += first row offset; locals = count, block offset.
+            a.mov(rax, row.counters[1])?;
+            a.shl(rax, 4)?;
+            a.add(rax, tbl)?;
+            a.movsxd(rcx, dword_ptr(rax + rows_at))?;
+            a.add(src, rcx)?;
+            a.mov(ecx, dword_ptr(rax + rows_at + 4))?;
+            a.mov(tap_rows, rcx)?;
+            a.mov(ecx, dword_ptr(rax + rows_at + 8))?;
+            a.add(rcx, tbl)?;
+            a.mov(row_blocks, rcx)?;
+            a.lea(r9, qword_ptr(tbl + cols_at))?;
+            let (mut window, mut tap_row, mut tap, mut summed) =
+                (a.create_label(), a.create_label(), a.create_label(), a.create_label());
+            bind(a, &mut window)?;
+            a.mov(r10d, dword_ptr(r9 + 4))?; // tap columns
+            a.imul_3(r10, r10, col_step)?; // end offset of a tap row
+            a.mov(ecx, dword_ptr(r9))?;
+            a.add(rcx, src)?; // first tap
+            a.mov(r8, tap_rows)?;
+            if average.is_some() {
+                a.xor(eax, eax)?;
+            } else if unsigned {
+                a.xor(eax, eax)?; // 0, the lowest u8
+            } else {
+                a.mov(rax, -128i64)?;
+            }
+            a.test(r8, r8)?;
+            a.jz(summed)?;
+            a.test(r10, r10)?;
+            a.jz(summed)?;
+            bind(a, &mut tap_row)?;
+            a.xor(r11d, r11d)?;
+            bind(a, &mut tap)?;
+            if unsigned {
+                a.movzx(ebp, byte_ptr(rcx + r11))?;
+            } else {
+                a.movsx(rbp, byte_ptr(rcx + r11))?;
+            }
+            if average.is_some() {
+                a.add(rax, rbp)?;
+            } else {
+                a.cmp(rax, rbp)?;
+                a.cmovl(rax, rbp)?;
+            }
+            a.add(r11, col_step)?;
+            a.cmp(r11, r10)?;
+            a.jb(tap)?;
+            a.add(rcx, row_step)?;
+            a.dec(r8)?;
+            a.jnz(tap_row)?;
+            bind(a, &mut summed)?;
+            if let Some((input, _)) = &average {
+                // v = sum − taps × zp_in; taps = tap rows × tap columns.
+                a.mov(r8d, dword_ptr(r9 + 4))?;
+                a.imul_2(r8, tap_rows)?;
+                a.imul_3(r8, r8, input.zero_point)?;
+                a.sub(rax, r8)?;
+                a.mov(r8d, dword_ptr(r9 + 8))?;
+                a.add(r8, row_blocks)?; // the window's parameter block
+                a.vmovq(xmm0, rax)?;
+                a.vpmuldq(ymm0, ymm0, ymmword_ptr(r8 + 32))?;
+                a.vmovdqu(REGS.bias, ymmword_ptr(r8 + 64))?;
+                a.vmovdqu(REGS.shift, xmmword_ptr(r8 + 96))?;
+                emit_round_shift_clamp(a, rounding, &REGS, ymm0, ymm1)?;
+                a.vmovd(eax, xmm0)?;
+            }
+            a.mov(byte_ptr(dst), al)?;
+            a.inc(dst)?;
+            a.add(r9, ENTRY as i32)?;
+            a.dec(ROW_LENGTH)?;
+            a.jnz(window)?;
+            Ok(())
+        },
+        strategy.into(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::*;
+
+    /// A small deterministic generator.
+    struct Dice(u64);
+    impl Dice {
+        fn next(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n as u64) as usize
+        }
+    }
+
+    /// The output size of a pool axis (the dialect's rule), or None.
+    fn out(size: usize, k: usize, s: usize, d: usize, b: usize, e: usize, ceil: bool) -> Option<usize> {
+        let i = |v: usize| v as i64;
+        qopt_dialect_fp::shape::pool_out(i(size), i(k), i(s), i(b), i(e), i(d), ceil).ok().map(|o| o as usize)
+    }
+
+    const ROUNDINGS: [&str; 3] = ["half_away_from_zero", "half_to_even", "half_up"];
+
+    #[test]
+    fn average_pools_match_the_interpreter() {
+        if !avx2_here() {
+            return;
+        }
+        let mut dice = Dice(0x5eed);
+        let mut cases = 0;
+        while cases < 150 {
+            let (n, c, h, w) = (1 + dice.next(2), 1 + dice.next(3), 1 + dice.next(9), 1 + dice.next(9));
+            let (kh, kw, sh, sw) = (1 + dice.next(4), 1 + dice.next(4), 1 + dice.next(3), 1 + dice.next(3));
+            let pads = [dice.next(kh), dice.next(kw), dice.next(kh), dice.next(kw)];
+            let (ceil, include) = (dice.next(2) == 1, dice.next(2) == 1);
+            let (Some(oh), Some(ow)) =
+                (out(h, kh, sh, 1, pads[0], pads[2], ceil), out(w, kw, sw, 1, pads[1], pads[3], ceil))
+            else {
+                continue;
+            };
+            cases += 1;
+            let (sin, sout) = (["i8", "u8"][dice.next(2)], ["i8", "u8", "i8<-127:127>"][dice.next(3)]);
+            let zp = |s: &str, dice: &mut Dice| {
+                if s.starts_with('u') {
+                    dice.next(256) as i64
+                } else {
+                    dice.next(255) as i64 - 127
+                }
+            };
+            let (zin, zout) = (zp(sin, &mut dice), zp(sout, &mut dice));
+            let s_in = [0.5, 0.013, 1.0, 3.0][dice.next(4)];
+            let s_out = [s_in, s_in / 2.0, 0.07, 1e-3, 40.0][dice.next(5)];
+            let rounding = ROUNDINGS[dice.next(3)];
+            let attrs = format!(
+                "{{kernel = [{kh}, {kw}], stride = [{sh}, {sw}], pad = [{}, {}, {}, {}], ceil_mode = {ceil}, \
+                 count_include_pad = {include}, rounding = \"{rounding}\"}}",
+                pads[0], pads[1], pads[2], pads[3]
+            );
+            let tin = tensor_type(&[n, c, h, w], &quant(sin, s_in, zin));
+            let tout = tensor_type(&[n, c, oh, ow], &quant(sout, s_out, zout));
+            let x = byte_tensor(&[n, c, h, w], sin == "u8", random_bytes(cases, n * c * h * w));
+            check(&one_op("qnn.avg_pool2d", &attrs, &[&tin], &[&tout]), &[x.clone()]);
+            let tglobal = tensor_type(&[n, c, 1, 1], &quant(sout, s_out, zout));
+            check(
+                &one_op(
+                    "qnn.global_avg_pool2d",
+                    &format!("{{rounding = \"{rounding}\"}}"),
+                    &[&tin],
+                    &[&tglobal],
+                ),
+                &[x],
+            );
+        }
+    }
+
+    #[test]
+    fn global_average_of_a_large_plane() {
+        if !avx2_here() {
+            return;
+        }
+        for (sin, zp) in [("i8", -128), ("u8", 255), ("u8", 0)] {
+            let tin = tensor_type(&[1, 3, 57, 61], &quant(sin, 1.0, zp));
+            let tout = tensor_type(&[1, 3, 1, 1], &quant("i8", 1.0, 0));
+            let x = byte_tensor(&[1, 3, 57, 61], sin == "u8", random_bytes(9, 3 * 57 * 61));
+            check(&one_op("qnn.global_avg_pool2d", "", &[&tin], &[&tout]), &[x]);
+        }
+    }
+
+    /// §7.4's example: [[10, 12, 15], [11, 13, 20]], 2×2 windows → −2, 5;
+    /// global → 2.
+    #[test]
+    fn worked_example() {
+        if !avx2_here() {
+            return;
+        }
+        let tin = "tensor<1x1x2x3x!qnn.uniform<u8:f32, 0.5:10>>";
+        let x = byte_tensor(&[1, 1, 2, 3], true, vec![10, 12, 15, 11, 13, 20]);
+        let mut ctx = context();
+        for (op, attrs, shape, want) in [
+            ("qnn.avg_pool2d", "{kernel = [2, 2]}", [1usize, 1, 1, 2], vec![-2i8, 5]),
+            ("qnn.global_avg_pool2d", "", [1, 1, 1, 1], vec![2]),
+        ] {
+            let tout = tensor_type(&shape, &quant("i8", 0.25, -5));
+            let module = parse(&mut ctx, &one_op(op, attrs, &[tin], &[&tout]));
+            let compiled = compile_op(&ctx, &module, the_op(&module)).unwrap();
+            let like = byte_tensor(&shape, false, vec![0; want.len()]);
+            let got = compiled.run(&[x.clone()], &[like], 1);
+            assert_eq!(bytes_of(&got[0]), want.iter().map(|&v| v as u8).collect::<Vec<_>>(), "{op}");
+        }
+    }
+
+    #[test]
+    fn max_pools_match_the_interpreter() {
+        if !avx2_here() {
+            return;
+        }
+        let mut dice = Dice(0xfeed);
+        let mut cases = 0;
+        while cases < 150 {
+            let one_d = dice.next(4) == 0;
+            let (n, c, h, w) = (
+                1 + dice.next(2),
+                1 + dice.next(3),
+                if one_d { 1 } else { 1 + dice.next(9) },
+                1 + dice.next(12),
+            );
+            let (kh, kw, sh, sw) = (1 + dice.next(3), 1 + dice.next(4), 1 + dice.next(3), 1 + dice.next(3));
+            let (dh, dw) = (1 + dice.next(2), 1 + dice.next(3));
+            let pads = [
+                dice.next(dh * (kh - 1) + 1),
+                dice.next(dw * (kw - 1) + 1),
+                dice.next(dh * (kh - 1) + 1),
+                dice.next(dw * (kw - 1) + 1),
+            ];
+            let ceil = dice.next(2) == 1;
+            let element = [
+                "!qnn.uniform<i8:f32, 0.5:3>",
+                "!qnn.uniform<u8:f32, 0.5:100>",
+                "!qnn.uniform<i8:f32:1, {0.1:0, 0.2:1, 0.3:2}>",
+            ][dice.next(3)];
+            let c = if element.contains("{") { 3 } else { c };
+            let Some(ow) = out(w, kw, sw, dw, pads[1], pads[3], ceil) else { continue };
+            let x_unsigned = element.contains("u8");
+            let (op, attrs, in_shape, out_shape) = if one_d {
+                (
+                    "fp.max_pool1d",
+                    format!("{{kernel = [{kw}], stride = [{sw}], dilation = [{dw}], pad = [{}, {}], ceil_mode = {ceil}}}", pads[1], pads[3]),
+                    vec![n, c, w],
+                    vec![n, c, ow],
+                )
+            } else {
+                let Some(oh) = out(h, kh, sh, dh, pads[0], pads[2], ceil) else { continue };
+                (
+                    "fp.max_pool2d",
+                    format!(
+                        "{{kernel = [{kh}, {kw}], stride = [{sh}, {sw}], dilation = [{dh}, {dw}], pad = [{}, {}, {}, {}], ceil_mode = {ceil}}}",
+                        pads[0], pads[1], pads[2], pads[3]
+                    ),
+                    vec![n, c, h, w],
+                    vec![n, c, oh, ow],
+                )
+            };
+            cases += 1;
+            let x = byte_tensor(&in_shape, x_unsigned, random_bytes(cases, in_shape.iter().product()));
+            check(
+                &one_op(
+                    op,
+                    &attrs,
+                    &[&tensor_type(&in_shape, element)],
+                    &[&tensor_type(&out_shape, element)],
+                ),
+                &[x],
+            );
+        }
+    }
+
+    #[test]
+    fn float_max_pools_are_unsupported() {
+        let e = compile_error(&one_op(
+            "fp.max_pool2d",
+            "{kernel = [2, 2]}",
+            &["tensor<1x1x4x4xf32>"],
+            &["tensor<1x1x3x3xf32>"],
+        ));
+        assert_eq!(e.kind, crate::CodegenErrorKind::Unsupported, "{e}");
+    }
+}

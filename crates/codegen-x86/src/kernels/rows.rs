@@ -212,10 +212,13 @@ impl Nest {
 }
 
 /// What a row body sees of the loop: the counters of the nest's outer
-/// dimensions (all but the row), as memory operands holding u64 indices.
+/// dimensions (all but the row), as memory operands holding u64 indices,
+/// and the qwords of stack it asked for.
 pub(crate) struct RowContext {
     /// `counters[d]` is the index along dimension `d` of the current row.
     pub counters: Vec<AsmMemoryOperand>,
+    /// Qwords the body may use freely while a row runs.
+    pub locals: Vec<AsmMemoryOperand>,
 }
 
 /// Emits once per call, after the prologue: load constants.
@@ -262,6 +265,19 @@ pub(crate) fn emit_rows(
     row: RowEmitter<'_>,
     strategy: String,
 ) -> Result<KernelCode, CodegenError> {
+    emit_rows_with_locals(nest, max_run, 0, constants, row, strategy)
+}
+
+/// [`emit_rows`] with `locals` qwords of stack for the body
+/// ([`RowContext::locals`]).
+pub(crate) fn emit_rows_with_locals(
+    nest: &Nest,
+    max_run: usize,
+    locals: usize,
+    constants: ConstantsEmitter<'_>,
+    row: RowEmitter<'_>,
+    strategy: String,
+) -> Result<KernelCode, CodegenError> {
     if nest.elements() == 0 || nest.dims.is_empty() {
         return empty_kernel(&strategy);
     }
@@ -285,7 +301,9 @@ pub(crate) fn emit_rows(
     }
     let work: usize = dims.iter().product();
     let counters: Vec<AsmMemoryOperand> = (0..dims.len()).map(|d| qword_ptr(rsp + 8 * d as i32)).collect();
-    let frame = (8 * dims.len()).next_multiple_of(16) as i32;
+    let local_slots: Vec<AsmMemoryOperand> =
+        (0..locals).map(|i| qword_ptr(rsp + 8 * (dims.len() + i) as i32)).collect();
+    let frame = (8 * (dims.len() + locals)).next_multiple_of(16) as i32;
 
     let mut a = new_assembler()?;
     push_callee_saved(&mut a)?;
@@ -343,7 +361,7 @@ pub(crate) fn emit_rows(
         a.mov(ROW_LENGTH, last_run as u64)?;
         bind(&mut a, &mut full)?;
     }
-    row(&mut a, &RowContext { counters: counters[..outer_dims.len()].to_vec() })?;
+    row(&mut a, &RowContext { counters: counters[..outer_dims.len()].to_vec(), locals: local_slots })?;
     a.dec(ROWS_LEFT)?;
     a.jz(finish)?;
     for d in (0..dims.len()).rev() {

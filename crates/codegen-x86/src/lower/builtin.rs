@@ -23,6 +23,10 @@ pub(super) fn register(l: &mut Lowerings) {
     }
     l.register(qnn_op::CONCAT, Arc::new(kernels::concat::QuantConcat));
     l.register(qnn_op::LOOKUP, Arc::new(kernels::lookup::Lookup));
+    let pool: Arc<dyn OpLowering> = Arc::new(kernels::pool::Pool);
+    for name in [qnn_op::AVG_POOL2D, qnn_op::GLOBAL_AVG_POOL2D, "fp.max_pool2d", "fp.max_pool1d"] {
+        l.register(name, pool.clone());
+    }
     for (name, lowering) in kernels::movement::lowerings() {
         l.register(name, lowering);
     }
