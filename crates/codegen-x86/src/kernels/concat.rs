@@ -11,7 +11,7 @@
 //! `requantize.rs` with one parameter block; equal parameters give the
 //! multiplier exactly 1 there, so both paths agree with §5.
 
-use super::movement::{concat_part_nest, concat_parts, emit_strided_copy};
+use super::movement::{concat_windows, emit_strided_copy};
 use super::operands::QuantOperand;
 use super::requantize::{emit_requantize_rows, per_tensor_block, AVX2};
 use super::rows::{Stream, AUX};
@@ -35,7 +35,7 @@ enum Part {
 fn read(op: &LowerOp<'_>) -> Result<(ByteQuant, Vec<Part>), CodegenError> {
     let qout = QuantOperand::of(op, op.result_type(0), "the result")?;
     let output = qout.per_tensor(op, "the result")?;
-    concat_parts(op)?;
+    concat_windows(op)?;
     let mut parts = Vec::with_capacity(op.num_operands());
     for i in 0..op.num_operands() {
         let what = format!("operand {i}");
@@ -68,15 +68,15 @@ impl OpLowering for QuantConcat {
 
     fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
         let (output, parts) = read(op)?;
-        let (out_shape, axis, windows) = concat_parts(op)?;
+        let windows = concat_windows(op)?;
         let rounding = rounding_of(op.ctx, op.module.op_attrs(op.op));
-        for (i, (part, window)) in parts.iter().zip(&windows).enumerate() {
-            let nest = concat_part_nest(&out_shape, axis, window, out.operand(i)?, out.result(0)?, 1);
+        for (i, (part, window)) in parts.iter().zip(&windows.parts).enumerate() {
+            let nest = windows.nest(window, out.operand(i)?, out.result(0)?, 1, true);
             let kernel = match part {
                 Part::Copy => emit_strided_copy(&nest, output.element)?,
                 Part::Requantize { input, multiplier } => {
                     let block = out.rodata(&per_tensor_block(input, &output, *multiplier, rounding));
-                    let rank = window.1.len();
+                    let rank = window.shape.len();
                     let nest = nest
                         .with(
                             AUX,
@@ -117,7 +117,8 @@ mod tests {
             ("i8", 1e-9, 3),
             ("i8", 1e9, -3),
         ];
-        let shapes: [(usize, [&[usize]; 3], &[usize]); 3] = [
+        type Case<'a> = (usize, [&'a [usize]; 3], &'a [usize]);
+        let shapes: [Case<'_>; 3] = [
             (1, [&[2, 1, 5], &[2, 3, 5], &[2, 20, 5]], &[2, 24, 5]),
             (0, [&[40], &[0], &[3]], &[43]),
             (2, [&[3, 2, 33], &[3, 2, 1], &[3, 2, 9]], &[3, 2, 43]),

@@ -306,111 +306,121 @@ impl OpLowering for StridedSlice {
     }
 }
 
+/// Tensors laid side by side along one axis of a whole: a split's results
+/// in its operand, or a concatenation's operands in its result.
+pub(crate) struct Windows {
+    /// The whole tensor's shape.
+    pub whole: Vec<usize>,
+    /// The axis along which the windows follow each other.
+    pub axis: usize,
+    /// Each window, in order.
+    pub parts: Vec<Window>,
+}
+
+/// One tensor within a [`Windows`].
+pub(crate) struct Window {
+    /// Its first index along the axis.
+    pub start: usize,
+    /// Its shape.
+    pub shape: Vec<usize>,
+}
+
+impl Windows {
+    /// The windows of `shapes` (named `what` and their index in errors)
+    /// following each other along `axis` of `whole`, which they must fill.
+    fn new(
+        op: &LowerOp<'_>,
+        whole: Vec<usize>,
+        axis: i64,
+        shapes: Vec<Vec<usize>>,
+        what: &str,
+    ) -> Result<Windows, CodegenError> {
+        let axis = normalize_axis(axis, whole.len()).map_err(|e| op.invalid(e))?;
+        let mut start = 0usize;
+        let mut parts = Vec::with_capacity(shapes.len());
+        for (i, shape) in shapes.into_iter().enumerate() {
+            let fits =
+                shape.len() == whole.len() && (0..shape.len()).all(|d| d == axis || shape[d] == whole[d]);
+            if !fits {
+                return Err(
+                    op.invalid(format!("{what} {i} is not a window along axis {axis} of shape {whole:?}"))
+                );
+            }
+            let size = shape[axis];
+            parts.push(Window { start, shape });
+            start += size;
+        }
+        if start != whole[axis] {
+            return Err(op.invalid(format!("the windows do not fill dimension {axis} of shape {whole:?}")));
+        }
+        Ok(Windows { whole, axis, parts })
+    }
+
+    /// The whole as a stream at `place`, offset to the start of `window`.
+    fn whole_stream(&self, window: &Window, place: crate::abi::Place, element_size: usize) -> Stream {
+        let strides = row_major_strides(&self.whole, element_size);
+        Stream { place, offset: window.start as i64 * strides[self.axis], element_size, strides }
+    }
+
+    /// The nest copying between `window` (a contiguous tensor at
+    /// `window_place`) and its place in the whole (at `whole_place`): from
+    /// the window into the whole (concat) or the other way (split).
+    pub(crate) fn nest(
+        &self,
+        window: &Window,
+        window_place: crate::abi::Place,
+        whole_place: crate::abi::Place,
+        element_size: usize,
+        into_whole: bool,
+    ) -> Nest {
+        let own = Stream::contiguous(window_place, &window.shape, element_size);
+        let whole = self.whole_stream(window, whole_place, element_size);
+        let (src, dst) = if into_whole { (own, whole) } else { (whole, own) };
+        Nest::new(&window.shape).with(INPUT0, src).with(OUTPUT, dst)
+    }
+}
+
 /// `fp.split {axis, sizes}`: one copy per result.
 pub(crate) struct Split;
 
-/// Each result's window of the input: (offset along the axis, shape).
-fn split_parts(
-    op: &LowerOp<'_>,
-) -> Result<(ElementType, Vec<usize>, usize, Vec<(usize, Vec<usize>)>), CodegenError> {
+/// The element type and each result's window of the operand.
+fn split_windows(op: &LowerOp<'_>) -> Result<(ElementType, Windows), CodegenError> {
     if op.num_operands() != 1 || op.num_results() == 0 {
         return Err(op.invalid("expected one operand and at least one result"));
     }
     let element = moved_element(op)?;
-    let shape = op.operand_shape(0)?;
-    let axis = op.int_or("axis", 0)?;
-    let axis = normalize_axis(axis, shape.len()).map_err(|e| op.invalid(e))?;
-    let mut start = 0usize;
-    let mut parts = Vec::with_capacity(op.num_results());
-    for j in 0..op.num_results() {
-        let part = op.result_shape(j)?;
-        let fits = part.len() == shape.len() && (0..shape.len()).all(|d| d == axis || part[d] == shape[d]);
-        if !fits {
-            return Err(op.invalid(format!("result {j} is not a window of the operand along axis {axis}")));
-        }
-        parts.push((start, part.clone()));
-        start += part[axis];
-    }
-    if start != shape[axis] {
-        return Err(op.invalid("the results do not add up to the operand"));
-    }
-    Ok((element, shape, axis, parts))
+    let shapes = (0..op.num_results()).map(|j| op.result_shape(j)).collect::<Result<_, _>>()?;
+    let windows = Windows::new(op, op.operand_shape(0)?, op.int_or("axis", 0)?, shapes, "result")?;
+    Ok((element, windows))
 }
 
 impl OpLowering for Split {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
-        split_parts(op)?;
+        split_windows(op)?;
         op.target.require(&AVX2, op.name())?;
         Ok(Plan::kernels())
     }
 
     fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
-        let (element, shape, axis, parts) = split_parts(op)?;
-        let in_strides = row_major_strides(&shape, element.size());
-        for (j, (start, part)) in parts.iter().enumerate() {
-            let nest = Nest::new(part)
-                .with(
-                    INPUT0,
-                    Stream {
-                        place: out.operand(0)?,
-                        offset: *start as i64 * in_strides[axis],
-                        element_size: element.size(),
-                        strides: in_strides.clone(),
-                    },
-                )
-                .with(OUTPUT, Stream::contiguous(out.result(j)?, part, element.size()));
+        let (element, windows) = split_windows(op)?;
+        for (j, window) in windows.parts.iter().enumerate() {
+            let nest = windows.nest(window, out.result(j)?, out.operand(0)?, element.size(), false);
             out.kernel(emit_strided_copy(&nest, element)?);
         }
         Ok(())
     }
 }
 
-/// Each operand's window of a concatenation's result: (offset along the
-/// axis, the operand's shape), with the result shape and the axis.
-pub(crate) fn concat_parts(
-    op: &LowerOp<'_>,
-) -> Result<(Vec<usize>, usize, Vec<(usize, Vec<usize>)>), CodegenError> {
+/// Each operand's window of a concatenation's result (`axis` required).
+pub(crate) fn concat_windows(op: &LowerOp<'_>) -> Result<Windows, CodegenError> {
     if op.num_operands() == 0 || op.num_results() != 1 {
         return Err(op.invalid("expected operands and one result"));
     }
-    let out_shape = op.result_shape(0)?;
-    let axis = match op.attr("axis") {
-        Some(_) => op.int_or("axis", 0)?,
-        None => return Err(op.invalid("needs an integer 'axis' attribute")),
-    };
-    let axis = normalize_axis(axis, out_shape.len()).map_err(|e| op.invalid(e))?;
-    let mut start = 0usize;
-    let mut parts = Vec::with_capacity(op.num_operands());
-    for i in 0..op.num_operands() {
-        let part = op.operand_shape(i)?;
-        let fits =
-            part.len() == out_shape.len() && (0..part.len()).all(|d| d == axis || part[d] == out_shape[d]);
-        if !fits {
-            return Err(op.invalid(format!("operand {i} does not fit the result along axis {axis}")));
-        }
-        parts.push((start, part.clone()));
-        start += part[axis];
+    if op.attr("axis").is_none() {
+        return Err(op.invalid("needs an integer 'axis' attribute"));
     }
-    if start != out_shape[axis] {
-        return Err(op.invalid("the operands do not add up to the result"));
-    }
-    Ok((out_shape, axis, parts))
-}
-
-/// The nest writing operand `part` (at `src`) into its window of the result.
-pub(crate) fn concat_part_nest(
-    out_shape: &[usize],
-    axis: usize,
-    (start, part): &(usize, Vec<usize>),
-    src: crate::abi::Place,
-    dst: crate::abi::Place,
-    element_size: usize,
-) -> Nest {
-    let out_strides = row_major_strides(out_shape, element_size);
-    Nest::new(part).with(INPUT0, Stream::contiguous(src, part, element_size)).with(
-        OUTPUT,
-        Stream { place: dst, offset: *start as i64 * out_strides[axis], element_size, strides: out_strides },
-    )
+    let shapes = (0..op.num_operands()).map(|i| op.operand_shape(i)).collect::<Result<_, _>>()?;
+    Windows::new(op, op.result_shape(0)?, op.int_or("axis", 0)?, shapes, "operand")
 }
 
 /// `fp.concat {axis}`: one copy per operand.
@@ -419,17 +429,16 @@ pub(crate) struct Concat;
 impl OpLowering for Concat {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         moved_element(op)?;
-        concat_parts(op)?;
+        concat_windows(op)?;
         op.target.require(&AVX2, op.name())?;
         Ok(Plan::kernels())
     }
 
     fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
         let element = moved_element(op)?;
-        let (out_shape, axis, parts) = concat_parts(op)?;
-        for (i, part) in parts.iter().enumerate() {
-            let nest =
-                concat_part_nest(&out_shape, axis, part, out.operand(i)?, out.result(0)?, element.size());
+        let windows = concat_windows(op)?;
+        for (i, window) in windows.parts.iter().enumerate() {
+            let nest = windows.nest(window, out.operand(i)?, out.result(0)?, element.size(), true);
             out.kernel(emit_strided_copy(&nest, element)?);
         }
         Ok(())
@@ -514,8 +523,16 @@ impl OpLowering for Pad {
 /// for plain integers).
 pub(crate) struct Relu;
 
-/// The element type, shape, and the zero points with their axis.
-fn relu_params(op: &LowerOp<'_>) -> Result<(ElementType, Vec<usize>, Vec<i64>, Option<usize>), CodegenError> {
+/// What a relu kernel is specialized for.
+struct ReluParams {
+    element: ElementType,
+    shape: Vec<usize>,
+    /// The floor of each index of `axis` (one when per tensor).
+    zero_points: Vec<i64>,
+    axis: Option<usize>,
+}
+
+fn relu_params(op: &LowerOp<'_>) -> Result<ReluParams, CodegenError> {
     op.expect_arity(1..=1, 1)?;
     let element = moved_element(op)?;
     let shape = op.operand_shape(0)?;
@@ -533,7 +550,7 @@ fn relu_params(op: &LowerOp<'_>) -> Result<(ElementType, Vec<usize>, Vec<i64>, O
         }
         None => (vec![0], None),
     };
-    Ok((element, shape, zero_points, axis))
+    Ok(ReluParams { element, shape, zero_points, axis })
 }
 
 impl OpLowering for Relu {
@@ -544,7 +561,7 @@ impl OpLowering for Relu {
     }
 
     fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
-        let (element, shape, zero_points, axis) = relu_params(op)?;
+        let ReluParams { element, shape, zero_points, axis } = relu_params(op)?;
         let size = element.size();
         // One 32-byte block per zero point: the byte repeated.
         let blocks: Vec<u8> = zero_points.iter().flat_map(|&z| [z as u8; 32]).collect();

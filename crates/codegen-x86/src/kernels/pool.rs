@@ -69,28 +69,40 @@ struct AxisWindows {
     divisor: Vec<usize>,
 }
 
-/// The windows of output indices `0..out` along an axis of `size` inputs.
-fn axis_windows(
-    out: usize,
-    size: usize,
-    (kernel, stride, dilation): (usize, usize, usize),
-    (pad_begin, pad_end): (usize, usize),
-    include_pad: bool,
-) -> AxisWindows {
-    let mut taps = Vec::with_capacity(out);
-    let mut divisor = Vec::with_capacity(out);
-    for o in 0..out {
-        let start = (o * stride) as i64 - pad_begin as i64;
-        let inside: Vec<usize> = (0..kernel)
-            .map(|k| start + (k * dilation) as i64)
-            .filter(|&i| i >= 0 && (i as usize) < size)
-            .map(|i| i as usize)
-            .collect();
-        taps.push((inside.first().copied().unwrap_or(0), inside.len()));
-        let padded = ((start + kernel as i64).min((size + pad_end) as i64) - start).max(0) as usize;
-        divisor.push(if include_pad { padded } else { inside.len() });
+/// A pool's window along one spatial axis.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct AxisPool {
+    kernel: usize,
+    stride: usize,
+    dilation: usize,
+    pad_begin: usize,
+    pad_end: usize,
+}
+
+impl AxisPool {
+    /// A window of the whole axis (global pooling, or the one row of a 1-D pool).
+    fn whole(size: usize) -> AxisPool {
+        AxisPool { kernel: size, stride: 1, dilation: 1, pad_begin: 0, pad_end: 0 }
     }
-    AxisWindows { taps, divisor }
+
+    /// The windows of output indices `0..out` along an axis of `size` inputs.
+    fn windows(&self, out: usize, size: usize, include_pad: bool) -> AxisWindows {
+        let mut taps = Vec::with_capacity(out);
+        let mut divisor = Vec::with_capacity(out);
+        for o in 0..out {
+            let start = (o * self.stride) as i64 - self.pad_begin as i64;
+            let inside: Vec<usize> = (0..self.kernel)
+                .map(|k| start + (k * self.dilation) as i64)
+                .filter(|&i| i >= 0 && (i as usize) < size)
+                .map(|i| i as usize)
+                .collect();
+            taps.push((inside.first().copied().unwrap_or(0), inside.len()));
+            let padded =
+                ((start + self.kernel as i64).min((size + self.pad_end) as i64) - start).max(0) as usize;
+            divisor.push(if include_pad { padded } else { inside.len() });
+        }
+        AxisWindows { taps, divisor }
+    }
 }
 
 /// One pool as the kernel is specialized for it.
@@ -146,36 +158,45 @@ fn read(op: &LowerOp<'_>) -> Result<PoolOp, CodegenError> {
     };
     let (rows, cols, dilation) = if kind == PoolKind::GlobalAverage {
         (
-            axis_windows(1, height, (height, 1, 1), (0, 0), false),
-            axis_windows(1, width, (width, 1, 1), (0, 0), false),
+            AxisPool::whole(height).windows(1, height, false),
+            AxisPool::whole(width).windows(1, width, false),
             (1, 1),
         )
     } else {
         let attrs = PoolAttrs::read_in(op.ctx, op.module.op_attrs(op.op), spatial, average.is_none())
             .map_err(|e| op.invalid(e))?;
         let u = |v: i64| usize::try_from(v).map_err(|_| op.invalid("pool parameters must not be negative"));
-        let n = spatial;
-        // (kernel, stride, dilation) and (pad begin, pad end) per axis; a 1-D
-        // pool is a 2-D one of one row.
-        let axis = |i: usize| -> Result<((usize, usize, usize), (usize, usize)), CodegenError> {
-            Ok((
-                (u(attrs.kernel[i])?, u(attrs.stride[i])?, u(attrs.dilation[i])?),
-                (u(attrs.pad[i])?, u(attrs.pad[n + i])?),
-            ))
+        let axis = |i: usize| -> Result<AxisPool, CodegenError> {
+            Ok(AxisPool {
+                kernel: u(attrs.kernel[i])?,
+                stride: u(attrs.stride[i])?,
+                dilation: u(attrs.dilation[i])?,
+                pad_begin: u(attrs.pad[i])?,
+                pad_end: u(attrs.pad[spatial + i])?,
+            })
         };
+        // A 1-D pool is a 2-D one of one row.
         let (row_axis, col_axis) =
-            if spatial == 2 { (axis(0)?, axis(1)?) } else { (((1, 1, 1), (0, 0)), axis(0)?) };
-        let out_size = |size: usize, ((k, s, d), (b, e)): ((usize, usize, usize), (usize, usize))| {
+            if spatial == 2 { (axis(0)?, axis(1)?) } else { (AxisPool::whole(1), axis(0)?) };
+        let out_size = |size: usize, p: AxisPool| {
             let i = |v: usize| v as i64;
-            pool_out(i(size), i(k), i(s), i(b), i(e), i(d), attrs.ceil_mode)
-                .map_err(|e| op.invalid(e))
-                .and_then(|o| usize::try_from(o).map_err(|_| op.unsupported("a dynamic pool output size")))
+            pool_out(
+                i(size),
+                i(p.kernel),
+                i(p.stride),
+                i(p.pad_begin),
+                i(p.pad_end),
+                i(p.dilation),
+                attrs.ceil_mode,
+            )
+            .map_err(|e| op.invalid(e))
+            .and_then(|o| usize::try_from(o).map_err(|_| op.unsupported("a dynamic pool output size")))
         };
         let (oh, ow) = (out_size(height, row_axis)?, out_size(width, col_axis)?);
         (
-            axis_windows(oh, height, row_axis.0, row_axis.1, attrs.count_include_pad),
-            axis_windows(ow, width, col_axis.0, col_axis.1, attrs.count_include_pad),
-            (row_axis.0 .2, col_axis.0 .2),
+            row_axis.windows(oh, height, attrs.count_include_pad),
+            col_axis.windows(ow, width, attrs.count_include_pad),
+            (row_axis.dilation, col_axis.dilation),
         )
     };
     let pool = PoolOp {
@@ -500,7 +521,7 @@ mod tests {
             let tin = tensor_type(&[n, c, h, w], &quant(sin, s_in, zin));
             let tout = tensor_type(&[n, c, oh, ow], &quant(sout, s_out, zout));
             let x = byte_tensor(&[n, c, h, w], sin == "u8", random_bytes(cases, n * c * h * w));
-            check(&one_op("qnn.avg_pool2d", &attrs, &[&tin], &[&tout]), &[x.clone()]);
+            check(&one_op("qnn.avg_pool2d", &attrs, &[&tin], &[&tout]), std::slice::from_ref(&x));
             let tglobal = tensor_type(&[n, c, 1, 1], &quant(sout, s_out, zout));
             check(
                 &one_op(
@@ -545,7 +566,7 @@ mod tests {
             let module = parse(&mut ctx, &one_op(op, attrs, &[tin], &[&tout]));
             let compiled = compile_op(&ctx, &module, the_op(&module)).unwrap();
             let like = byte_tensor(&shape, false, vec![0; want.len()]);
-            let got = compiled.run(&[x.clone()], &[like], 1);
+            let got = compiled.run(std::slice::from_ref(&x), &[like], 1);
             assert_eq!(bytes_of(&got[0]), want.iter().map(|&v| v as u8).collect::<Vec<_>>(), "{op}");
         }
     }

@@ -299,7 +299,7 @@ mod tests {
         let mut ctx = context();
         let module = parse(&mut ctx, &text);
         let compiled = compile_op(&ctx, &module, the_op(&module)).unwrap();
-        let got = compiled.run(&[input.clone()], &[input], 1);
+        let got = compiled.run(std::slice::from_ref(&input), std::slice::from_ref(&input), 1);
         assert_eq!(bytes_of(&got[0]), [2i8, -2, 4, 4, -2, 12].map(|v| v as u8));
     }
 
