@@ -16,10 +16,13 @@
 //!   `[qmin − zp, qmax − zp]` in f32 (exact: small integers), convert, add `zp`.
 //! - **dequantize** (stored byte → f32): `f32(q − zp) ⊗ s` (`vcvtdq2ps`, exact
 //!   for |q − zp| ≤ 2^24, then one `vmulps`).
-//! - **requantize** (stored byte → stored byte): `v = q − zp_in`, the 64-bit
+//! - **requantize** (stored byte → stored byte): `v = q − zp_in`, then the
+//!   rescaling every integer kernel shares (`kernels/rescale.rs`): the 64-bit
 //!   product `v × m` (`vpmuldq` on even and odd lanes), the rounding shift of
 //!   §12 with the arithmetic shift built from logical shifts and the sign
-//!   mask, a 64-bit clamp to `[qmin − zp_out, qmax − zp_out]`, `+ zp_out`.
+//!   mask, a 64-bit clamp to `[qmin − zp_out, qmax − zp_out]`, `+ zp_out`. Its
+//!   tail runs the same vector instructions on one lane. (The `qnn.requantize`
+//!   lowering uses `kernels/requantize.rs`, which also takes per-axis input.)
 //!
 //! Supported: storage of 1 to 8 bits (i8 / u8 buffers), per-tensor parameters,
 //! f32 expressed types. Per-axis parameters, wider storage and f16/bf16
