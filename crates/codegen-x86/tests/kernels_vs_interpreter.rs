@@ -357,6 +357,33 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(cases())]
+
+    #[test]
+    fn nearest_resizes_bit_exactly(
+        shape in proptest::collection::vec(1usize..7, 1..5),
+        scales in proptest::collection::vec(proptest::sample::select(vec![1.0f64, 1.0, 2.0, 3.0, 0.5, 1.5, 0.3, 2.7, 0.75]), 4),
+        coordinates in proptest::sample::select(vec!["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_half_pixel_for_nn"]),
+        nearest in proptest::sample::select(vec!["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]),
+        q in quant_near(0.5, &STORAGES),
+        float in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        if !avx2_here("nearest_resizes_bit_exactly") { return Ok(()); }
+        let rank = shape.len();
+        let element = if float { "f32".to_string() } else { q.text() };
+        let out: Vec<usize> = (0..rank).map(|d| (shape[d] as f64 * scales[d]).floor() as usize).collect();
+        let list = |v: Vec<String>| v.join(", ");
+        let attrs = format!(
+            "{{sizes = [{}], scales = [{}], mode = \"nearest\", coordinate_transformation_mode = \"{coordinates}\", nearest_mode = \"{nearest}\"}}",
+            list(vec!["-1".to_string(); rank]),
+            list(scales[..rank].iter().map(|s| format!("{s:?}")).collect()),
+        );
+        check_qir(&one_op("fp.resize", &attrs, &[tensor(&shape, &element)], &[tensor(&out, &element)]), seed);
+    }
+}
+
 /// A small quantized network of the ops above, through the arena: the
 /// intermediate values share it, every kernel reads another's output.
 #[test]

@@ -10,6 +10,7 @@ pub(crate) mod operands;
 pub(crate) mod pool;
 pub(crate) mod requantize;
 pub(crate) mod rescale;
+pub(crate) mod resize;
 pub(crate) mod rows;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -7,6 +7,7 @@ use crate::abi::KernelCode;
 use crate::convert::ConvertSpec;
 use crate::error::CodegenError;
 use crate::kernels;
+use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
 use std::sync::Arc;
 
@@ -24,9 +25,10 @@ pub(super) fn register(l: &mut Lowerings) {
     l.register(qnn_op::CONCAT, Arc::new(kernels::concat::QuantConcat));
     l.register(qnn_op::LOOKUP, Arc::new(kernels::lookup::Lookup));
     let pool: Arc<dyn OpLowering> = Arc::new(kernels::pool::Pool);
-    for name in [qnn_op::AVG_POOL2D, qnn_op::GLOBAL_AVG_POOL2D, "fp.max_pool2d", "fp.max_pool1d"] {
+    for name in [qnn_op::AVG_POOL2D, qnn_op::GLOBAL_AVG_POOL2D, fp_op::MAX_POOL2D, fp_op::MAX_POOL1D] {
         l.register(name, pool.clone());
     }
+    l.register(fp_op::RESIZE, Arc::new(kernels::resize::Resize));
     for (name, lowering) in kernels::movement::lowerings() {
         l.register(name, lowering);
     }
