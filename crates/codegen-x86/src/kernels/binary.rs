@@ -127,6 +127,7 @@ fn read(op: &LowerOp<'_>) -> Result<BinaryOp, CodegenError> {
 impl OpLowering for Binary {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         read(op)?;
+        super::operands::check_tensor_sizes(op)?;
         op.target.require(&AVX2, op.name())?;
         Ok(Plan::kernels())
     }
@@ -395,6 +396,14 @@ mod tests {
             let got = compiled.run(&[a.clone(), b], &[a], 1);
             assert_eq!(bytes_of(&got[0]), want.map(|v| v as u8), "{mode}");
         }
+    }
+
+    #[test]
+    fn tensors_beyond_2_gib_are_unsupported_when_planning() {
+        let t = "tensor<3000000000x!qnn.uniform<i8:f32, 0.5:0>>";
+        let e = compile_error(&one_op("qnn.add", "", &[t, t], &[t]));
+        assert_eq!(e.kind, CodegenErrorKind::Unsupported, "{e}");
+        assert!(e.message.contains("2 GiB"), "{e}");
     }
 
     #[test]

@@ -62,6 +62,7 @@ fn read(op: &LowerOp<'_>) -> Result<(ByteQuant, Vec<Part>), CodegenError> {
 impl OpLowering for QuantConcat {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         read(op)?;
+        super::operands::check_tensor_sizes(op)?;
         op.target.require(&AVX2, op.name())?;
         Ok(Plan::kernels())
     }

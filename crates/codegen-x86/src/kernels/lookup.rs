@@ -58,6 +58,7 @@ fn read(op: &LowerOp<'_>) -> Result<([u8; 256], Vec<usize>), CodegenError> {
 impl OpLowering for Lookup {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         read(op)?;
+        super::operands::check_tensor_sizes(op)?;
         op.target.require(&AVX2, op.name())?;
         Ok(Plan::kernels())
     }

@@ -238,6 +238,7 @@ fn transpose_nest(op: &LowerOp<'_>, out: Option<&Emit<'_>>) -> Result<(Nest, Ele
 impl OpLowering for Transpose {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         transpose_nest(op, None)?;
+        super::operands::check_tensor_sizes(op)?;
         op.target.require(&AVX2, op.name())?;
         Ok(Plan::kernels())
     }
@@ -295,6 +296,7 @@ fn slice_nest(
 impl OpLowering for StridedSlice {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         slice_nest(op, crate::abi::Place::Io(0), crate::abi::Place::Io(1))?;
+        super::operands::check_tensor_sizes(op)?;
         op.target.require(&AVX2, op.name())?;
         Ok(Plan::kernels())
     }
@@ -397,6 +399,7 @@ fn split_windows(op: &LowerOp<'_>) -> Result<(ElementType, Windows), CodegenErro
 impl OpLowering for Split {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         split_windows(op)?;
+        super::operands::check_tensor_sizes(op)?;
         op.target.require(&AVX2, op.name())?;
         Ok(Plan::kernels())
     }
@@ -430,6 +433,7 @@ impl OpLowering for Concat {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         moved_element(op)?;
         concat_windows(op)?;
+        super::operands::check_tensor_sizes(op)?;
         op.target.require(&AVX2, op.name())?;
         Ok(Plan::kernels())
     }
@@ -499,6 +503,7 @@ fn pad_params(op: &LowerOp<'_>) -> Result<(ElementType, Vec<usize>, Vec<usize>, 
 impl OpLowering for Pad {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         pad_params(op)?;
+        super::operands::check_tensor_sizes(op)?;
         op.target.require(&AVX2, op.name())?;
         Ok(Plan::kernels())
     }
@@ -556,6 +561,7 @@ fn relu_params(op: &LowerOp<'_>) -> Result<ReluParams, CodegenError> {
 impl OpLowering for Relu {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         relu_params(op)?;
+        super::operands::check_tensor_sizes(op)?;
         op.target.require(&AVX2, op.name())?;
         Ok(Plan::kernels())
     }

@@ -86,3 +86,24 @@ impl<'a> QuantOperand<'a> {
         }
     }
 }
+
+/// Checks that every operand and result of `op` has a static shape and at
+/// most `i32::MAX` bytes, so that every offset and stride of its kernels is
+/// a 32-bit immediate: bigger tensors are `Unsupported` when planning,
+/// never an error or a wrong address later.
+pub(crate) fn check_tensor_sizes(op: &LowerOp<'_>) -> Result<(), CodegenError> {
+    let types = (0..op.num_operands())
+        .map(|i| (op.operand_type(i), format!("operand {i}")))
+        .chain((0..op.num_results()).map(|j| (op.result_type(j), format!("result {j}"))));
+    for (ty, what) in types {
+        let shape = op.shape_of(ty, &what)?;
+        let size = op.element_of(ty, &what)?.size();
+        let bytes = shape.iter().try_fold(size, |acc, &d| acc.checked_mul(d));
+        if bytes.is_none_or(|b| b > i32::MAX as usize) {
+            return Err(
+                op.unsupported(format!("{what} holds more than 2 GiB; kernels address 32-bit offsets"))
+            );
+        }
+    }
+    Ok(())
+}

@@ -239,6 +239,7 @@ pub(crate) struct Pool;
 impl OpLowering for Pool {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         read(op)?;
+        super::operands::check_tensor_sizes(op)?;
         op.target.require(&AVX2, op.name())?;
         Ok(Plan::kernels())
     }

@@ -181,6 +181,7 @@ fn output_quant<'a>(op: &LowerOp<'a>) -> Result<&'a qopt_ir_core::QuantType, Cod
 impl OpLowering for Requantize {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         read(op)?;
+        super::operands::check_tensor_sizes(op)?;
         op.target.require(&AVX2, op.name())?;
         Ok(Plan::kernels())
     }

@@ -132,6 +132,7 @@ fn read(op: &LowerOp<'_>) -> Result<ResizeOp, CodegenError> {
 impl OpLowering for Resize {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         read(op)?;
+        super::operands::check_tensor_sizes(op)?;
         op.target.require(&AVX2, op.name())?;
         Ok(Plan::kernels())
     }
