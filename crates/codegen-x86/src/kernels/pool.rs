@@ -22,6 +22,10 @@
 //! windows whose `taps × 255` could reach 2^31). An empty window (`n = 0`)
 //! has multiplier 0, so it gives `zp_out`, as the interpreter does.
 //!
+//! Average taps along a window row are summed 32 at a time with `vpsadbw`
+//! (exact u64 sums of bytes; i8 taps flipped to `q + 128` and the 128s taken
+//! back), the rest one by one; a global pool reads its plane as one row.
+//!
 //! **Max.** The largest stored value of the window's taps (signed or
 //! unsigned compare by the storage), starting from the storage type's
 //! lowest value, which is also what an empty window gives in the
@@ -157,11 +161,10 @@ fn read(op: &LowerOp<'_>) -> Result<PoolOp, CodegenError> {
         }
     };
     let (rows, cols, dilation) = if kind == PoolKind::GlobalAverage {
-        (
-            AxisPool::whole(height).windows(1, height, false),
-            AxisPool::whole(width).windows(1, width, false),
-            (1, 1),
-        )
+        // The plane's one window, read as one row of H × W taps (the same
+        // sum), so that its taps are one contiguous run.
+        let taps = height * width;
+        (AxisPool::whole(1).windows(1, 1, false), AxisPool::whole(taps).windows(1, taps, false), (1, 1))
     } else {
         let attrs = PoolAttrs::read_in(op.ctx, op.module.op_attrs(op.op), spatial, average.is_none())
             .map_err(|e| op.invalid(e))?;
@@ -199,6 +202,7 @@ fn read(op: &LowerOp<'_>) -> Result<PoolOp, CodegenError> {
             (row_axis.dilation, col_axis.dilation),
         )
     };
+    let (height, width) = if kind == PoolKind::GlobalAverage { (1, height * width) } else { (height, width) };
     let pool = PoolOp {
         kind,
         unsigned: input.unsigned,
@@ -338,6 +342,9 @@ const REGS: StageRegisters = StageRegisters {
     zp_out: ymm9,
 };
 
+/// 0x80 in every byte: flips i8 taps to u8 for `vpsadbw`.
+const SIGN_BYTES: AsmRegisterYmm = ymm6;
+
 /// The kernel: rows are (plane, oy); each row computes `ow` windows.
 ///
 /// Registers in a row: rsi the window rows' base (plane + first row), rdi
@@ -363,6 +370,8 @@ fn emit_pool(
     let (src, dst, tbl) = (STREAM_POINTERS[INPUT0], STREAM_POINTERS[OUTPUT], STREAM_POINTERS[AUX]);
     let unsigned = pool.unsigned;
     let average = pool.average;
+    // Average windows whose taps are contiguous along a row sum 32 at a time.
+    let vector_sums = average.is_some() && col_step == 1;
     let strategy = match pool.kind {
         PoolKind::Max2d | PoolKind::Max1d => "scalar window max, taps from a table",
         _ => "scalar exact window sums, one rescale per window",
@@ -378,6 +387,9 @@ fn emit_pool(
                 broadcast_u64(a, REGS.low, i64::from(out.qmin - out.zero_point) as u64)?;
                 broadcast_u64(a, REGS.high, i64::from(out.qmax - out.zero_point) as u64)?;
                 broadcast_u64(a, REGS.zp_out, i64::from(out.zero_point) as u64)?;
+                if !unsigned {
+                    broadcast_u64(a, SIGN_BYTES, 0x8080_8080_8080_8080)?;
+                }
             }
             Ok(())
         },
@@ -403,6 +415,9 @@ fn emit_pool(
             a.mov(ecx, dword_ptr(r9))?;
             a.add(rcx, src)?; // first tap
             a.mov(r8, tap_rows)?;
+            if vector_sums {
+                a.vpxor(ymm3, ymm3, ymm3)?;
+            }
             if average.is_some() {
                 a.xor(eax, eax)?;
             } else if unsigned {
@@ -416,6 +431,30 @@ fn emit_pool(
             a.jz(summed)?;
             bind(a, &mut tap_row)?;
             a.xor(r11d, r11d)?;
+            let mut row_end = a.create_label();
+            if vector_sums {
+                // 32 taps at a time: vpsadbw against zero sums bytes (as
+                // unsigned; i8 taps are offset by 128 first, taken back at
+                // the end) into four exact u64 lanes of ymm3.
+                let (mut wide, mut narrow) = (a.create_label(), a.create_label());
+                a.lea(rbp, qword_ptr(r11 + 32))?;
+                a.cmp(rbp, r10)?;
+                a.ja(narrow)?;
+                bind(a, &mut wide)?;
+                a.vmovdqu(ymm2, ymmword_ptr(rcx + r11))?;
+                if !unsigned {
+                    a.vpxor(ymm2, ymm2, SIGN_BYTES)?;
+                }
+                a.vpsadbw(ymm2, ymm2, REGS.zero)?;
+                a.vpaddq(ymm3, ymm3, ymm2)?;
+                a.add(r11, 32)?;
+                a.lea(rbp, qword_ptr(r11 + 32))?;
+                a.cmp(rbp, r10)?;
+                a.jbe(wide)?;
+                bind(a, &mut narrow)?;
+                a.cmp(r11, r10)?;
+                a.jae(row_end)?;
+            }
             bind(a, &mut tap)?;
             if unsigned {
                 a.movzx(ebp, byte_ptr(rcx + r11))?;
@@ -431,10 +470,27 @@ fn emit_pool(
             a.add(r11, col_step)?;
             a.cmp(r11, r10)?;
             a.jb(tap)?;
+            bind(a, &mut row_end)?;
             a.add(rcx, row_step)?;
             a.dec(r8)?;
             a.jnz(tap_row)?;
             bind(a, &mut summed)?;
+            if vector_sums {
+                a.vextracti128(xmm2, ymm3, 1)?;
+                a.vpaddq(xmm2, xmm2, xmm3)?;
+                a.vpshufd(xmm4, xmm2, 0x4E)?;
+                a.vpaddq(xmm2, xmm2, xmm4)?;
+                a.vmovq(rbp, xmm2)?;
+                a.add(rax, rbp)?;
+                if !unsigned {
+                    // Take back 128 per tap summed 32 at a time.
+                    a.mov(ebp, dword_ptr(r9 + 4))?;
+                    a.and(rbp, -32)?;
+                    a.imul_2(rbp, tap_rows)?;
+                    a.shl(rbp, 7)?;
+                    a.sub(rax, rbp)?;
+                }
+            }
             if let Some((input, _)) = &average {
                 // v = sum − taps × zp_in; taps = tap rows × tap columns.
                 a.mov(r8d, dword_ptr(r9 + 4))?;
@@ -537,13 +593,41 @@ mod tests {
     }
 
     #[test]
+    fn wide_windows_sum_32_taps_at_a_time() {
+        if !avx2_here() {
+            return;
+        }
+        for (sin, zp) in [("i8", -128), ("u8", 255), ("i8", 127), ("u8", 0)] {
+            for (kw, pad, include) in
+                [(40, [1, 3, 0, 5], false), (33, [0, 32, 1, 0], true), (64, [0, 0, 0, 0], false)]
+            {
+                let (h, w) = (5, 70);
+                let i = |v: usize| v as i64;
+                let oh = qopt_dialect_fp::shape::pool_out(i(h), 2, 1, i(pad[0]), i(pad[2]), 1, false).unwrap()
+                    as usize;
+                let ow = qopt_dialect_fp::shape::pool_out(i(w), i(kw), 7, i(pad[1]), i(pad[3]), 1, false)
+                    .unwrap() as usize;
+                let tin = tensor_type(&[1, 2, h, w], &quant(sin, 0.3, zp));
+                // Output steps of 2 input steps: means of ±255 steps stay in range.
+                let tout = tensor_type(&[1, 2, oh, ow], &quant("i8", 0.6, 3));
+                let attrs = format!(
+                    "{{kernel = [2, {kw}], stride = [1, 7], pad = [{}, {}, {}, {}], count_include_pad = {include}}}",
+                    pad[0], pad[1], pad[2], pad[3]
+                );
+                let x = byte_tensor(&[1, 2, h, w], sin == "u8", random_bytes(kw as u64, 2 * h * w));
+                check(&one_op("qnn.avg_pool2d", &attrs, &[&tin], &[&tout]), &[x]);
+            }
+        }
+    }
+
+    #[test]
     fn global_average_of_a_large_plane() {
         if !avx2_here() {
             return;
         }
         for (sin, zp) in [("i8", -128), ("u8", 255), ("u8", 0)] {
             let tin = tensor_type(&[1, 3, 57, 61], &quant(sin, 1.0, zp));
-            let tout = tensor_type(&[1, 3, 1, 1], &quant("i8", 1.0, 0));
+            let tout = tensor_type(&[1, 3, 1, 1], &quant("i8", 2.0, 0));
             let x = byte_tensor(&[1, 3, 57, 61], sin == "u8", random_bytes(9, 3 * 57 * 61));
             check(&one_op("qnn.global_avg_pool2d", "", &[&tin], &[&tout]), &[x]);
         }
