@@ -26,8 +26,13 @@
 //! Rust compile time instead, which suits fixed templates but makes
 //! run-time register and ISA choice awkward, and it brings a proc-macro.
 //!
-//! Not here yet (see `docs/codegen-x86.md`): conv2d, dense, object files and
-//! `--emit=asm`.
+//! Outputs of a compiled [`Program`] besides the JIT ([`JitModule`]):
+//! - [`write_object`] (`object.rs`): a relocatable x86-64 ELF object with C
+//!   entry points (`entry.rs` builds their stubs), and [`c_header`]
+//!   (`header.rs`) its header;
+//! - [`listing`] (`listing.rs`): a readable assembly listing.
+//!
+//! Not here yet (see `docs/codegen-x86.md`): conv2d and dense.
 
 #![warn(missing_docs)]
 
@@ -37,23 +42,33 @@ mod buffer;
 mod clock;
 mod convert;
 mod emit;
+mod entry;
 mod error;
 mod guard;
+mod header;
 mod jit;
 mod kernels;
+mod listing;
 pub mod lower;
 mod module;
+mod object;
 mod runtime;
 mod target;
 mod tensors;
 
+pub use crate::object::{check_prefix, default_prefix, write_object, ObjectOptions};
 pub use buffer::{ElementType, Elements, ElementsMut};
 pub use clock::measure_clock_hz;
 pub use convert::{kernel_multiplier_and_shift, ByteQuant, ConvertKernel, ConvertSpec, FixedPointMultiplier};
+pub use entry::{text_image, DataReference, DataSection, EntryFunction, EntryKind, TextImage};
 pub use error::{CodegenError, CodegenErrorKind};
 pub use guard::{GuardSide, GuardedRegion};
+pub use header::c_header;
 pub use jit::ExecutableCode;
+pub use listing::{listing, AsmSyntax};
 pub use lower::{Emit, LowerOp, Lowerings, OpLowering, Plan};
-pub use module::{compile, KernelEntry, OpEntry, Program, TensorSignature};
+pub use module::{
+    compile, KernelEntry, OpEntry, Program, QuantizedInterface, QuantizedTensor, TensorSignature,
+};
 pub use runtime::{JitModule, Workspace};
 pub use target::{CpuFeatures, Target, TargetCpu};
