@@ -29,7 +29,10 @@
 //! **Max.** The largest stored value of the window's taps (signed or
 //! unsigned compare by the storage), starting from the storage type's
 //! lowest value, which is also what an empty window gives in the
-//! interpreter.
+//! interpreter. Max is separable: for input rows of at most 4096 bytes a
+//! row first takes the maximum down each column over the window's rows (32
+//! columns per `vpmaxsb` / `vpmaxub`, into a buffer on the stack), then each
+//! window the maximum of its columns there; wider rows take every tap.
 
 use super::operands::QuantOperand;
 use super::requantize::{param_block, AVX2};
@@ -342,6 +345,124 @@ const REGS: StageRegisters = StageRegisters {
     zp_out: ymm9,
 };
 
+/// The widest input row the separable max pool buffers on the stack.
+const SEPARABLE_MAX_WIDTH: usize = 4096;
+
+/// The storage's lowest value in every byte (the separable max pool).
+const LOWEST_BYTES: AsmRegisterYmm = ymm5;
+
+/// The row body of a separable max pool (see `emit_pool`): rsi is the
+/// window rows' base, `tap_rows` their count, rdi the output row, rdx its
+/// length, r9 the first column entry; the column maxima go to
+/// `rsp + buffer_at`.
+fn emit_separable_max(
+    a: &mut CodeAssembler,
+    unsigned: bool,
+    width: i32,
+    (row_step, col_step): (i32, i32),
+    tap_rows: AsmMemoryOperand,
+    buffer_at: i32,
+) -> Result<(), CodegenError> {
+    let (src, dst) = (STREAM_POINTERS[INPUT0], STREAM_POINTERS[OUTPUT]);
+    let lowest: i64 = if unsigned { 0 } else { -128 };
+    let load_tap = |a: &mut CodeAssembler, at: AsmMemoryOperand| -> Result<(), IcedError> {
+        if unsigned {
+            a.movzx(ebp, at)
+        } else {
+            a.movsx(rbp, at)
+        }
+    };
+    // Down the columns, 32 at a time: ymm0 = max(lowest, taps of each row).
+    let (
+        mut wide,
+        mut wide_rows,
+        mut wide_store,
+        mut narrow,
+        mut narrow_rows,
+        mut narrow_store,
+        mut columns_done,
+    ) = (
+        a.create_label(),
+        a.create_label(),
+        a.create_label(),
+        a.create_label(),
+        a.create_label(),
+        a.create_label(),
+        a.create_label(),
+    );
+    a.xor(ecx, ecx)?;
+    a.cmp(rcx, width - 31)?;
+    a.jge(narrow)?;
+    bind(a, &mut wide)?;
+    a.vmovdqa(ymm0, LOWEST_BYTES)?;
+    a.mov(r8, tap_rows)?;
+    a.lea(r11, qword_ptr(src + rcx))?;
+    a.test(r8, r8)?;
+    a.jz(wide_store)?;
+    bind(a, &mut wide_rows)?;
+    if unsigned {
+        a.vpmaxub(ymm0, ymm0, ymmword_ptr(r11))?;
+    } else {
+        a.vpmaxsb(ymm0, ymm0, ymmword_ptr(r11))?;
+    }
+    a.add(r11, row_step)?;
+    a.dec(r8)?;
+    a.jnz(wide_rows)?;
+    bind(a, &mut wide_store)?;
+    a.vmovdqu(ymmword_ptr(rsp + rcx + buffer_at), ymm0)?;
+    a.add(rcx, 32)?;
+    a.cmp(rcx, width - 31)?;
+    a.jl(wide)?;
+    bind(a, &mut narrow)?;
+    a.cmp(rcx, width)?;
+    a.jge(columns_done)?;
+    let mut narrow_each = a.create_label();
+    bind(a, &mut narrow_each)?;
+    a.mov(rax, lowest)?;
+    a.mov(r8, tap_rows)?;
+    a.lea(r11, qword_ptr(src + rcx))?;
+    a.test(r8, r8)?;
+    a.jz(narrow_store)?;
+    bind(a, &mut narrow_rows)?;
+    load_tap(a, byte_ptr(r11))?;
+    a.cmp(rax, rbp)?;
+    a.cmovl(rax, rbp)?;
+    a.add(r11, row_step)?;
+    a.dec(r8)?;
+    a.jnz(narrow_rows)?;
+    bind(a, &mut narrow_store)?;
+    a.mov(byte_ptr(rsp + rcx + buffer_at), al)?;
+    a.inc(rcx)?;
+    a.cmp(rcx, width)?;
+    a.jl(narrow_each)?;
+    bind(a, &mut columns_done)?;
+    // Along each window's columns of the column maxima.
+    let (mut window, mut tap, mut store) = (a.create_label(), a.create_label(), a.create_label());
+    bind(a, &mut window)?;
+    a.mov(r10d, dword_ptr(r9 + 4))?;
+    a.imul_3(r10, r10, col_step)?; // end offset of the window's columns
+    a.mov(ecx, dword_ptr(r9))?;
+    a.lea(rcx, qword_ptr(rsp + rcx + buffer_at))?;
+    a.mov(rax, lowest)?;
+    a.test(r10, r10)?;
+    a.jz(store)?;
+    a.xor(r11d, r11d)?;
+    bind(a, &mut tap)?;
+    load_tap(a, byte_ptr(rcx + r11))?;
+    a.cmp(rax, rbp)?;
+    a.cmovl(rax, rbp)?;
+    a.add(r11, col_step)?;
+    a.cmp(r11, r10)?;
+    a.jb(tap)?;
+    bind(a, &mut store)?;
+    a.mov(byte_ptr(dst), al)?;
+    a.inc(dst)?;
+    a.add(r9, ENTRY as i32)?;
+    a.dec(ROW_LENGTH)?;
+    a.jnz(window)?;
+    Ok(())
+}
+
 /// 0x80 in every byte: flips i8 taps to u8 for `vpsadbw`.
 const SIGN_BYTES: AsmRegisterYmm = ymm6;
 
@@ -376,11 +497,21 @@ fn emit_pool(
         PoolKind::Max2d | PoolKind::Max1d => "scalar window max, taps from a table",
         _ => "scalar exact window sums, one rescale per window",
     };
+    // Max pools over rows of at most SEPARABLE_MAX_WIDTH bytes first take the
+    // maximum down each column of the window's rows (32 columns at a time, into
+    // a buffer on the stack), then along each window's columns of that.
+    let separable = average.is_none() && pool.width <= SEPARABLE_MAX_WIDTH;
+    let width = pool.width as i32;
+    let strategy = if separable { "window max down columns 32 at a time, then along rows" } else { strategy };
+    let buffer_qwords = if separable { pool.width.div_ceil(8) } else { 0 };
     emit_rows_with_locals(
         &nest,
         usize::MAX,
-        2,
+        2 + buffer_qwords,
         &|a| {
+            if separable {
+                broadcast_u64(a, LOWEST_BYTES, if unsigned { 0 } else { 0x8080_8080_8080_8080 })?;
+            }
             if let Some((_, out)) = &average {
                 a.vpxor(REGS.zero, REGS.zero, REGS.zero)?;
                 broadcast_u64(a, REGS.one, 1)?;
@@ -407,6 +538,16 @@ fn emit_pool(
             a.add(rcx, tbl)?;
             a.mov(row_blocks, rcx)?;
             a.lea(r9, qword_ptr(tbl + cols_at))?;
+            if separable {
+                return emit_separable_max(
+                    a,
+                    unsigned,
+                    width,
+                    (row_step, col_step),
+                    tap_rows,
+                    row.locals_at + 16,
+                );
+            }
             let (mut window, mut tap_row, mut tap, mut summed) =
                 (a.create_label(), a.create_label(), a.create_label(), a.create_label());
             bind(a, &mut window)?;
@@ -718,6 +859,51 @@ mod tests {
                 ),
                 &[x],
             );
+        }
+    }
+
+    /// Rows of 70 to 100 bytes (column maxima 32 at a time and a tail) and
+    /// of 5000 bytes (too wide for the stack buffer: every tap).
+    #[test]
+    fn max_pools_of_wide_rows() {
+        if !avx2_here() {
+            return;
+        }
+        let cases: [(usize, usize, &str); 4] = [
+            (70, 3, "{kernel = [3, 3], stride = [2, 2], pad = [1, 1, 1, 1]}"),
+            (
+                100,
+                4,
+                "{kernel = [2, 5], stride = [1, 3], dilation = [2, 2], pad = [1, 4, 0, 2], ceil_mode = true}",
+            ),
+            (96, 2, "{kernel = [2, 1], stride = [1, 1]}"),
+            (5000, 3, "{kernel = [3, 3], stride = [2, 2], pad = [1, 1, 1, 1]}"),
+        ];
+        for (w, h, attrs) in cases {
+            let mut ctx = context();
+            for element in ["!qnn.uniform<i8:f32, 0.5:3>", "!qnn.uniform<u8:f32, 0.5:100>"] {
+                let text = one_op(
+                    "fp.max_pool2d",
+                    attrs,
+                    &[&tensor_type(&[1, 2, h, w], element)],
+                    &[&tensor_type(&[1, 2, 1, 1], element)],
+                );
+                // The result shape from the interpreter's own verifier: build
+                // the module with the inferred type by asking for it.
+                let module = qopt_ir_core::parse_module(&mut ctx, text.as_bytes(), "case.qir").unwrap();
+                let e = qopt_ir_core::verify(&mut ctx, &module).unwrap_err();
+                let message = format!("{e:?}");
+                let inferred = message
+                    .split("inferred result type ")
+                    .nth(1)
+                    .and_then(|rest| rest.split(" but").next())
+                    .unwrap_or_else(|| panic!("{message}"))
+                    .to_string();
+                let text =
+                    one_op("fp.max_pool2d", attrs, &[&tensor_type(&[1, 2, h, w], element)], &[&inferred]);
+                let x = byte_tensor(&[1, 2, h, w], element.contains("u8"), random_bytes(w as u64, 2 * h * w));
+                check(&text, &[x]);
+            }
         }
     }
 

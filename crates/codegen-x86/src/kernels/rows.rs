@@ -219,6 +219,9 @@ pub(crate) struct RowContext {
     pub counters: Vec<AsmMemoryOperand>,
     /// Qwords the body may use freely while a row runs.
     pub locals: Vec<AsmMemoryOperand>,
+    /// Where the locals start: `rsp + locals_at` (they are contiguous, so a
+    /// body may also use them as one buffer of `8 × locals` bytes).
+    pub locals_at: i32,
 }
 
 /// Emits once per call, after the prologue: load constants.
@@ -361,7 +364,11 @@ pub(crate) fn emit_rows_with_locals(
         a.mov(ROW_LENGTH, last_run as u64)?;
         bind(&mut a, &mut full)?;
     }
-    row(&mut a, &RowContext { counters: counters[..outer_dims.len()].to_vec(), locals: local_slots })?;
+    let locals_at = 8 * dims.len() as i32;
+    row(
+        &mut a,
+        &RowContext { counters: counters[..outer_dims.len()].to_vec(), locals: local_slots, locals_at },
+    )?;
     a.dec(ROWS_LEFT)?;
     a.jz(finish)?;
     for d in (0..dims.len()).rev() {
