@@ -495,7 +495,7 @@ fn emit_pool(
     let vector_sums = average.is_some() && col_step == 1;
     let strategy = match pool.kind {
         PoolKind::Max2d | PoolKind::Max1d => "scalar window max, taps from a table",
-        _ => "scalar exact window sums, one rescale per window",
+        _ => "exact window sums (vpsadbw over contiguous taps), one rescale per window",
     };
     // Max pools over rows of at most SEPARABLE_MAX_WIDTH bytes first take the
     // maximum down each column of the window's rows (32 columns at a time, into
