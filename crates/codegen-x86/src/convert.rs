@@ -16,10 +16,13 @@
 //!   `[qmin − zp, qmax − zp]` in f32 (exact: small integers), convert, add `zp`.
 //! - **dequantize** (stored byte → f32): `f32(q − zp) ⊗ s` (`vcvtdq2ps`, exact
 //!   for |q − zp| ≤ 2^24, then one `vmulps`).
-//! - **requantize** (stored byte → stored byte): `v = q − zp_in`, the 64-bit
+//! - **requantize** (stored byte → stored byte): `v = q − zp_in`, then the
+//!   rescaling every integer kernel shares (`kernels/rescale.rs`): the 64-bit
 //!   product `v × m` (`vpmuldq` on even and odd lanes), the rounding shift of
 //!   §12 with the arithmetic shift built from logical shifts and the sign
-//!   mask, a 64-bit clamp to `[qmin − zp_out, qmax − zp_out]`, `+ zp_out`.
+//!   mask, a 64-bit clamp to `[qmin − zp_out, qmax − zp_out]`, `+ zp_out`. Its
+//!   tail runs the same vector instructions on one lane. (The `qnn.requantize`
+//!   lowering uses `kernels/requantize.rs`, which also takes per-axis input.)
 //!
 //! Supported: storage of 1 to 8 bits (i8 / u8 buffers), per-tensor parameters,
 //! f32 expressed types. Per-axis parameters, wider storage and f16/bf16
@@ -32,6 +35,7 @@ use crate::emit::{
 };
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::jit::ExecutableCode;
+use crate::kernels::rescale::{emit_multiply_round_clamp, StageConstants, StageRegisters};
 use crate::target::{CpuFeatures, Target};
 use iced_x86::code_asm::*;
 use qopt_dialect_qnn::fixed_point::{scale_f32, Rounding};
@@ -455,11 +459,12 @@ fn emit_dequantize(input: &ByteQuant, places: (Place, Place)) -> Result<Vec<u8>,
     )
 }
 
-/// requantize. Vector constants: ymm15 zp_in (i32), ymm14 m (i32; `vpmuldq`
-/// reads the low dword of each qword), ymm13 the rounding bias (i64: `h`, or
-/// `h − 1` for half_to_even), ymm12 ones (i64), ymm11 / ymm10 the clamp bounds
-/// `qmin − zp_out` / `qmax − zp_out` (i64), ymm9 zp_out (i64), ymm8 zero.
-/// Scalar constants: r8 the bias, r9 / r10 the bounds.
+/// requantize, with the shared rescaling of `kernels/rescale.rs`. Constants:
+/// ymm15 zp_in (i32), ymm14 m (i32; `vpmuldq` reads the low dword of each
+/// qword), and the [`StageRegisters`] ymm13 bias, ymm12 ones, xmm7 the shift,
+/// ymm11 / ymm10 the clamp bounds `qmin − zp_out` / `qmax − zp_out`, ymm9
+/// zp_out, ymm8 zero. The scalar tail runs the same vector instructions on
+/// one lane, so both loops compute with one instruction sequence.
 fn emit_requantize(
     input: &ByteQuant,
     output: &ByteQuant,
@@ -467,99 +472,49 @@ fn emit_requantize(
     rounding: Rounding,
     places: (Place, Place),
 ) -> Result<Vec<u8>, CodegenError> {
-    let (m, s) = kernel_multiplier_and_shift(multiplier);
-    let half = 1i64 << (s - 1);
-    let bias = if rounding == Rounding::HalfToEven { half - 1 } else { half };
-    let low = i64::from(output.qmin - output.zero_point);
-    let high = i64::from(output.qmax - output.zero_point);
-    let (zp_in, zp_out) = (input.zero_point, output.zero_point);
+    let stage = StageConstants::single_term(multiplier, rounding, output);
+    let zp_in = input.zero_point;
     let (in_unsigned, out_unsigned) = (input.is_unsigned(), output.is_unsigned());
     let shape = LoopShape { input_size: 1, output_size: 1, uses_float_environment: false };
-
-    // R(x, s, mode) of the 4 i64 lanes of `x`, clamped and offset by zp_out;
-    // clobbers `scratch`.
-    let round_clamp =
-        |a: &mut CodeAssembler, x: AsmRegisterYmm, scratch: AsmRegisterYmm| -> Result<(), IcedError> {
-            match rounding {
-                Rounding::HalfUp => a.vpaddq(x, x, ymm13)?,
-                Rounding::HalfAwayFromZero => {
-                    a.vpcmpgtq(scratch, ymm8, x)?; // −1 where x < 0
-                    a.vpaddq(x, x, ymm13)?;
-                    a.vpaddq(x, x, scratch)?;
-                }
-                Rounding::HalfToEven => {
-                    a.vpsrlq(scratch, x, s as i32)?;
-                    a.vpand(scratch, scratch, ymm12)?; // bit s of x
-                    a.vpaddq(x, x, ymm13)?;
-                    a.vpaddq(x, x, scratch)?;
-                }
-            }
-            // Arithmetic shift right by s: srl(x ^ sign, s) ^ sign.
-            a.vpcmpgtq(scratch, ymm8, x)?;
-            a.vpxor(x, x, scratch)?;
-            a.vpsrlq(x, x, s as i32)?;
-            a.vpxor(x, x, scratch)?;
-            a.vpcmpgtq(scratch, ymm11, x)?; // low > x
-            a.vblendvpd(x, x, ymm11, scratch)?;
-            a.vpcmpgtq(scratch, x, ymm10)?; // x > high
-            a.vblendvpd(x, x, ymm10, scratch)?;
-            a.vpaddq(x, x, ymm9)
-        };
-
+    let regs = StageRegisters {
+        zero: ymm8,
+        one: ymm12,
+        bias: ymm13,
+        shift: xmm7,
+        low: ymm11,
+        high: ymm10,
+        zp_out: ymm9,
+    };
+    // v = q − zp_in in ymm0 (i32) → the requantized values, i32 in ymm0.
+    let rescale = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+        a.vpsubd(ymm0, ymm0, ymm15)?;
+        emit_multiply_round_clamp(a, rounding, &regs, ymm14, ymm0, [ymm1, ymm2])
+    };
     emit_elementwise(
         shape,
         places,
         &|a| {
             broadcast_u32(a, ymm15, zp_in as u32)?;
-            broadcast_u32(a, ymm14, m as u32)?;
-            broadcast_u64(a, ymm13, bias as u64)?;
+            broadcast_u32(a, ymm14, stage.multiplier as u32)?;
+            broadcast_u64(a, ymm13, stage.bias as u64)?;
             broadcast_u64(a, ymm12, 1)?;
-            broadcast_u64(a, ymm11, low as u64)?;
-            broadcast_u64(a, ymm10, high as u64)?;
-            broadcast_u64(a, ymm9, i64::from(zp_out) as u64)?;
+            broadcast_u64(a, ymm11, stage.low as u64)?;
+            broadcast_u64(a, ymm10, stage.high as u64)?;
+            broadcast_u64(a, ymm9, stage.zp_out as u64)?;
             a.vpxor(ymm8, ymm8, ymm8)?;
-            a.mov(r8, bias)?;
-            a.mov(r9, low)?;
-            a.mov(r10, high)
+            a.mov(eax, stage.shift)?;
+            a.vmovd(xmm7, eax)
         },
         &|a| {
             load_8_bytes(a, ymm0, in_unsigned)?;
-            a.vpsubd(ymm0, ymm0, ymm15)?; // v = q − zp_in (i32)
-            a.vpsrlq(ymm1, ymm0, 32)?; // odd lanes to the low dwords
-            a.vpmuldq(ymm0, ymm0, ymm14)?; // v × m, elements 0, 2, 4, 6
-            a.vpmuldq(ymm1, ymm1, ymm14)?; // v × m, elements 1, 3, 5, 7
-            round_clamp(a, ymm0, ymm2)?;
-            round_clamp(a, ymm1, ymm3)?;
-            a.vpsllq(ymm1, ymm1, 32)?;
-            a.vpblendd(ymm0, ymm0, ymm1, 0b1010_1010)?; // back in element order
+            rescale(a)?;
             store_8_bytes(a, out_unsigned)
         },
         &|a| {
             load_byte(a, in_unsigned)?;
-            a.sub(eax, zp_in)?;
-            a.movsxd(rax, eax)?;
-            a.imul_3(rax, rax, m)?;
-            match rounding {
-                Rounding::HalfUp => {}
-                Rounding::HalfAwayFromZero => {
-                    a.mov(rcx, rax)?;
-                    a.sar(rcx, 63)?;
-                    a.add(rax, rcx)?;
-                }
-                Rounding::HalfToEven => {
-                    a.mov(rcx, rax)?;
-                    a.shr(rcx, s)?;
-                    a.and(ecx, 1)?;
-                    a.add(rax, rcx)?;
-                }
-            }
-            a.add(rax, r8)?;
-            a.sar(rax, s)?;
-            a.cmp(rax, r9)?;
-            a.cmovl(rax, r9)?;
-            a.cmp(rax, r10)?;
-            a.cmovg(rax, r10)?;
-            a.add(eax, zp_out)?;
+            a.vmovd(xmm0, eax)?;
+            rescale(a)?;
+            a.vmovd(eax, xmm0)?;
             a.mov(byte_ptr(rsi), al)
         },
     )

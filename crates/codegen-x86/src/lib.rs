@@ -10,6 +10,12 @@
 //!   `qnn.dequantize` and `qnn.requantize` on per-tensor 8-bit types,
 //!   specialized per op and bit-exact with the interpreter; `emit.rs` holds
 //!   the loop every elementwise kernel shares.
+//! - `kernels/`: the kernels of the built-in lowerings beyond conversions:
+//!   `qnn.requantize` (per tensor or per axis), `qnn.add` / `qnn.mul` with
+//!   broadcasting, `qnn.concat`, the average pools, `qnn.lookup`, and
+//!   quantized max pooling, transpose, slices, split, concat, pad and relu,
+//!   all in the row nest of `kernels/rows.rs`, the integer ones sharing the
+//!   rescaling of `kernels/rescale.rs`.
 //!
 //! **Assembler: iced-x86's `code_asm`.** It assembles at run time from plain
 //! Rust calls, so registers, immediates and instruction choice are ordinary
@@ -26,8 +32,7 @@
 //!   (`header.rs`) its header;
 //! - [`listing`] (`listing.rs`): a readable assembly listing.
 //!
-//! Not here yet (see `docs/codegen-x86.md`): conv2d, dense, add, mul, concat,
-//! pools and the remaining shape ops.
+//! Not here yet (see `docs/codegen-x86.md`): conv2d and dense.
 
 #![warn(missing_docs)]
 

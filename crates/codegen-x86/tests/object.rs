@@ -412,7 +412,8 @@ fn the_listing_names_every_kernel_location_and_entry() {
         assert!(!text.contains("(bad)"), "everything decodes");
         let replaced = format!("{c} kernel 0 (qnn.quantize) replaced: copy 111 bytes from input0 to arena+");
         assert!(text.contains(&replaced), "{replaced} in\n{text}");
-        let constant = "(qnn.dequantize) replaced: copy 5 bytes from rodata+0 to output1\n";
+        // The constant sits in rodata after the requantize's parameter block.
+        let constant = "(qnn.dequantize) replaced: copy 5 bytes from rodata+128 to output1\n";
         assert!(text.contains(constant), "{constant} in\n{text}");
     }
 }

@@ -6,13 +6,31 @@ use super::{LowerOp, Lowerings, OpLowering, Plan};
 use crate::abi::KernelCode;
 use crate::convert::ConvertSpec;
 use crate::error::CodegenError;
+use crate::kernels;
+use qopt_dialect_fp::op_names as fp_op;
+use qopt_dialect_qnn::op_names as qnn_op;
 use std::sync::Arc;
 
 /// Registers every built-in lowering.
 pub(super) fn register(l: &mut Lowerings) {
     let convert: Arc<dyn OpLowering> = Arc::new(Convert);
-    for name in ["qnn.quantize", "qnn.dequantize", "qnn.requantize"] {
+    for name in ["qnn.quantize", "qnn.dequantize"] {
         l.register(name, convert.clone());
+    }
+    l.register(qnn_op::REQUANTIZE, Arc::new(kernels::requantize::Requantize));
+    let binary: Arc<dyn OpLowering> = Arc::new(kernels::binary::Binary);
+    for name in [qnn_op::ADD, qnn_op::MUL] {
+        l.register(name, binary.clone());
+    }
+    l.register(qnn_op::CONCAT, Arc::new(kernels::concat::QuantConcat));
+    l.register(qnn_op::LOOKUP, Arc::new(kernels::lookup::Lookup));
+    let pool: Arc<dyn OpLowering> = Arc::new(kernels::pool::Pool);
+    for name in [qnn_op::AVG_POOL2D, qnn_op::GLOBAL_AVG_POOL2D, fp_op::MAX_POOL2D, fp_op::MAX_POOL1D] {
+        l.register(name, pool.clone());
+    }
+    l.register(fp_op::RESIZE, Arc::new(kernels::resize::Resize));
+    for (name, lowering) in kernels::movement::lowerings() {
+        l.register(name, lowering);
     }
     let alias: Arc<dyn OpLowering> = Arc::new(Alias);
     for name in ["fp.reshape", "fp.flatten", "fp.squeeze", "fp.unsqueeze", "qnn.cast_hint", "qnn.stop_fusion"]
@@ -21,8 +39,7 @@ pub(super) fn register(l: &mut Lowerings) {
     }
 }
 
-/// `qnn.quantize`, `qnn.dequantize`, `qnn.requantize`: one elementwise
-/// kernel (`convert.rs`).
+/// `qnn.quantize`, `qnn.dequantize`: one elementwise kernel (`convert.rs`).
 struct Convert;
 
 impl OpLowering for Convert {
