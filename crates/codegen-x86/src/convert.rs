@@ -32,6 +32,7 @@ use crate::emit::{
 };
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::jit::ExecutableCode;
+use crate::kernels::requantize::{HalfConstants, Requantizer, ShiftCount, Vector};
 use crate::target::{CpuFeatures, Target};
 use iced_x86::code_asm::*;
 use qopt_dialect_qnn::fixed_point::{scale_f32, Rounding};
@@ -458,7 +459,8 @@ fn emit_dequantize(input: &ByteQuant, places: (Place, Place)) -> Result<Vec<u8>,
 /// requantize. Vector constants: ymm15 zp_in (i32), ymm14 m (i32; `vpmuldq`
 /// reads the low dword of each qword), ymm13 the rounding bias (i64: `h`, or
 /// `h − 1` for half_to_even), ymm12 ones (i64), ymm11 / ymm10 the clamp bounds
-/// `qmin − zp_out` / `qmax − zp_out` (i64), ymm9 zp_out (i64), ymm8 zero.
+/// `qmin − zp_out` / `qmax − zp_out` (i64), ymm9 zp_out (i32), ymm8 zero; the
+/// vector arithmetic is the shared [`Requantizer`] with an immediate shift.
 /// Scalar constants: r8 the bias, r9 / r10 the bounds.
 fn emit_requantize(
     input: &ByteQuant,
@@ -475,36 +477,21 @@ fn emit_requantize(
     let (zp_in, zp_out) = (input.zero_point, output.zero_point);
     let (in_unsigned, out_unsigned) = (input.is_unsigned(), output.is_unsigned());
     let shape = LoopShape { input_size: 1, output_size: 1, uses_float_environment: false };
-
-    // R(x, s, mode) of the 4 i64 lanes of `x`, clamped and offset by zp_out;
-    // clobbers `scratch`.
-    let round_clamp =
-        |a: &mut CodeAssembler, x: AsmRegisterYmm, scratch: AsmRegisterYmm| -> Result<(), IcedError> {
-            match rounding {
-                Rounding::HalfUp => a.vpaddq(x, x, ymm13)?,
-                Rounding::HalfAwayFromZero => {
-                    a.vpcmpgtq(scratch, ymm8, x)?; // −1 where x < 0
-                    a.vpaddq(x, x, ymm13)?;
-                    a.vpaddq(x, x, scratch)?;
-                }
-                Rounding::HalfToEven => {
-                    a.vpsrlq(scratch, x, s as i32)?;
-                    a.vpand(scratch, scratch, ymm12)?; // bit s of x
-                    a.vpaddq(x, x, ymm13)?;
-                    a.vpaddq(x, x, scratch)?;
-                }
-            }
-            // Arithmetic shift right by s: srl(x ^ sign, s) ^ sign.
-            a.vpcmpgtq(scratch, ymm8, x)?;
-            a.vpxor(x, x, scratch)?;
-            a.vpsrlq(x, x, s as i32)?;
-            a.vpxor(x, x, scratch)?;
-            a.vpcmpgtq(scratch, ymm11, x)?; // low > x
-            a.vblendvpd(x, x, ymm11, scratch)?;
-            a.vpcmpgtq(scratch, x, ymm10)?; // x > high
-            a.vblendvpd(x, x, ymm10, scratch)?;
-            a.vpaddq(x, x, ymm9)
-        };
+    let constants = HalfConstants {
+        multiplier: Vector::Reg(ymm14),
+        rounding_bias: Vector::Reg(ymm13),
+        shift: ShiftCount::Immediate(s),
+    };
+    let requantizer = Requantizer {
+        even: constants,
+        odd: constants,
+        rounding,
+        ones: Vector::Reg(ymm12),
+        low: ymm11,
+        high: Vector::Reg(ymm10),
+        zero_point: Vector::Reg(ymm9),
+        zero: Some(ymm8),
+    };
 
     emit_elementwise(
         shape,
@@ -516,7 +503,7 @@ fn emit_requantize(
             broadcast_u64(a, ymm12, 1)?;
             broadcast_u64(a, ymm11, low as u64)?;
             broadcast_u64(a, ymm10, high as u64)?;
-            broadcast_u64(a, ymm9, i64::from(zp_out) as u64)?;
+            broadcast_u32(a, ymm9, zp_out as u32)?;
             a.vpxor(ymm8, ymm8, ymm8)?;
             a.mov(r8, bias)?;
             a.mov(r9, low)?;
@@ -525,13 +512,7 @@ fn emit_requantize(
         &|a| {
             load_8_bytes(a, ymm0, in_unsigned)?;
             a.vpsubd(ymm0, ymm0, ymm15)?; // v = q − zp_in (i32)
-            a.vpsrlq(ymm1, ymm0, 32)?; // odd lanes to the low dwords
-            a.vpmuldq(ymm0, ymm0, ymm14)?; // v × m, elements 0, 2, 4, 6
-            a.vpmuldq(ymm1, ymm1, ymm14)?; // v × m, elements 1, 3, 5, 7
-            round_clamp(a, ymm0, ymm2)?;
-            round_clamp(a, ymm1, ymm3)?;
-            a.vpsllq(ymm1, ymm1, 32)?;
-            a.vpblendd(ymm0, ymm0, ymm1, 0b1010_1010)?; // back in element order
+            requantizer.emit(a, ymm0, ymm1, ymm2)?;
             store_8_bytes(a, out_unsigned)
         },
         &|a| {

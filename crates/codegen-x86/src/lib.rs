@@ -31,6 +31,7 @@ mod convert;
 mod emit;
 mod error;
 mod jit;
+mod kernels;
 pub mod lower;
 mod target;
 
@@ -38,4 +39,5 @@ pub use buffer::{ElementType, Elements, ElementsMut};
 pub use convert::{kernel_multiplier_and_shift, ByteQuant, ConvertKernel, ConvertSpec, FixedPointMultiplier};
 pub use error::{CodegenError, CodegenErrorKind};
 pub use jit::ExecutableCode;
+pub use kernels::{Conv2dLowering, DenseLowering, KernelOptions};
 pub use target::{CpuFeatures, Target, TargetCpu};

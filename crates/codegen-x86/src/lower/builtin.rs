@@ -14,6 +14,7 @@ pub(super) fn register(l: &mut Lowerings) {
     for name in ["qnn.quantize", "qnn.dequantize", "qnn.requantize"] {
         l.register(name, convert.clone());
     }
+    crate::kernels::register(l);
     let alias: Arc<dyn OpLowering> = Arc::new(Alias);
     for name in ["fp.reshape", "fp.flatten", "fp.squeeze", "fp.unsqueeze", "qnn.cast_hint", "qnn.stop_fusion"]
     {

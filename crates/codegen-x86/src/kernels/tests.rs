@@ -1,0 +1,520 @@
+//! The conv2d and dense kernels against the interpreter, bit for bit, one op
+//! at a time: each case writes a one-op `.qir` function (weights and bias as
+//! constants), runs the interpreter, then plans and emits the op with the
+//! lowering, maps every kernel, runs it over its work range split into
+//! random pieces (as threads would), and compares every output byte. The
+//! output buffer is surrounded by guard bytes that must stay untouched.
+//!
+//! Properties cover random shapes, strides, pads, dilations, groups
+//! (depthwise included), per-tensor and per-channel weights with zero
+//! points, i8/u8/narrowed activations and outputs, biases (absent, small,
+//! near the i32 limits so sums wrap), every rounding mode and relu form, and
+//! both AVX2 schemes: each case runs with the default options (which take
+//! `vpmaddubsw` when the weights allow it) and with the exact path forced.
+//! The VNNI code is assembled on every machine and run only where the CPU
+//! has it.
+
+use super::{Conv2dLowering, DenseLowering, KernelOptions};
+use crate::abi::{call_kernel, Place, BUFFER_ALIGN};
+use crate::jit::ExecutableCode;
+use crate::lower::{Emit, LowerOp, OpLowering, Plan, Rodata};
+use crate::target::{CpuFeatures, Target, TargetCpu};
+use ndarray::{ArrayD, IxDyn};
+use proptest::prelude::*;
+use qopt_interp::{run_function, KernelRegistry, Tensor};
+use qopt_ir_core::{parse_module, Context, Module, OpId};
+
+/// Whether this CPU runs the AVX2 kernels; prints a notice when not.
+fn avx2_here(test: &str) -> bool {
+    let host = CpuFeatures::host();
+    if host.avx2 && host.avx {
+        true
+    } else {
+        println!("notice: {test}: skipped running the AVX2 kernels, this CPU lacks AVX2 (it has {host})");
+        false
+    }
+}
+
+fn context() -> Context {
+    let mut ctx = Context::new();
+    qopt_dialect_fp::register(&mut ctx).unwrap();
+    qopt_dialect_qnn::register(&mut ctx).unwrap();
+    ctx
+}
+
+/// A quantized element type with per-tensor parameters.
+fn quant(storage: &str, scale: f64, zero_point: i64) -> String {
+    format!("!qnn.uniform<{storage}:f32, {scale:?}:{zero_point}>")
+}
+
+/// Storage types of activations and results, with their ranges.
+const STORAGES: [(&str, i64, i64); 4] =
+    [("i8", -128, 127), ("u8", 0, 255), ("i8<-127:127>", -127, 127), ("u8<0:200>", 0, 200)];
+
+const ROUNDINGS: [&str; 3] = ["half_away_from_zero", "half_to_even", "half_up"];
+
+/// One conv2d or dense problem, everything explicit.
+#[derive(Clone, Debug)]
+struct Case {
+    /// `qnn.conv2d`, `qnn.conv2d_relu`, `qnn.dense`, `qnn.dense_relu`.
+    op: &'static str,
+    /// The attribute dictionary, `{...}`.
+    attrs: String,
+    x_shape: Vec<usize>,
+    x_storage: (&'static str, i64, i64),
+    x_scale: f64,
+    x_zp: i64,
+    x: Vec<i64>,
+    w_shape: Vec<usize>,
+    /// Signed (i8) or unsigned (u8) weight storage.
+    w_unsigned: bool,
+    /// One entry (per tensor) or one per output channel.
+    w_params: Vec<(f64, i64)>,
+    w: Vec<i64>,
+    bias: Option<Vec<i32>>,
+    out_shape: Vec<usize>,
+    out_storage: (&'static str, i64, i64),
+    out_scale: f64,
+    out_zp: i64,
+}
+
+fn dims(shape: &[usize]) -> String {
+    shape.iter().map(usize::to_string).collect::<Vec<_>>().join("x")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let digits: String = bytes.iter().map(|b| format!("{b:02X}")).collect();
+    format!("\"0x{digits}\"")
+}
+
+impl Case {
+    fn w_type(&self) -> String {
+        let storage = if self.w_unsigned { "u8" } else { "i8" };
+        let elem = if self.w_params.len() == 1 {
+            quant(storage, self.w_params[0].0, self.w_params[0].1)
+        } else {
+            let entries: Vec<String> = self.w_params.iter().map(|(s, z)| format!("{s:?}:{z}")).collect();
+            format!("!qnn.uniform<{storage}:f32:0, {{{}}}>", entries.join(", "))
+        };
+        format!("tensor<{}x{elem}>", dims(&self.w_shape))
+    }
+
+    fn text(&self) -> String {
+        let tx =
+            format!("tensor<{}x{}>", dims(&self.x_shape), quant(self.x_storage.0, self.x_scale, self.x_zp));
+        let ty = format!(
+            "tensor<{}x{}>",
+            dims(&self.out_shape),
+            quant(self.out_storage.0, self.out_scale, self.out_zp)
+        );
+        let tw = self.w_type();
+        let w_bytes: Vec<u8> = self.w.iter().map(|&v| v as u8).collect();
+        let mut body =
+            format!("    %w = fp.constant() {{value = dense<{}> : {tw}}} : () -> {tw}\n", hex(&w_bytes));
+        let mut operands = "%x, %w".to_string();
+        let mut types = format!("{tx}, {tw}");
+        if let Some(b) = &self.bias {
+            let tb = format!("tensor<{}xi32>", b.len());
+            let bytes: Vec<u8> = b.iter().flat_map(|v| v.to_le_bytes()).collect();
+            body +=
+                &format!("    %b = fp.constant() {{value = dense<{}> : {tb}}} : () -> {tb}\n", hex(&bytes));
+            operands += ", %b";
+            types += &format!(", {tb}");
+        }
+        body += &format!("    %y = {}({operands}) {} : ({types}) -> {ty}\n", self.op, self.attrs);
+        format!("module {{\n  func.func @f(%x: {tx}) -> {ty} {{\n{body}    func.return %y : {ty}\n  }}\n}}\n")
+    }
+
+    fn input(&self) -> Tensor {
+        let shape = IxDyn(&self.x_shape);
+        if self.x_storage.0.starts_with('u') {
+            Tensor::U8(ArrayD::from_shape_vec(shape, self.x.iter().map(|&v| v as u8).collect()).unwrap())
+        } else {
+            Tensor::I8(ArrayD::from_shape_vec(shape, self.x.iter().map(|&v| v as i8).collect()).unwrap())
+        }
+    }
+
+    fn input_bytes(&self) -> Vec<u8> {
+        self.x.iter().map(|&v| v as u8).collect()
+    }
+}
+
+/// The interpreter's output bytes.
+fn interpret(ctx: &Context, module: &Module, case: &Case) -> Vec<u8> {
+    let out = run_function(ctx, module, "f", &[case.input()], &KernelRegistry::standard())
+        .unwrap_or_else(|e| panic!("interpreter: {e}\n{}", case.text()))
+        .remove(0);
+    match out {
+        Tensor::I8(a) => a.iter().map(|&v| v as u8).collect(),
+        Tensor::U8(a) => a.iter().copied().collect(),
+        other => panic!("unexpected interpreter output {}", other.describe()),
+    }
+}
+
+/// The op computing `%y` (the one `qnn` op of the function).
+fn the_op(ctx: &Context, module: &Module) -> OpId {
+    let func = module.top_level_ops().next().expect("a function");
+    let block = module.first_block(module.region(func, 0));
+    module
+        .block_ops(block)
+        .find(|&op| ctx.op_name_str(module.op_name(op)).starts_with("qnn."))
+        .expect("a qnn op")
+}
+
+/// A buffer whose usable part starts at a `BUFFER_ALIGN`-aligned address.
+struct Aligned {
+    storage: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl Aligned {
+    fn new(bytes: &[u8], len: usize, fill: u8) -> Aligned {
+        let mut storage = vec![fill; len + BUFFER_ALIGN];
+        let start = storage.as_ptr().align_offset(BUFFER_ALIGN);
+        storage[start..start + bytes.len()].copy_from_slice(bytes);
+        Aligned { storage, start, len }
+    }
+
+    fn ptr(&mut self) -> *mut u8 {
+        self.storage[self.start..].as_mut_ptr()
+    }
+}
+
+/// What compiling one op gave.
+struct Compiled {
+    plan: Plan,
+    kernels: Vec<crate::abi::KernelCode>,
+    rodata: Vec<u8>,
+}
+
+fn compile(
+    ctx: &Context,
+    module: &Module,
+    lowering: &dyn OpLowering,
+    target: &Target,
+) -> Result<Compiled, crate::CodegenError> {
+    let op = LowerOp { ctx, module, op: the_op(ctx, module), target };
+    let plan = lowering.plan(&op)?;
+    let Plan::Kernels { scratch_bytes, compile_time_operands } = &plan else {
+        panic!("conv is not an alias")
+    };
+    let operands = (0..op.num_operands())
+        .map(|i| (!compile_time_operands.contains(&i)).then_some(Place::Io(0)))
+        .collect();
+    let mut rodata = Rodata::default();
+    // A few bytes of rodata before the op's own, so offsets are not all 0.
+    rodata.push(&[0x5A; 3]);
+    let mut emit = Emit {
+        operands,
+        results: vec![Place::Io(1)],
+        scratch: (*scratch_bytes > 0).then_some(Place::Arena(BUFFER_ALIGN)),
+        rodata: &mut rodata,
+        kernels: Vec::new(),
+    };
+    lowering.emit(&op, &mut emit)?;
+    let kernels = emit.kernels;
+    Ok(Compiled { plan, kernels, rodata: rodata.bytes })
+}
+
+/// Runs the compiled kernels on `input`, each over its range split at
+/// `cuts` (fractions), and returns the output bytes (checking the guards).
+fn run(compiled: &Compiled, input: &[u8], out_len: usize, cuts: &[f64]) -> Vec<u8> {
+    const GUARD: usize = 64;
+    let Plan::Kernels { scratch_bytes, .. } = compiled.plan else { unreachable!() };
+    let mut arena = Aligned::new(&[], BUFFER_ALIGN + scratch_bytes + GUARD, 0xC3);
+    let mut rodata = Aligned::new(&compiled.rodata, compiled.rodata.len(), 0);
+    let mut x = input.to_vec();
+    let mut out = vec![0xA5u8; out_len + 2 * GUARD];
+    let io = [x.as_mut_ptr(), out[GUARD..].as_mut_ptr()];
+    for kernel in &compiled.kernels {
+        let code = ExecutableCode::new(&kernel.code).unwrap();
+        let mut bounds: Vec<usize> = cuts.iter().map(|f| (f * kernel.work as f64) as usize).collect();
+        bounds.push(0);
+        bounds.push(kernel.work);
+        bounds.sort_unstable();
+        for range in bounds.windows(2) {
+            // SAFETY: the kernel was generated for these places: io[0] holds
+            // the input (exactly its bytes), io[1] the output (with guards
+            // around it), the arena holds the planned scratch at offset 64,
+            // rodata the op's data; the ranges cover 0..work once.
+            unsafe { call_kernel(code.entry(), arena.ptr(), rodata.ptr(), &io, range[0], range[1]) };
+        }
+    }
+    assert!(
+        out[..GUARD].iter().chain(&out[GUARD + out_len..]).all(|&b| b == 0xA5),
+        "a kernel wrote outside the output"
+    );
+    assert!(
+        arena.storage[arena.start + BUFFER_ALIGN + scratch_bytes..][..GUARD].iter().all(|&b| b == 0xC3),
+        "a kernel wrote past its scratch"
+    );
+    let _ = rodata.len;
+    out[GUARD..GUARD + out_len].to_vec()
+}
+
+/// Compiles `case` with `lowering` and compares with the interpreter;
+/// returns the strategy of the last kernel.
+fn check(case: &Case, lowering: &dyn OpLowering, cuts: &[f64]) -> String {
+    let mut ctx = context();
+    let text = case.text();
+    let module =
+        parse_module(&mut ctx, text.as_bytes(), "case.qir").unwrap_or_else(|e| panic!("{text}\n{e:?}"));
+    let want = interpret(&ctx, &module, case);
+    let target = Target::for_running(TargetCpu::Native).unwrap();
+    let compiled = compile(&ctx, &module, lowering, &target).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let got = run(&compiled, &case.input_bytes(), want.len(), cuts);
+    if got != want {
+        let first = (0..want.len()).find(|&i| got[i] != want[i]).unwrap();
+        let strategies: Vec<&str> = compiled.kernels.iter().map(|k| k.strategy.as_str()).collect();
+        panic!(
+            "{} of {} outputs differ, first at {first}: jit {} vs interpreter {}\nkernels: {strategies:?}\n{}",
+            (0..want.len()).filter(|&i| got[i] != want[i]).count(),
+            want.len(),
+            got[first] as i8,
+            want[first] as i8,
+            if text.len() < 4000 { text } else { text[..4000].to_string() }
+        );
+    }
+    eprintln!(
+        "STRAT {:?}",
+        compiled.kernels.iter().map(|k| (k.strategy.clone(), k.work)).collect::<Vec<_>>()
+    );
+    compiled.kernels.last().map(|k| k.strategy.clone()).unwrap_or_default()
+}
+
+// ---- strategies -------------------------------------------------------------
+
+/// A small deterministic generator (xorshift) for data.
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % (hi - lo + 1) as u64) as i64
+    }
+}
+
+/// Parameters every case draws: storages, scales, zero points, the bias
+/// kind, relu form, rounding, weight magnitude and data seed.
+#[derive(Clone, Debug)]
+struct Common {
+    x_storage: usize,
+    out_storage: usize,
+    w_unsigned: bool,
+    per_channel: bool,
+    weight_zp_kind: usize,
+    small_weights: bool,
+    bias_kind: usize,
+    relu: usize,
+    rounding: usize,
+    scale_exponent: i32,
+    seed: u64,
+}
+
+fn common() -> impl Strategy<Value = Common> {
+    (
+        (0usize..4, 0usize..4, prop::bool::weighted(0.2), any::<bool>(), 0usize..3, any::<bool>()),
+        (0usize..4, 0usize..4, 0usize..3, -12i32..4, any::<u64>()),
+    )
+        .prop_map(|((xs, os, wu, pc, wz, small), (bias, relu, rounding, e, seed))| Common {
+            x_storage: xs,
+            out_storage: os,
+            w_unsigned: wu,
+            per_channel: pc,
+            weight_zp_kind: wz,
+            small_weights: small,
+            bias_kind: bias,
+            relu,
+            rounding,
+            scale_exponent: e,
+            seed: seed | 1,
+        })
+}
+
+/// Fills a case's parameters and data from `c`; `channels` output channels,
+/// `x_len` input and `w_len` weight values.
+#[allow(clippy::too_many_arguments)] // the shapes of one case, each needed
+fn build(
+    c: &Common,
+    op_base: &'static str,
+    mut attrs: Vec<String>,
+    x_shape: Vec<usize>,
+    w_shape: Vec<usize>,
+    out_shape: Vec<usize>,
+    channels: usize,
+) -> Case {
+    let mut rng = Random(c.seed);
+    let x_storage = STORAGES[c.x_storage];
+    let out_storage = STORAGES[c.out_storage];
+    let (w_lo, w_hi) = if c.w_unsigned { (0, 255) } else { (-128, 127) };
+    let zp_of = |rng: &mut Random, lo: i64, hi: i64| match rng.next() % 4 {
+        0 => lo,
+        1 => hi,
+        _ => rng.range(lo, hi),
+    };
+    let x_zp = zp_of(&mut rng, x_storage.1, x_storage.2);
+    let out_zp = zp_of(&mut rng, out_storage.1, out_storage.2);
+    let entries = if c.per_channel { channels } else { 1 };
+    let w_params: Vec<(f64, i64)> = (0..entries)
+        .map(|_| {
+            let scale = (1.0 + (rng.next() % 1000) as f64 / 1000.0) * 2f64.powi(-8 - (rng.next() % 4) as i32);
+            let zp = match c.weight_zp_kind {
+                0 if !c.w_unsigned => 0,
+                0 | 1 => {
+                    if c.w_unsigned {
+                        rng.range(100, 156)
+                    } else {
+                        rng.range(-3, 3)
+                    }
+                }
+                _ => rng.range(w_lo, w_hi),
+            };
+            (scale, zp)
+        })
+        .collect();
+    let x_len: usize = x_shape.iter().product();
+    let w_len: usize = w_shape.iter().product();
+    let x: Vec<i64> = (0..x_len).map(|_| rng.range(x_storage.1, x_storage.2)).collect();
+    let per_row = w_len / channels.max(1);
+    let w: Vec<i64> = (0..w_len)
+        .map(|i| {
+            let zp = w_params[if entries == 1 { 0 } else { i / per_row.max(1) }].1;
+            if c.small_weights {
+                (zp + rng.range(-60, 60)).clamp(w_lo, w_hi)
+            } else {
+                rng.range(w_lo, w_hi)
+            }
+        })
+        .collect();
+    let bias = match c.bias_kind {
+        0 => None,
+        1 => Some((0..channels).map(|_| rng.range(-20000, 20000) as i32).collect()),
+        2 => {
+            Some((0..channels).map(|_| rng.range(i64::from(i32::MIN), i64::from(i32::MAX)) as i32).collect())
+        }
+        _ => Some(
+            (0..channels)
+                .map(|_| {
+                    if rng.next().is_multiple_of(2) {
+                        i32::MAX - rng.range(0, 5000) as i32
+                    } else {
+                        i32::MIN + rng.range(0, 5000) as i32
+                    }
+                })
+                .collect(),
+        ),
+    };
+    let relu = c.relu > 0;
+    if c.relu >= 2 {
+        // ReLU6, or a bound between two output steps.
+        attrs.push(format!("relu_max = {}", if c.relu == 2 { "6.0" } else { "0.37" }));
+    }
+    if c.rounding > 0 || rng.next().is_multiple_of(2) {
+        attrs.push(format!("rounding = \"{}\"", ROUNDINGS[c.rounding]));
+    }
+    let x_scale = 0.05;
+    // s_out spans multipliers M = s_x·s_w/s_out from about 2^-20 to 2^0.
+    let out_scale = x_scale * 2f64.powi(-8) * 2f64.powi(-c.scale_exponent) * 1.37;
+    let op = match (op_base, relu) {
+        ("conv", false) => "qnn.conv2d",
+        ("conv", true) => "qnn.conv2d_relu",
+        (_, false) => "qnn.dense",
+        (_, true) => "qnn.dense_relu",
+    };
+    Case {
+        op,
+        attrs: format!("{{{}}}", attrs.join(", ")),
+        x_shape,
+        x_storage,
+        x_scale,
+        x_zp,
+        x,
+        w_shape,
+        w_unsigned: c.w_unsigned,
+        w_params,
+        w,
+        bias,
+        out_shape,
+        out_storage,
+        out_scale,
+        out_zp,
+    }
+}
+
+/// A random conv2d: shapes, window and groups (a third of them depthwise).
+fn conv_case() -> impl Strategy<Value = Case> {
+    (
+        (1usize..3, 1usize..4, 1usize..5, 1usize..9, 1usize..11, 1usize..11),
+        (1usize..4, 1usize..4, 1usize..3, 1usize..3, 1usize..3, 1usize..3),
+        proptest::array::uniform4(0usize..3),
+        0usize..3,
+        common(),
+    )
+        .prop_filter_map(
+            "the window must fit",
+            |((n, g, cg, og, h, w), (kh, kw, sh, sw, dh, dw), pad, kind, c)| {
+                let (groups, cg, og) = if kind == 0 { (g * cg, 1, 1) } else { (g, cg, og) };
+                let (ci, o) = (cg * groups, og * groups);
+                let (eh, ew) = (dh * (kh - 1) + 1, dw * (kw - 1) + 1);
+                if h + pad[0] + pad[2] < eh || w + pad[1] + pad[3] < ew {
+                    return None;
+                }
+                let (oh, ow) = ((h + pad[0] + pad[2] - eh) / sh + 1, (w + pad[1] + pad[3] - ew) / sw + 1);
+                let attrs = vec![
+                    format!("stride = [{sh}, {sw}]"),
+                    format!("pad = [{}, {}, {}, {}]", pad[0], pad[1], pad[2], pad[3]),
+                    format!("dilation = [{dh}, {dw}]"),
+                    format!("groups = {groups}"),
+                ];
+                Some(build(&c, "conv", attrs, vec![n, ci, h, w], vec![o, cg, kh, kw], vec![n, o, oh, ow], o))
+            },
+        )
+}
+
+/// A random dense: rows (rank 1 to 3 inputs), K and O around the tile sizes.
+fn dense_case() -> impl Strategy<Value = Case> {
+    (
+        prop::sample::select(vec![vec![], vec![1], vec![3], vec![2, 3], vec![5], vec![9]]),
+        1usize..70,
+        1usize..40,
+        common(),
+    )
+        .prop_map(|(lead, k, o, c)| {
+            let mut x_shape = lead.clone();
+            x_shape.push(k);
+            let mut out_shape = lead;
+            out_shape.push(o);
+            build(&c, "dense", Vec::new(), x_shape, vec![o, k], out_shape, o)
+        })
+}
+
+fn cuts() -> impl Strategy<Value = Vec<f64>> {
+    prop::collection::vec(0.0f64..1.0, 0..3)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn conv2d_matches_the_interpreter(case in conv_case(), cuts in cuts()) {
+        if avx2_here("conv2d_matches_the_interpreter") {
+            check(&case, &Conv2dLowering::default(), &cuts);
+            check(&case, &Conv2dLowering { options: KernelOptions::EXACT_WORDS_ONLY }, &cuts);
+        }
+    }
+
+    #[test]
+    fn dense_matches_the_interpreter(case in dense_case(), cuts in cuts()) {
+        if avx2_here("dense_matches_the_interpreter") {
+            check(&case, &DenseLowering::default(), &cuts);
+            check(&case, &DenseLowering { options: KernelOptions::EXACT_WORDS_ONLY }, &cuts);
+        }
+    }
+}
