@@ -518,3 +518,95 @@ proptest! {
         }
     }
 }
+
+/// A resnet18-sized layer: `1×c×hw×hw` input, `o` channels, a `k`×`k`
+/// window with pad `k / 2`.
+fn resnet_layer(c: usize, o: usize, hw: usize, k: usize, stride: usize, small_weights: bool) -> Case {
+    let common = Common {
+        x_storage: 0,
+        out_storage: 0,
+        w_unsigned: false,
+        per_channel: true,
+        weight_zp_kind: 0,
+        small_weights,
+        bias_kind: 1,
+        relu: 1,
+        rounding: 0,
+        scale_exponent: -4,
+        seed: 0x9E37_79B9_7F4A_7C15,
+    };
+    let p = k / 2;
+    let attrs = vec![format!("stride = [{stride}, {stride}]"), format!("pad = [{p}, {p}, {p}, {p}]")];
+    let out = (hw + 2 * p - k) / stride + 1;
+    build(&common, "conv", attrs, vec![1, c, hw, hw], vec![o, c, k, k], vec![1, o, out, out], o)
+}
+
+/// Times every kernel of `case` (the fastest of `runs`: other processes only
+/// ever add time), after checking it once
+/// against the interpreter; prints GOP/s (2 ops per multiply-accumulate).
+fn time_layer(name: &str, case: &Case, lowering: &dyn OpLowering, runs: usize) {
+    let strategy = check(case, lowering, &[]);
+    let mut ctx = context();
+    let module = parse_module(&mut ctx, case.text().as_bytes(), "bench.qir").unwrap();
+    let target = Target::for_running(TargetCpu::Native).unwrap();
+    let compiled = compile(&ctx, &module, lowering, &target).unwrap();
+    let Plan::Kernels { scratch_bytes, .. } = compiled.plan else { unreachable!() };
+    let mut arena = Aligned::new(&[], BUFFER_ALIGN + scratch_bytes, 0);
+    let mut rodata = Aligned::new(&compiled.rodata, compiled.rodata.len(), 0);
+    let mut x = case.input_bytes();
+    let mut out = vec![0u8; case.out_shape.iter().product()];
+    let io = [x.as_mut_ptr(), out.as_mut_ptr()];
+    let codes: Vec<ExecutableCode> = compiled.kernels.iter().map(|k| ExecutableCode::new(&k.code).unwrap()).collect();
+    let mut times = vec![Vec::new(); codes.len()];
+    for _ in 0..runs {
+        for (k, code) in codes.iter().enumerate() {
+            let start = std::time::Instant::now();
+            // SAFETY: as in `run`, without guards.
+            unsafe { call_kernel(code.entry(), arena.ptr(), rodata.ptr(), &io, 0, compiled.kernels[k].work) };
+            times[k].push(start.elapsed().as_secs_f64());
+        }
+    }
+    let macs = (case.out_shape.iter().product::<usize>() * case.w_shape[1..].iter().product::<usize>()) as f64;
+    let mut total = 0.0;
+    let mut parts = Vec::new();
+    for (k, t) in times.iter_mut().enumerate() {
+        t.sort_by(f64::total_cmp);
+        let fastest = t[0];
+        total += fastest;
+        parts.push(format!("{} {:.3} ms", compiled.kernels[k].work_item, fastest * 1e3));
+    }
+    println!(
+        "{name}: {:.3} ms, {:.1} GOP/s ({:.1} GMAC/s) [{}] — {strategy}",
+        total * 1e3,
+        2.0 * macs / total / 1e9,
+        macs / total / 1e9,
+        parts.join(", ")
+    );
+}
+
+/// Speed of resnet18-sized layers on this machine (run with `--ignored
+/// --nocapture`, in release): the 64→64 3×3 56×56 conv, with weights that
+/// need the exact path and with weights that allow vpmaddubsw.
+#[test]
+#[ignore = "benchmark: run in release with --ignored --nocapture"]
+fn resnet_layer_speed() {
+    if !avx2_here("resnet_layer_speed") {
+        return;
+    }
+    let exact = Conv2dLowering { options: KernelOptions::EXACT_WORDS_ONLY };
+    let default = Conv2dLowering::default();
+    let layers = [
+        (3, 64, 224, 7, 2),
+        (64, 64, 56, 3, 1),
+        (64, 128, 56, 3, 2),
+        (64, 128, 56, 1, 2),
+        (128, 128, 28, 3, 1),
+        (256, 256, 14, 3, 1),
+        (512, 512, 7, 3, 1),
+    ];
+    for (c, o, hw, k, stride) in layers {
+        let name = format!("{c}→{o} {k}×{k}/{stride} {hw}×{hw}");
+        time_layer(&format!("{name} vpmaddwd"), &resnet_layer(c, o, hw, k, stride, false), &exact, 20);
+        time_layer(&format!("{name} small weights"), &resnet_layer(c, o, hw, k, stride, true), &default, 20);
+    }
+}
