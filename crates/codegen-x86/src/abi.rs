@@ -63,7 +63,7 @@ pub struct KernelCode {
     /// Position-independent code of one function with the convention above.
     pub code: Vec<u8>,
     /// How many work items the kernel has; the runner calls it with ranges
-    /// that cover `0..work` exactly once. At least 1.
+    /// that cover `0..work` exactly once (not at all when it is 0).
     pub work: usize,
     /// What one work item is, for listings ("output row", "element"...).
     pub work_item: &'static str,

@@ -26,18 +26,29 @@
 #![warn(missing_docs)]
 
 pub mod abi;
+mod arena;
 mod buffer;
+mod clock;
 mod convert;
 mod emit;
 mod error;
+mod guard;
 mod jit;
 mod kernels;
 pub mod lower;
+mod module;
+mod runtime;
 mod target;
+mod tensors;
 
 pub use buffer::{ElementType, Elements, ElementsMut};
+pub use clock::measure_clock_hz;
 pub use convert::{kernel_multiplier_and_shift, ByteQuant, ConvertKernel, ConvertSpec, FixedPointMultiplier};
 pub use error::{CodegenError, CodegenErrorKind};
+pub use guard::{GuardSide, GuardedRegion};
 pub use jit::ExecutableCode;
 pub use kernels::{Conv2dLowering, DenseLowering, KernelOptions};
+pub use lower::{Emit, LowerOp, Lowerings, OpLowering, Plan};
+pub use module::{compile, KernelEntry, OpEntry, Program, TensorSignature};
+pub use runtime::{JitModule, Workspace};
 pub use target::{CpuFeatures, Target, TargetCpu};

@@ -265,6 +265,17 @@ impl Target {
         Ok(Target { cpu, features })
     }
 
+    /// The int8 multiply-accumulates per cycle per core that profiles
+    /// measure against, with how: 64 with VNNI (`vpdpbusd`), 32 with AVX2
+    /// (`vpmaddubsw` + `vpmaddwd`).
+    pub fn int8_peak_macs_per_cycle(&self) -> (u32, &'static str) {
+        if self.features.avx512vnni || self.features.avxvnni {
+            (64, "vpdpbusd")
+        } else {
+            (32, "vpmaddubsw + vpmaddwd")
+        }
+    }
+
     /// The host's own target (`native`).
     pub fn host() -> Target {
         let features = CpuFeatures::host();

@@ -57,7 +57,7 @@ fn every_model_imports_and_verifies() {
             }
         }
     }
-    assert_eq!(count, 6, "three models, float and QDQ");
+    assert_eq!(count, 7, "four float models, three of them also as QDQ");
 }
 
 #[test]

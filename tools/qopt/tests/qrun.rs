@@ -434,3 +434,79 @@ fn usage_errors_exit_2() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// Whether this CPU runs the x86 backend's AVX2 code; prints a notice when not.
+fn x86_backend_here(test: &str) -> bool {
+    let here = std::is_x86_feature_detected!("avx2");
+    if !here {
+        println!("notice: {test}: skipped, this CPU lacks AVX2 for --backend=x86");
+    }
+    here
+}
+
+#[test]
+fn the_x86_backend_gives_the_interpreters_bits() {
+    if !x86_backend_here("the_x86_backend_gives_the_interpreters_bits") {
+        return;
+    }
+    let dir = scratch("x86-bits");
+    let m = model("convert_chain.qir");
+    let (interp, x86) = (dir.join("interp.npz"), dir.join("x86.npz"));
+    expect(0, &[&m, "--random-inputs", "--seed", "5", "-o", interp.to_str().unwrap()]);
+    for threads in ["1", "2"] {
+        expect(
+            0,
+            &[
+                &m,
+                "--random-inputs",
+                "--seed",
+                "5",
+                "--backend=x86",
+                "--threads",
+                threads,
+                "-o",
+                x86.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(read_npz(&interp), read_npz(&x86), "--threads {threads}");
+    }
+    let (stdout, _) = expect(0, &[&m, "--random-inputs", "--compare", &m, "--backend=x86"]);
+    assert!(stdout.contains("ran as compiled x86-64 code: only the outputs are compared"), "{stdout}");
+    for line in stdout.lines().filter(|l| l.starts_with("output #")) {
+        assert!(line.contains("inf  1.000000") && line.contains(" 0  "), "outputs must be identical: {line}");
+    }
+    let (stdout, _) = expect(0, &[&m, "--random-inputs", "--backend=x86", "--bench", "3", "--profile"]);
+    assert!(stdout.contains("latency: median"), "{stdout}");
+    assert!(
+        stdout.contains("ms per run in compiled kernels") && stdout.contains("loc(\"requantize\")"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn the_x86_backend_lists_what_it_cannot_compile() {
+    if !x86_backend_here("the_x86_backend_lists_what_it_cannot_compile") {
+        return;
+    }
+    let m = model("conv.qir");
+    let (_, stderr) = expect(1, &[&m, "--random-inputs", "--backend=x86"]);
+    assert!(
+        stderr.contains("@main cannot be compiled for x86-64: 4 ops the backend does not handle:"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("line 8:8 loc(\"relu1\"): fp.relu") || stderr.contains("fp.conv2d"), "{stderr}");
+    let (_, stderr) = expect(2, &[&m, "--random-inputs", "--backend=x86", "--target-cpu", "zen4"]);
+    assert!(
+        stderr.contains("unknown target CPU 'zen4'; expected one of native, x86-64-v3, x86-64-v4"),
+        "{stderr}"
+    );
+    let (_, stderr) = expect(2, &[&m, "--random-inputs", "--threads", "2"]);
+    assert!(stderr.contains("--threads and --target-cpu apply to --backend=x86"), "{stderr}");
+    if !std::is_x86_feature_detected!("avx512f") {
+        let (_, stderr) = expect(
+            1,
+            &[&model("convert_chain.qir"), "--random-inputs", "--backend=x86", "--target-cpu", "x86-64-v4"],
+        );
+        assert!(stderr.contains("target CPU x86-64-v4 needs avx512f"), "{stderr}");
+    }
+}

@@ -1,3 +1,5 @@
+//! The kernels of the built-in lowerings, one module per kind of kernel.
+//!
 //! JIT kernels for `qnn.conv2d`, `qnn.conv2d_relu`, `qnn.dense` and
 //! `qnn.dense_relu`, bit-exact with the interpreter (`docs/quant-semantics.md`
 //! §6) and specialized per layer: shapes, strides, pads, zero points and
@@ -16,6 +18,8 @@
 //!   centering into a scratch image, then packing panels).
 //! - [`gemm`]: the register-blocked conv GEMM (channels × positions).
 //! - [`conv`], [`depthwise`], [`dense`]: the lowerings.
+//! - [`copy`]: a plain byte copy, which the module compiler uses to return
+//!   an input or a constant in an output buffer.
 //!
 //! Every kernel follows `abi.rs`: its work items are independent (each
 //! writes only its own outputs or scratch bytes), it reads only its
@@ -23,6 +27,7 @@
 //! registers ([`emit_item_kernel`] writes that frame once for all of them).
 
 pub(crate) mod conv;
+pub(crate) mod copy;
 pub(crate) mod dense;
 pub(crate) mod depthwise;
 pub(crate) mod epilogue;

@@ -37,12 +37,7 @@ impl OpLowering for Convert {
         let spec = ConvertSpec::from_op(op.ctx, op.module, op.op)?;
         let len = op.result_shape(0)?.iter().product::<usize>();
         let code = spec.emit((out.operand(0)?, out.result(0)?))?;
-        out.kernel(KernelCode {
-            code,
-            work: len.max(1),
-            work_item: "element",
-            strategy: "AVX2, 8 lanes".into(),
-        });
+        out.kernel(KernelCode { code, work: len, work_item: "element", strategy: "AVX2, 8 lanes".into() });
         Ok(())
     }
 }

@@ -36,6 +36,13 @@ pub trait OpLowering: Send + Sync {
     /// Emits the op's kernels (none for an [`Plan::Alias`] op). Called only
     /// after [`OpLowering::plan`] succeeded, with the places filled in.
     fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError>;
+
+    /// The multiply-accumulates the op performs (for GOP/s in profiles);
+    /// 0 for ops that are not products.
+    fn multiply_accumulates(&self, op: &LowerOp<'_>) -> u64 {
+        let _ = op;
+        0
+    }
 }
 
 /// What an op needs from the module compiler.

@@ -94,6 +94,11 @@ impl Pass for InsertFakeq {
                 .help("weights get one scale per output channel (the op's weight channel axis)"),
             OptionSpec::new("narrow-range", OptionKind::Bool, "false")
                 .help("signed types drop their most negative value (i8<-127:127>), so symmetric ranges are symmetric"),
+            OptionSpec::new("reduce-range", OptionKind::Bool, "false").help(
+                "weights use half their storage range (i8 -> i8<-64:63>, u8 -> u8<0:127>), as ONNX Runtime's \
+                 reduce_range: on x86 CPUs without VNNI every conv and dense can then use the fast \
+                 u8 x s8 instructions exactly (docs/codegen-x86.md)",
+            ),
             OptionSpec::new("power-of-two-scales", OptionKind::Bool, "false")
                 .help("round every scale up to a power of two (hardware that rescales by shifting)"),
             OptionSpec::new("weight-method", OptionKind::Enum(&["auto", "mse", "minmax"]), "auto").help(
@@ -247,7 +252,10 @@ struct Config {
 impl Config {
     fn read(ctx: &Context, options: &PassOptions) -> Result<Config, PassError> {
         let activation = Scheme::read(options, "activation-type", "activation-scheme")?;
-        let weight = Scheme::read(options, "weight-type", "weight-scheme")?;
+        let mut weight = Scheme::read(options, "weight-type", "weight-scheme")?;
+        if options.bool("reduce-range") {
+            weight.reduce_range();
+        }
         let method = QuantMethods::of(ctx).find_range_method(options.string("method"))?.clone();
         let percentile = options.float("percentile");
         if !(percentile > 0.0 && percentile <= 100.0) {

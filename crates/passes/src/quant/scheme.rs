@@ -48,6 +48,18 @@ impl Scheme {
         })
     }
 
+    /// Keeps half the storage range, one bit less: `[−2^(N−2), 2^(N−2) − 1]`
+    /// for signed storage (one more at the bottom dropped with narrow range),
+    /// `[0, 2^(N−1) − 1]` for unsigned.
+    pub fn reduce_range(&mut self) {
+        let half = 1i64 << (self.storage.width - 2);
+        let narrowed = self.qmin > self.storage.min_value() as i64;
+        (self.qmin, self.qmax) = match self.storage.signedness {
+            Signedness::Signless => (-half + i64::from(narrowed), half - 1),
+            Signedness::Unsigned => (0, 2 * half - 1),
+        };
+    }
+
     /// Scale and zero point covering `[lo, hi]` widened to contain 0.
     ///
     /// The arithmetic is f32, in the order ONNX Runtime's quantizer uses, so the

@@ -1,7 +1,9 @@
 //! Command-line flags of `qrun` and of every run driver built on
 //! [`RunDriver`](super::RunDriver). `docs/qrun.md` describes each with an example.
 
+use super::engine::Backend;
 use clap::Parser;
+use qopt_codegen_x86::TargetCpu;
 use std::path::PathBuf;
 
 /// Flags of the run driver.
@@ -15,6 +17,7 @@ use std::path::PathBuf;
         qrun model.qir --input x.npy -o out.npz          write the outputs as out0, out1, ...\n  \
         qrun model.qir --input test.npy --batch          run [N, ...] samples in model-sized chunks\n  \
         qrun model.qir --random-inputs --seed 3 --bench 20\n  \
+        qrun quant.qir --input x.npy --backend=x86 --bench 20   compiled x86-64 code, in process\n  \
         qrun model.qir --input x.npy --compare quant.qir SQNR, cosine, errors per located op\n  \
         qrun model.qir --input x.npy --json              one JSON document on stdout"
 )]
@@ -66,7 +69,23 @@ pub struct RunCli {
     /// Write one JSON document to standard output instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Where to run: the reference interpreter, or x86-64 code compiled in
+    /// process (bit-exact with it). With --compare, the backend runs OTHER
+    /// and the reference model runs in the interpreter.
+    #[arg(long, value_enum, default_value = "interp")]
+    pub backend: Backend,
+    /// With --backend=x86: the CPU to generate code for (it must be this one
+    /// or a subset of it): native, x86-64-v3 (AVX2) or x86-64-v4 (AVX-512).
+    #[arg(long, value_name = "CPU", default_value = "native", value_parser = parse_target_cpu)]
+    pub target_cpu: TargetCpu,
+    /// With --backend=x86: threads each run of the compiled code uses.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub threads: u32,
     /// Accept ops of dialects that are not registered (they still need kernels to run).
     #[arg(long)]
     pub allow_unregistered_dialect: bool,
+}
+
+fn parse_target_cpu(text: &str) -> Result<TargetCpu, String> {
+    text.parse::<TargetCpu>().map_err(|e| e.message)
 }

@@ -26,6 +26,7 @@
 //! (`docs/quant-semantics.md` §3.2, [`dequantize_f32`]); every other value is
 //! compared as stored, widened to f64.
 
+use super::engine::Engine;
 use super::metrics::ErrorStats;
 use super::model::{Model, Signature};
 use qopt_dialect_qnn::fixed_point::{dequantize_f32, scale_f32};
@@ -132,6 +133,8 @@ pub(crate) struct Comparison {
     pub rows: Vec<Row>,
     /// Located values of the other model that match no reference value.
     pub unmatched_other: Vec<String>,
+    /// The other model ran as compiled code, so only outputs were compared.
+    pub outputs_only: bool,
 }
 
 impl Comparison {
@@ -150,6 +153,7 @@ impl Comparison {
                 None => self.rows.push(row),
             }
         }
+        self.outputs_only |= more.outputs_only;
         for name in more.unmatched_other {
             if !self.unmatched_other.contains(&name) {
                 self.unmatched_other.push(name);
@@ -181,8 +185,9 @@ impl Pair<'_> {
     pub fn compare_run(
         &self,
         reference: &mut Interpreter<'_>,
-        other: &mut Interpreter<'_>,
+        other: &mut Engine<'_>,
         inputs: &[Tensor],
+        during: Option<String>,
         failure: impl Fn(&Model, InterpError) -> String,
     ) -> Result<Comparison, String> {
         let (a, b) = (self.reference, self.other);
@@ -209,20 +214,31 @@ impl Pair<'_> {
         let index: FxHashMap<ValueKey, usize> =
             recorded.iter().enumerate().map(|(i, r)| (r.key.clone(), i)).collect();
         let mut unmatched_other = Vec::new();
-        let mut keys = Keys::new(b);
-        let outputs_b = other
-            .run_with(&self.other_sig.func, inputs, &mut |op, results| {
-                let Some(located) = keys.of(op, results) else { return };
-                for ((key, ty), t) in located.into_iter().zip(results) {
-                    match index.get(&key).map(|&i| &mut recorded[i]) {
-                        Some(r) => {
-                            r.outcome = Outcome::Stats(ErrorStats::of(&r.real, &real_values(&b.ctx, ty, t)));
+        let outputs_only = !matches!(other, Engine::Interpreter(_));
+        let outputs_b = match other {
+            Engine::Interpreter(other) => {
+                let mut keys = Keys::new(b);
+                other
+                    .run_with(&self.other_sig.func, inputs, &mut |op, results| {
+                        let Some(located) = keys.of(op, results) else { return };
+                        for ((key, ty), t) in located.into_iter().zip(results) {
+                            match index.get(&key).map(|&i| &mut recorded[i]) {
+                                Some(r) => {
+                                    r.outcome =
+                                        Outcome::Stats(ErrorStats::of(&r.real, &real_values(&b.ctx, ty, t)));
+                                }
+                                None => unmatched_other.push(key.to_string()),
+                            }
                         }
-                        None => unmatched_other.push(key.to_string()),
-                    }
-                }
-            })
-            .map_err(|e| failure(b, e))?;
+                    })
+                    .map_err(|e| failure(b, e))?
+            }
+            // Compiled code shows only its outputs.
+            compiled => {
+                recorded.clear();
+                compiled.run(b, &self.other_sig.func, inputs, during)?
+            }
+        };
 
         let mut rows: Vec<Row> = recorded
             .into_iter()
@@ -251,7 +267,7 @@ impl Pair<'_> {
                 outcome,
             });
         }
-        Ok(Comparison { rows, unmatched_other })
+        Ok(Comparison { rows, unmatched_other, outputs_only })
     }
 }
 

@@ -13,6 +13,8 @@ use std::fmt::Write as _;
 pub(crate) enum Json {
     /// `null`.
     Null,
+    /// `true` or `false`.
+    Bool(bool),
     /// A number; non-finite ones become strings.
     Num(f64),
     /// An integer, written exactly.
@@ -46,6 +48,7 @@ impl Json {
     fn write(&self, out: &mut String) {
         match self {
             Json::Null => out.push_str("null"),
+            Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
             Json::Num(v) if v.is_nan() => out.push_str("\"nan\""),
             Json::Num(v) if v.is_infinite() => out.push_str(if *v > 0.0 { "\"inf\"" } else { "\"-inf\"" }),
             Json::Num(v) => {

@@ -31,6 +31,7 @@
 mod bench;
 mod cli;
 mod compare;
+mod engine;
 mod inputs;
 mod json;
 mod metrics;
@@ -48,8 +49,10 @@ use crate::{write_file_atomically, DiagnosticFormat, Driver, EXIT_FAILURE, EXIT_
 use bench::Latency;
 use clap::{CommandFactory as _, FromArgMatches as _};
 use compare::{Comparison, Pair};
+use engine::{Backend, Compiled, Engine};
 use inputs::InputSource;
 use model::{LoadError, Model, Signature};
+use qopt_codegen_x86::{TargetCpu, Workspace};
 use qopt_interp::npy::{self, RawArray};
 use qopt_interp::progress::Progress;
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
@@ -70,9 +73,11 @@ pub struct RunDriver {
     kernels: KernelRegistry,
 }
 
-/// Why a run stopped: a message to print, or diagnostics already printed.
+/// Why a run stopped: a message to print, a usage error, or diagnostics
+/// already printed.
 enum Failure {
     Message(String),
+    Usage(String),
     Reported,
 }
 
@@ -148,10 +153,17 @@ impl RunDriver {
                 let _ = writeln!(err, "{}: error: {message}", self.tool());
                 EXIT_FAILURE
             }
+            Err(Failure::Usage(message)) => {
+                let _ = writeln!(err, "{}: error: {message}", self.tool());
+                EXIT_USAGE
+            }
         }
     }
 
     fn execute(&self, cli: &RunCli, out: &mut dyn Write, err: &mut dyn Write) -> Result<(), Failure> {
+        if cli.backend == Backend::Interp && (cli.threads != 1 || cli.target_cpu != TargetCpu::Native) {
+            return Err(Failure::Usage("--threads and --target-cpu apply to --backend=x86".into()));
+        }
         let reference = self.load(&cli.model, cli, err)?;
         let sig = reference.signature(&cli.func)?;
         let source = match (&cli.inputs, cli.random_inputs) {
@@ -180,7 +192,7 @@ impl RunDriver {
         let text = match &other {
             Some((other, other_sig)) => {
                 let pair = Pair { reference: &reference, other, reference_sig: &sig, other_sig };
-                let cmp = self.compare(&pair, &samples)?;
+                let cmp = self.compare(cli, &pair, &samples)?;
                 if cli.json {
                     report::compare_json(&header, &other.name, samples.chunks(), &cmp)
                 } else {
@@ -217,9 +229,11 @@ impl RunDriver {
         samples: &Samples,
         header: &Header<'_>,
     ) -> Result<String, Failure> {
-        let mut workers: Vec<Interpreter<'_>> = (0..parallel::threads().min(samples.chunks()))
-            .map(|_| Interpreter::new(&model.ctx, &model.module, &self.kernels))
-            .collect();
+        let compiled = match cli.backend {
+            Backend::Interp => None,
+            Backend::X86 => Some(Compiled::new(model, &sig.func, cli.target_cpu)?),
+        };
+        let mut workers = self.engines(cli, model, compiled.as_ref(), samples.chunks());
         let progress = Progress::new(samples.chunks(), "batches");
         let outputs = run_all(&mut workers, model, sig, samples, &progress);
         progress.finish();
@@ -240,10 +254,13 @@ impl RunDriver {
             run_all(&mut workers, model, sig, samples, &hidden).map(drop)
         })?;
         let profile = match (cli.profile, workers.first_mut()) {
-            (true, Some(interpreter)) => {
+            (true, Some(Engine::Interpreter(interpreter))) => {
                 let inputs = samples.chunk(0)?;
                 let profile = profile::Profile::measure(interpreter, &sig.func, &inputs, runs as usize)?;
                 profile.report(&model.ctx, &model.module)
+            }
+            (true, Some(Engine::Compiled { compiled, .. })) => {
+                profile::compiled_report(&compiled.jit, &samples.chunk(0)?, runs as usize)?
             }
             _ => String::new(),
         };
@@ -251,23 +268,57 @@ impl RunDriver {
             report::bench_json(header, &latency)
         } else {
             let values = if cli.print { report::run_text(&outputs, true) } else { String::new() };
-            format!("{values}{}\n{profile}", latency.line())
+            let compiled = compiled.as_ref().map_or(String::new(), |c| {
+                let p = c.jit.program();
+                format!(
+                    "compiled in {:.1} ms: {} kernels, {} bytes of code, {} of rodata, arena {} bytes\n",
+                    c.compile_time.as_secs_f64() * 1000.0,
+                    p.kernels.len(),
+                    p.code.len(),
+                    p.rodata.len(),
+                    p.arena_bytes
+                )
+            });
+            format!("{values}{compiled}{}\n{profile}", latency.line())
         })
     }
 
+    /// The engines `--batch` chunks run on: interpreters on every core, or
+    /// compiled code on as many workers as `--threads` leaves cores for.
+    fn engines<'m>(
+        &'m self,
+        cli: &RunCli,
+        model: &'m Model,
+        compiled: Option<&'m Compiled>,
+        chunks: usize,
+    ) -> Vec<Engine<'m>> {
+        let threads = cli.threads as usize;
+        match compiled {
+            None => (0..parallel::threads().min(chunks))
+                .map(|_| Engine::interpreter(model, &self.kernels))
+                .collect(),
+            Some(compiled) => (0..(parallel::threads() / threads).clamp(1, chunks.max(1)))
+                .map(|_| Engine::Compiled { compiled, workspace: Workspace::new(), threads })
+                .collect(),
+        }
+    }
+
     /// Runs both models of `pair` on every chunk and merges the comparisons.
-    fn compare(&self, pair: &Pair<'_>, samples: &Samples) -> Result<Comparison, Failure> {
+    fn compare(&self, cli: &RunCli, pair: &Pair<'_>, samples: &Samples) -> Result<Comparison, Failure> {
         let (a, b) = (pair.reference, pair.other);
-        let mut workers: Vec<_> = (0..parallel::threads().min(samples.chunks()))
-            .map(|_| {
-                let reference = Interpreter::new(&a.ctx, &a.module, &self.kernels);
-                (reference, Interpreter::new(&b.ctx, &b.module, &self.kernels))
-            })
+        let compiled = match cli.backend {
+            Backend::Interp => None,
+            Backend::X86 => Some(Compiled::new(b, &pair.other_sig.func, cli.target_cpu)?),
+        };
+        let others = self.engines(cli, b, compiled.as_ref(), samples.chunks());
+        let mut workers: Vec<_> = others
+            .into_iter()
+            .map(|other| (Interpreter::new(&a.ctx, &a.module, &self.kernels), other))
             .collect();
         let progress = Progress::new(samples.chunks(), "batches");
         let per_run = parallel::run_chunks(&mut workers, samples.chunks(), &progress, |(a, b), i| {
             let inputs = samples.chunk(i)?;
-            pair.compare_run(a, b, &inputs, |m, e| m.failure(samples.describe(i), &e))
+            pair.compare_run(a, b, &inputs, samples.describe(i), |m, e| m.failure(samples.describe(i), &e))
         });
         progress.finish();
         let mut runs = per_run?.into_iter();
@@ -281,15 +332,15 @@ impl RunDriver {
 
 /// Runs every chunk of `samples` and returns the (stacked) outputs.
 fn run_all(
-    workers: &mut [Interpreter<'_>],
+    workers: &mut [Engine<'_>],
     model: &Model,
     sig: &Signature,
     samples: &Samples,
     progress: &Progress,
 ) -> Result<Vec<Tensor>, String> {
-    let runs = parallel::run_chunks(workers, samples.chunks(), progress, |interpreter, i| {
+    let runs = parallel::run_chunks(workers, samples.chunks(), progress, |engine, i| {
         let inputs = samples.chunk(i)?;
-        interpreter.run(&sig.func, &inputs).map_err(|e| model.failure(samples.describe(i), &e))
+        engine.run(model, &sig.func, &inputs, samples.describe(i))
     })?;
     match samples {
         Samples::Whole(_) => Ok(runs.into_iter().next().unwrap_or_default()),

@@ -2,7 +2,13 @@
 //! more times with the interpreter's per-op callback; the time between two
 //! callbacks is the op's (its kernel plus the interpreter's bookkeeping). The
 //! report sums it per op name and lists the slowest single ops by location.
+//!
+//! With `--backend=x86` the compiled kernels are timed one by one instead
+//! ([`compiled_report`]): per op, its time, its share, and for products
+//! (conv, dense) GOP/s and the share of the core's int8 peak at the measured
+//! clock.
 
+use qopt_codegen_x86::{measure_clock_hz, JitModule, Workspace};
 use qopt_interp::{Interpreter, Tensor};
 use qopt_ir_core::{loc_to_string, Context, FxHashMap, Module, OpId};
 use std::fmt::Write as _;
@@ -68,4 +74,55 @@ impl Profile {
         }
         out
     }
+}
+
+/// `--profile` of compiled code: runs the program `runs` times on one thread
+/// on `inputs`, timing each kernel, and reports per op.
+pub(crate) fn compiled_report(jit: &JitModule, inputs: &[Tensor], runs: usize) -> Result<String, String> {
+    let runs = runs.max(1);
+    let times = jit.profile_tensors(inputs, &mut Workspace::new(), runs).map_err(|e| e.to_string())?;
+    let program = jit.program();
+    let mut per_op = vec![0f64; program.ops.len()];
+    let mut strategies: Vec<Vec<&str>> = vec![Vec::new(); program.ops.len()];
+    for (k, t) in program.kernels.iter().zip(&times) {
+        per_op[k.op] += t.as_secs_f64() * 1000.0 / runs as f64;
+        strategies[k.op].push(&k.strategy);
+    }
+    let total: f64 = per_op.iter().sum();
+    let hz = measure_clock_hz().map_err(|e| e.to_string())?;
+    let (macs_per_cycle, how) = program.target.int8_peak_macs_per_cycle();
+    let peak_gmacs = hz * f64::from(macs_per_cycle) / 1e9;
+    let share = |ms: f64| if total > 0.0 { 100.0 * ms / total } else { 0.0 };
+    let mut out = format!(
+        "profile: {total:.3} ms per run in compiled kernels ({runs} runs, 1 thread); clock {:.2} GHz measured, \
+         int8 peak {macs_per_cycle} MAC/cycle ({how}) = {peak_gmacs:.1} GMAC/s\n",
+        hz / 1e9
+    );
+    let _ = writeln!(
+        out,
+        "  {:>9} {:>6} {:>7} {:>6}  {:<22} {:<28} strategy",
+        "ms/run", "share", "GOP/s", "%peak", "op", "location"
+    );
+    let mut order: Vec<usize> = (0..per_op.len()).collect();
+    order.sort_by(|&a, &b| per_op[b].total_cmp(&per_op[a]).then(a.cmp(&b)));
+    for i in order {
+        let (op, ms) = (&program.ops[i], per_op[i]);
+        let (gops, peak) = if op.multiply_accumulates > 0 && ms > 0.0 {
+            let gmacs = op.multiply_accumulates as f64 / (ms / 1000.0) / 1e9;
+            (format!("{:.1}", 2.0 * gmacs), format!("{:.0}%", 100.0 * gmacs / peak_gmacs))
+        } else {
+            ("-".to_string(), "-".to_string())
+        };
+        let mut how: Vec<&str> = strategies[i].clone();
+        how.dedup();
+        let _ = writeln!(
+            out,
+            "  {ms:>9.3} {:>5.1}% {gops:>7} {peak:>6}  {:<22} {:<28} {}",
+            share(ms),
+            op.name,
+            op.location,
+            how.join("; ")
+        );
+    }
+    Ok(out)
 }

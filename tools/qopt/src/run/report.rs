@@ -189,6 +189,9 @@ pub(crate) fn compare_text(cmp: &Comparison, reference: &str, other: &str) -> St
         out.push_str(text.trim_end());
         out.push('\n');
     }
+    if cmp.outputs_only {
+        let _ = writeln!(out, "{other} ran as compiled x86-64 code: only the outputs are compared");
+    }
     for (model, unmatched) in [(reference, &unmatched_reference), (other, &cmp.unmatched_other)] {
         if !unmatched.is_empty() {
             const SHOWN: usize = 10;
@@ -241,6 +244,7 @@ pub(crate) fn compare_json(header: &Header<'_>, other: &str, runs: usize, cmp: &
         ("runs", Json::Int(runs as i64)),
         ("rows", Json::Arr(rows)),
         ("unmatched_other", Json::Arr(cmp.unmatched_other.iter().map(Json::str).collect())),
+        ("outputs_only", Json::Bool(cmp.outputs_only)),
     ])
 }
 
@@ -282,6 +286,7 @@ mod tests {
                 row("loc(\"fc2\")", Outcome::Missing),
             ],
             unmatched_other: vec!["loc(\"extra\")".into()],
+            outputs_only: false,
         };
         let text = compare_text(&cmp, "a.qir", "b.qir");
         let lines: Vec<&str> = text.lines().collect();

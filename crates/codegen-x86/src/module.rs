@@ -1,0 +1,463 @@
+//! Compiling one function of a module into a [`Program`]: every op's
+//! lowering is asked for a plan (and every op the backend cannot compile is
+//! reported in one error), values are given places (inputs and outputs in
+//! the caller's buffers, constants in rodata, the rest in one arena planned
+//! by liveness, `arena.rs`), and each op's kernels are emitted and laid out
+//! one after another.
+//!
+//! A [`Program`] is plain data: machine code, the kernel table, rodata and
+//! the arena size. `runtime.rs` maps it and runs it in this process; an
+//! object-file writer can write the same bytes out.
+
+use crate::abi::{KernelCode, Place, BUFFER_ALIGN};
+use crate::arena::{plan_arena, Lifetime};
+use crate::buffer::ElementType;
+use crate::error::{CodegenError, CodegenErrorKind};
+use crate::lower::{buffer_element, describe_location, Emit, LowerOp, Lowerings, Plan, Rodata};
+use crate::target::Target;
+use qopt_ir_core::{
+    constant_value, type_to_string, AttrData, Context, DenseElements, FxHashMap, Module, OpId, Traits, Type,
+    ValueId,
+};
+
+/// The shape and element type of one input or output of a compiled function.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorSignature {
+    /// Element type of the buffer.
+    pub element: ElementType,
+    /// Static shape.
+    pub shape: Vec<usize>,
+    /// The IR type, as text (for messages and headers).
+    pub type_text: String,
+}
+
+impl TensorSignature {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// True when the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Size of the buffer in bytes.
+    pub fn bytes(&self) -> usize {
+        self.len() * self.element.size()
+    }
+}
+
+/// One kernel of a program, in the order the program runs them.
+#[derive(Clone, Debug)]
+pub struct KernelEntry {
+    /// Offset of its first instruction in [`Program::code`].
+    pub offset: usize,
+    /// Length of its code in bytes.
+    pub len: usize,
+    /// Number of work items (see `abi.rs`).
+    pub work: usize,
+    /// What one work item is.
+    pub work_item: &'static str,
+    /// How it computes (for listings).
+    pub strategy: String,
+    /// The op it came from: an index into [`Program::ops`].
+    pub op: usize,
+    /// The op's name (as in `Program::ops[op]`).
+    pub op_name: String,
+    /// Where that op is (`line 3:5 loc("conv1")`).
+    pub location: String,
+}
+
+/// An op of the compiled function that has kernels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpEntry {
+    /// Its name (`qnn.conv2d`).
+    pub name: String,
+    /// Where it is (`line 3:5 loc("conv1")`).
+    pub location: String,
+    /// The multiply-accumulates it performs (0 for ops that are not products).
+    pub multiply_accumulates: u64,
+}
+
+/// A compiled function: code, kernel table, rodata and the arena size.
+#[derive(Clone, Debug)]
+pub struct Program {
+    /// The function's name (without `@`).
+    pub function: String,
+    /// Its inputs, in order: `io[0..inputs.len()]`.
+    pub inputs: Vec<TensorSignature>,
+    /// Its outputs, in order: `io[inputs.len()..]`.
+    pub outputs: Vec<TensorSignature>,
+    /// Every kernel's code, each starting on a 64-byte boundary (padding is
+    /// `int3`).
+    pub code: Vec<u8>,
+    /// The kernels in run order.
+    pub kernels: Vec<KernelEntry>,
+    /// The ops the kernels come from, in run order.
+    pub ops: Vec<OpEntry>,
+    /// Read-only data (packed weights, tables, constants).
+    pub rodata: Vec<u8>,
+    /// Bytes of activation arena the program needs.
+    pub arena_bytes: usize,
+    /// The target the code was generated for.
+    pub target: Target,
+}
+
+/// Where a value's bytes come from.
+#[derive(Copy, Clone, Debug)]
+enum Source {
+    /// An entry argument.
+    Input,
+    /// A constant op's value.
+    Constant(OpId),
+    /// Written by an op's kernels.
+    Produced,
+}
+
+/// Compiles function `@function` of `module` with `lowerings` for `target`.
+pub fn compile(
+    ctx: &Context,
+    module: &Module,
+    function: &str,
+    lowerings: &Lowerings,
+    target: &Target,
+) -> Result<Program, CodegenError> {
+    let invalid = |m: String| CodegenError::new(CodegenErrorKind::InvalidInput, m);
+    let func = module
+        .lookup_symbol(ctx, function)
+        .ok_or_else(|| invalid(format!("the module has no function @{function}")))?;
+    if module.num_regions(func) != 1 {
+        return Err(invalid(format!("@{function} has no body")));
+    }
+    let blocks: Vec<_> = module.blocks(module.region(func, 0)).collect();
+    let [entry] = blocks[..] else {
+        return Err(CodegenError::new(
+            CodegenErrorKind::Unsupported,
+            format!("@{function} has {} blocks; compiled functions have one", blocks.len()),
+        ));
+    };
+
+    let signature_of = |v: ValueId, what: &str| -> Result<TensorSignature, CodegenError> {
+        let ty = module.value_type(v);
+        let unsupported = |m: String| CodegenError::new(CodegenErrorKind::Unsupported, m);
+        let element = buffer_element(ctx, ty).ok_or_else(|| {
+            unsupported(format!(
+                "{what} has type {}, which compiled code does not hold",
+                type_to_string(ctx, ty)
+            ))
+        })?;
+        let shape = static_shape(ctx, ty).ok_or_else(|| {
+            unsupported(format!(
+                "{what} has type {}, which is not statically shaped",
+                type_to_string(ctx, ty)
+            ))
+        })?;
+        Ok(TensorSignature { element, shape, type_text: type_to_string(ctx, ty) })
+    };
+
+    // Sources of values, roots of aliases, and each op's plan.
+    let mut source: FxHashMap<ValueId, Source> = FxHashMap::default();
+    let mut root: FxHashMap<ValueId, ValueId> = FxHashMap::default();
+    let mut inputs = Vec::new();
+    for (i, &arg) in module.block_args(entry).iter().enumerate() {
+        inputs.push(signature_of(arg, &format!("argument {i} of @{function}"))?);
+        source.insert(arg, Source::Input);
+        root.insert(arg, arg);
+    }
+    let mut steps: Vec<(OpId, Plan)> = Vec::new();
+    let mut returned: Option<Vec<ValueId>> = None;
+    let mut failures: Vec<String> = Vec::new();
+    for op in module.block_ops(entry) {
+        let name = ctx.op_name_str(module.op_name(op));
+        if name == "func.return" {
+            returned = Some(module.operands(op).collect());
+            continue;
+        }
+        if is_constant(ctx, module, op) {
+            for r in module.results(op) {
+                source.insert(r, Source::Constant(op));
+                root.insert(r, r);
+            }
+            continue;
+        }
+        let view = LowerOp { ctx, module, op, target };
+        let plan = match lowerings.get(name) {
+            None => Err(view.unsupported("no x86 lowering")),
+            Some(lowering) => lowering.plan(&view),
+        };
+        match plan {
+            Err(e) => {
+                failures.push(format!("  {}: {}", describe_location(ctx, module, op), e.message));
+                // Keep going so that every unsupported op is listed; its
+                // results stand in as produced values.
+                for r in module.results(op) {
+                    source.insert(r, Source::Produced);
+                    root.insert(r, r);
+                }
+            }
+            Ok(plan) => {
+                for r in module.results(op) {
+                    if plan == Plan::Alias {
+                        let of = module.operand(op, 0);
+                        let r0 = *root.get(&of).ok_or_else(|| {
+                            invalid(format!("{name} uses a value defined outside @{function}"))
+                        })?;
+                        root.insert(r, r0);
+                    } else {
+                        source.insert(r, Source::Produced);
+                        root.insert(r, r);
+                    }
+                }
+                steps.push((op, plan));
+            }
+        }
+    }
+    if !failures.is_empty() {
+        return Err(CodegenError::new(
+            CodegenErrorKind::Unsupported,
+            format!(
+                "@{function} cannot be compiled for x86-64: {} op{} the backend does not handle:\n{}",
+                failures.len(),
+                if failures.len() == 1 { "" } else { "s" },
+                failures.join("\n")
+            ),
+        ));
+    }
+    let returned = returned.ok_or_else(|| invalid(format!("@{function} has no func.return")))?;
+    let mut outputs = Vec::new();
+    for (j, &v) in returned.iter().enumerate() {
+        outputs.push(signature_of(v, &format!("result {j} of @{function}"))?);
+    }
+    let root_of = |v: ValueId| -> Result<ValueId, CodegenError> {
+        root.get(&v).copied().ok_or_else(|| invalid(format!("@{function} uses a value defined outside it")))
+    };
+
+    // Places: outputs first (a produced value returned is written straight
+    // into the caller's buffer), then the arena by liveness.
+    let n_in = inputs.len();
+    let mut place: FxHashMap<ValueId, Place> = FxHashMap::default();
+    for (i, &arg) in module.block_args(entry).iter().enumerate() {
+        place.insert(arg, Place::Io(i));
+    }
+    let mut copies_to_outputs: Vec<(ValueId, usize)> = Vec::new();
+    for (j, &v) in returned.iter().enumerate() {
+        let r = root_of(v)?;
+        match (source[&r], place.contains_key(&r)) {
+            (Source::Produced, false) => {
+                place.insert(r, Place::Io(n_in + j));
+            }
+            _ => copies_to_outputs.push((r, j)),
+        }
+    }
+
+    let mut lifetimes: Vec<Lifetime> = Vec::new();
+    let mut lifetime_owner: Vec<ArenaUse> = Vec::new();
+    let mut last_use: FxHashMap<ValueId, usize> = FxHashMap::default();
+    for (i, (op, plan)) in steps.iter().enumerate() {
+        let compile_time = compile_time_operands(plan);
+        for (k, v) in module.operands(*op).enumerate() {
+            if matches!(plan, Plan::Alias) && k > 0 || compile_time.contains(&k) {
+                continue;
+            }
+            last_use.insert(root_of(v)?, i);
+        }
+    }
+    let end_step = steps.len();
+    for &(r, _) in &copies_to_outputs {
+        last_use.insert(r, end_step);
+    }
+    for (i, (op, plan)) in steps.iter().enumerate() {
+        if let Plan::Kernels { scratch_bytes, .. } = plan {
+            for r in module.results(*op) {
+                if place.contains_key(&r) {
+                    continue;
+                }
+                let bytes = signature_of(r, "a result")?.bytes();
+                lifetimes.push(Lifetime {
+                    first: i,
+                    last: last_use.get(&r).copied().unwrap_or(i).max(i),
+                    bytes,
+                });
+                lifetime_owner.push(ArenaUse::Value(r));
+            }
+            if *scratch_bytes > 0 {
+                lifetimes.push(Lifetime { first: i, last: i, bytes: *scratch_bytes });
+                lifetime_owner.push(ArenaUse::Scratch(i));
+            }
+        }
+    }
+    let (offsets, arena_bytes) = plan_arena(&lifetimes);
+    let mut scratch_of: FxHashMap<usize, Place> = FxHashMap::default();
+    for (owner, offset) in lifetime_owner.iter().zip(offsets) {
+        match *owner {
+            ArenaUse::Value(v) => {
+                place.insert(v, Place::Arena(offset));
+            }
+            ArenaUse::Scratch(step) => {
+                scratch_of.insert(step, Place::Arena(offset));
+            }
+        }
+    }
+
+    // Emission.
+    let mut rodata = Rodata::default();
+    let mut kernels: Vec<(OpId, KernelCode)> = Vec::new();
+    let mut macs: FxHashMap<OpId, u64> = FxHashMap::default();
+    for (i, (op, plan)) in steps.iter().enumerate() {
+        let Plan::Kernels { .. } = plan else { continue };
+        let compile_time = compile_time_operands(plan);
+        let mut operands = Vec::new();
+        for (k, v) in module.operands(*op).enumerate() {
+            if compile_time.contains(&k) {
+                operands.push(None);
+                continue;
+            }
+            operands.push(Some(run_time_place(ctx, module, root_of(v)?, &source, &mut place, &mut rodata)?));
+        }
+        let results = module.results(*op).map(|r| place[&r]).collect();
+        let mut emit = Emit {
+            operands,
+            results,
+            scratch: scratch_of.get(&i).copied(),
+            rodata: &mut rodata,
+            kernels: Vec::new(),
+        };
+        let name = ctx.op_name_str(module.op_name(*op));
+        let view = LowerOp { ctx, module, op: *op, target };
+        let lowering = lowerings.get(name).ok_or_else(|| view.unsupported("no x86 lowering"))?;
+        macs.insert(*op, lowering.multiply_accumulates(&view));
+        lowering.emit(&view, &mut emit).map_err(|e| {
+            CodegenError::new(e.kind, format!("{}: {}", describe_location(ctx, module, *op), e.message))
+        })?;
+        kernels.extend(emit.kernels.into_iter().map(|k| (*op, k)));
+    }
+    for (r, j) in copies_to_outputs {
+        let src = run_time_place(ctx, module, r, &source, &mut place, &mut rodata)?;
+        let bytes = outputs[j].bytes();
+        let code = crate::kernels::copy::emit_copy(src, Place::Io(n_in + j), bytes)?;
+        let op = match source[&r] {
+            Source::Constant(op) => op,
+            _ => func,
+        };
+        kernels.push((op, code));
+    }
+
+    // Layout.
+    let mut code = Vec::new();
+    let mut entries = Vec::new();
+    let mut ops: Vec<OpEntry> = Vec::new();
+    let mut last_op = None;
+    for (op, k) in kernels {
+        let offset = code.len().next_multiple_of(BUFFER_ALIGN);
+        code.resize(offset, 0xCC);
+        code.extend_from_slice(&k.code);
+        let (name, location) =
+            (ctx.op_name_str(module.op_name(op)).to_string(), describe_location(ctx, module, op));
+        if last_op != Some(op) {
+            let multiply_accumulates = macs.get(&op).copied().unwrap_or(0);
+            ops.push(OpEntry { name: name.clone(), location: location.clone(), multiply_accumulates });
+            last_op = Some(op);
+        }
+        entries.push(KernelEntry {
+            offset,
+            len: k.code.len(),
+            work: k.work,
+            work_item: k.work_item,
+            strategy: k.strategy,
+            op: ops.len() - 1,
+            op_name: name,
+            location,
+        });
+    }
+    Ok(Program {
+        function: function.to_string(),
+        inputs,
+        outputs,
+        code,
+        kernels: entries,
+        ops,
+        rodata: rodata.bytes,
+        arena_bytes,
+        target: *target,
+    })
+}
+
+/// What an arena interval holds.
+#[derive(Copy, Clone)]
+enum ArenaUse {
+    Value(ValueId),
+    Scratch(usize),
+}
+
+fn compile_time_operands(plan: &Plan) -> &[usize] {
+    match plan {
+        Plan::Kernels { compile_time_operands, .. } => compile_time_operands,
+        Plan::Alias => &[],
+    }
+}
+
+fn is_constant(ctx: &Context, module: &Module, op: OpId) -> bool {
+    module.num_operands(op) == 0
+        && ctx.op_def(module.op_name(op)).is_some_and(|d| d.has(Traits::CONSTANT_LIKE))
+        && module.num_results(op) == 1
+        && constant_value(ctx, module, module.result(op, 0)).is_some()
+}
+
+fn static_shape(ctx: &Context, ty: Type) -> Option<Vec<usize>> {
+    ctx.tensor_shape(ty)?.iter().map(|&d| usize::try_from(d).ok()).collect()
+}
+
+/// The run-time place of root value `r`, putting a constant's bytes into
+/// rodata on first use.
+fn run_time_place(
+    ctx: &Context,
+    module: &Module,
+    r: ValueId,
+    source: &FxHashMap<ValueId, Source>,
+    place: &mut FxHashMap<ValueId, Place>,
+    rodata: &mut Rodata,
+) -> Result<Place, CodegenError> {
+    if let Some(&p) = place.get(&r) {
+        return Ok(p);
+    }
+    let Some(Source::Constant(op)) = source.get(&r).copied() else {
+        return Err(CodegenError::new(
+            CodegenErrorKind::InvalidInput,
+            "a value is used before it is defined",
+        ));
+    };
+    let value = constant_value(ctx, module, r);
+    let Some(AttrData::Dense(dense)) = value.map(|v| ctx.attr_data(v)) else {
+        return Err(CodegenError::new(
+            CodegenErrorKind::Unsupported,
+            format!("{}: only dense constants are compiled", describe_location(ctx, module, op)),
+        ));
+    };
+    let bytes = constant_bytes(ctx, module.value_type(r), dense).map_err(|m| {
+        CodegenError::new(
+            CodegenErrorKind::Unsupported,
+            format!("{}: {m}", describe_location(ctx, module, op)),
+        )
+    })?;
+    let p = rodata.push(&bytes);
+    place.insert(r, p);
+    Ok(p)
+}
+
+/// A dense constant's elements as a buffer holds them.
+fn constant_bytes(ctx: &Context, ty: Type, dense: &DenseElements) -> Result<Vec<u8>, String> {
+    let element = buffer_element(ctx, ty).ok_or_else(|| {
+        format!("a constant of type {} is not held by compiled code", type_to_string(ctx, ty))
+    })?;
+    let len = static_shape(ctx, ty).ok_or("a constant must be statically shaped")?.iter().product::<usize>();
+    let size = element.size();
+    if dense.bytes.len() != if dense.splat { size } else { len * size } {
+        return Err(format!(
+            "a constant of type {} has {} bytes of data",
+            type_to_string(ctx, ty),
+            dense.bytes.len()
+        ));
+    }
+    Ok(if dense.splat { dense.bytes.repeat(len) } else { dense.bytes.to_vec() })
+}

@@ -1,0 +1,236 @@
+//! Running a [`Program`] in this process: [`JitModule`] maps the code read +
+//! execute and the rodata read-only between guard pages, checks the caller's buffers against the
+//! program's signature, and calls the kernels in order over a
+//! [`Workspace`] (the activation arena), on one thread or several.
+//!
+//! With several threads, each kernel's work items are split into one
+//! contiguous range per thread and every thread waits for the others before
+//! the next kernel starts (kernels read what earlier kernels wrote).
+
+use crate::abi::BUFFER_ALIGN;
+use crate::buffer::{Elements, ElementsMut};
+use crate::error::{CodegenError, CodegenErrorKind};
+use crate::guard::{GuardSide, GuardedRegion};
+use crate::jit::ExecutableCode;
+use crate::module::Program;
+use crate::target::CpuFeatures;
+use std::time::{Duration, Instant};
+
+/// A program mapped into memory, ready to run.
+#[derive(Debug)]
+pub struct JitModule {
+    program: Program,
+    code: Option<ExecutableCode>,
+    rodata: GuardedRegion,
+}
+
+/// The activation arena a [`JitModule`] runs in; keep one per thread of
+/// callers and reuse it across runs.
+#[derive(Debug, Default)]
+pub struct Workspace {
+    blocks: Vec<ArenaBlock>,
+    /// Set by [`Workspace::guarded`]: the arena sits between guard pages.
+    guarded: Option<Option<GuardedRegion>>,
+}
+
+#[repr(C, align(64))]
+#[derive(Copy, Clone, Debug)]
+struct ArenaBlock([u8; BUFFER_ALIGN]);
+
+impl Workspace {
+    /// An empty workspace; it grows on first use.
+    pub fn new() -> Workspace {
+        Workspace::default()
+    }
+
+    /// A workspace whose arena ends flush against an inaccessible guard page
+    /// (and has one before it), so a kernel that overruns the arena faults.
+    /// For tests and debugging; runs are as fast.
+    pub fn guarded() -> Workspace {
+        Workspace { blocks: Vec::new(), guarded: Some(None) }
+    }
+
+    fn arena(&mut self, bytes: usize) -> Result<*mut u8, CodegenError> {
+        if let Some(region) = &mut self.guarded {
+            if region.as_ref().is_none_or(|r| r.len() != bytes) {
+                *region = Some(GuardedRegion::new(bytes, GuardSide::End { align: BUFFER_ALIGN })?);
+            }
+            return Ok(region.as_ref().map_or(std::ptr::null_mut(), GuardedRegion::as_mut_ptr));
+        }
+        let blocks = bytes.div_ceil(BUFFER_ALIGN);
+        if self.blocks.len() < blocks {
+            let more = blocks - self.blocks.len();
+            self.blocks.try_reserve_exact(more).map_err(|_| {
+                CodegenError::new(
+                    CodegenErrorKind::Memory,
+                    format!("cannot allocate an arena of {bytes} bytes"),
+                )
+            })?;
+            self.blocks.resize(blocks, ArenaBlock([0; BUFFER_ALIGN]));
+        }
+        Ok(self.blocks.as_mut_ptr().cast())
+    }
+}
+
+impl JitModule {
+    /// Maps `program`. Its code must only use features this CPU has.
+    pub fn new(program: Program) -> Result<JitModule, CodegenError> {
+        let missing = program.target.features.missing_from(&CpuFeatures::host());
+        if missing != CpuFeatures::NONE {
+            return Err(CodegenError::new(
+                CodegenErrorKind::MissingCpuFeatures,
+                format!("the program was compiled for {missing}, which this CPU lacks"),
+            ));
+        }
+        let code = if program.code.is_empty() { None } else { Some(ExecutableCode::new(&program.code)?) };
+        let mut rodata = GuardedRegion::new(program.rodata.len(), GuardSide::Start)?;
+        rodata.as_mut_slice().copy_from_slice(&program.rodata);
+        rodata.make_read_only()?;
+        Ok(JitModule { program, code, rodata })
+    }
+
+    /// The program it runs.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Runs the program on `inputs`, writing `outputs`, on `threads` threads
+    /// (1 runs on the caller's). Buffers must match the program's signature
+    /// in number, element type and length.
+    pub fn run(
+        &self,
+        inputs: &[Elements<'_>],
+        outputs: &mut [ElementsMut<'_>],
+        workspace: &mut Workspace,
+        threads: usize,
+    ) -> Result<(), CodegenError> {
+        let io = self.bind(inputs, outputs)?;
+        let call = self.call(&io, workspace)?;
+        let kernels = &self.program.kernels;
+        let threads = threads.max(1);
+        if threads == 1 {
+            for k in kernels {
+                call.kernel(k.offset, 0, k.work);
+            }
+            return Ok(());
+        }
+        let barrier = std::sync::Barrier::new(threads);
+        let worker = |t: usize| {
+            for k in kernels {
+                let (begin, end) = (k.work * t / threads, k.work * (t + 1) / threads);
+                call.kernel(k.offset, begin, end);
+                barrier.wait();
+            }
+        };
+        std::thread::scope(|s| {
+            for t in 1..threads {
+                let worker = &worker;
+                s.spawn(move || worker(t));
+            }
+            worker(0);
+        });
+        Ok(())
+    }
+
+    /// Runs the program `runs` times on one thread and returns the total
+    /// time spent in each kernel, in the order of [`Program::kernels`].
+    pub fn profile(
+        &self,
+        inputs: &[Elements<'_>],
+        outputs: &mut [ElementsMut<'_>],
+        workspace: &mut Workspace,
+        runs: usize,
+    ) -> Result<Vec<Duration>, CodegenError> {
+        let io = self.bind(inputs, outputs)?;
+        let call = self.call(&io, workspace)?;
+        let mut times = vec![Duration::ZERO; self.program.kernels.len()];
+        for _ in 0..runs {
+            for (k, time) in self.program.kernels.iter().zip(&mut times) {
+                let start = Instant::now();
+                call.kernel(k.offset, 0, k.work);
+                *time += start.elapsed();
+            }
+        }
+        Ok(times)
+    }
+
+    /// The io table of `inputs` and `outputs`, checked against the signature.
+    fn bind(
+        &self,
+        inputs: &[Elements<'_>],
+        outputs: &mut [ElementsMut<'_>],
+    ) -> Result<Vec<*mut u8>, CodegenError> {
+        let bad = |m: String| CodegenError::new(CodegenErrorKind::BadArguments, m);
+        let p = &self.program;
+        if inputs.len() != p.inputs.len() || outputs.len() != p.outputs.len() {
+            return Err(bad(format!(
+                "@{} takes {} inputs and {} outputs, got {} and {}",
+                p.function,
+                p.inputs.len(),
+                p.outputs.len(),
+                inputs.len(),
+                outputs.len()
+            )));
+        }
+        let check = |what: &str, i: usize, element, len, sig: &crate::module::TensorSignature| {
+            if element != sig.element || len != sig.len() {
+                return Err(bad(format!(
+                    "{what} {i} must hold {} {} elements ({}), got {len} {element}",
+                    sig.len(),
+                    sig.element,
+                    sig.type_text
+                )));
+            }
+            Ok(())
+        };
+        for (i, (x, sig)) in inputs.iter().zip(&p.inputs).enumerate() {
+            check("input", i, x.element_type(), x.len(), sig)?;
+        }
+        for (j, (y, sig)) in outputs.iter().zip(&p.outputs).enumerate() {
+            check("output", j, y.element_type(), y.len(), sig)?;
+        }
+        let mut io: Vec<*mut u8> = inputs.iter().map(|x| x.as_ptr().cast_mut()).collect();
+        io.extend(outputs.iter_mut().map(|y| y.as_mut_ptr()));
+        Ok(io)
+    }
+
+    fn call<'a>(&self, io: &'a [*mut u8], workspace: &mut Workspace) -> Result<Call<'a>, CodegenError> {
+        Ok(Call {
+            code: self.code.as_ref().map_or(std::ptr::null(), |c| c.entry()),
+            arena: workspace.arena(self.program.arena_bytes)?,
+            rodata: self.rodata.as_mut_ptr().cast_const(),
+            io,
+        })
+    }
+}
+
+/// The pointers one run passes to every kernel.
+struct Call<'a> {
+    code: *const u8,
+    arena: *mut u8,
+    rodata: *const u8,
+    io: &'a [*mut u8],
+}
+
+// SAFETY: the pointers are only passed to kernels, which by the convention of
+// abi.rs write disjoint bytes for disjoint work ranges; the buffers outlive
+// the scope the threads run in.
+unsafe impl Sync for Call<'_> {}
+
+impl Call<'_> {
+    fn kernel(&self, offset: usize, begin: usize, end: usize) {
+        if begin >= end {
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: JitModule::new mapped the program's code, which the module
+        // compiler laid out with a kernel at `offset`, and checked that this
+        // CPU has every feature the target allows; `run` checked that the io
+        // buffers match the signature, the arena holds `arena_bytes`, and
+        // rodata holds the program's rodata, which is every byte the
+        // kernels address.
+        unsafe {
+            crate::abi::call_kernel(self.code.add(offset), self.arena, self.rodata, self.io, begin, end);
+        }
+    }
+}

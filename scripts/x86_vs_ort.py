@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Latency of qopt's x86 backend against ONNX Runtime's int8 CPU kernels, side by side.
+
+usage: scripts/.venv/bin/python scripts/x86_vs_ort.py
+           [--models resnet18ish,resnet_tiny,mnist_mbv2] [--runs 30] [--threads 1,2]
+           [--configs default,reduce-range]
+
+For each model, in one process run on one machine:
+  ONNX Runtime: the float model quantized by quantize_static (MinMax on the model's calibration
+    set, per-channel int8 weights, uint8 activations), in QDQ and in QOperator format, each run
+    with `intra_op_num_threads` = 1 and 2 (graph optimizations on, the default), median of
+    --runs runs after a warm-up;
+  qopt: `qimport` + `qopt --pass='quantize{data=calib}'` (plus the config's options), then
+    `qrun q.qir --random-inputs --backend=x86 --bench RUNS --threads T` (compiled once, not timed;
+    its compile time is printed too).
+The two are timed alternately (ORT, qopt, ORT again) so that drifting clocks hit both; the table
+shows each median and the ratio ORT/qopt (> 1: qopt is faster) against ORT's faster format.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import qopt_common as C  # noqa: E402
+
+CONFIGS = {"default": "", "reduce-range": "reduce-range=true"}
+
+
+def ort_u8_model(model: Path, out: Path, calib, fmt: str) -> None:
+    """quantize_static with uint8 activations in format `fmt` (QDQ or QOperator)."""
+    import contextlib
+    import tempfile
+
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    with tempfile.TemporaryDirectory(prefix="ortpre.") as tmp, contextlib.redirect_stdout(sys.stderr):
+        pre = Path(tmp) / "pre.onnx"
+        C.ort_preprocess(model, pre)
+        quantize_static(
+            str(pre), str(out), C.ort_reader(pre, calib),
+            quant_format=QuantFormat[fmt], per_channel=True,
+            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+            calibrate_method=CalibrationMethod.MinMax,
+        )
+
+
+def ort_median_ms(model: Path, threads: int, runs: int) -> float:
+    import numpy as np
+    import onnxruntime as ort
+
+    s = ort.InferenceSession(str(model), C.ort_session_options(threads), providers=["CPUExecutionProvider"])
+    spec = s.get_inputs()[0]
+    shape = [d if isinstance(d, int) else 1 for d in spec.shape]
+    x = np.random.default_rng(1).standard_normal(shape, dtype=np.float32)
+    for _ in range(3):
+        s.run(None, {spec.name: x})
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        s.run(None, {spec.name: x})
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def qopt_bench(bins: dict, qir: Path, threads: int, runs: int) -> tuple[float, float]:
+    """(median ms, compile ms) of `qrun --backend=x86 --bench`."""
+    out = C.run([bins["qrun"], qir, "--random-inputs", "--backend=x86", "--threads", str(threads),
+                 "--bench", str(runs)]).stdout
+    median = float(re.search(r"latency: median ([0-9.]+) ms", out).group(1))
+    compiled = re.search(r"compiled in ([0-9.]+) ms", out)
+    return median, float(compiled.group(1)) if compiled else float("nan")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="resnet18ish,resnet_tiny,mnist_mbv2")
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--configs", default="default,reduce-range")
+    ap.add_argument("--bin-dir", type=Path, default=C.DEFAULT_BIN_DIR)
+    ap.add_argument("--models-dir", type=Path, default=C.DEFAULT_MODELS_DIR)
+    args = ap.parse_args()
+    import numpy as np
+
+    bins = C.binaries(args.bin_dir)
+    work = C.DEFAULT_WORK_DIR / "x86"
+    rows = []
+    for name in args.models.split(","):
+        d = C.model_dir(name, args.models_dir, C.DEFAULT_WORK_DIR)
+        mw = work / name
+        mw.mkdir(parents=True, exist_ok=True)
+        calib_path = C.calib_file(d)
+        calib = np.load(calib_path)
+        ort_models = {}
+        for fmt in ("QDQ", "QOperator"):
+            path = mw / f"ort_u8_{fmt.lower()}.onnx"
+            if not path.exists():
+                ort_u8_model(d / "model.onnx", path, calib, fmt)
+            ort_models[fmt] = path
+        fp = mw / "fp.qir"
+        if not fp.exists():
+            C.run([bins["qimport"], d / "model.onnx", "-o", fp, "--batch", "1"])
+        for cfg in args.configs.split(","):
+            q = mw / f"q_{cfg}.qir"
+            if not q.exists():
+                opts = f" {CONFIGS[cfg]}" if CONFIGS[cfg] else ""
+                C.run([bins["qopt"], fp, f"--pass=quantize{{data={calib_path}{opts}}}", "-o", q])
+            for threads in (int(t) for t in args.threads.split(",")):
+                ort_before = {f: ort_median_ms(p, threads, args.runs) for f, p in ort_models.items()}
+                ours, compile_ms = qopt_bench(bins, q, threads, args.runs)
+                ort_after = {f: ort_median_ms(p, threads, args.runs) for f, p in ort_models.items()}
+                ort = {f: min(ort_before[f], ort_after[f]) for f in ort_models}
+                best = min(ort.values())
+                rows.append((name, cfg, threads, ort["QDQ"], ort["QOperator"], ours, best / ours, compile_ms))
+                C.log(f"{name} {cfg} {threads}t: ORT QDQ {ort['QDQ']:.2f} ms, QOperator {ort['QOperator']:.2f} ms, "
+                      f"qopt x86 {ours:.2f} ms")
+    print("| model | qopt config | threads | ORT QDQ u8 ms | ORT QOperator u8 ms | qopt x86 ms | "
+          "ORT best / qopt | qopt compile ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, cfg, threads, qdq, qop, ours, ratio, compile_ms in rows:
+        print(f"| {name} | {cfg} | {threads} | {qdq:.2f} | {qop:.2f} | {ours:.2f} | {ratio:.2f}x | {compile_ms:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
