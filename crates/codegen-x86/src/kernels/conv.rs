@@ -204,6 +204,12 @@ impl OpLowering for Conv2dLowering {
         Ok(Plan::Kernels { scratch_bytes: plan.scratch_bytes(), compile_time_operands })
     }
 
+    /// `N·O·OH·OW` outputs of `Cg·kh·kw` taps each.
+    fn multiply_accumulates(&self, op: &LowerOp<'_>) -> u64 {
+        let Ok(g) = ConvGeometry::read(op) else { return 0 };
+        (g.batches * g.out_channels * g.positions() * g.group_inputs() * g.kernel[0] * g.kernel[1]) as u64
+    }
+
     fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
         let plan = ConvPlan::new(op, &self.options)?;
         if plan.output_is_empty() {
@@ -248,7 +254,7 @@ impl OpLowering for Conv2dLowering {
             )?;
             out.kernel(KernelCode {
                 code,
-                work: planes.max(1),
+                work: planes,
                 work_item: "channel plane",
                 strategy: format!(
                     "depthwise direct {}×{} stride {}: vpmaddwd exact, 8 output columns per vector",

@@ -152,6 +152,12 @@ impl OpLowering for DenseLowering {
         Ok(Plan::Kernels { scratch_bytes: plan.panels.scratch_bytes(), compile_time_operands })
     }
 
+    /// `rows·O` outputs of `K` taps each.
+    fn multiply_accumulates(&self, op: &LowerOp<'_>) -> u64 {
+        let (Ok(x), Ok(w)) = (op.operand_shape(0), op.operand_shape(1)) else { return 0 };
+        (x.iter().product::<usize>() * w.first().copied().unwrap_or(0)) as u64
+    }
+
     fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
         let plan = DensePlan::new(op, &self.options)?;
         if plan.rows * plan.layer.channels == 0 {

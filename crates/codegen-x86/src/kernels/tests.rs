@@ -556,7 +556,8 @@ fn time_layer(name: &str, case: &Case, lowering: &dyn OpLowering, runs: usize) {
     let mut x = case.input_bytes();
     let mut out = vec![0u8; case.out_shape.iter().product()];
     let io = [x.as_mut_ptr(), out.as_mut_ptr()];
-    let codes: Vec<ExecutableCode> = compiled.kernels.iter().map(|k| ExecutableCode::new(&k.code).unwrap()).collect();
+    let codes: Vec<ExecutableCode> =
+        compiled.kernels.iter().map(|k| ExecutableCode::new(&k.code).unwrap()).collect();
     let mut times = vec![Vec::new(); codes.len()];
     for _ in 0..runs {
         for (k, code) in codes.iter().enumerate() {
@@ -566,7 +567,8 @@ fn time_layer(name: &str, case: &Case, lowering: &dyn OpLowering, runs: usize) {
             times[k].push(start.elapsed().as_secs_f64());
         }
     }
-    let macs = (case.out_shape.iter().product::<usize>() * case.w_shape[1..].iter().product::<usize>()) as f64;
+    let macs =
+        (case.out_shape.iter().product::<usize>() * case.w_shape[1..].iter().product::<usize>()) as f64;
     let mut total = 0.0;
     let mut parts = Vec::new();
     for (k, t) in times.iter_mut().enumerate() {
