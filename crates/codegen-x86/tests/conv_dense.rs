@@ -105,10 +105,10 @@ fn activation(rng: &mut Random, scale: f64) -> String {
 /// (small ones let `vpmaddubsw` take the layer).
 fn weight(rng: &mut Random, shape: &[usize]) -> (String, String) {
     let o = shape[0];
-    let unsigned = rng.next() % 5 == 0;
+    let unsigned = rng.next().is_multiple_of(5);
     let storage = if unsigned { "u8" } else { "i8" };
     let (lo, hi) = if unsigned { (0, 255) } else { (-128, 127) };
-    let per_channel = rng.next() % 2 == 0;
+    let per_channel = rng.next().is_multiple_of(2);
     let zero_point = |rng: &mut Random| match (unsigned, rng.next() % 3) {
         (false, 0 | 1) => 0,
         (true, 0 | 1) => rng.range(120, 136),
@@ -128,7 +128,7 @@ fn weight(rng: &mut Random, shape: &[usize]) -> (String, String) {
     } else {
         format!("!qnn.uniform<{storage}:f32, {:?}:{}>", params[0].0, params[0].1)
     };
-    let small = rng.next() % 2 == 0;
+    let small = rng.next().is_multiple_of(2);
     let per_row: usize = shape[1..].iter().product();
     let values: Vec<String> = (0..o * per_row)
         .map(|i| {
@@ -192,7 +192,7 @@ fn graph() -> impl Strategy<Value = Graph> {
                 // kind 0: depthwise; 1: grouped; else plain.
                 let groups = match kind {
                     0 => shape.c,
-                    1 if shape.c % 2 == 0 => 2,
+                    1 if shape.c.is_multiple_of(2) => 2,
                     _ => 1,
                 };
                 let o = if kind == 0 { shape.c } else { groups * og };
@@ -214,7 +214,7 @@ fn graph() -> impl Strategy<Value = Graph> {
                 let out_ty = activation(&mut rng, out_scale);
                 let (tin, tout) = (tensor(&shape, &ty), tensor(&out_shape, &out_ty));
                 body += &format!("    %w{i} = fp.constant() {{value = {w}}} : () -> {tw}\n");
-                let (bias_operand, bias_type) = if rng.next() % 3 == 0 {
+                let (bias_operand, bias_type) = if rng.next().is_multiple_of(3) {
                     (String::new(), String::new())
                 } else {
                     let values: Vec<String> = (0..o).map(|_| rng.range(-30000, 30000).to_string()).collect();
