@@ -21,7 +21,7 @@ use crate::lower::{Emit, LowerOp, OpLowering, Plan, Rodata};
 use crate::target::{CpuFeatures, Target, TargetCpu};
 use ndarray::{ArrayD, IxDyn};
 use proptest::prelude::*;
-use qopt_interp::{run_function, KernelRegistry, Tensor};
+use qopt_interp::{run_function, run_function_with, KernelRegistry, Tensor};
 use qopt_ir_core::{parse_module, Context, Module, OpId};
 
 /// Whether this CPU runs the AVX2 kernels; prints a notice when not.
@@ -191,10 +191,11 @@ struct Compiled {
 fn compile(
     ctx: &Context,
     module: &Module,
+    op: OpId,
     lowering: &dyn OpLowering,
     target: &Target,
 ) -> Result<Compiled, crate::CodegenError> {
-    let op = LowerOp { ctx, module, op: the_op(ctx, module), target };
+    let op = LowerOp { ctx, module, op, target };
     let plan = lowering.plan(&op)?;
     let Plan::Kernels { scratch_bytes, compile_time_operands } = &plan else {
         panic!("conv is not an alias")
@@ -262,7 +263,8 @@ fn check(case: &Case, lowering: &dyn OpLowering, cuts: &[f64]) -> String {
         parse_module(&mut ctx, text.as_bytes(), "case.qir").unwrap_or_else(|e| panic!("{text}\n{e:?}"));
     let want = interpret(&ctx, &module, case);
     let target = Target::for_running(TargetCpu::Native).unwrap();
-    let compiled = compile(&ctx, &module, lowering, &target).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let compiled = compile(&ctx, &module, the_op(&ctx, &module), lowering, &target)
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
     let got = run(&compiled, &case.input_bytes(), want.len(), cuts);
     if got != want {
         let first = (0..want.len()).find(|&i| got[i] != want[i]).unwrap();
@@ -549,7 +551,7 @@ fn time_layer(name: &str, case: &Case, lowering: &dyn OpLowering, runs: usize) {
     let mut ctx = context();
     let module = parse_module(&mut ctx, case.text().as_bytes(), "bench.qir").unwrap();
     let target = Target::for_running(TargetCpu::Native).unwrap();
-    let compiled = compile(&ctx, &module, lowering, &target).unwrap();
+    let compiled = compile(&ctx, &module, the_op(&ctx, &module), lowering, &target).unwrap();
     let Plan::Kernels { scratch_bytes, .. } = compiled.plan else { unreachable!() };
     let mut arena = Aligned::new(&[], BUFFER_ALIGN + scratch_bytes, 0);
     let mut rodata = Aligned::new(&compiled.rodata, compiled.rodata.len(), 0);
@@ -610,5 +612,87 @@ fn resnet_layer_speed() {
         let name = format!("{c}→{o} {k}×{k}/{stride} {hw}×{hw}");
         time_layer(&format!("{name} vpmaddwd"), &resnet_layer(c, o, hw, k, stride, false), &exact, 20);
         time_layer(&format!("{name} small weights"), &resnet_layer(c, o, hw, k, stride, true), &default, 20);
+    }
+}
+
+/// Every conv2d and dense layer of real quantized models, each on the
+/// activation the model computes for its first test sample, with both
+/// option sets. Set `QOPT_X86_LAYER_MODELS` to `model.qir=input.npy` pairs
+/// separated by commas (the models after `qopt --pass='quantize{...}'`);
+/// prints one line per layer.
+#[test]
+#[ignore = "needs quantized models: set QOPT_X86_LAYER_MODELS"]
+fn model_layers_match_the_interpreter() {
+    let Ok(list) = std::env::var("QOPT_X86_LAYER_MODELS") else {
+        println!("notice: model_layers_match_the_interpreter: QOPT_X86_LAYER_MODELS is not set");
+        return;
+    };
+    if !avx2_here("model_layers_match_the_interpreter") {
+        return;
+    }
+    let target = Target::for_running(TargetCpu::Native).unwrap();
+    for pair in list.split(',') {
+        let (model, input) = pair.split_once('=').expect("model.qir=input.npy");
+        let mut ctx = context();
+        let text = std::fs::read(model).unwrap();
+        let module = parse_module(&mut ctx, &text, model).unwrap();
+        let raw = qopt_interp::npy::read_npy_file(input).unwrap();
+        let sample: usize = raw.shape[1..].iter().product();
+        let values: Vec<f32> = raw.to_vec::<f32>().unwrap();
+        let mut shape = raw.shape.clone();
+        shape[0] = 1;
+        let x = Tensor::F32(ArrayD::from_shape_vec(IxDyn(&shape), values[..sample].to_vec()).unwrap());
+        let mut results: std::collections::HashMap<OpId, Vec<Tensor>> = Default::default();
+        run_function_with(
+            &ctx,
+            &module,
+            "main",
+            std::slice::from_ref(&x),
+            &KernelRegistry::standard(),
+            &mut |op, r| {
+                results.insert(op, r.to_vec());
+            },
+        )
+        .unwrap();
+        let func = module.lookup_symbol(&ctx, "main").unwrap();
+        let block = module.first_block(module.region(func, 0));
+        let mut layers = 0;
+        for op in module.block_ops(block) {
+            let name = ctx.op_name_str(module.op_name(op));
+            let lowering: [&dyn OpLowering; 2] = if name.starts_with("qnn.conv2d") {
+                [&Conv2dLowering::default(), &Conv2dLowering { options: KernelOptions::EXACT_WORDS_ONLY }]
+            } else if name.starts_with("qnn.dense") {
+                [&DenseLowering::default(), &DenseLowering { options: KernelOptions::EXACT_WORDS_ONLY }]
+            } else {
+                continue;
+            };
+            let activation = match module.value_def(module.operand(op, 0)) {
+                qopt_ir_core::ValueDef::Result { op: def, index } => results[&def][index as usize].clone(),
+                qopt_ir_core::ValueDef::BlockArg { .. } => x.clone(),
+            };
+            let bytes = |t: &Tensor| -> Vec<u8> {
+                match t {
+                    Tensor::I8(a) => a.iter().map(|&v| v as u8).collect(),
+                    Tensor::U8(a) => a.iter().copied().collect(),
+                    other => panic!("{name}: unexpected tensor {}", other.describe()),
+                }
+            };
+            let want = bytes(&results[&op][0]);
+            let mut strategies = Vec::new();
+            for l in lowering {
+                let compiled = compile(&ctx, &module, op, l, &target).unwrap();
+                let got = run(&compiled, &bytes(&activation), want.len(), &[0.5]);
+                let location = crate::lower::describe_location(&ctx, &module, op);
+                assert!(got == want, "{model}: {name} at {location} differs from the interpreter");
+                strategies.push(compiled.kernels.last().map(|k| k.strategy.clone()).unwrap_or_default());
+            }
+            layers += 1;
+            println!(
+                "{model}: {name} {}: {}",
+                crate::lower::describe_location(&ctx, &module, op),
+                strategies[0]
+            );
+        }
+        println!("{model}: {layers} conv/dense layers bit-exact on both schemes");
     }
 }
