@@ -543,42 +543,46 @@ fn resnet_layer(c: usize, o: usize, hw: usize, k: usize, stride: usize, small_we
     build(&common, "conv", attrs, vec![1, c, hw, hw], vec![o, c, k, k], vec![1, o, out, out], o)
 }
 
-/// Times every kernel of `case` (the fastest of `runs`: other processes only
-/// ever add time), after checking it once
-/// against the interpreter; prints GOP/s (2 ops per multiply-accumulate).
+/// The fastest time of each kernel of `compiled` over `runs` runs on
+/// `input` (other processes only ever add time).
+fn time_kernels(compiled: &Compiled, input: &[u8], out_len: usize, runs: usize) -> Vec<f64> {
+    let Plan::Kernels { scratch_bytes, .. } = compiled.plan else { unreachable!() };
+    let mut arena = Aligned::new(&[], BUFFER_ALIGN + scratch_bytes, 0);
+    let mut rodata = Aligned::new(&compiled.rodata, compiled.rodata.len(), 0);
+    let mut x = input.to_vec();
+    let mut out = vec![0u8; out_len];
+    let io = [x.as_mut_ptr(), out.as_mut_ptr()];
+    let codes: Vec<ExecutableCode> =
+        compiled.kernels.iter().map(|k| ExecutableCode::new(&k.code).unwrap()).collect();
+    let mut fastest = vec![f64::INFINITY; codes.len()];
+    for _ in 0..runs {
+        for (k, code) in codes.iter().enumerate() {
+            let start = std::time::Instant::now();
+            // SAFETY: as in `run`, without guards.
+            unsafe { call_kernel(code.entry(), arena.ptr(), rodata.ptr(), &io, 0, compiled.kernels[k].work) };
+            fastest[k] = fastest[k].min(start.elapsed().as_secs_f64());
+        }
+    }
+    fastest
+}
+
+/// Times every kernel of `case` after checking it once against the
+/// interpreter; prints GOP/s (2 ops per multiply-accumulate).
 fn time_layer(name: &str, case: &Case, lowering: &dyn OpLowering, runs: usize) {
     let strategy = check(case, lowering, &[]);
     let mut ctx = context();
     let module = parse_module(&mut ctx, case.text().as_bytes(), "bench.qir").unwrap();
     let target = Target::for_running(TargetCpu::Native).unwrap();
     let compiled = compile(&ctx, &module, the_op(&ctx, &module), lowering, &target).unwrap();
-    let Plan::Kernels { scratch_bytes, .. } = compiled.plan else { unreachable!() };
-    let mut arena = Aligned::new(&[], BUFFER_ALIGN + scratch_bytes, 0);
-    let mut rodata = Aligned::new(&compiled.rodata, compiled.rodata.len(), 0);
-    let mut x = case.input_bytes();
-    let mut out = vec![0u8; case.out_shape.iter().product()];
-    let io = [x.as_mut_ptr(), out.as_mut_ptr()];
-    let codes: Vec<ExecutableCode> =
-        compiled.kernels.iter().map(|k| ExecutableCode::new(&k.code).unwrap()).collect();
-    let mut times = vec![Vec::new(); codes.len()];
-    for _ in 0..runs {
-        for (k, code) in codes.iter().enumerate() {
-            let start = std::time::Instant::now();
-            // SAFETY: as in `run`, without guards.
-            unsafe { call_kernel(code.entry(), arena.ptr(), rodata.ptr(), &io, 0, compiled.kernels[k].work) };
-            times[k].push(start.elapsed().as_secs_f64());
-        }
-    }
+    let times = time_kernels(&compiled, &case.input_bytes(), case.out_shape.iter().product(), runs);
     let macs =
         (case.out_shape.iter().product::<usize>() * case.w_shape[1..].iter().product::<usize>()) as f64;
-    let mut total = 0.0;
-    let mut parts = Vec::new();
-    for (k, t) in times.iter_mut().enumerate() {
-        t.sort_by(f64::total_cmp);
-        let fastest = t[0];
-        total += fastest;
-        parts.push(format!("{} {:.3} ms", compiled.kernels[k].work_item, fastest * 1e3));
-    }
+    let total: f64 = times.iter().sum();
+    let parts: Vec<String> = times
+        .iter()
+        .zip(&compiled.kernels)
+        .map(|(t, k)| format!("{} {:.3} ms", k.work_item, t * 1e3))
+        .collect();
     println!(
         "{name}: {:.3} ms, {:.1} GOP/s ({:.1} GMAC/s) [{}] — {strategy}",
         total * 1e3,
@@ -657,6 +661,8 @@ fn model_layers_match_the_interpreter() {
         let func = module.lookup_symbol(&ctx, "main").unwrap();
         let block = module.first_block(module.region(func, 0));
         let mut layers = 0;
+        let runs: usize = std::env::var("QOPT_X86_LAYER_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(0);
+        let mut total_seconds = 0.0;
         for op in module.block_ops(block) {
             let name = ctx.op_name_str(module.op_name(op));
             let lowering: [&dyn OpLowering; 2] = if name.starts_with("qnn.conv2d") {
@@ -687,12 +693,23 @@ fn model_layers_match_the_interpreter() {
                 strategies.push(compiled.kernels.last().map(|k| k.strategy.clone()).unwrap_or_default());
             }
             layers += 1;
-            println!(
-                "{model}: {name} {}: {}",
-                crate::lower::describe_location(&ctx, &module, op),
-                strategies[0]
-            );
+            let location = crate::lower::describe_location(&ctx, &module, op);
+            if runs > 0 {
+                let compiled = compile(&ctx, &module, op, lowering[0], &target).unwrap();
+                let seconds: f64 =
+                    time_kernels(&compiled, &bytes(&activation), want.len(), runs).iter().sum();
+                total_seconds += seconds;
+                println!("{model}: {name} {location}: {:.3} ms, {}", seconds * 1e3, strategies[0]);
+            } else {
+                println!("{model}: {name} {location}: {}", strategies[0]);
+            }
         }
         println!("{model}: {layers} conv/dense layers bit-exact on both schemes");
+        if runs > 0 {
+            println!(
+                "{model}: {:.3} ms in conv/dense kernels (one thread, fastest of {runs} runs each)",
+                total_seconds * 1e3
+            );
+        }
     }
 }
