@@ -280,15 +280,62 @@ pub(crate) struct Window {
     pub group_inputs: usize,
 }
 
-/// Offsets inside a block record of the pack tables.
+/// How the pack kernel reads one block of positions, decided at compile
+/// time from the block's `base(p)` (stored as the record's flag).
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+enum BlockRead {
+    /// Arbitrary positions: `vpgatherdd` at `base(p) + koff`.
+    Gather = 0,
+    /// `base(p) = base0 + sw·j` for every valid position `j`: one vector
+    /// load per tap (two, keeping the even elements, for `sw = 2`).
+    OneRun = 1,
+    /// Two such runs (the block crosses one output row): the loads from
+    /// `base0` and from `base1 − sw·len1` are blended at lane `len1`.
+    TwoRuns = 2,
+}
+
+/// Offsets inside a block record: `base(p)` of each position (i32), then
+/// the flag, `base0` and the second run's load base, then the blend mask
+/// (0xFF in the bytes of lanes taken from the second load).
 fn block_record_size(vectors: usize) -> usize {
+    32 * vectors + 64
+}
+fn record_flag(vectors: usize) -> usize {
+    32 * vectors
+}
+fn record_mask(vectors: usize) -> usize {
     32 * vectors + 32
 }
 
+/// How block `bases` (`None` past the last position) is read with
+/// horizontal stride `sw`, and the two load bases and the run split.
+fn classify(bases: &[Option<usize>], sw: usize) -> (BlockRead, usize, usize, usize) {
+    let valid: Vec<usize> = bases.iter().map_while(|b| *b).collect();
+    let first = valid.first().copied().unwrap_or(0);
+    if sw > 2 || valid.is_empty() {
+        return (
+            if valid.is_empty() { BlockRead::OneRun } else { BlockRead::Gather },
+            first,
+            first,
+            valid.len(),
+        );
+    }
+    let run_from = |start: usize| {
+        (start..valid.len()).take_while(|&j| valid[j] == valid[start] + sw * (j - start)).count()
+    };
+    let len1 = run_from(0);
+    if len1 == valid.len() {
+        return (BlockRead::OneRun, first, first, len1);
+    }
+    let second = valid[len1];
+    if run_from(len1) == valid.len() - len1 && second >= sw * len1 {
+        return (BlockRead::TwoRuns, first, second - sw * len1, len1);
+    }
+    (BlockRead::Gather, first, first, len1)
+}
+
 /// The pack kernel's rodata: the `koff` table (one i32 per tap of each
-/// unit) at 0, then one block record per block at the returned offset
-/// (`base(p)` of each position, then a contiguity flag and `base` of the
-/// first position).
+/// unit) at 0, then one block record per block at the returned offset.
 pub(crate) fn pack_tables(image: &ImageShape, window: &Window, gemm: &GemmShape) -> (Vec<u8>, usize) {
     let wp = image.padded_width();
     let plane = image.plane();
@@ -311,26 +358,29 @@ pub(crate) fn pack_tables(image: &ImageShape, window: &Window, gemm: &GemmShape)
     out.resize(blocks_at, 0);
     let width = gemm.block_width();
     let ow = window.output[1];
+    let element = image.element_size();
     for block in 0..gemm.blocks() {
         let mut record = vec![0u8; block_record_size(gemm.vectors)];
-        let mut bases = Vec::with_capacity(width);
-        for j in 0..width {
-            let p = block * width + j;
-            let valid = p < gemm.positions;
-            let base = if valid {
-                let (oy, ox) = (p / ow, p % ow);
-                Some(oy * window.stride[0] * wp + ox * window.stride[1])
-            } else {
-                None
-            };
-            record[4 * j..4 * j + 4].copy_from_slice(&(base.unwrap_or(0) as i32).to_le_bytes());
-            bases.push(base);
+        let bases: Vec<Option<usize>> = (0..width)
+            .map(|j| {
+                let p = block * width + j;
+                (p < gemm.positions).then(|| (p / ow) * window.stride[0] * wp + (p % ow) * window.stride[1])
+            })
+            .collect();
+        for (j, b) in bases.iter().enumerate() {
+            record[4 * j..4 * j + 4].copy_from_slice(&(b.unwrap_or(0) as i32).to_le_bytes());
         }
-        let first = bases[0].unwrap_or(0);
-        let contiguous = bases.iter().enumerate().all(|(j, b)| b.is_none_or(|b| b == first + j));
-        let flag_at = 32 * gemm.vectors;
-        record[flag_at..flag_at + 4].copy_from_slice(&u32::from(contiguous).to_le_bytes());
-        record[flag_at + 4..flag_at + 8].copy_from_slice(&(first as i32).to_le_bytes());
+        let (read, base0, second, len1) = classify(&bases, window.stride[1]);
+        let flag = record_flag(gemm.vectors);
+        record[flag..flag + 4].copy_from_slice(&(read as u32).to_le_bytes());
+        record[flag + 4..flag + 8].copy_from_slice(&(base0 as i32).to_le_bytes());
+        record[flag + 8..flag + 12].copy_from_slice(&(second as i32).to_le_bytes());
+        if read == BlockRead::TwoRuns {
+            let mask = record_mask(gemm.vectors);
+            for byte in len1 * element..width * element {
+                record[mask + byte] = 0xFF;
+            }
+        }
         out.extend_from_slice(&record);
     }
     (out, blocks_at)
@@ -352,6 +402,25 @@ pub(crate) struct PackPlaces {
 const PACK_IMAGE: AsmRegister64 = r13;
 const PACK_PANELS: AsmRegister64 = r14;
 const PACK_TABLES: AsmRegister64 = r15;
+/// The image of the item's group: gathers index from here.
+const GROUP_IMAGE: AsmRegister64 = rbx;
+/// The block record.
+const RECORD: AsmRegister64 = r11;
+/// Load bases of the runs.
+const RUN_A: AsmRegister64 = rsi;
+const RUN_B: AsmRegister64 = rdx;
+const PANEL_CURSOR: AsmRegister64 = rdi;
+const KOFF_CURSOR: AsmRegister64 = r10;
+const UNITS_LEFT: AsmRegister64 = rcx;
+
+/// What one tap's load looks like for a kernel.
+#[derive(Copy, Clone)]
+struct TapLoad {
+    bytes: bool,
+    vectors: usize,
+    stride: usize,
+    two_runs: bool,
+}
 
 /// The pack kernel: one work item per GEMM panel.
 pub(crate) fn emit_pack(
@@ -363,63 +432,68 @@ pub(crate) fn emit_pack(
     let e = image.element_size();
     let plane_bytes = image.plane() * e;
     let record = block_record_size(gemm.vectors);
+    let flag = record_flag(gemm.vectors);
     let per_unit = gemm.accumulation.taps_per_unit();
     let unit_bytes = gemm.block_width() * 4;
+    let stride = window.stride[1];
     emit_item_kernel(
         &[(PACK_IMAGE, places.image), (PACK_PANELS, places.panels), (PACK_TABLES, places.tables)],
         &mut |a| {
             split_index(a, ITEM, &[(gemm.blocks(), r8), (gemm.groups, r9)])?;
-            // rsi: the group's first plane in image n.
-            a.mov(rsi, PACK_IMAGE)?;
-            add_multiple(a, rsi, rax, image.channels * plane_bytes, r10)?;
-            add_multiple(a, rsi, r9, window.group_inputs * plane_bytes, r10)?;
-            multiply_by(a, rdi, ITEM, gemm.panel_bytes())?;
-            a.add(rdi, PACK_PANELS)?;
-            multiply_by(a, rbx, r8, record)?;
-            a.add(rbx, PACK_TABLES)?;
-            super::add_constant(a, rbx, places.blocks_at, r10)?;
+            a.mov(GROUP_IMAGE, PACK_IMAGE)?;
+            add_multiple(a, GROUP_IMAGE, rax, image.channels * plane_bytes, r10)?;
+            add_multiple(a, GROUP_IMAGE, r9, window.group_inputs * plane_bytes, r10)?;
+            multiply_by(a, PANEL_CURSOR, ITEM, gemm.panel_bytes())?;
+            a.add(PANEL_CURSOR, PACK_PANELS)?;
+            multiply_by(a, RECORD, r8, record)?;
+            a.add(RECORD, PACK_TABLES)?;
+            super::add_constant(a, RECORD, places.blocks_at, r10)?;
             if gemm.units == 0 {
                 return Ok(());
             }
-            a.mov(r10, PACK_TABLES)?;
-            a.mov(rcx, gemm.units as u64)?;
-            let mut gather = a.create_label();
-            let mut done = a.create_label();
-            a.cmp(dword_ptr(rbx + 32 * gemm.vectors), 0)?;
-            a.je(gather)?;
-
-            // Consecutive positions: vector loads at base + koff.
-            a.movsxd(rax, dword_ptr(rbx + (32 * gemm.vectors + 4)))?;
-            match e {
-                1 => a.add(rsi, rax)?,
-                _ => a.lea(rsi, qword_ptr(rsi + rax * 2))?,
+            // Constants: ymm15 keeps the low element of each pair (stride 2).
+            if stride == 2 {
+                let keep_low: u32 = if image.bytes { 0x00FF_00FF } else { 0x0000_FFFF };
+                a.mov(eax, keep_low)?;
+                a.vmovd(xmm15, eax)?;
+                a.vpbroadcastd(ymm15, xmm15)?;
             }
-            let mut contiguous = a.create_label();
-            a.set_label(&mut contiguous)?;
-            emit_contiguous_unit(a, image.bytes, gemm.vectors)?;
-            a.add(r10, (per_unit * 4) as i32)?;
-            a.add(rdi, unit_bytes as i32)?;
-            a.dec(rcx)?;
-            a.jnz(contiguous)?;
-            a.jmp(done)?;
-
-            // Any positions: gathers at base(p) + koff.
+            let mut done = a.create_label();
+            let mut gather = a.create_label();
+            let mut one_run = a.create_label();
+            let runs_possible = stride <= 2;
+            if runs_possible {
+                a.movsxd(rax, dword_ptr(RECORD + (flag + 4)))?;
+                a.movsxd(r8, dword_ptr(RECORD + (flag + 8)))?;
+                a.lea(RUN_A, qword_ptr(GROUP_IMAGE + rax * e as u32))?;
+                a.lea(RUN_B, qword_ptr(GROUP_IMAGE + r8 * e as u32))?;
+                a.mov(eax, dword_ptr(RECORD + flag))?;
+                a.cmp(eax, BlockRead::OneRun as i32)?;
+                a.je(one_run)?;
+                a.cmp(eax, BlockRead::Gather as i32)?;
+                a.je(gather)?;
+                // Two runs: the blend mask in ymm14.
+                a.vmovdqu(ymm14, ymmword_ptr(RECORD + record_mask(gemm.vectors)))?;
+                let load = TapLoad { bytes: image.bytes, vectors: gemm.vectors, stride, two_runs: true };
+                emit_unit_loop(a, gemm.units, per_unit, unit_bytes, &|a| emit_run_unit(a, load))?;
+                a.jmp(done)?;
+                a.set_label(&mut one_run)?;
+                let load = TapLoad { two_runs: false, ..load };
+                emit_unit_loop(a, gemm.units, per_unit, unit_bytes, &|a| emit_run_unit(a, load))?;
+                a.jmp(done)?;
+            }
             a.set_label(&mut gather)?;
             for v in 0..gemm.vectors {
-                a.vmovdqu([ymm8, ymm9][v], ymmword_ptr(rbx + 32 * v))?;
+                a.vmovdqu([ymm8, ymm9][v], ymmword_ptr(RECORD + 32 * v))?;
             }
             if image.bytes {
                 a.mov(eax, 0xFFu32)?;
                 a.vmovd(xmm15, eax)?;
                 a.vpbroadcastd(ymm15, xmm15)?;
             }
-            let mut gathered = a.create_label();
-            a.set_label(&mut gathered)?;
-            emit_gather_unit(a, image.bytes, gemm.vectors)?;
-            a.add(r10, (per_unit * 4) as i32)?;
-            a.add(rdi, unit_bytes as i32)?;
-            a.dec(rcx)?;
-            a.jnz(gathered)?;
+            emit_unit_loop(a, gemm.units, per_unit, unit_bytes, &|a| {
+                emit_gather_unit(a, image.bytes, gemm.vectors)
+            })?;
             // The item loop's increment follows and carries the label.
             a.set_label(&mut done)?;
             Ok(())
@@ -427,60 +501,143 @@ pub(crate) fn emit_pack(
     )
 }
 
-/// One unit of consecutive positions: the taps' rows start at
-/// `rsi + koff·e` (koffs at r10), written interleaved at rdi.
-fn emit_contiguous_unit(a: &mut CodeAssembler, bytes: bool, vectors: usize) -> Result<(), CodegenError> {
-    if !bytes {
-        a.movsxd(rax, dword_ptr(r10))?;
-        a.movsxd(r8, dword_ptr(r10 + 4))?;
-        if vectors == 2 {
-            a.vmovdqu(ymm0, ymmword_ptr(rsi + rax * 2))?;
-            a.vmovdqu(ymm1, ymmword_ptr(rsi + r8 * 2))?;
-            a.vpunpcklwd(ymm2, ymm0, ymm1)?; // positions 0-3 | 8-11
-            a.vpunpckhwd(ymm3, ymm0, ymm1)?; // positions 4-7 | 12-15
-            a.vperm2i128(ymm0, ymm2, ymm3, 0x20)?;
-            a.vperm2i128(ymm1, ymm2, ymm3, 0x31)?;
-            a.vmovdqu(ymmword_ptr(rdi), ymm0)?;
-            a.vmovdqu(ymmword_ptr(rdi + 32), ymm1)?;
+/// A loop over the units: `body` packs one unit (koffs at KOFF_CURSOR,
+/// output at PANEL_CURSOR), then both cursors advance.
+fn emit_unit_loop(
+    a: &mut CodeAssembler,
+    units: usize,
+    taps: usize,
+    unit_bytes: usize,
+    body: &dyn Fn(&mut CodeAssembler) -> Result<(), CodegenError>,
+) -> Result<(), CodegenError> {
+    let mut again = a.create_label();
+    a.mov(KOFF_CURSOR, PACK_TABLES)?;
+    a.mov(UNITS_LEFT, units as u64)?;
+    a.set_label(&mut again)?;
+    body(a)?;
+    a.add(KOFF_CURSOR, (taps * 4) as i32)?;
+    a.add(PANEL_CURSOR, unit_bytes as i32)?;
+    a.dec(UNITS_LEFT)?;
+    a.jnz(again)?;
+    Ok(())
+}
+
+/// The tap registers (8 or 16 positions each, before interleaving).
+const TAP_YMM: [AsmRegisterYmm; 4] = [ymm0, ymm1, ymm2, ymm3];
+const TAP_XMM: [AsmRegisterXmm; 4] = [xmm0, xmm1, xmm2, xmm3];
+
+/// One unit of positions in runs: each tap's elements loaded (and blended,
+/// for two runs) into the tap registers, then interleaved into the panel.
+fn emit_run_unit(a: &mut CodeAssembler, load: TapLoad) -> Result<(), CodegenError> {
+    let taps = if load.bytes { 4 } else { 2 };
+    for t in 0..taps {
+        a.movsxd(rax, dword_ptr(KOFF_CURSOR + 4 * t))?;
+        emit_tap_load(a, load, RUN_A, TAP_YMM[t])?;
+        if load.two_runs {
+            emit_tap_load(a, load, RUN_B, ymm6)?;
+            if wide_taps(load) {
+                a.vpblendvb(TAP_YMM[t], TAP_YMM[t], ymm6, ymm14)?;
+            } else {
+                a.vpblendvb(TAP_XMM[t], TAP_XMM[t], xmm6, xmm14)?;
+            }
+        }
+    }
+    emit_interleave(a, load.bytes, load.vectors)
+}
+
+/// Whether a tap's elements fill a ymm (16 i16) rather than an xmm.
+fn wide_taps(load: TapLoad) -> bool {
+    !load.bytes && load.vectors == 2
+}
+
+/// Loads the block's elements of the tap whose koff is in rax from the run
+/// starting at `base` into `dst` (its xmm when the elements fit one).
+/// Clobbers ymm4, ymm5.
+fn emit_tap_load(
+    a: &mut CodeAssembler,
+    load: TapLoad,
+    base: AsmRegister64,
+    dst: AsmRegisterYmm,
+) -> Result<(), CodegenError> {
+    let at = |disp: usize| -> AsmMemoryOperand {
+        if load.bytes {
+            ptr(base + rax + disp)
         } else {
-            a.vmovdqu(xmm0, xmmword_ptr(rsi + rax * 2))?;
-            a.vmovdqu(xmm1, xmmword_ptr(rsi + r8 * 2))?;
-            a.vpunpcklwd(xmm2, xmm0, xmm1)?;
-            a.vpunpckhwd(xmm3, xmm0, xmm1)?;
-            a.vmovdqu(xmmword_ptr(rdi), xmm2)?;
-            a.vmovdqu(xmmword_ptr(rdi + 16), xmm3)?;
+            ptr(base + rax * 2 + disp)
+        }
+    };
+    let dst_x = crate::emit::xmm_of(dst);
+    let (wide, unit_stride) = (load.vectors == 2, load.stride == 1);
+    match (load.bytes, wide, unit_stride) {
+        (false, true, true) => a.vmovdqu(dst, at(0))?,
+        (false, false, true) | (true, true, true) => a.vmovdqu(dst_x, at(0))?,
+        (true, false, true) => a.vmovq(dst_x, at(0))?,
+        (false, true, false) => {
+            // 32 elements; keep the even ones: mask, pack, reorder lanes.
+            a.vpand(ymm4, ymm15, at(0))?;
+            a.vpand(ymm5, ymm15, at(32))?;
+            a.vpackusdw(dst, ymm4, ymm5)?;
+            a.vpermq(dst, dst, 0xD8)?;
+        }
+        (false, false, false) | (true, true, false) => {
+            // 16 i16 or 32 bytes into 8 i16 or 16 bytes.
+            a.vpand(ymm4, ymm15, at(0))?;
+            a.vextracti128(xmm5, ymm4, 1)?;
+            if load.bytes {
+                a.vpackuswb(dst_x, xmm4, xmm5)?;
+            } else {
+                a.vpackusdw(dst_x, xmm4, xmm5)?;
+            }
+        }
+        (true, false, false) => {
+            // 16 bytes into 8.
+            a.vpand(xmm4, xmm15, at(0))?;
+            a.vpackuswb(dst_x, xmm4, xmm4)?;
+        }
+    }
+    Ok(())
+}
+
+/// Interleaves the tap registers into depth units and stores them at
+/// PANEL_CURSOR: i16 pairs (taps 0, 1) or byte quads (taps 0–3).
+fn emit_interleave(a: &mut CodeAssembler, bytes: bool, vectors: usize) -> Result<(), CodegenError> {
+    let out = PANEL_CURSOR;
+    if !bytes {
+        if vectors == 2 {
+            a.vpunpcklwd(ymm4, ymm0, ymm1)?; // positions 0-3 | 8-11
+            a.vpunpckhwd(ymm5, ymm0, ymm1)?; // positions 4-7 | 12-15
+            a.vperm2i128(ymm0, ymm4, ymm5, 0x20)?;
+            a.vperm2i128(ymm1, ymm4, ymm5, 0x31)?;
+            a.vmovdqu(ymmword_ptr(out), ymm0)?;
+            a.vmovdqu(ymmword_ptr(out + 32), ymm1)?;
+        } else {
+            a.vpunpcklwd(xmm4, xmm0, xmm1)?;
+            a.vpunpckhwd(xmm5, xmm0, xmm1)?;
+            a.vmovdqu(xmmword_ptr(out), xmm4)?;
+            a.vmovdqu(xmmword_ptr(out + 16), xmm5)?;
         }
         return Ok(());
-    }
-    let taps = [xmm0, xmm1, xmm2, xmm3];
-    for (t, &x) in taps.iter().enumerate() {
-        a.movsxd(rax, dword_ptr(r10 + 4 * t))?;
-        if vectors == 2 {
-            a.vmovdqu(x, xmmword_ptr(rsi + rax))?;
-        } else {
-            a.vmovq(x, qword_ptr(rsi + rax))?;
-        }
     }
     a.vpunpcklbw(xmm4, xmm0, xmm1)?; // taps 0,1 of positions 0-7
     a.vpunpcklbw(xmm6, xmm2, xmm3)?; // taps 2,3 of positions 0-7
     a.vpunpcklwd(xmm8, xmm4, xmm6)?; // quads of positions 0-3
     a.vpunpckhwd(xmm9, xmm4, xmm6)?; // quads of positions 4-7
-    a.vmovdqu(xmmword_ptr(rdi), xmm8)?;
-    a.vmovdqu(xmmword_ptr(rdi + 16), xmm9)?;
+    a.vmovdqu(xmmword_ptr(out), xmm8)?;
+    a.vmovdqu(xmmword_ptr(out + 16), xmm9)?;
     if vectors == 2 {
         a.vpunpckhbw(xmm5, xmm0, xmm1)?; // positions 8-15
         a.vpunpckhbw(xmm7, xmm2, xmm3)?;
         a.vpunpcklwd(xmm8, xmm5, xmm7)?;
         a.vpunpckhwd(xmm9, xmm5, xmm7)?;
-        a.vmovdqu(xmmword_ptr(rdi + 32), xmm8)?;
-        a.vmovdqu(xmmword_ptr(rdi + 48), xmm9)?;
+        a.vmovdqu(xmmword_ptr(out + 32), xmm8)?;
+        a.vmovdqu(xmmword_ptr(out + 48), xmm9)?;
     }
     Ok(())
 }
 
 /// One unit of any positions: indices `base(p)` in ymm8 (and ymm9), koffs
-/// at r10, elements at rsi, written at rdi; ymm15 holds 0xFF per dword for
-/// bytes.
+/// at KOFF_CURSOR, elements at GROUP_IMAGE, written at PANEL_CURSOR; ymm15
+/// holds 0xFF per dword for bytes.
 fn emit_gather_unit(a: &mut CodeAssembler, bytes: bool, vectors: usize) -> Result<(), CodegenError> {
     let taps = if bytes { 4 } else { 2 };
     let offsets = [ymm10, ymm11, ymm12, ymm13];
@@ -488,13 +645,13 @@ fn emit_gather_unit(a: &mut CodeAssembler, bytes: bool, vectors: usize) -> Resul
     let (index, mask) = (ymm0, ymm2);
     let scale = if bytes { 1 } else { 2 };
     for (t, &o) in offsets.iter().enumerate().take(taps) {
-        a.vpbroadcastd(o, dword_ptr(r10 + 4 * t))?;
+        a.vpbroadcastd(o, dword_ptr(KOFF_CURSOR + 4 * t))?;
     }
     for (v, &base) in [ymm8, ymm9].iter().enumerate().take(vectors) {
         for t in 0..taps {
             a.vpaddd(index, base, offsets[t])?;
             a.vpcmpeqd(mask, mask, mask)?;
-            a.vpgatherdd_3(gathered[t], dword_ptr(rsi + index * scale), mask)?;
+            a.vpgatherdd_3(gathered[t], dword_ptr(GROUP_IMAGE + index * scale), mask)?;
         }
         let out = gathered[0];
         if bytes {
@@ -511,7 +668,7 @@ fn emit_gather_unit(a: &mut CodeAssembler, bytes: bool, vectors: usize) -> Resul
             a.vpslld(gathered[1], gathered[1], 16)?;
             a.vpblendw(out, out, gathered[1], 0b1010_1010)?;
         }
-        a.vmovdqu(ymmword_ptr(rdi + 32 * v), out)?;
+        a.vmovdqu(ymmword_ptr(PANEL_CURSOR + 32 * v), out)?;
     }
     Ok(())
 }
