@@ -32,7 +32,7 @@ use crate::emit::{
 };
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::jit::ExecutableCode;
-use crate::kernels::requantize::{HalfConstants, Requantizer, ShiftCount, Vector};
+use crate::kernels::requantize::{HalfConstants, Narrowing, Requantizer, ShiftCount, Vector};
 use crate::target::{CpuFeatures, Target};
 use iced_x86::code_asm::*;
 use qopt_dialect_qnn::fixed_point::{scale_f32, Rounding};
@@ -459,8 +459,9 @@ fn emit_dequantize(input: &ByteQuant, places: (Place, Place)) -> Result<Vec<u8>,
 /// requantize. Vector constants: ymm15 zp_in (i32), ymm14 m (i32; `vpmuldq`
 /// reads the low dword of each qword), ymm13 the rounding bias (i64: `h`, or
 /// `h − 1` for half_to_even), ymm12 ones (i64), ymm11 / ymm10 the clamp bounds
-/// `qmin − zp_out` / `qmax − zp_out` (i64), ymm9 zp_out (i32), ymm8 zero; the
-/// vector arithmetic is the shared [`Requantizer`] with an immediate shift.
+/// `qmin − zp_out` / `qmax − zp_out` (i64, or i32 when the shift is at least
+/// 32 and the high dwords are narrowed), ymm9 zp_out (i32), ymm8 zero; the
+/// vector arithmetic is the shared [`Requantizer`] with immediate shifts.
 /// Scalar constants: r8 the bias, r9 / r10 the bounds.
 fn emit_requantize(
     input: &ByteQuant,
@@ -482,13 +483,24 @@ fn emit_requantize(
         rounding_bias: Vector::Reg(ymm13),
         shift: ShiftCount::Immediate(s),
     };
+    // Shifts of 32 or more narrow through the high dwords (i32 bounds);
+    // smaller ones through the 64-bit shift and clamp (i64 bounds).
+    let high_dwords = s >= 32;
+    let narrowing = if high_dwords {
+        Narrowing::HighDwords {
+            shift: ShiftCount::Immediate(s - 32),
+            low: Vector::Reg(ymm11),
+            high: Vector::Reg(ymm10),
+        }
+    } else {
+        Narrowing::Wide { low: ymm11, high: Vector::Reg(ymm10) }
+    };
     let requantizer = Requantizer {
         even: constants,
         odd: constants,
         rounding,
         ones: Vector::Reg(ymm12),
-        low: ymm11,
-        high: Vector::Reg(ymm10),
+        narrowing,
         zero_point: Vector::Reg(ymm9),
         zero: Some(ymm8),
     };
@@ -501,8 +513,13 @@ fn emit_requantize(
             broadcast_u32(a, ymm14, m as u32)?;
             broadcast_u64(a, ymm13, bias as u64)?;
             broadcast_u64(a, ymm12, 1)?;
-            broadcast_u64(a, ymm11, low as u64)?;
-            broadcast_u64(a, ymm10, high as u64)?;
+            if high_dwords {
+                broadcast_u32(a, ymm11, low as u32)?;
+                broadcast_u32(a, ymm10, high as u32)?;
+            } else {
+                broadcast_u64(a, ymm11, low as u64)?;
+                broadcast_u64(a, ymm10, high as u64)?;
+            }
             broadcast_u32(a, ymm9, zp_out as u32)?;
             a.vpxor(ymm8, ymm8, ymm8)?;
             a.mov(r8, bias)?;

@@ -344,7 +344,7 @@ fn emit_tile(
     }
 
     let (odd, scratch, low) = (ymm13, ymm14, ymm15);
-    load_low_bound(a, low, BLOB, globals_at)?;
+    load_low_bound(a, &plan.layer, low, BLOB, globals_at)?;
     let unsigned = plan.layer.output.element == ElementType::U8;
     for b in 0..blocks {
         let requantizer = lane_requantizer(&plan.layer, RECORD, b * LANE_RECORD, BLOB, globals_at, low);

@@ -143,7 +143,7 @@ pub(crate) fn emit_depthwise(
         multiply_by(a, RECORD, r8, CHANNEL_RECORD)?;
         a.add(RECORD, BLOB)?;
         super::add_constant(a, RECORD, records_at, r10)?;
-        load_low_bound(a, ymm15, BLOB, globals_at)?;
+        load_low_bound(a, layer, ymm15, BLOB, globals_at)?;
 
         let mut row = a.create_label();
         a.mov(ROWS_LEFT, oh as u64)?;

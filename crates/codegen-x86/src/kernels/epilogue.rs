@@ -24,7 +24,7 @@
 //! `zp_out` (relu bounds included), `zp_out`, and the one-constants.
 
 use super::layer::{ChannelRequant, Layer};
-use super::requantize::{HalfConstants, Requantizer, ShiftCount, Vector};
+use super::requantize::{HalfConstants, Narrowing, Requantizer, ShiftCount, Vector};
 use iced_x86::code_asm::*;
 
 /// Bytes per output channel in [`channel_records`].
@@ -34,9 +34,10 @@ const CHANNEL_BIAS: usize = 32;
 const CHANNEL_SHIFT: usize = 64;
 /// Offset of the accumulator's starting value (one i32) in a channel record.
 pub(crate) const CHANNEL_INIT: usize = 80;
+const CHANNEL_SHIFT_HIGH: usize = 96;
 
 /// Bytes per 8 channels in [`lane_records`].
-pub(crate) const LANE_RECORD: usize = 224;
+pub(crate) const LANE_RECORD: usize = 256;
 /// Offset of the 8 accumulator starting values in a lane record.
 pub(crate) const LANE_INIT: usize = 0;
 const LANE_MULTIPLIER_EVEN: usize = 32;
@@ -45,15 +46,18 @@ const LANE_BIAS_EVEN: usize = 96;
 const LANE_BIAS_ODD: usize = 128;
 const LANE_SHIFT_EVEN: usize = 160;
 const LANE_SHIFT_ODD: usize = 192;
+const LANE_SHIFT_HIGH: usize = 224;
 
 /// Size of [`globals`].
-pub(crate) const GLOBALS: usize = 160;
+pub(crate) const GLOBALS: usize = 224;
 const GLOBAL_LOW: usize = 0;
 const GLOBAL_HIGH: usize = 32;
 const GLOBAL_ZERO_POINT: usize = 64;
 const GLOBAL_ONES_QWORDS: usize = 96;
 /// Offset of 16 i16 ones (the `vpmaddwd` that widens `vpmaddubsw` pairs).
 pub(crate) const GLOBAL_ONES_WORDS: usize = 128;
+const GLOBAL_LOW_DWORDS: usize = 160;
+const GLOBAL_HIGH_DWORDS: usize = 192;
 
 fn put_i32(out: &mut [u8], at: usize, v: i32) {
     out[at..at + 4].copy_from_slice(&v.to_le_bytes());
@@ -76,6 +80,7 @@ pub(crate) fn channel_records(requant: &[ChannelRequant], init: &[i32]) -> Vec<u
         }
         put_i64(&mut out, base + CHANNEL_SHIFT, i64::from(r.shift));
         put_i32(&mut out, base + CHANNEL_INIT, start);
+        put_i64(&mut out, base + CHANNEL_SHIFT_HIGH, i64::from(r.shift.saturating_sub(32)));
     }
     out
 }
@@ -102,6 +107,7 @@ pub(crate) fn lane_records(requant: &[ChannelRequant], init: &[i32]) -> Vec<u8> 
             put_i32(&mut out, base + multiplier + 8 * qword, r.multiplier);
             put_i64(&mut out, base + bias + 8 * qword, r.rounding_bias);
             put_i64(&mut out, base + shift + 8 * qword, i64::from(r.shift));
+            put_i32(&mut out, base + LANE_SHIFT_HIGH + 4 * lane, r.shift.saturating_sub(32) as i32);
         }
     }
     out
@@ -117,6 +123,8 @@ pub(crate) fn globals(layer: &Layer) -> Vec<u8> {
     }
     for lane in 0..8 {
         put_i32(&mut out, GLOBAL_ZERO_POINT + 4 * lane, layer.output.zero_point);
+        put_i32(&mut out, GLOBAL_LOW_DWORDS + 4 * lane, layer.low);
+        put_i32(&mut out, GLOBAL_HIGH_DWORDS + 4 * lane, layer.high);
     }
     for word in 0..16 {
         out[GLOBAL_ONES_WORDS + 2 * word..GLOBAL_ONES_WORDS + 2 * word + 2]
@@ -125,14 +133,24 @@ pub(crate) fn globals(layer: &Layer) -> Vec<u8> {
     out
 }
 
-/// Loads the low clamp bound into `low` (the one constant [`Requantizer`]
-/// needs in a register); [`globals`] are at `base + globals`.
+/// Whether every channel of `layer` has a shift of at least 32, so its
+/// requantizers narrow through the high dwords ([`Narrowing::HighDwords`]).
+pub(crate) fn uses_high_dwords(layer: &Layer) -> bool {
+    layer.requant.iter().all(|r| r.shift >= 32)
+}
+
+/// Loads the 64-bit low clamp bound into `low` when `layer` needs it in a
+/// register ([`Narrowing::Wide`]); [`globals`] are at `base + globals`.
 pub(crate) fn load_low_bound(
     a: &mut CodeAssembler,
+    layer: &Layer,
     low: AsmRegisterYmm,
     base: AsmRegister64,
     globals: usize,
 ) -> Result<(), IcedError> {
+    if uses_high_dwords(layer) {
+        return Ok(());
+    }
     a.vmovdqu(low, ymmword_ptr(base + (globals + GLOBAL_LOW)))
 }
 
@@ -152,7 +170,8 @@ pub(crate) fn channel_requantizer(
         rounding_bias: Vector::Mem(ymmword_ptr(record + (disp + CHANNEL_BIAS))),
         shift: ShiftCount::Uniform(xmmword_ptr(record + (disp + CHANNEL_SHIFT))),
     };
-    shared_requantizer(layer, half, half, base, globals, low)
+    let high_shift = ShiftCount::Uniform(xmmword_ptr(record + (disp + CHANNEL_SHIFT_HIGH)));
+    shared_requantizer(layer, half, half, high_shift, base, globals, low)
 }
 
 /// The requantizer of a kernel whose 8 lanes are the 8 channels whose lane
@@ -176,25 +195,36 @@ pub(crate) fn lane_requantizer(
         rounding_bias: at(LANE_BIAS_ODD),
         shift: ShiftCount::PerLane(at(LANE_SHIFT_ODD)),
     };
-    shared_requantizer(layer, even, odd, base, globals, low)
+    let high_shift = ShiftCount::PerLane(at(LANE_SHIFT_HIGH));
+    shared_requantizer(layer, even, odd, high_shift, base, globals, low)
 }
 
 fn shared_requantizer(
     layer: &Layer,
     even: HalfConstants,
     odd: HalfConstants,
+    high_shift: ShiftCount,
     base: AsmRegister64,
     globals: usize,
     low: AsmRegisterYmm,
 ) -> Requantizer {
+    let global = |offset: usize| Vector::Mem(ymmword_ptr(base + (globals + offset)));
+    let narrowing = if uses_high_dwords(layer) {
+        Narrowing::HighDwords {
+            shift: high_shift,
+            low: global(GLOBAL_LOW_DWORDS),
+            high: global(GLOBAL_HIGH_DWORDS),
+        }
+    } else {
+        Narrowing::Wide { low, high: global(GLOBAL_HIGH) }
+    };
     Requantizer {
         even,
         odd,
         rounding: layer.rounding,
-        ones: Vector::Mem(ymmword_ptr(base + (globals + GLOBAL_ONES_QWORDS))),
-        low,
-        high: Vector::Mem(ymmword_ptr(base + (globals + GLOBAL_HIGH))),
-        zero_point: Vector::Mem(ymmword_ptr(base + (globals + GLOBAL_ZERO_POINT))),
+        ones: global(GLOBAL_ONES_QWORDS),
+        narrowing,
+        zero_point: global(GLOBAL_ZERO_POINT),
         zero: None,
     }
 }

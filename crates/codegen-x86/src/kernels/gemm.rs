@@ -336,7 +336,7 @@ fn emit_microkernel(
 
     // Epilogue: ymm12 odd lanes, ymm13 scratch, ymm14 the low bound.
     let (odd, scratch, low) = (ymm12, ymm13, ymm14);
-    load_low_bound(a, low, BLOB, places.globals)?;
+    load_low_bound(a, layer, low, BLOB, places.globals)?;
     let unsigned = layer.output.element == crate::buffer::ElementType::U8;
     for r in 0..rows {
         let requantizer =
