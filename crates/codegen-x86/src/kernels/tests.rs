@@ -278,10 +278,6 @@ fn check(case: &Case, lowering: &dyn OpLowering, cuts: &[f64]) -> String {
             if text.len() < 4000 { text } else { text[..4000].to_string() }
         );
     }
-    eprintln!(
-        "STRAT {:?}",
-        compiled.kernels.iter().map(|k| (k.strategy.clone(), k.work)).collect::<Vec<_>>()
-    );
     compiled.kernels.last().map(|k| k.strategy.clone()).unwrap_or_default()
 }
 
@@ -617,6 +613,29 @@ fn resnet_layer_speed() {
         time_layer(&format!("{name} vpmaddwd"), &resnet_layer(c, o, hw, k, stride, false), &exact, 20);
         time_layer(&format!("{name} small weights"), &resnet_layer(c, o, hw, k, stride, true), &default, 20);
     }
+    // Depthwise 3×3 (MobileNet-sized) and the classifier's GEMV.
+    for (c, hw, stride) in [(32, 112, 1), (144, 56, 2), (384, 14, 1)] {
+        let mut case = resnet_layer(c, c, hw, 3, stride, false);
+        case.attrs = case.attrs.replace('{', &format!("{{groups = {c}, "));
+        case.w_shape[1] = 1;
+        case.w.truncate(c * 9);
+        time_layer(&format!("depthwise {c} 3×3/{stride} {hw}×{hw}"), &case, &default, 20);
+    }
+    let common = Common {
+        x_storage: 0,
+        out_storage: 0,
+        w_unsigned: false,
+        per_channel: true,
+        weight_zp_kind: 0,
+        small_weights: false,
+        bias_kind: 1,
+        relu: 0,
+        rounding: 0,
+        scale_exponent: -4,
+        seed: 7,
+    };
+    let dense = build(&common, "dense", Vec::new(), vec![1, 512], vec![1000, 512], vec![1, 1000], 1000);
+    time_layer("dense 512→1000", &dense, &DenseLowering::default(), 20);
 }
 
 /// Every conv2d and dense layer of real quantized models, each on the
