@@ -732,3 +732,84 @@ fn model_layers_match_the_interpreter() {
         }
     }
 }
+
+/// Shapes the random ones do not reach: long rows (the pad kernel's
+/// chunk and fill loops, for i16 and byte images), deep reductions, many
+/// channels (several full tiles and a short one), wide depthwise rows, a
+/// long dense — each with full-range and with small weights (so both AVX2
+/// schemes run), i8 and u8 activations.
+#[test]
+fn larger_layers_match_the_interpreter() {
+    if !avx2_here("larger_layers_match_the_interpreter") {
+        return;
+    }
+    let conv_cases: [(usize, usize, [usize; 2], usize, usize, usize, usize); 6] = [
+        // (c, o, [h, w], k, stride, pad, groups)
+        (3, 13, [5, 300], 3, 1, 1, 1),
+        (70, 19, [6, 9], 3, 1, 1, 1),
+        (130, 14, [3, 17], 1, 1, 0, 1),
+        (40, 40, [4, 150], 3, 2, 1, 40),
+        (24, 24, [7, 290], 3, 1, 1, 24),
+        (8, 30, [9, 40], 5, 2, 2, 2),
+    ];
+    for (i, &(c, o, [h, w], k, stride, pad, groups)) in conv_cases.iter().enumerate() {
+        for (small, x_storage) in [(false, 0), (true, 1)] {
+            let common = Common {
+                x_storage,
+                out_storage: i % 4,
+                w_unsigned: false,
+                per_channel: true,
+                weight_zp_kind: i % 3,
+                small_weights: small,
+                bias_kind: 1 + i % 3,
+                relu: i % 4,
+                rounding: i % 3,
+                scale_exponent: -3 - (i as i32),
+                seed: 0x1234_5678 + i as u64,
+            };
+            let attrs = vec![
+                format!("stride = [{stride}, {stride}]"),
+                format!("pad = [{pad}, {pad}, {pad}, {pad}]"),
+                format!("groups = {groups}"),
+            ];
+            let (oh, ow) = ((h + 2 * pad - k) / stride + 1, (w + 2 * pad - k) / stride + 1);
+            let case = build(
+                &common,
+                "conv",
+                attrs,
+                vec![1, c, h, w],
+                vec![o, c / groups, k, k],
+                vec![1, o, oh, ow],
+                o,
+            );
+            let chosen = check(&case, &Conv2dLowering::default(), &[0.3]);
+            let depthwise = groups == c;
+            assert_eq!(chosen.starts_with("vpmaddubsw"), small && !depthwise, "{chosen}");
+            let exact = check(&case, &Conv2dLowering { options: KernelOptions::EXACT_WORDS_ONLY }, &[0.7]);
+            assert!(exact.starts_with(if depthwise { "depthwise" } else { "vpmaddwd" }), "{exact}");
+        }
+    }
+    for (i, (rows, k, o)) in
+        [(1usize, 3000usize, 1100usize), (5, 700, 37), (7, 33, 300)].into_iter().enumerate()
+    {
+        for small in [false, true] {
+            let common = Common {
+                x_storage: i % 2,
+                out_storage: 1 - i % 2,
+                w_unsigned: i == 2,
+                per_channel: i != 1,
+                weight_zp_kind: i % 3,
+                small_weights: small,
+                bias_kind: 1,
+                relu: 2,
+                rounding: i % 3,
+                scale_exponent: -6,
+                seed: 99 + i as u64,
+            };
+            let case = build(&common, "dense", Vec::new(), vec![rows, k], vec![o, k], vec![rows, o], o);
+            let chosen = check(&case, &DenseLowering::default(), &[0.5]);
+            assert_eq!(chosen.starts_with("vpmaddubsw"), small, "{chosen}");
+            check(&case, &DenseLowering { options: KernelOptions::EXACT_WORDS_ONLY }, &[]);
+        }
+    }
+}
