@@ -743,8 +743,8 @@ fn larger_layers_match_the_interpreter() {
     if !avx2_here("larger_layers_match_the_interpreter") {
         return;
     }
-    let conv_cases: [(usize, usize, [usize; 2], usize, usize, usize, usize); 6] = [
-        // (c, o, [h, w], k, stride, pad, groups)
+    // (c, o, [h, w], k, stride, pad, groups)
+    let conv_cases = [
         (3, 13, [5, 300], 3, 1, 1, 1),
         (70, 19, [6, 9], 3, 1, 1, 1),
         (130, 14, [3, 17], 1, 1, 0, 1),
