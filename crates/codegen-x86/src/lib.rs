@@ -20,8 +20,14 @@
 //! Rust compile time instead, which suits fixed templates but makes
 //! run-time register and ISA choice awkward, and it brings a proc-macro.
 //!
+//! Outputs of a compiled [`Program`] besides the JIT ([`JitModule`]):
+//! - [`write_object`] (`object.rs`): a relocatable x86-64 ELF object with C
+//!   entry points (`entry.rs` builds their stubs), and [`c_header`]
+//!   (`header.rs`) its header;
+//! - [`listing`] (`listing.rs`): a readable assembly listing.
+//!
 //! Not here yet (see `docs/codegen-x86.md`): conv2d, dense, add, mul, concat,
-//! pools, shape ops, the activation arena, object files and `--emit=asm`.
+//! pools and the remaining shape ops.
 
 #![warn(missing_docs)]
 
@@ -31,24 +37,34 @@ mod buffer;
 mod clock;
 mod convert;
 mod emit;
+mod entry;
 mod error;
 mod guard;
+mod header;
 mod jit;
 mod kernels;
+mod listing;
 pub mod lower;
 mod module;
+mod object;
 mod runtime;
 mod target;
 mod tensors;
 
+pub use crate::object::{check_prefix, default_prefix, write_object, ObjectOptions};
 pub use buffer::{ElementType, Elements, ElementsMut};
 pub use clock::measure_clock_hz;
 pub use convert::{kernel_multiplier_and_shift, ByteQuant, ConvertKernel, ConvertSpec, FixedPointMultiplier};
+pub use entry::{text_image, DataReference, DataSection, EntryFunction, EntryKind, TextImage};
 pub use error::{CodegenError, CodegenErrorKind};
 pub use guard::{GuardSide, GuardedRegion};
+pub use header::c_header;
 pub use jit::ExecutableCode;
 pub use kernels::{Conv2dLowering, DenseLowering, KernelOptions};
+pub use listing::{listing, AsmSyntax};
 pub use lower::{Emit, LowerOp, Lowerings, OpLowering, Plan};
-pub use module::{compile, KernelEntry, OpEntry, Program, TensorSignature};
+pub use module::{
+    compile, KernelEntry, OpEntry, Program, QuantizedInterface, QuantizedTensor, TensorSignature,
+};
 pub use runtime::{JitModule, Workspace};
 pub use target::{CpuFeatures, Target, TargetCpu};

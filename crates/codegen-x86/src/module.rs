@@ -12,6 +12,7 @@
 use crate::abi::{KernelCode, Place, BUFFER_ALIGN};
 use crate::arena::{plan_arena, Lifetime};
 use crate::buffer::ElementType;
+use crate::convert::ByteQuant;
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::lower::{buffer_element, describe_location, Emit, LowerOp, Lowerings, Plan, Rodata};
 use crate::target::Target;
@@ -102,6 +103,47 @@ pub struct Program {
     pub arena_bytes: usize,
     /// The target the code was generated for.
     pub target: Target,
+    /// The function's quantized interface, when it has one (see
+    /// [`QuantizedInterface`]): what an entry taking and returning the
+    /// quantized tensors needs.
+    pub quantized: Option<QuantizedInterface>,
+}
+
+/// The quantized tensors at the boundary of a function that quantizes each
+/// argument first and dequantizes each result last.
+///
+/// It exists when every argument's only use is a `qnn.quantize` and every
+/// returned value is a `qnn.dequantize` result returned once and used
+/// nowhere else, each of those ops compiled to one kernel. An entry that
+/// takes the quantized inputs and returns the quantized outputs runs the
+/// program's kernels in order, except that it replaces the kernel of each
+/// such quantize by a copy of the caller's quantized input into the
+/// quantize's result ([`QuantizedTensor::place`]) and the kernel of each such
+/// dequantize by a copy of its operand into the caller's quantized output.
+/// Since no other kernel reads an argument's buffer or writes a result's,
+/// the caller's float buffers are never touched.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuantizedInterface {
+    /// One per argument, in order: the result of its `qnn.quantize`.
+    pub inputs: Vec<QuantizedTensor>,
+    /// One per result, in order: the operand of its `qnn.dequantize`.
+    pub outputs: Vec<QuantizedTensor>,
+}
+
+/// One quantized tensor of a [`QuantizedInterface`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuantizedTensor {
+    /// The index in [`Program::kernels`] of the quantize or dequantize
+    /// kernel the copy replaces.
+    pub kernel: usize,
+    /// Where the tensor lives while the program runs: the quantize's result
+    /// (the copy's destination) or the dequantize's operand (its source);
+    /// never an `io` slot.
+    pub place: Place,
+    /// Its buffer: stored bytes (`i8` or `u8`) of the quantized type.
+    pub signature: TensorSignature,
+    /// Its scale, zero point and storage range.
+    pub quant: ByteQuant,
 }
 
 /// Where a value's bytes come from.
@@ -343,6 +385,10 @@ pub fn compile(
         kernels.push((op, code));
     }
 
+    let kernel_ops: Vec<OpId> = kernels.iter().map(|(op, _)| *op).collect();
+    let quantized =
+        quantized_interface(ctx, module, (module.block_args(entry), &returned), &kernel_ops, (&root, &place));
+
     // Layout.
     let mut code = Vec::new();
     let mut entries = Vec::new();
@@ -380,7 +426,64 @@ pub fn compile(
         rodata: rodata.bytes,
         arena_bytes,
         target: *target,
+        quantized,
     })
+}
+
+/// The [`QuantizedInterface`] of a function with arguments `args` returning
+/// `returned`, whose kernels came from `kernel_ops` in order, when it has
+/// one; `root` and `place` are the compiler's maps after emission.
+fn quantized_interface(
+    ctx: &Context,
+    module: &Module,
+    (args, returned): (&[ValueId], &[ValueId]),
+    kernel_ops: &[OpId],
+    (root, place): (&FxHashMap<ValueId, ValueId>, &FxHashMap<ValueId, Place>),
+) -> Option<QuantizedInterface> {
+    if args.is_empty() && returned.is_empty() {
+        return None;
+    }
+    let op_named = |op: OpId, name: &str| ctx.op_name_str(module.op_name(op)) == name;
+    let only_kernel_of = |op: OpId| {
+        let mut of_op = kernel_ops.iter().enumerate().filter(|(_, &k)| k == op).map(|(i, _)| i);
+        match (of_op.next(), of_op.next()) {
+            (Some(i), None) => Some(i),
+            _ => None,
+        }
+    };
+    let tensor = |kernel: usize, v: ValueId| -> Option<QuantizedTensor> {
+        let r = *root.get(&v)?;
+        let at = *place.get(&r)?;
+        if matches!(at, Place::Io(_)) {
+            return None;
+        }
+        let ty = module.value_type(v);
+        let q = qopt_dialect_qnn::quant_params::quant_element(ctx, ty)?;
+        let quant = ByteQuant::of(q, "a boundary tensor").ok()?;
+        let shape = static_shape(ctx, ty)?;
+        let signature = TensorSignature { element: quant.element, shape, type_text: type_to_string(ctx, ty) };
+        Some(QuantizedTensor { kernel, place: at, signature, quant })
+    };
+    let mut inputs = Vec::new();
+    for &arg in args {
+        let mut uses = module.uses(arg);
+        let (Some(u), None) = (uses.next(), uses.next()) else { return None };
+        if !op_named(u.op, "qnn.quantize") || u.index != 0 {
+            return None;
+        }
+        inputs.push(tensor(only_kernel_of(u.op)?, module.result(u.op, 0))?);
+    }
+    let mut outputs = Vec::new();
+    for &v in returned {
+        let op = module.defining_op(v);
+        if op == OpId::NONE || !op_named(op, "qnn.dequantize") {
+            return None;
+        }
+        let mut uses = module.uses(v);
+        let (Some(_), None) = (uses.next(), uses.next()) else { return None };
+        outputs.push(tensor(only_kernel_of(op)?, module.operand(op, 0))?);
+    }
+    Some(QuantizedInterface { inputs, outputs })
 }
 
 /// What an arena interval holds.

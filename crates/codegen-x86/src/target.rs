@@ -265,6 +265,14 @@ impl Target {
         Ok(Target { cpu, features })
     }
 
+    /// The target `cpu` for code that may run on another machine (an object
+    /// file): a level's own features, the host's for `native`, without
+    /// checking that this CPU has them. Code compiled for it must not run
+    /// here unless [`Target::for_running`] accepts the same `cpu`.
+    pub fn named(cpu: TargetCpu) -> Target {
+        Target { cpu, features: cpu.features(&CpuFeatures::host()) }
+    }
+
     /// The int8 multiply-accumulates per cycle per core that profiles
     /// measure against, with how: 64 with VNNI (`vpdpbusd`), 32 with AVX2
     /// (`vpmaddubsw` + `vpmaddwd`).
@@ -344,6 +352,13 @@ mod tests {
         assert!(native.features.avx512vnni);
         let v4 = Target::for_running_on(TargetCpu::X86_64V4, &v4_host).unwrap();
         assert!(!v4.features.avx512vnni, "a level enables only its own features");
+    }
+
+    #[test]
+    fn named_targets_do_not_depend_on_the_host() {
+        assert_eq!(Target::named(TargetCpu::X86_64V4).features, CpuFeatures::X86_64_V4);
+        assert_eq!(Target::named(TargetCpu::X86_64V3).features, CpuFeatures::X86_64_V3);
+        assert_eq!(Target::named(TargetCpu::Native), Target::host());
     }
 
     #[test]

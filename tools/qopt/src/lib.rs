@@ -18,6 +18,7 @@
 //! 2 usage errors (bad flags, unknown pass, bad pass options, unknown dialect).
 
 mod cli;
+pub mod compile;
 mod diagnostics;
 pub mod golden;
 pub mod op_docs;

@@ -35,7 +35,7 @@ mod engine;
 mod inputs;
 mod json;
 mod metrics;
-mod model;
+pub(crate) mod model;
 mod parallel;
 mod profile;
 mod report;

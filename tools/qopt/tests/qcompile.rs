@@ -1,0 +1,651 @@
+//! The `qcompile` binary's contract.
+//!
+//! - **Linked with C**: each case's model is compiled to `model.o` and
+//!   `model.h`, a small C program written against the header (its macros
+//!   and prototypes) is linked with the system C compiler, and its outputs
+//!   from `_run`, `_run_with_workspace` and `_run_quantized` are compared
+//!   byte for byte with `qrun`'s on the same inputs. The C program runs the
+//!   model with MXCSR set to flush-to-zero, denormals-are-zero and round-down,
+//!   and fails unless the model leaves MXCSR as it found it; inputs include
+//!   subnormals, ties, ±0, ±inf and NaN, so a kernel that computed in the
+//!   caller's mode would differ from `qrun`. Without a C compiler the test
+//!   prints `notice: <test>: skipped, no C compiler`; on a CPU without AVX2
+//!   it compiles and links but does not run, with a notice.
+//! - **Listings**: `--emit=asm` names every kernel's location.
+//! - **Errors**: an op without a lowering (exit 1, one error listing every
+//!   such op, nothing written), bad flags (exit 2), unreadable or invalid
+//!   models (exit 1).
+//!
+//! Cases are [`Case`]s: a body over quantized tensors `%in<i>` defining
+//! `%out<j>`, from which [`Case::module`] builds `@main` (quantize each
+//! float input, the body, dequantize each output) and `@core` (the body
+//! alone). A lowering added to the backend gets its C test by adding a case
+//! to [`cases`].
+
+use qopt_codegen_x86::{compile, CpuFeatures, Lowerings, Program, Target};
+use qopt_interp::npy::{self, RawArray};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn run_tool(binary: &str, args: &[&str]) -> Output {
+    Command::new(binary).args(args).stdin(Stdio::null()).output().expect("the tool starts")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs qcompile, expects exit code `code`, returns (stdout, stderr).
+fn qcompile(code: i32, args: &[&str]) -> (String, String) {
+    let out = run_tool(env!("CARGO_BIN_EXE_qcompile"), args);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(code), "qcompile {args:?}\nstdout: {stdout}\nstderr: {stderr}");
+    (stdout, stderr)
+}
+
+/// Runs qrun and expects success.
+fn qrun(args: &[&str]) {
+    let out = run_tool(env!("CARGO_BIN_EXE_qrun"), args);
+    assert_eq!(out.status.code(), Some(0), "qrun {args:?}\nstderr: {}", text(&out.stderr));
+}
+
+/// A fresh directory under the temp dir for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qcompile-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+fn path_str(p: &Path) -> &str {
+    p.to_str().expect("a UTF-8 path")
+}
+
+/// Writes `text` as `dir/name` and returns the path.
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write a test file");
+    path
+}
+
+/// The files in `dir`, sorted.
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("list the directory")
+        .map(|e| e.expect("an entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+// ---- cases -------------------------------------------------------------------
+
+/// A tensor at the boundary of a case: its shape (`3x37`) and quantized
+/// element type.
+struct Port {
+    shape: &'static str,
+    quant: &'static str,
+}
+
+/// A model for the C test: `body` reads `%in<i>` (of `inputs[i]`'s type) and
+/// defines `%out<j>` (of `outputs[j]`'s type).
+struct Case {
+    name: &'static str,
+    inputs: Vec<Port>,
+    outputs: Vec<Port>,
+    body: String,
+    /// `--prefix`, or the default one (`model`).
+    prefix: Option<&'static str>,
+}
+
+impl Case {
+    fn tensor(port: &Port, element: &str) -> String {
+        format!("tensor<{}x{element}>", port.shape)
+    }
+
+    /// `@main` (float in, float out) and `@core` (quantized in and out).
+    fn module(&self) -> String {
+        let (mut main_args, mut core_args, mut main_body) = (Vec::new(), Vec::new(), String::new());
+        for (i, p) in self.inputs.iter().enumerate() {
+            let (f, q) = (Case::tensor(p, "f32"), Case::tensor(p, p.quant));
+            main_args.push(format!("%x{i}: {f}"));
+            core_args.push(format!("%in{i}: {q}"));
+            main_body +=
+                &format!("    %in{i} = qnn.quantize(%x{i}) : ({f}) -> {q} loc(\"input{i}.quantize\")\n");
+        }
+        main_body += &self.body;
+        let (mut main_ret, mut core_ret) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
+        for (j, p) in self.outputs.iter().enumerate() {
+            let (f, q) = (Case::tensor(p, "f32"), Case::tensor(p, p.quant));
+            main_body += &format!(
+                "    %y{j} = qnn.dequantize(%out{j}) : ({q}) -> {f} loc(\"output{j}.dequantize\")\n"
+            );
+            main_ret.0.push(format!("%y{j}"));
+            main_ret.1.push(f);
+            core_ret.0.push(format!("%out{j}"));
+            core_ret.1.push(q);
+        }
+        let func = |name: &str, args: &[String], body: &str, ret: &(Vec<String>, Vec<String>)| {
+            format!(
+                "  func.func @{name}({}) -> ({}) {{\n{body}    func.return {} : {}\n  }}\n",
+                args.join(", "),
+                ret.1.join(", "),
+                ret.0.join(", "),
+                ret.1.join(", ")
+            )
+        };
+        format!(
+            "module {{\n{}{}}}\n",
+            func("main", &main_args, &main_body, &main_ret),
+            func("core", &core_args, &self.body, &core_ret)
+        )
+    }
+}
+
+const I8: &str = "!qnn.uniform<i8:f32, 0.05:-3>";
+const U8: &str = "!qnn.uniform<u8:f32, 0.11:120>";
+const NARROW: &str = "!qnn.uniform<i8<-127:127>:f32, 0.25:0>";
+const U4: &str = "!qnn.uniform<u4:f32, 0.7:3>";
+/// Scales near the smallest normal f32: subnormal inputs quantize to 0 or
+/// ±1 here, and to the zero point under DAZ.
+const TINY_IN: &str = "!qnn.uniform<i8:f32, 1.2e-38:0>";
+const TINY_OUT: &str = "!qnn.uniform<i8:f32, 2.5e-38:3>";
+/// Scales whose products round differently toward −inf and to nearest.
+const INEXACT_IN: &str = "!qnn.uniform<u8:f32, 0.1:128>";
+const INEXACT_OUT: &str = "!qnn.uniform<i8:f32, 0.037:-1>";
+
+fn requantize(from: &Port, to: &Port, rounding: &str, x: &str, y: &str, loc: &str) -> String {
+    format!(
+        "    {y} = qnn.requantize({x}) {{rounding = \"{rounding}\"}} : ({}) -> {} loc(\"{loc}\")\n",
+        Case::tensor(from, from.quant),
+        Case::tensor(to, to.quant)
+    )
+}
+
+/// The C test's models; more ops get a case here as their lowerings land.
+fn cases() -> Vec<Case> {
+    let chain_in = Port { shape: "3x37", quant: I8 };
+    let chain_flat = Port { shape: "1x111", quant: I8 };
+    let chain_flat_out = Port { shape: "1x111", quant: U8 };
+    let chain_body = format!(
+        "    %f = fp.flatten(%in0) {{axis = 0}} : ({}) -> {} loc(\"flatten\")\n{}    %out0 = fp.reshape(%r) {{shape = [111]}} : ({}) -> {} loc(\"reshape\")\n",
+        Case::tensor(&chain_in, I8),
+        Case::tensor(&chain_flat, I8),
+        requantize(&chain_flat, &chain_flat_out, "half_to_even", "%f", "%r", "requantize"),
+        Case::tensor(&chain_flat_out, U8),
+        Case::tensor(&Port { shape: "111", quant: U8 }, U8),
+    );
+
+    let many: Vec<(Port, Port, &str)> = vec![
+        (Port { shape: "5", quant: I8 }, Port { shape: "5", quant: U8 }, "half_up"),
+        (Port { shape: "9", quant: U8 }, Port { shape: "9", quant: NARROW }, "half_away_from_zero"),
+        (Port { shape: "2x8", quant: NARROW }, Port { shape: "2x8", quant: U4 }, "half_to_even"),
+        (Port { shape: "33", quant: U4 }, Port { shape: "33", quant: I8 }, "half_up"),
+    ];
+    let many_body: String = many
+        .iter()
+        .enumerate()
+        .map(|(i, (a, b, r))| {
+            requantize(a, b, r, &format!("%in{i}"), &format!("%out{i}"), &format!("requantize{i}"))
+        })
+        .collect();
+
+    let fp_env = [
+        (Port { shape: "67", quant: TINY_IN }, Port { shape: "67", quant: TINY_OUT }),
+        (Port { shape: "67", quant: INEXACT_IN }, Port { shape: "67", quant: INEXACT_OUT }),
+    ];
+    let fp_env_body: String = fp_env
+        .iter()
+        .enumerate()
+        .map(|(i, (a, b))| requantize(a, b, "half_to_even", &format!("%in{i}"), &format!("%out{i}"), "rq"))
+        .collect();
+    let constant = Port { shape: "5", quant: I8 };
+    let constant_body = format!(
+        "{}    %out1 = fp.constant() {{value = dense<[-128, -3, 0, 127, 5]> : {t}}} : () -> {t} loc(\"table\")\n",
+        requantize(&Port { shape: "7", quant: U8 }, &Port { shape: "7", quant: I8 }, "half_up", "%in0", "%out0", "rq"),
+        t = Case::tensor(&constant, I8)
+    );
+
+    vec![
+        Case {
+            name: "chain",
+            inputs: vec![chain_in],
+            outputs: vec![Port { shape: "111", quant: U8 }],
+            body: chain_body,
+            prefix: None,
+        },
+        Case {
+            name: "many",
+            inputs: many.iter().map(|(a, _, _)| Port { shape: a.shape, quant: a.quant }).collect(),
+            outputs: many.iter().map(|(_, b, _)| Port { shape: b.shape, quant: b.quant }).collect(),
+            body: many_body,
+            prefix: Some("net"),
+        },
+        Case {
+            name: "fp_env",
+            inputs: fp_env.iter().map(|(a, _)| Port { shape: a.shape, quant: a.quant }).collect(),
+            outputs: fp_env.iter().map(|(_, b)| Port { shape: b.shape, quant: b.quant }).collect(),
+            body: fp_env_body,
+            prefix: None,
+        },
+        Case {
+            name: "constant",
+            inputs: vec![Port { shape: "7", quant: U8 }],
+            outputs: vec![Port { shape: "7", quant: I8 }, constant],
+            body: constant_body,
+            prefix: Some("with_table"),
+        },
+    ]
+}
+
+// ---- inputs ------------------------------------------------------------------
+
+/// A deterministic generator (64-bit LCG, high bits).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u32 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 32) as u32
+    }
+
+    /// Uniform in `lo..=hi`.
+    fn int(&mut self, lo: i32, hi: i32) -> i32 {
+        lo + (self.next() % (hi - lo + 1) as u32) as i32
+    }
+}
+
+const SPECIALS: [f32; 10] =
+    [0.0, -0.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 1e-45, -1e-39, 9e-39, f32::MAX, -f32::MAX];
+
+/// Float inputs for a quantized type: values on and between its grid,
+/// exact ties, subnormals and the specials, mixed.
+fn float_input(len: usize, q: &qopt_codegen_x86::ByteQuant, rng: &mut Lcg) -> Vec<f32> {
+    let (s, zp) = (q.scale as f32, q.zero_point);
+    (0..len)
+        .map(|k| match k % 8 {
+            0 => SPECIALS[(k / 8) % SPECIALS.len()],
+            1 => f32::from_bits(rng.next() & 0x807F_FFFF),
+            2 => (rng.int(q.qmin - zp, q.qmax - zp) as f32 + 0.5) * s,
+            _ => s * (rng.int(-20_000, 20_000) as f32 / 64.0 + (q.qmin + q.qmax) as f32 / 2.0 - zp as f32),
+        })
+        .collect()
+}
+
+/// Stored values over the type's range, as the buffer's bytes.
+fn quantized_input(len: usize, q: &qopt_codegen_x86::ByteQuant, rng: &mut Lcg) -> Vec<u8> {
+    (0..len).map(|_| rng.int(q.qmin, q.qmax) as u8).collect()
+}
+
+/// Writes `bytes` as `name.bin` (for C) and as `name.npy` (for qrun) and
+/// returns the two paths.
+fn input_files(dir: &Path, name: &str, raw: RawArray) -> (PathBuf, PathBuf) {
+    let (bin, npy) = (dir.join(format!("{name}.bin")), dir.join(format!("{name}.npy")));
+    std::fs::write(&bin, &raw.data).expect("write .bin");
+    npy::write_npy_file(&npy, &raw).expect("write .npy");
+    (bin, npy)
+}
+
+// ---- the C side ---------------------------------------------------------------
+
+/// The system C compiler (`$CC`, else `cc`), if one runs.
+fn c_compiler() -> Option<String> {
+    let cc = std::env::var("CC").ok().filter(|c| !c.trim().is_empty()).unwrap_or_else(|| "cc".into());
+    let works = Command::new(&cc).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    works.is_ok_and(|s| s.success()).then_some(cc)
+}
+
+/// A C program using the header: `prog MODE inputs... outputs...` reads the
+/// inputs' bytes, runs entry MODE (`run`, `workspace`, `quantized`) under
+/// FTZ + DAZ + round-down, checks MXCSR and the result, writes the outputs.
+fn c_program(prefix: &str, n_in: usize, n_out: usize) -> String {
+    let m = prefix.to_ascii_uppercase();
+    let mut c = String::from(
+        "#include \"model.h\"\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <xmmintrin.h>\n\n\
+static void *load(const char *path, size_t bytes) {\n\
+  void *p = malloc(bytes ? bytes : 1);\n\
+  FILE *f = fopen(path, \"rb\");\n\
+  if (!p || !f || fread(p, 1, bytes, f) != bytes) { fprintf(stderr, \"cannot read %s\\n\", path); exit(10); }\n\
+  fclose(f);\n\
+  return p;\n\
+}\n\
+static void *output(size_t bytes) {\n\
+  void *p = malloc(bytes ? bytes : 1);\n\
+  if (!p) exit(11);\n\
+  memset(p, 0xAB, bytes);\n\
+  return p;\n\
+}\n\
+static void save(const char *path, const void *p, size_t bytes) {\n\
+  FILE *f = fopen(path, \"wb\");\n\
+  if (!f || fwrite(p, 1, bytes, f) != bytes || fclose(f) != 0) { fprintf(stderr, \"cannot write %s\\n\", path); exit(12); }\n\
+}\n\
+static size_t product(const size_t *dims, size_t rank) {\n\
+  size_t n = 1;\n\
+  for (size_t k = 0; k < rank; k++) n *= dims[k];\n\
+  return n;\n\
+}\n\
+/* Flush-to-zero, denormals-are-zero, round toward -inf. */\n\
+static unsigned int hostile_mxcsr(void) { return (_mm_getcsr() & ~0x6000u) | 0x8000u | 0x0040u | 0x2000u; }\n\
+static void check(int rc, unsigned int csr) {\n\
+  if (_mm_getcsr() != csr) { fprintf(stderr, \"MXCSR changed: %#x -> %#x\\n\", csr, _mm_getcsr()); exit(3); }\n\
+  if (rc != 0) { fprintf(stderr, \"the entry returned %d\\n\", rc); exit(4); }\n\
+}\n\n",
+    );
+    c += &format!("int main(int argc, char **argv) {{\n  unsigned int csr;\n  int rc;\n  if (argc != {}) {{ fprintf(stderr, \"usage: prog MODE inputs outputs\\n\"); return 2; }}\n", 2 + n_in + n_out);
+    let io = |what: &str, n: usize| (0..n).map(|i| format!("{what}{i}")).collect::<Vec<_>>();
+    let (ins, outs) = (io("in", n_in), io("out", n_out));
+    let args = [ins.clone(), outs.clone()].concat().join(", ");
+    // The shape macros agree with the element counts and sizes.
+    for (what, n) in [("INPUT", n_in), ("OUTPUT", n_out)] {
+        for i in 0..n {
+            let p = format!("{m}_{what}{i}");
+            c += &format!(
+                "  {{ static const size_t dims[] = {p}_SHAPE;\n    if (product(dims, {p}_RANK) != {p}_ELEMENTS || {p}_ELEMENTS * sizeof({p}_TYPE) != {p}_BYTES) return 7; }}\n"
+            );
+        }
+    }
+    c += "  if (strcmp(argv[1], \"quantized\") == 0) {\n";
+    c += &format!("#if {m}_HAS_RUN_QUANTIZED\n");
+    for i in 0..n_in {
+        c += &format!(
+            "    {m}_INPUT{i}_QUANTIZED_TYPE *in{i} = load(argv[{}], {m}_INPUT{i}_QUANTIZED_BYTES);\n",
+            2 + i
+        );
+    }
+    for j in 0..n_out {
+        c += &format!("    {m}_OUTPUT{j}_QUANTIZED_TYPE *out{j} = output({m}_OUTPUT{j}_QUANTIZED_BYTES);\n");
+    }
+    c += &format!("    csr = hostile_mxcsr();\n    _mm_setcsr(csr);\n    rc = {prefix}_run_quantized({args});\n    check(rc, csr);\n");
+    for j in 0..n_out {
+        c += &format!("    save(argv[{}], out{j}, {m}_OUTPUT{j}_QUANTIZED_BYTES);\n", 2 + n_in + j);
+    }
+    c += "#else\n    return 5;\n#endif\n  } else {\n";
+    for i in 0..n_in {
+        c += &format!("    {m}_INPUT{i}_TYPE *in{i} = load(argv[{}], {m}_INPUT{i}_BYTES);\n", 2 + i);
+    }
+    for j in 0..n_out {
+        c += &format!("    {m}_OUTPUT{j}_TYPE *out{j} = output({m}_OUTPUT{j}_BYTES);\n");
+    }
+    c += &format!(
+        "    if (strcmp(argv[1], \"run\") == 0) {{\n      csr = hostile_mxcsr();\n      _mm_setcsr(csr);\n      rc = {prefix}_run({args});\n      check(rc, csr);\n    }} else {{\n\
+      unsigned char *raw = malloc({m}_WORKSPACE_BYTES + 2 * {m}_WORKSPACE_ALIGNMENT);\n\
+      unsigned char *ws;\n\
+      if (!raw) return 11;\n\
+      ws = raw + ({m}_WORKSPACE_ALIGNMENT - (size_t)raw % {m}_WORKSPACE_ALIGNMENT);\n\
+      if ({m}_WORKSPACE_BYTES > 0 && {prefix}_run_with_workspace(ws + 1, {args}) != 1) return 6;\n\
+      csr = hostile_mxcsr();\n      _mm_setcsr(csr);\n      rc = {prefix}_run_with_workspace(ws, {args});\n      check(rc, csr);\n      free(raw);\n    }}\n"
+    );
+    for j in 0..n_out {
+        c += &format!("    save(argv[{}], out{j}, {m}_OUTPUT{j}_BYTES);\n", 2 + n_in + j);
+    }
+    c += "  }\n  return 0;\n}\n";
+    c
+}
+
+fn compile_here(model_text: &str) -> Program {
+    let driver = qopt_driver::Driver::new("test");
+    let mut ctx = driver.new_context().expect("a context");
+    let module =
+        qopt_ir_core::parse_module(&mut ctx, model_text.as_bytes(), "case.qir").expect("the case parses");
+    compile(&ctx, &module, "main", &Lowerings::builtin(), &Target::host()).expect("the case compiles")
+}
+
+/// Compiles, links and runs one case; panics at the first output byte that
+/// differs from qrun's.
+fn check_case(case: &Case, cc: &str, run: bool) {
+    let dir = scratch(case.name);
+    let model_text = case.module();
+    let model = write(&dir, "model.qir", &model_text);
+    let object = dir.join("model.o");
+    let mut args = vec![path_str(&model), "-o", path_str(&object)];
+    if let Some(prefix) = case.prefix {
+        args.extend(["--prefix", prefix]);
+    }
+    let (_, stderr) = qcompile(0, &args);
+    assert!(stderr.contains("wrote"), "{stderr}");
+    assert!(dir.join("model.h").is_file());
+    let prefix = case.prefix.unwrap_or("model");
+    let n_in = case.inputs.len();
+    let n_out = case.outputs.len();
+    let main_c = write(&dir, "main.c", &c_program(prefix, n_in, n_out));
+    let prog = dir.join("prog");
+    let linked = Command::new(cc)
+        .args(["-std=c11", "-pedantic", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+        .args([path_str(&prog), path_str(&main_c), path_str(&object)])
+        .output()
+        .expect("the C compiler starts");
+    assert!(linked.status.success(), "{}: linking failed:\n{}", case.name, text(&linked.stderr));
+    if !run {
+        return;
+    }
+
+    let program = compile_here(&model_text);
+    let quantized = program.quantized.as_ref().expect("the case has a quantized interface");
+    for seed in 0..2u64 {
+        let mut rng = Lcg(seed * 1000 + 17);
+        let mut floats = Vec::new();
+        let mut quants = Vec::new();
+        for (i, (sig, q)) in program.inputs.iter().zip(&quantized.inputs).enumerate() {
+            let values = float_input(sig.len(), &q.quant, &mut rng);
+            floats.push(input_files(
+                &dir,
+                &format!("x{i}"),
+                RawArray::from_elements(sig.shape.clone(), &values).unwrap(),
+            ));
+            let stored = quantized_input(sig.len(), &q.quant, &mut rng);
+            let raw = match q.quant.element {
+                qopt_codegen_x86::ElementType::I8 => RawArray::from_elements(
+                    sig.shape.clone(),
+                    &stored.iter().map(|&b| b as i8).collect::<Vec<_>>(),
+                ),
+                _ => RawArray::from_elements(sig.shape.clone(), &stored),
+            };
+            quants.push(input_files(&dir, &format!("q{i}"), raw.unwrap()));
+        }
+        for (mode, function, inputs) in
+            [("run", "main", &floats), ("workspace", "main", &floats), ("quantized", "core", &quants)]
+        {
+            let want = dir.join(format!("want-{mode}.npz"));
+            let mut qrun_args =
+                vec![path_str(&model), "--func", function, "--allow-nonfinite", "-o", path_str(&want)];
+            for (_, npy) in inputs {
+                qrun_args.extend(["--input", path_str(npy)]);
+            }
+            qrun(&qrun_args);
+            let outputs: Vec<PathBuf> = (0..n_out).map(|j| dir.join(format!("y{j}-{mode}.bin"))).collect();
+            let ran = Command::new(&prog)
+                .arg(mode)
+                .args(inputs.iter().map(|(bin, _)| bin))
+                .args(&outputs)
+                .output()
+                .expect("the C program starts");
+            assert!(
+                ran.status.success(),
+                "{}: {mode} exited with {:?}: {}",
+                case.name,
+                ran.status.code(),
+                text(&ran.stderr)
+            );
+            let expected = npy::read_npz_file(&want).expect("qrun's outputs");
+            for (j, path) in outputs.iter().enumerate() {
+                let got = std::fs::read(path).expect("the C program's output");
+                let want =
+                    &expected.iter().find(|(name, _)| *name == format!("out{j}")).expect("outj").1.data;
+                if let Some(at) = got.iter().zip(want.iter()).position(|(a, b)| a != b) {
+                    panic!(
+                        "{}: {mode} (seed {seed}): output {j} differs from qrun's at byte {at}",
+                        case.name
+                    );
+                }
+                assert_eq!(got.len(), want.len(), "{}: {mode}: output {j}'s size", case.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn objects_linked_into_c_programs_compute_what_qrun_computes() {
+    let test = "objects_linked_into_c_programs_compute_what_qrun_computes";
+    let Some(cc) = c_compiler() else {
+        println!("notice: {test}: skipped, no C compiler");
+        return;
+    };
+    let host = CpuFeatures::host();
+    let run = host.avx && host.avx2;
+    if !run {
+        println!("notice: {test}: compiled and linked but did not run the programs, this CPU lacks AVX2 (it has {host})");
+    }
+    for case in cases() {
+        check_case(&case, &cc, run);
+    }
+}
+
+// ---- listings ----------------------------------------------------------------
+
+#[test]
+fn the_listing_names_each_kernel_location() {
+    let dir = scratch("listing");
+    let case = &cases()[0];
+    let model = write(&dir, "model.qir", &case.module());
+    let (stdout, stderr) = qcompile(0, &[path_str(&model), "--emit=asm", "--target-cpu=x86-64-v3"]);
+    for loc in ["input0.quantize", "requantize", "output0.dequantize"] {
+        assert!(stdout.contains(&format!("loc(\"{loc}\")")), "{loc} in\n{stdout}");
+    }
+    for header in [
+        "; kernel 0: qnn.quantize at line ",
+        "; kernel 1: qnn.requantize at line ",
+        "; kernel 2: qnn.dequantize at line ",
+    ] {
+        assert!(stdout.contains(header), "{header}");
+    }
+    assert!(stdout.contains("\nmodel_run_quantized:\n"), "{stdout}");
+    assert!(stderr.contains("@main for x86-64-v3: 3 kernels"), "{stderr}");
+    assert_eq!(files_in(&dir), ["model.qir"], "the listing went to standard output");
+
+    let (dash, _) = qcompile(0, &[path_str(&model), "--emit=asm", "--target-cpu=x86-64-v3", "-o", "-"]);
+    assert_eq!(dash, stdout, "-o - is standard output");
+    let listing = dir.join("model.s");
+    let (stdout, _) =
+        qcompile(0, &[path_str(&model), "--emit=asm", "--asm-syntax=att", "-o", path_str(&listing)]);
+    assert!(stdout.is_empty());
+    let att = std::fs::read_to_string(&listing).unwrap();
+    assert!(att.contains("# kernel 1: qnn.requantize at line ") && att.contains("%rbp"), "{att}");
+}
+
+#[test]
+fn any_target_cpu_compiles_on_any_machine() {
+    let dir = scratch("targets");
+    let model = write(&dir, "m.qir", &cases()[0].module());
+    let object = dir.join("m.o");
+    for cpu in ["x86-64-v3", "x86-64-v4", "native"] {
+        qcompile(0, &[path_str(&model), "-o", path_str(&object), &format!("--target-cpu={cpu}")]);
+        let header = std::fs::read_to_string(dir.join("m.h")).unwrap();
+        assert!(header.contains(&format!(" * Target:  {cpu} (")), "{header}");
+        assert!(header.contains("int m_run(const float *input0, float *output0);"), "{header}");
+    }
+    let header = dir.join("include").join("api.h");
+    std::fs::create_dir_all(header.parent().unwrap()).unwrap();
+    qcompile(
+        0,
+        &[path_str(&model), "-o", path_str(&object), "--header", path_str(&header), "--function", "@main"],
+    );
+    assert!(std::fs::read_to_string(&header).unwrap().contains("#ifndef M_H"));
+}
+
+// ---- errors ------------------------------------------------------------------
+
+#[test]
+fn ops_without_a_lowering_are_listed_in_one_error_and_nothing_is_written() {
+    let dir = scratch("unsupported");
+    let model = write(
+        &dir,
+        "model.qir",
+        "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = fp.exp(%x) : (tensor<4xf32>) -> tensor<4xf32> loc(\"exp\")
+  %q = qnn.quantize(%a) : (tensor<4xf32>) -> tensor<4x!qnn.uniform<i8:f32, 0.1:0>> loc(\"q\")
+  %d = qnn.dequantize(%q) : (tensor<4x!qnn.uniform<i8:f32, 0.1:0>>) -> tensor<4xf32> loc(\"dq\")
+  %r = fp.relu(%d) : (tensor<4xf32>) -> tensor<4xf32> loc(\"relu\")
+  func.return %r : tensor<4xf32>
+}
+",
+    );
+    // An old header stays as it was.
+    write(&dir, "model.h", "old");
+    let object = dir.join("model.o");
+    for emit in ["--emit=obj", "--emit=asm"] {
+        let (stdout, stderr) = qcompile(1, &[path_str(&model), "-o", path_str(&object), emit]);
+        assert!(stdout.is_empty());
+        assert!(
+            stderr.starts_with(&format!(
+                "qcompile: error: {}: @main cannot be compiled for x86-64: 2 ops the backend does not handle:\n",
+                path_str(&model)
+            )),
+            "{stderr}"
+        );
+        assert!(stderr.contains("line 2:8 loc(\"exp\"): fp.exp: no x86 lowering"), "{stderr}");
+        assert!(stderr.contains("line 5:8 loc(\"relu\"): fp.relu: no x86 lowering"), "{stderr}");
+        assert_eq!(files_in(&dir), ["model.h", "model.qir"], "nothing was written");
+        assert_eq!(std::fs::read_to_string(dir.join("model.h")).unwrap(), "old");
+    }
+}
+
+#[test]
+fn bad_flags_are_usage_errors() {
+    let dir = scratch("usage");
+    let model = write(&dir, "model.qir", &cases()[0].module());
+    let m = path_str(&model);
+    let object = dir.join("model.o");
+    let o = path_str(&object);
+    let (_, stderr) = qcompile(2, &[m, "-o", o, "--target-cpu=skylake"]);
+    assert!(
+        stderr.contains("unknown target CPU 'skylake'; expected one of native, x86-64-v3, x86-64-v4"),
+        "{stderr}"
+    );
+    let (_, stderr) = qcompile(2, &[m]);
+    assert!(stderr.contains("--emit=obj needs -o FILE"), "{stderr}");
+    let (_, stderr) = qcompile(2, &[m, "--emit=asm", "--header", "x.h"]);
+    assert!(stderr.contains("--header goes with --emit=obj"), "{stderr}");
+    let (_, stderr) = qcompile(2, &[m, "-o", o, "--prefix", "9lives"]);
+    assert!(stderr.contains("symbol prefix '9lives' is not a C identifier"), "{stderr}");
+    let (_, stderr) = qcompile(2, &[m, "-o", path_str(&dir.join("model.h"))]);
+    assert!(stderr.contains("the header would overwrite the object"), "{stderr}");
+    let (_, stderr) = qcompile(2, &[m, "-o", o, "--emit=elf"]);
+    assert!(stderr.contains("invalid value 'elf'"), "{stderr}");
+    qcompile(2, &[]);
+    assert_eq!(files_in(&dir), ["model.qir"]);
+    let (stdout, _) = qcompile(0, &["--help"]);
+    assert!(
+        stdout.contains("--target-cpu <CPU>") && stdout.contains("qcompile model.qir -o model.o"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn unreadable_and_invalid_models_are_errors() {
+    let dir = scratch("inputs");
+    let object = dir.join("out.o");
+    let o = path_str(&object);
+    let missing = dir.join("missing.qir");
+    let (_, stderr) = qcompile(1, &[path_str(&missing), "-o", o]);
+    assert!(
+        stderr.starts_with(&format!("qcompile: error: cannot read '{}'", path_str(&missing))),
+        "{stderr}"
+    );
+
+    let bad = write(
+        &dir,
+        "bad.qir",
+        "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  func.return %y : tensor<4xf32>\n}\n",
+    );
+    let (_, stderr) = qcompile(1, &[path_str(&bad), "-o", o]);
+    assert!(stderr.contains(&format!("{}:2:", path_str(&bad))) && stderr.contains("error:"), "{stderr}");
+
+    let model = write(&dir, "model.qir", &cases()[0].module());
+    let (_, stderr) = qcompile(1, &[path_str(&model), "-o", o, "--function", "nope"]);
+    assert!(stderr.contains("the module has no function @nope"), "{stderr}");
+
+    let unwritable = dir.join("no-such-dir").join("m.o");
+    let (_, stderr) = qcompile(1, &[path_str(&model), "-o", path_str(&unwritable)]);
+    assert!(stderr.contains("qcompile: error: cannot write"), "{stderr}");
+    assert_eq!(files_in(&dir), ["bad.qir", "model.qir"]);
+}
