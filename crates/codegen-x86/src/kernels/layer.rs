@@ -279,6 +279,12 @@ impl Layer {
         let attrs = op.module.op_attrs(op.op);
         let rounding = rounding_of(op.ctx, attrs);
         let multipliers = conv_multipliers(x_q, w_q, out_q).map_err(|e| op.invalid(e))?;
+        if multipliers.len() != 1 && multipliers.len() != channels {
+            return Err(op.invalid(format!(
+                "the weight has {} scales for {channels} output channels",
+                multipliers.len()
+            )));
+        }
         let requant = (0..channels)
             .map(|c| {
                 let (multiplier, shift) = multipliers[if multipliers.len() == 1 { 0 } else { c }];
