@@ -16,6 +16,7 @@
 mod common;
 
 use common::*;
+use iced_x86::{Code, Decoder, DecoderOptions};
 use proptest::prelude::*;
 use qopt_codegen_x86::{
     compile, CodegenErrorKind, Conv2dLowering, CpuFeatures, DenseLowering, JitModule, KernelOptions,
@@ -332,12 +333,9 @@ fn the_scheme_follows_the_weights_and_the_options() {
     }
 }
 
-/// The VNNI kernels for a target with AVX-VNNI and one with AVX-512 VNNI:
-/// they assemble (every op compiles, the GEMM says `vpdpbusd`), and run bit
-/// for bit where this CPU has the extension.
-#[test]
-fn vnni_kernels_assemble_and_run_where_the_cpu_has_them() {
-    let text = "module {
+/// A conv (its weights fit s8) and a dense on its output.
+fn conv_and_dense_text() -> String {
+    "module {
   func.func @main(%x: tensor<1x5x6x7x!qnn.uniform<u8:f32, 0.05:3>>) -> tensor<2x9x!qnn.uniform<i8:f32, 0.4:1>> {
     %w = fp.constant() {value = dense<\"0x0102FF7F807942BDF22106F0847762F0F3CB4D764DC7072051159A0F89F2C6DACAE344BB311245FD6F84DF9AD7C5B3D076AC0E8F53A7356C88913F20F6F72DB022D24D0A96DAD43C1617C1A98E78129E\"> : tensor<4x5x2x2x!qnn.uniform<i8:f32:0, {0.01:0, 0.02:-3, 0.01:4, 0.03:0}>>} : () -> tensor<4x5x2x2x!qnn.uniform<i8:f32:0, {0.01:0, 0.02:-3, 0.01:4, 0.03:0}>>
     %y = qnn.conv2d_relu(%x, %w) {stride = [2, 1], pad = [1, 0, 0, 1]} : (tensor<1x5x6x7x!qnn.uniform<u8:f32, 0.05:3>>, tensor<4x5x2x2x!qnn.uniform<i8:f32:0, {0.01:0, 0.02:-3, 0.01:4, 0.03:0}>>) -> tensor<1x4x3x7x!qnn.uniform<i8:f32, 0.2:-5>>
@@ -346,7 +344,15 @@ fn vnni_kernels_assemble_and_run_where_the_cpu_has_them() {
     %d = qnn.dense(%f, %v) : (tensor<2x42x!qnn.uniform<i8:f32, 0.2:-5>>, tensor<9x42x!qnn.uniform<i8:f32, 0.01:0>>) -> tensor<2x9x!qnn.uniform<i8:f32, 0.4:1>>
     func.return %d : tensor<2x9x!qnn.uniform<i8:f32, 0.4:1>>
   }
-}";
+}".to_string()
+}
+
+/// The VNNI kernels for a target with AVX-VNNI and one with AVX-512 VNNI:
+/// they assemble (every op compiles, the GEMM says `vpdpbusd`), and run bit
+/// for bit where this CPU has the extension.
+#[test]
+fn vnni_kernels_assemble_and_run_where_the_cpu_has_them() {
+    let text = conv_and_dense_text();
     let host = CpuFeatures::host();
     let targets = [
         ("AVX-VNNI", CpuFeatures { avxvnni: true, ..CpuFeatures::X86_64_V3 }, host.avxvnni),
@@ -357,7 +363,7 @@ fn vnni_kernels_assemble_and_run_where_the_cpu_has_them() {
         ),
     ];
     let mut ctx = context();
-    let module = parse(&mut ctx, text);
+    let module = parse(&mut ctx, &text);
     for (name, features, runs_here) in targets {
         let target = Target { cpu: TargetCpu::Native, features };
         let program = compile(&ctx, &module, "main", &Lowerings::builtin(), &target)
@@ -369,6 +375,15 @@ fn vnni_kernels_assemble_and_run_where_the_cpu_has_them() {
             "{name}: {:?}",
             program.kernels.iter().map(|k| &k.strategy).collect::<Vec<_>>()
         );
+        // The code decodes, holds vpdpbusd in the target's encoding, and
+        // nothing else needs AVX-512 (the AVX-VNNI target has none).
+        let codes = decoded_codes(&program);
+        let (vex, evex) = (Code::VEX_Vpdpbusd_ymm_ymm_ymmm256, Code::EVEX_Vpdpbusd_ymm_k1z_ymm_ymmm256b32);
+        let (wanted, unwanted) = if features.avxvnni { (vex, evex) } else { (evex, vex) };
+        assert!(codes.contains(&wanted) && !codes.contains(&unwanted), "{name}: vpdpbusd encoding");
+        if features.avxvnni {
+            assert!(codes.iter().all(|c| !is_evex(*c)), "{name}: EVEX code for a target without AVX-512");
+        }
         if !runs_here {
             println!(
                 "notice: vnni_kernels_assemble_and_run_where_the_cpu_has_them: skipped running the {name} kernels, this CPU lacks {name} (it has {host})"
@@ -380,6 +395,42 @@ fn vnni_kernels_assemble_and_run_where_the_cpu_has_them() {
         let jit = JitModule::new(program).unwrap();
         let got = jit.run_tensors(&inputs, &mut Workspace::new(), 2).unwrap();
         assert!(got[0].bit_equal(&want[0]), "{name}");
+    }
+}
+
+/// Every instruction of `program`'s code, decoded (the kernels are laid
+/// out one after another).
+fn decoded_codes(program: &qopt_codegen_x86::Program) -> Vec<Code> {
+    let mut codes = Vec::new();
+    for k in &program.kernels {
+        let bytes = &program.code[k.offset..k.offset + k.len];
+        let mut decoder = Decoder::with_ip(64, bytes, 0, DecoderOptions::NONE);
+        for instruction in &mut decoder {
+            assert!(!instruction.is_invalid(), "{} does not decode", k.strategy);
+            codes.push(instruction.code());
+        }
+    }
+    codes
+}
+
+/// Whether an instruction is EVEX-encoded (AVX-512), by its code's name.
+fn is_evex(code: Code) -> bool {
+    format!("{code:?}").starts_with("EVEX_")
+}
+
+/// The AVX2 target's conv and dense code has no EVEX and no VNNI
+/// instruction.
+#[test]
+fn avx2_code_uses_only_vex_instructions() {
+    let text = conv_and_dense_text();
+    let mut ctx = context();
+    let module = parse(&mut ctx, &text);
+    let v3 = Target { cpu: TargetCpu::X86_64V3, features: CpuFeatures::X86_64_V3 };
+    for options in [KernelOptions::default(), KernelOptions::EXACT_WORDS_ONLY] {
+        let program = compile(&ctx, &module, "main", &lowerings(options), &v3).unwrap();
+        let codes = decoded_codes(&program);
+        assert!(codes.iter().all(|c| !is_evex(*c)), "EVEX code for x86-64-v3");
+        assert!(!codes.iter().any(|c| format!("{c:?}").contains("Vpdpbusd")), "VNNI code for x86-64-v3");
     }
 }
 
