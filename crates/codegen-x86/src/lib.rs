@@ -10,6 +10,12 @@
 //!   `qnn.dequantize` and `qnn.requantize` on per-tensor 8-bit types,
 //!   specialized per op and bit-exact with the interpreter; `emit.rs` holds
 //!   the loop every elementwise kernel shares.
+//! - [`Conv2dLowering`], [`DenseLowering`] (`kernels/`): `qnn.conv2d`,
+//!   `qnn.dense` and their relu forms, specialized per layer (weights packed
+//!   into rodata, requantization fused into the GEMM epilogue) with
+//!   `vpmaddwd` (exact for any weights), `vpmaddubsw` (where the weights
+//!   prove it cannot saturate) or `vpdpbusd` (VNNI targets); [`KernelOptions`]
+//!   may forbid the byte schemes.
 //!
 //! **Assembler: iced-x86's `code_asm`.** It assembles at run time from plain
 //! Rust calls, so registers, immediates and instruction choice are ordinary
@@ -26,8 +32,8 @@
 //!   (`header.rs`) its header;
 //! - [`listing`] (`listing.rs`): a readable assembly listing.
 //!
-//! Not here yet (see `docs/codegen-x86.md`): conv2d, dense, add, mul, concat,
-//! pools and the remaining shape ops.
+//! Not here yet (see `docs/codegen-x86.md`): add, mul, concat, pools and the
+//! remaining shape ops.
 
 #![warn(missing_docs)]
 

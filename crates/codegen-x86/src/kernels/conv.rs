@@ -34,17 +34,27 @@ pub struct Conv2dLowering {
 /// The window of one conv2d, read from its shapes and attributes.
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct ConvGeometry {
+    /// Images `N`.
     pub batches: usize,
+    /// Input channels `C`.
     pub channels: usize,
+    /// Input height `H`.
     pub height: usize,
+    /// Input width `W`.
     pub width: usize,
+    /// Output channels `O`.
     pub out_channels: usize,
+    /// `[kh, kw]`.
     pub kernel: [usize; 2],
+    /// `[OH, OW]`.
     pub output: [usize; 2],
+    /// `[stride_h, stride_w]`.
     pub stride: [usize; 2],
     /// `[top, left, bottom, right]`.
     pub pad: [usize; 4],
+    /// `[dilation_h, dilation_w]`.
     pub dilation: [usize; 2],
+    /// Channel groups.
     pub groups: usize,
 }
 

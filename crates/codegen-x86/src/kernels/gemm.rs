@@ -49,7 +49,8 @@ const ACCUMULATORS: [AsmRegisterYmm; 12] =
     [ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11];
 /// At most this many accumulators fit next to the operands.
 pub(crate) const MAX_ACCUMULATORS: usize = 12;
-/// Depth units per iteration of the unrolled reduction loop.
+/// Depth units per iteration of the unrolled reduction loop (1, 2, 4 and 8
+/// measured alike on Zen 3, timed in turns; 4 keeps the loop short).
 const UNROLL: usize = 4;
 
 /// The shape of a conv GEMM, all compile-time numbers.

@@ -17,13 +17,15 @@
 //!    `(oy, ox)` reads image element
 //!    `base(oy, ox) + koff(k)`, `base = oy·sh·Wp + ox·sw`,
 //!    `koff = ci·Hp·Wp + ky·dh·Wp + kx·dw`; both tables are computed at compile
-//!    time into rodata. A block whose positions are consecutive image
-//!    elements (one output row with stride 1, or a whole 1×1 unpadded
-//!    convolution) is copied with vector loads and unpacks; any other block
-//!    is gathered (`vpgatherdd`). Taps past the end of the reduction read a
-//!    real tap (their weights are 0), and positions past the last output
-//!    read image element 0 (their outputs are never stored), so every read is
-//!    inside the image and its slack.
+//!    time into rodata, with each block's way of reading ([`BlockRead`]):
+//!    a block whose positions lie on one output row (`base` steps by
+//!    `sw`) takes one vector load per tap (for `sw = 2`, two loads keeping
+//!    the even elements); a block that crosses one row end takes two loads
+//!    per tap blended at the crossing; anything else (blocks over three or
+//!    more rows, strides above 2) is gathered with `vpgatherdd`. Taps past
+//!    the end of the reduction read a real tap (their weights are 0), and
+//!    positions past the last output read image elements whose outputs are
+//!    never stored, so every read is inside the image and its slack.
 
 use super::gemm::GemmShape;
 use super::{add_multiple, emit_item_kernel, multiply_by, split_index, ITEM};
@@ -33,7 +35,8 @@ use crate::error::CodegenError;
 use iced_x86::code_asm::*;
 
 /// Bytes after the last plane of an image that kernels may read (never
-/// use): loads of up to 32 bytes starting at most 16 elements before the end.
+/// use): a block's loads reach at most 2 × 16 elements (64 bytes) past its
+/// last real element, dword gathers 3 bytes past their element.
 pub(crate) const IMAGE_SLACK: usize = 128;
 
 /// How the input is laid out in the padded image.
