@@ -8,7 +8,7 @@
 //!    the GEMM broadcasts from: i16 pairs `x − zp_x` (exact scheme) or byte
 //!    quads `a` (byte schemes), the last unit padded (with 0, or `zp_a`;
 //!    the padded taps' weights are 0). This is the conv pad kernel
-//!    ([`emit_pad`](super::im2col::emit_pad)) on a `rows × 1 × 1 × K` image padded on the
+//!    ([`emit_pad`]) on a `rows × 1 × 1 × K` image padded on the
 //!    right, so both share their code.
 //! 2. **GEMM** (one work item per tile of up to 4 rows × up to 12 blocks of
 //!    8 channels): weights are packed at compile time as
