@@ -498,3 +498,51 @@ fn unsupported_conv_and_dense_are_errors() {
     assert_eq!(e.kind, CodegenErrorKind::Unsupported, "{e}");
     assert!(e.message.contains("the weight must be a constant"), "{e}");
 }
+
+/// Whole resnet18-sized conv layers through the module compiler and the
+/// runner, on one thread and on two (ignored: a benchmark; run in release
+/// with `--ignored --nocapture`). Prints the fastest of 20 runs.
+#[test]
+#[ignore = "benchmark: run in release with --ignored --nocapture"]
+fn resnet_layers_on_one_and_two_threads() {
+    if !avx2_here("resnet_layers_on_one_and_two_threads") {
+        return;
+    }
+    for (c, o, hw, stride) in [(64, 64, 56, 1), (128, 128, 28, 1), (256, 256, 14, 1), (512, 512, 7, 1)] {
+        let out = (hw + 2 - 3) / stride + 1;
+        let mut rng = Random(0x5EED ^ (c * hw) as u64);
+        let (w, tw) = weight(&mut rng, &[o, c, 3, 3]);
+        let (tx, ty) = (
+            format!("tensor<1x{c}x{hw}x{hw}x!qnn.uniform<i8:f32, 0.05:-128>>"),
+            format!("tensor<1x{o}x{out}x{out}x!qnn.uniform<i8:f32, 0.07:-128>>"),
+        );
+        let text = format!(
+            "module {{
+  func.func @main(%x: {tx}) -> {ty} {{
+    %w = fp.constant() {{value = {w}}} : () -> {tw}
+    %y = qnn.conv2d_relu(%x, %w) {{pad = [1, 1, 1, 1], stride = [{stride}, {stride}]}} : ({tx}, {tw}) -> {ty}
+    func.return %y : {ty}
+  }}
+}}"
+        );
+        let mut ctx = context();
+        let module = parse(&mut ctx, &text);
+        let inputs = random_inputs(&ctx, &module, "main", 1);
+        let program = compile(&ctx, &module, "main", &Lowerings::builtin(), &Target::host()).unwrap();
+        let strategy = program.kernels.last().unwrap().strategy.clone();
+        let jit = JitModule::new(program).unwrap();
+        let mut workspace = Workspace::new();
+        let macs = (o * out * out * c * 9) as f64;
+        let mut line = format!("{c}→{o} 3×3 {hw}×{hw}:");
+        for threads in [1, 2] {
+            let mut best = f64::INFINITY;
+            for _ in 0..20 {
+                let start = std::time::Instant::now();
+                jit.run_tensors(&inputs, &mut workspace, threads).unwrap();
+                best = best.min(start.elapsed().as_secs_f64());
+            }
+            line += &format!("  {threads} thread(s) {:.3} ms ({:.1} GMAC/s)", best * 1e3, macs / best / 1e9);
+        }
+        println!("{line} — {strategy}");
+    }
+}

@@ -15,7 +15,7 @@
 
 use super::depthwise::{emit_depthwise, DepthwiseShape};
 use super::epilogue::{channel_records, globals};
-use super::gemm::{emit_gemm, pack_weights, GemmPlaces, GemmShape};
+use super::gemm::{emit_gemm, pack_weights, split_table, GemmPlaces, GemmShape};
 use super::im2col::{emit_pack, emit_pad, pack_tables, ImageShape, PackPlaces, Window};
 use super::layer::{Accumulation, KernelOptions, Layer};
 use crate::abi::{KernelCode, Place, BUFFER_ALIGN};
@@ -291,7 +291,7 @@ impl OpLowering for Conv2dLowering {
                 &gemm,
                 PackPlaces { image: image_place, panels, tables, blocks_at },
             )?,
-            work: gemm.items(),
+            work: gemm.panels(),
             work_item: "panel of output positions",
             strategy: format!(
                 "im2col of {} positions × {} {}",
@@ -308,12 +308,26 @@ impl OpLowering for Conv2dLowering {
         let globals_at = blob.len().next_multiple_of(BUFFER_ALIGN);
         blob.resize(globals_at, 0);
         blob.extend_from_slice(&globals(&plan.layer));
+        let splits_at = blob.len().next_multiple_of(BUFFER_ALIGN);
+        blob.resize(splits_at, 0);
+        blob.extend_from_slice(&split_table(&gemm));
         let rodata = out.rodata(&blob);
-        let places = GemmPlaces { panels, output, rodata, records: records_at, globals: globals_at };
+        let places = GemmPlaces {
+            panels,
+            output,
+            rodata,
+            records: records_at,
+            globals: globals_at,
+            splits: splits_at,
+        };
         out.kernel(KernelCode {
             code: emit_gemm(&plan.layer, &gemm, places)?,
             work: gemm.items(),
-            work_item: "panel of output positions",
+            work_item: if gemm.splits > 1 {
+                "range of channel tiles of a panel"
+            } else {
+                "panel of output positions"
+            },
             strategy: format!(
                 "{}; {} channels × {} positions per tile",
                 plan.accumulation.describe(),

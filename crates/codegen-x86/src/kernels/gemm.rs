@@ -11,11 +11,11 @@
 //!   channels (the last tile of a group may have fewer): `[unit][row][4
 //!   bytes]`, so a unit's weight for one row is one `vpbroadcastd`.
 //!
-//! **Work items** are the panels: `(image, group, block)`, item
-//! `i = (n·G + g)·blocks + block`, the same numbering as the packing kernel,
-//! so both split across threads the same way. An item runs every channel
-//! tile of its group over its panel, which stays in L1 while the tiles'
-//! weights stream from L2.
+//! **Work items** are the panels `p = (n·G + g)·blocks + block` (the pack
+//! kernel's items), each split into `splits` ranges of channel tiles when
+//! there are few panels (item `i = p·splits + s`), so that small layers
+//! still spread over threads. An item runs its tiles over its panel, which
+//! stays in L1 while the tiles' weights stream from L2.
 //!
 //! **Microkernel** (rows × vectors accumulators in ymm0–ymm11, activations in
 //! ymm12–13, the broadcast weight in ymm14, products in ymm15):
@@ -49,6 +49,8 @@ const ACCUMULATORS: [AsmRegisterYmm; 12] =
     [ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11];
 /// At most this many accumulators fit next to the operands.
 pub(crate) const MAX_ACCUMULATORS: usize = 12;
+/// Fewer panels than this are split by channel tiles into more work items.
+const MIN_ITEMS: usize = 32;
 /// Depth units per iteration of the unrolled reduction loop (1, 2, 4 and 8
 /// measured alike on Zen 3, timed in turns; 4 keeps the loop short).
 const UNROLL: usize = 4;
@@ -72,6 +74,10 @@ pub(crate) struct GemmShape {
     pub vectors: usize,
     /// Channels per tile (`rows · vectors ≤ 12`).
     pub rows: usize,
+    /// Work items per panel: its full tiles split into this many ranges
+    /// (the short tile goes with the last), so that layers with few
+    /// positions still give threads enough items.
+    pub splits: usize,
 }
 
 impl GemmShape {
@@ -89,6 +95,12 @@ impl GemmShape {
         let padded = |width: usize| positions.div_ceil(width) * width;
         let vectors = if padded(16) * 10 <= padded(8) * 11 { 2 } else { 1 };
         let rows = (MAX_ACCUMULATORS / vectors).min(group_channels).max(1);
+        let panels = batches * groups * positions.div_ceil(8 * vectors);
+        let splits = if panels >= MIN_ITEMS {
+            1
+        } else {
+            MIN_ITEMS.div_ceil(panels.max(1)).min(group_channels / rows).max(1)
+        };
         GemmShape {
             accumulation,
             batches,
@@ -98,6 +110,7 @@ impl GemmShape {
             units: taps.div_ceil(accumulation.taps_per_unit()),
             vectors,
             rows,
+            splits,
         }
     }
 
@@ -116,9 +129,15 @@ impl GemmShape {
         self.units * self.block_width() * 4
     }
 
-    /// Work items: one per panel.
-    pub fn items(&self) -> usize {
+    /// Panels: one per image, group and block of positions (the pack
+    /// kernel's work items).
+    pub fn panels(&self) -> usize {
         self.batches * self.groups * self.blocks()
+    }
+
+    /// The GEMM's work items: `splits` per panel.
+    pub fn items(&self) -> usize {
+        self.panels() * self.splits
     }
 
     /// Bytes of the packed weights of one group.
@@ -171,12 +190,29 @@ pub(crate) struct GemmPlaces {
     /// The output tensor.
     pub output: Place,
     /// The rodata blob: packed weights at 0, then channel records at
-    /// `records`, then the globals at `globals`.
+    /// `records`, the globals at `globals` and the split table at `splits`.
     pub rodata: Place,
     /// Offset of the channel records in the blob.
     pub records: usize,
     /// Offset of the globals in the blob.
     pub globals: usize,
+    /// Offset of the [`split_table`] in the blob.
+    pub splits: usize,
+}
+
+/// Per split `s` of a panel's full tiles, 16 bytes: its first tile, its
+/// number of tiles (`[s·T/splits, (s+1)·T/splits)`), and 1 if it also runs
+/// the short tile (the last split does).
+pub(crate) fn split_table(shape: &GemmShape) -> Vec<u8> {
+    let full_tiles = shape.group_channels / shape.rows;
+    let mut out = Vec::with_capacity(16 * shape.splits);
+    for s in 0..shape.splits {
+        let (start, end) = (s * full_tiles / shape.splits, (s + 1) * full_tiles / shape.splits);
+        for value in [start, end - start, usize::from(s + 1 == shape.splits), 0] {
+            out.extend_from_slice(&(value as u32).to_le_bytes());
+        }
+    }
+    out
 }
 
 // Registers of the GEMM kernel.
@@ -188,6 +224,8 @@ const OUT_TILE: AsmRegister64 = rsi;
 const WEIGHT_TILE: AsmRegister64 = rdx;
 const RECORD_TILE: AsmRegister64 = rbx;
 const TILES_LEFT: AsmRegister64 = r11;
+/// The item's split, until TILES_LEFT takes the register.
+const SPLIT: AsmRegister64 = r11;
 const ACT_CURSOR: AsmRegister64 = rax;
 const WEIGHT_CURSOR: AsmRegister64 = r10;
 const UNITS_LEFT: AsmRegister64 = rcx;
@@ -204,16 +242,24 @@ pub(crate) fn emit_gemm(
     let last_block_len = shape.positions - (blocks - 1) * block_width;
     let out_channels = shape.groups * shape.group_channels;
     emit_item_kernel(&[(PANELS, places.panels), (OUTPUT, places.output), (BLOB, places.rodata)], &mut |a| {
-        // i → (n, g, block); r8 = block, r9 = g, rax = n.
-        split_index(a, ITEM, &[(blocks, r8), (shape.groups, r9)])?;
+        // i → (panel, split): the split in r11 until the tiles start.
+        a.mov(rax, ITEM)?;
+        if shape.splits > 1 {
+            a.xor(edx, edx)?;
+            a.mov(rcx, shape.splits as u64)?;
+            a.div(rcx)?;
+            a.mov(SPLIT, rdx)?;
+        }
+        // panel = panels + p·panel_bytes
+        multiply_by(a, PANEL, rax, shape.panel_bytes())?;
+        a.add(PANEL, PANELS)?;
+        // p → (n, g, block); r8 = block, r9 = g, rax = n.
+        split_index(a, rax, &[(blocks, r8), (shape.groups, r9)])?;
         // out = output + n·O·P + g·Og·P + block·width
         a.mov(OUT_TILE, OUTPUT)?;
         add_multiple(a, OUT_TILE, rax, out_channels * shape.positions, r10)?;
         add_multiple(a, OUT_TILE, r9, shape.group_channels * shape.positions, r10)?;
         add_multiple(a, OUT_TILE, r8, block_width, r10)?;
-        // panel = panels + i·panel_bytes
-        multiply_by(a, PANEL, ITEM, shape.panel_bytes())?;
-        a.add(PANEL, PANELS)?;
         // weights and records of group g
         multiply_by(a, WEIGHT_TILE, r9, shape.group_weight_bytes())?;
         a.add(WEIGHT_TILE, BLOB)?;
@@ -236,7 +282,8 @@ pub(crate) fn emit_gemm(
     })
 }
 
-/// Every tile of the group: full tiles in a loop, then the short one.
+/// The item's tiles of the group: its range of full tiles in a loop, then
+/// the short one if the item is the panel's last split.
 fn emit_tiles(
     a: &mut CodeAssembler,
     layer: &Layer,
@@ -246,9 +293,24 @@ fn emit_tiles(
 ) -> Result<(), CodegenError> {
     let full_tiles = shape.group_channels / shape.rows;
     let short_rows = shape.group_channels % shape.rows;
+    let mut short = a.create_label();
+    if shape.splits > 1 {
+        // The split's row of the table: first tile, tile count, short tile?
+        a.shl(SPLIT, 4)?;
+        let row = |field: usize| dword_ptr(BLOB + SPLIT + (places.splits + 4 * field));
+        a.mov(eax, row(0))?;
+        a.mov(r8d, row(2))?;
+        a.mov(r11d, row(1))?; // TILES_LEFT, last: it was SPLIT
+        add_multiple(a, OUT_TILE, rax, shape.rows * shape.positions, r9)?;
+        add_multiple(a, WEIGHT_TILE, rax, shape.rows * shape.units * 4, r9)?;
+        add_multiple(a, RECORD_TILE, rax, shape.rows * CHANNEL_RECORD, r9)?;
+        a.test(TILES_LEFT, TILES_LEFT)?;
+        a.jz(short)?;
+    } else if full_tiles > 0 {
+        a.mov(TILES_LEFT, full_tiles as u64)?;
+    }
     if full_tiles > 0 {
         let mut tile = a.create_label();
-        a.mov(TILES_LEFT, full_tiles as u64)?;
         a.set_label(&mut tile)?;
         emit_microkernel(a, layer, shape, places, shape.rows, store_len)?;
         super::add_constant(a, OUT_TILE, shape.rows * shape.positions, r10)?;
@@ -257,9 +319,17 @@ fn emit_tiles(
         a.dec(TILES_LEFT)?;
         a.jnz(tile)?;
     }
+    a.set_label(&mut short)?;
     if short_rows > 0 {
+        let mut done = a.create_label();
+        if shape.splits > 1 {
+            a.test(r8d, r8d)?;
+            a.jz(done)?;
+        }
         emit_microkernel(a, layer, shape, places, short_rows, store_len)?;
+        a.set_label(&mut done)?;
     }
+    a.nop()?;
     Ok(())
 }
 
