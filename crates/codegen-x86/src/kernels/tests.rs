@@ -7,7 +7,7 @@
 //!
 //! Properties cover random shapes, strides, pads, dilations, groups
 //! (depthwise included), per-tensor and per-channel weights with zero
-//! points, i8/u8/narrowed activations and outputs, biases (absent, small,
+//! points, i8/u8/narrowed/4-bit activations and outputs, biases (absent, small,
 //! near the i32 limits so sums wrap), every rounding mode and relu form, and
 //! both AVX2 schemes: each case runs with the default options (which take
 //! `vpmaddubsw` when the weights allow it) and with the exact path forced.
@@ -48,8 +48,14 @@ fn quant(storage: &str, scale: f64, zero_point: i64) -> String {
 }
 
 /// Storage types of activations and results, with their ranges.
-const STORAGES: [(&str, i64, i64); 4] =
-    [("i8", -128, 127), ("u8", 0, 255), ("i8<-127:127>", -127, 127), ("u8<0:200>", 0, 200)];
+const STORAGES: [(&str, i64, i64); 6] = [
+    ("i8", -128, 127),
+    ("u8", 0, 255),
+    ("i8<-127:127>", -127, 127),
+    ("u8<0:200>", 0, 200),
+    ("i4", -8, 7),
+    ("u4", 0, 15),
+];
 
 const ROUNDINGS: [&str; 3] = ["half_away_from_zero", "half_to_even", "half_up"];
 
@@ -318,7 +324,7 @@ struct Common {
 
 fn common() -> impl Strategy<Value = Common> {
     (
-        (0usize..4, 0usize..4, prop::bool::weighted(0.2), any::<bool>(), 0usize..3, any::<bool>()),
+        (0usize..6, 0usize..6, prop::bool::weighted(0.2), any::<bool>(), 0usize..3, any::<bool>()),
         (0usize..4, 0usize..4, 0usize..3, -12i32..4, any::<u64>()),
     )
         .prop_map(|((xs, os, wu, pc, wz, small), (bias, relu, rounding, e, seed))| Common {
