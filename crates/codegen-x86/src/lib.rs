@@ -1,4 +1,5 @@
-//! qopt's x86-64 backend (issue 12), first increment: the foundations.
+//! qopt's x86-64 backend (issue 12): quantized IR compiled to machine code,
+//! bit-exact with the interpreter.
 //!
 //! - [`Target`], [`TargetCpu`], [`CpuFeatures`] (`target.rs`): run-time
 //!   detection of AVX2, FMA, AVX-512 and the VNNI extensions, and
@@ -10,6 +11,12 @@
 //!   `qnn.dequantize` and `qnn.requantize` on per-tensor 8-bit types,
 //!   specialized per op and bit-exact with the interpreter; `emit.rs` holds
 //!   the loop every elementwise kernel shares.
+//! - [`Conv2dLowering`], [`DenseLowering`] (`kernels/`): `qnn.conv2d`,
+//!   `qnn.dense` and their relu forms, specialized per layer (weights packed
+//!   into rodata, requantization fused into the GEMM epilogue) with
+//!   `vpmaddwd` (exact for any weights), `vpmaddubsw` (where the weights
+//!   prove it cannot saturate) or `vpdpbusd` (VNNI targets); [`KernelOptions`]
+//!   may forbid the byte schemes.
 //! - `kernels/`: the kernels of the built-in lowerings beyond conversions:
 //!   `qnn.requantize` (per tensor or per axis), `qnn.add` / `qnn.mul` with
 //!   broadcasting, `qnn.concat`, the average pools, `qnn.lookup`, and
@@ -32,7 +39,6 @@
 //!   (`header.rs`) its header;
 //! - [`listing`] (`listing.rs`): a readable assembly listing.
 //!
-//! Not here yet (see `docs/codegen-x86.md`): conv2d and dense.
 
 #![warn(missing_docs)]
 
@@ -65,6 +71,7 @@ pub use error::{CodegenError, CodegenErrorKind};
 pub use guard::{GuardSide, GuardedRegion};
 pub use header::c_header;
 pub use jit::ExecutableCode;
+pub use kernels::{Conv2dLowering, DenseLowering, KernelOptions};
 pub use listing::{listing, AsmSyntax};
 pub use lower::{Emit, LowerOp, Lowerings, OpLowering, Plan};
 pub use module::{

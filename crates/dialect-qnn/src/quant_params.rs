@@ -7,7 +7,7 @@
 //! Everything here takes any type without panicking; a type that is not what a
 //! function expects gives `None` or an error message.
 
-use crate::fixed_point::{quantize_multiplier, shared_multipliers};
+use crate::fixed_point::{quantize_f32, quantize_multiplier, scale_f32, shared_multipliers};
 use qopt_ir_core::{Context, FloatKind, QuantParams, QuantType, Type, TypeData};
 
 /// One scale and zero point: `real = scale × (q − zero_point)`.
@@ -133,6 +133,20 @@ pub fn conv_multipliers(x: &QuantType, w: &QuantType, output: &QuantType) -> Res
     let sx = per_tensor(x).ok_or("the input must be quantized per tensor")?;
     let out = per_tensor(output).ok_or("the output must be quantized per tensor")?;
     params(w).iter().map(|p| quantize_multiplier((sx.scale * p.scale) / out.scale)).collect()
+}
+
+/// The largest stored value `qnn.conv2d_relu` and `qnn.dense_relu` produce
+/// (§6): `qmax` of `output`, lowered to `quantize(relu_max)` in the output's
+/// parameters (§3.1, with the f32 scale) when the op carries `relu_max`.
+/// `output` must be per tensor. The interpreter and the backends read the
+/// bound from here, so a fused ReLU6 clips at the same stored value everywhere.
+pub fn relu_upper_bound(output: &QuantType, relu_max: Option<f64>) -> Result<i64, String> {
+    let out = per_tensor(output).ok_or("the output must be quantized per tensor")?;
+    let (qmin, qmax) = storage_range(output);
+    Ok(match relu_max {
+        None => qmax,
+        Some(max) => qmax.min(quantize_f32(max as f32, scale_f32(out.scale), out.zero_point, qmin, qmax)),
+    })
 }
 
 /// `qnn.add` (§7.1): `(m_a, m_b, n)` with the shared shift `n`.

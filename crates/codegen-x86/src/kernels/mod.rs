@@ -1,16 +1,218 @@
 //! The kernels of the built-in lowerings, one module per kind of kernel.
+//!
+//! **Conv and dense.** JIT kernels for `qnn.conv2d`, `qnn.conv2d_relu`, `qnn.dense` and
+//! `qnn.dense_relu`, bit-exact with the interpreter (`docs/quant-semantics.md`
+//! §6) and specialized per layer: shapes, strides, pads, zero points and
+//! offsets are immediates, weights are packed into rodata at compile time in
+//! the layout of the kernel that reads them, per-channel requantization
+//! constants sit next to them, and the requantization is fused into the
+//! epilogue of the reduction.
+//!
+//! - [`layer`]: the op read into numbers ([`layer::Layer`]) and the choice of
+//!   multiply-accumulate scheme (`vpmaddwd` exact, `vpmaddubsw` where the
+//!   weights prove it cannot saturate, `vpdpbusd` where the target has VNNI).
+//! - [`requantize_i32`]: the vector requantization of i32 accumulators the
+//!   epilogues use (with a cheaper form when every shift is at least 32).
+//! - [`epilogue`]: per-channel records in rodata, the requantizers that read
+//!   them, packing to bytes, exact-length stores.
+//! - [`im2col`]: the activation kernels that run before a GEMM (padding and
+//!   centering into a scratch image, then packing panels).
+//! - [`gemm`]: the register-blocked conv GEMM (channels × positions).
+//! - [`conv`], [`depthwise`], [`dense`]: the lowerings.
+//! - [`copy`]: a plain byte copy, which the module compiler uses to return
+//!   an input or a constant in an output buffer.
+//!
+//! **Everything else** runs on the row walker of [`rows`] (independent rows,
+//! long rows split into blocks) with the 8-lane byte loops of [`lanes`] and
+//! the general rescaling of [`rescale`] (one or two i64 terms, the §12
+//! rounding, clamp, zero point): [`requantize`] (per tensor and per axis),
+//! [`binary`] (add, mul), [`concat`], [`pool`], [`lookup`], [`movement`]
+//! (transpose, slice, split, concat, pad, relu), [`resize`] (nearest).
+//! [`requantize_i32`] and [`rescale`] compute the same function on
+//! different inputs (an i32 accumulator with per-channel constants; one or
+//! two i64 terms with per-row constants); merging them is open work.
+//!
+//! Every kernel follows `abi.rs`: its work items are independent (each
+//! writes only its own outputs or scratch bytes), it reads only its
+//! operands, its scratch and its rodata, and it preserves the callee-saved
+//! registers ([`emit_item_kernel`] writes that frame once for all of them).
 
 pub(crate) mod binary;
 pub(crate) mod concat;
+pub(crate) mod conv;
 pub(crate) mod copy;
+pub(crate) mod dense;
+pub(crate) mod depthwise;
+pub(crate) mod epilogue;
+pub(crate) mod gemm;
+pub(crate) mod im2col;
 pub(crate) mod lanes;
+pub(crate) mod layer;
 pub(crate) mod lookup;
 pub(crate) mod movement;
 pub(crate) mod operands;
 pub(crate) mod pool;
 pub(crate) mod requantize;
+pub(crate) mod requantize_i32;
 pub(crate) mod rescale;
 pub(crate) mod resize;
 pub(crate) mod rows;
 #[cfg(test)]
 pub(crate) mod testing;
+
+#[cfg(test)]
+mod tests;
+
+use crate::abi::{assemble, load_addresses, new_assembler, pop_callee_saved, push_callee_saved, Place};
+use crate::error::{CodegenError, CodegenErrorKind};
+use crate::lower::Lowerings;
+use iced_x86::code_asm::*;
+use qopt_dialect_qnn::op_names as qnn_op;
+use std::sync::Arc;
+
+pub use conv::Conv2dLowering;
+pub use dense::DenseLowering;
+pub use layer::KernelOptions;
+
+/// Registers the conv2d and dense lowerings (with default options).
+pub(crate) fn register(l: &mut Lowerings) {
+    let conv = Arc::new(Conv2dLowering::default());
+    l.register(qnn_op::CONV2D, conv.clone());
+    l.register(qnn_op::CONV2D_RELU, conv);
+    let dense = Arc::new(DenseLowering::default());
+    l.register(qnn_op::DENSE, dense.clone());
+    l.register(qnn_op::DENSE_RELU, dense);
+}
+
+/// Registers that hold the current work item and the end of the range in
+/// every kernel [`emit_item_kernel`] writes.
+pub(crate) const ITEM: AsmRegister64 = r12;
+/// The end of the work range.
+pub(crate) const ITEM_END: AsmRegister64 = rbp;
+
+/// A complete kernel that runs `body` once per work item of its range:
+///
+/// ```text
+///   push rbx, rbp, r12..r15
+///   load the places' addresses into their registers
+///   r12 = begin; rbp = end
+/// item: body (r12 = the item)      may clobber all but r12, rbp, the bases
+///   r12 += 1; if r12 < rbp goto item
+///   vzeroupper; pop; ret
+/// ```
+///
+/// `bases` may use r13, r14, r15 and rbx.
+pub(crate) fn emit_item_kernel(
+    bases: &[(AsmRegister64, Place)],
+    body: &mut dyn FnMut(&mut CodeAssembler) -> Result<(), CodegenError>,
+) -> Result<Vec<u8>, CodegenError> {
+    if bases.iter().any(|(r, _)| ![r13, r14, r15, rbx].contains(r)) {
+        return Err(CodegenError::new(
+            CodegenErrorKind::Assembler,
+            "item kernel bases must be r13, r14, r15 or rbx",
+        ));
+    }
+    let mut a = new_assembler()?;
+    push_callee_saved(&mut a)?;
+    load_addresses(&mut a, bases)?;
+    a.mov(ITEM, rcx)?;
+    a.mov(ITEM_END, r8)?;
+    let mut item = a.create_label();
+    let mut done = a.create_label();
+    a.cmp(ITEM, ITEM_END)?;
+    a.jae(done)?;
+    a.set_label(&mut item)?;
+    body(&mut a)?;
+    a.inc(ITEM)?;
+    a.cmp(ITEM, ITEM_END)?;
+    a.jb(item)?;
+    a.set_label(&mut done)?;
+    a.vzeroupper()?;
+    pop_callee_saved(&mut a)?;
+    a.ret()?;
+    assemble(&mut a)
+}
+
+/// `dst = src × factor` for a compile-time factor (any size).
+pub(crate) fn multiply_by(
+    a: &mut CodeAssembler,
+    dst: AsmRegister64,
+    src: AsmRegister64,
+    factor: usize,
+) -> Result<(), CodegenError> {
+    match i32::try_from(factor) {
+        Ok(f) => a.imul_3(dst, src, f)?,
+        Err(_) => {
+            a.mov(dst, factor as u64)?;
+            a.imul_2(dst, src)?;
+        }
+    }
+    Ok(())
+}
+
+/// `dst += src × factor` for a compile-time factor, with `scratch` free.
+pub(crate) fn add_multiple(
+    a: &mut CodeAssembler,
+    dst: AsmRegister64,
+    src: AsmRegister64,
+    factor: usize,
+    scratch: AsmRegister64,
+) -> Result<(), CodegenError> {
+    if factor == 0 {
+        return Ok(());
+    }
+    multiply_by(a, scratch, src, factor)?;
+    a.add(dst, scratch)?;
+    Ok(())
+}
+
+/// `dst += value` for a compile-time value (any size), with `scratch` free.
+pub(crate) fn add_constant(
+    a: &mut CodeAssembler,
+    dst: AsmRegister64,
+    value: usize,
+    scratch: AsmRegister64,
+) -> Result<(), CodegenError> {
+    match i32::try_from(value) {
+        Ok(0) => {}
+        Ok(v) => a.add(dst, v)?,
+        Err(_) => {
+            a.mov(scratch, value as u64)?;
+            a.add(dst, scratch)?;
+        }
+    }
+    Ok(())
+}
+
+/// Splits `value` (in `value`, clobbered) by compile-time `divisors`
+/// innermost first: `value = ((q · d1 + r1) · d0 + r0)`, leaving each
+/// remainder in the register named with it and the final quotient in rax.
+/// Uses rax and rdx; no remainder register may be rax or rdx.
+pub(crate) fn split_index(
+    a: &mut CodeAssembler,
+    value: AsmRegister64,
+    divisors: &[(usize, AsmRegister64)],
+) -> Result<(), CodegenError> {
+    a.mov(rax, value)?;
+    for &(divisor, remainder) in divisors {
+        if divisor == 1 {
+            a.xor(gpr32(remainder), gpr32(remainder))?;
+            continue;
+        }
+        a.xor(edx, edx)?;
+        a.mov(remainder, divisor as u64)?;
+        a.div(remainder)?;
+        a.mov(remainder, rdx)?;
+    }
+    Ok(())
+}
+
+fn gpr32(r: AsmRegister64) -> AsmRegister32 {
+    epilogue::gpr32_of(r)
+}
+
+/// The unit count `n` split into `(loop iterations, unrolled steps per
+/// iteration, steps left after the loop)`.
+pub(crate) fn unrolled(n: usize, unroll: usize) -> (usize, usize, usize) {
+    (n / unroll, unroll, n % unroll)
+}

@@ -32,6 +32,7 @@ pub(super) fn register(l: &mut Lowerings) {
     for (name, lowering) in kernels::movement::lowerings() {
         l.register(name, lowering);
     }
+    crate::kernels::register(l);
     let alias: Arc<dyn OpLowering> = Arc::new(Alias);
     for name in ["fp.reshape", "fp.flatten", "fp.squeeze", "fp.unsqueeze", "qnn.cast_hint", "qnn.stop_fusion"]
     {

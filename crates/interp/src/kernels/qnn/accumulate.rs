@@ -21,10 +21,8 @@ use crate::error::{bail, InterpError};
 use crate::tensor::Tensor;
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayD, ArrayView2, ArrayViewMut2};
-use qopt_dialect_qnn::fixed_point::{
-    quantize_f32, requantize, saturate, saturate_relu, scale_f32, wrap32, Rounding,
-};
-use qopt_dialect_qnn::quant_params::{conv_multipliers, storage_range, Multiplier};
+use qopt_dialect_qnn::fixed_point::{requantize, saturate, saturate_relu, wrap32, Rounding};
+use qopt_dialect_qnn::quant_params::{conv_multipliers, relu_upper_bound, storage_range, Multiplier};
 use qopt_ir_core::QuantType;
 
 /// The centered values `q − zp` of a quantized tensor, row-major, and their
@@ -175,11 +173,10 @@ impl OutputStage {
         per_tensor(x, "input")?;
         let out_params = per_tensor(out, "result")?;
         let zero_point = out_params.zero_point;
-        let (qmin, mut qmax) = storage_range(out);
-        if let Relu::UpTo(max) = relu {
-            // §6: the fused clip's bound, quantized like qnn.quantize (§3.1).
-            qmax = qmax.min(quantize_f32(max as f32, scale_f32(out_params.scale), zero_point, qmin, qmax));
-        }
+        let (qmin, _) = storage_range(out);
+        // §6: the fused clip's bound, quantized like qnn.quantize (§3.1).
+        let relu_max = if let Relu::UpTo(max) = relu { Some(max) } else { None };
+        let qmax = relu_upper_bound(out, relu_max)?;
         if let Some(axis) = qopt_dialect_qnn::quant_params::axis(w) {
             if axis != 0 {
                 bail!("weight must be quantized per tensor or per axis 0 (output channels), got axis {axis}");

@@ -1,0 +1,340 @@
+//! The lowering of `qnn.conv2d` and `qnn.conv2d_relu` ([`Conv2dLowering`]).
+//!
+//! A depthwise convolution (groups = input channels = output channels,
+//! horizontal stride 1 or 2) runs [`depthwise`](super::depthwise)'s direct
+//! kernel after the pad kernel. Every other convolution runs three kernels:
+//! pad → pack → GEMM ([`im2col`](super::im2col), [`gemm`](super::gemm)),
+//! groups being one more coordinate of the work items. The scratch space
+//! holds the padded image, then the panels.
+//!
+//! Supported: NCHW tensors with static shapes; per-tensor 8-bit activations
+//! and results; weights per tensor or per axis 0 with storage of at most 8
+//! bits, constant; an optional constant i32 bias; every stride, padding,
+//! dilation and group count; all rounding modes; the relu forms with or
+//! without `relu_max`. Anything else is an `Unsupported` error from `plan`.
+
+use super::depthwise::{emit_depthwise, DepthwiseShape};
+use super::epilogue::{channel_records, globals};
+use super::gemm::{emit_gemm, pack_weights, split_table, GemmPlaces, GemmShape};
+use super::im2col::{emit_pack, emit_pad, pack_tables, ImageShape, PackPlaces, Window};
+use super::layer::{Accumulation, KernelOptions, Layer};
+use crate::abi::{KernelCode, Place, BUFFER_ALIGN};
+use crate::error::{CodegenError, CodegenErrorKind};
+use crate::lower::{Emit, LowerOp, OpLowering, Plan};
+use qopt_dialect_qnn::op_names as qnn_op;
+
+/// Lowers `qnn.conv2d` and `qnn.conv2d_relu`; `options` may forbid the
+/// byte-product schemes (tests force the exact path with them).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Conv2dLowering {
+    /// Which multiply-accumulate schemes the kernels may use.
+    pub options: KernelOptions,
+}
+
+/// The window of one conv2d, read from its shapes and attributes.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct ConvGeometry {
+    /// Images `N`.
+    pub batches: usize,
+    /// Input channels `C`.
+    pub channels: usize,
+    /// Input height `H`.
+    pub height: usize,
+    /// Input width `W`.
+    pub width: usize,
+    /// Output channels `O`.
+    pub out_channels: usize,
+    /// `[kh, kw]`.
+    pub kernel: [usize; 2],
+    /// `[OH, OW]`.
+    pub output: [usize; 2],
+    /// `[stride_h, stride_w]`.
+    pub stride: [usize; 2],
+    /// `[top, left, bottom, right]`.
+    pub pad: [usize; 4],
+    /// `[dilation_h, dilation_w]`.
+    pub dilation: [usize; 2],
+    /// Channel groups.
+    pub groups: usize,
+}
+
+impl ConvGeometry {
+    fn read(op: &LowerOp<'_>) -> Result<ConvGeometry, CodegenError> {
+        let x = op.operand_shape(0)?;
+        let w = op.operand_shape(1)?;
+        let y = op.result_shape(0)?;
+        let (&[n, c, h, wd], &[o, cg, kh, kw], &[yn, yo, oh, ow]) = (&x[..], &w[..], &y[..]) else {
+            return Err(op.invalid(format!(
+                "expected NCHW input, OIHW weight and NCHW result, got shapes {x:?}, {w:?}, {y:?}"
+            )));
+        };
+        let positive = |key: &str, len: usize, default: i64| -> Result<Vec<usize>, CodegenError> {
+            let v = op.i64_array_or(key, &vec![default; len])?;
+            if v.len() != len || v.iter().any(|&d| d < default) {
+                return Err(op.invalid(format!("'{key}' must be {len} integers ≥ {default}, got {v:?}")));
+            }
+            Ok(v.iter().map(|&d| d as usize).collect())
+        };
+        let stride = positive("stride", 2, 1)?;
+        let pad = positive("pad", 4, 0)?;
+        let dilation = positive("dilation", 2, 1)?;
+        let groups = op.int_or("groups", 1)?;
+        if groups < 1 {
+            return Err(op.invalid(format!("'groups' must be at least 1, got {groups}")));
+        }
+        let groups = groups as usize;
+        if c != cg * groups || o % groups != 0 {
+            return Err(op.invalid(format!(
+                "{c} input channels and {o} output channels do not split into {groups} groups of {cg} inputs"
+            )));
+        }
+        let out_size = |size: usize, before: usize, after: usize, k: usize, s: usize, d: usize| {
+            let reach = d * (k.max(1) - 1) + 1;
+            (size + before + after).checked_sub(reach).map(|span| span / s + 1)
+        };
+        let want = (
+            out_size(h, pad[0], pad[2], kh, stride[0], dilation[0]),
+            out_size(wd, pad[1], pad[3], kw, stride[1], dilation[1]),
+        );
+        if kh == 0 || kw == 0 || yn != n || yo != o || want != (Some(oh), Some(ow)) {
+            return Err(op.invalid(format!(
+                "result shape {y:?} does not match input {x:?}, weight {w:?} and the window"
+            )));
+        }
+        Ok(ConvGeometry {
+            batches: n,
+            channels: c,
+            height: h,
+            width: wd,
+            out_channels: o,
+            kernel: [kh, kw],
+            output: [oh, ow],
+            stride: [stride[0], stride[1]],
+            pad: [pad[0], pad[1], pad[2], pad[3]],
+            dilation: [dilation[0], dilation[1]],
+            groups,
+        })
+    }
+
+    fn group_inputs(&self) -> usize {
+        self.channels / self.groups
+    }
+
+    fn positions(&self) -> usize {
+        self.output[0] * self.output[1]
+    }
+
+    /// One input channel per group and one output per input channel, with a
+    /// horizontal stride the direct kernel reads with vector loads.
+    fn is_depthwise(&self) -> bool {
+        self.groups == self.channels && self.out_channels == self.channels && self.stride[1] <= 2
+    }
+}
+
+/// Everything the kernels of one conv2d are specialized for.
+struct ConvPlan {
+    geometry: ConvGeometry,
+    layer: Layer,
+    accumulation: Accumulation,
+    image: ImageShape,
+    /// `None` for the depthwise kernel.
+    gemm: Option<GemmShape>,
+}
+
+impl ConvPlan {
+    fn new(op: &LowerOp<'_>, options: &KernelOptions) -> Result<ConvPlan, CodegenError> {
+        let geometry = ConvGeometry::read(op)?;
+        let [kh, kw] = geometry.kernel;
+        let relu = op.name() == qnn_op::CONV2D_RELU;
+        let layer = Layer::read(op, relu, geometry.out_channels, geometry.group_inputs() * kh * kw)?;
+        let depthwise = geometry.is_depthwise();
+        let accumulation = if depthwise {
+            Accumulation::Words
+        } else {
+            Accumulation::choose(op.target, options, layer.rows())
+        };
+        op.target.require(&accumulation.needed_features(), op.name())?;
+        let image = ImageShape {
+            batches: geometry.batches,
+            channels: geometry.channels,
+            height: geometry.height,
+            width: geometry.width,
+            pad: geometry.pad,
+            bytes: accumulation.uses_bytes(),
+            input: layer.input.element,
+            zero_point: layer.input.zero_point,
+            byte_zero_point: layer.byte_zero_point(),
+        };
+        // Gather indices and table offsets are i32 element offsets within
+        // one image.
+        if geometry.channels.saturating_mul(image.plane()).saturating_add(4096) > i32::MAX as usize {
+            return Err(op.unsupported("the input image is too large for 32-bit element offsets"));
+        }
+        let gemm = (!depthwise).then(|| {
+            GemmShape::new(
+                accumulation,
+                geometry.batches,
+                geometry.groups,
+                geometry.out_channels / geometry.groups,
+                geometry.positions(),
+                layer.depth,
+            )
+        });
+        Ok(ConvPlan { geometry, layer, accumulation, image, gemm })
+    }
+
+    fn scratch_bytes(&self) -> usize {
+        let panels = self.gemm.map_or(0, |g| g.items() * g.panel_bytes());
+        self.image.scratch_bytes() + panels.next_multiple_of(BUFFER_ALIGN)
+    }
+
+    fn output_is_empty(&self) -> bool {
+        self.geometry.batches * self.geometry.out_channels * self.geometry.positions() == 0
+    }
+}
+
+/// `place + delta` for an arena or rodata place.
+fn offset(place: Place, delta: usize) -> Result<Place, CodegenError> {
+    match place {
+        Place::Arena(o) => Ok(Place::Arena(o + delta)),
+        Place::Rodata(o) => Ok(Place::Rodata(o + delta)),
+        Place::Io(_) => {
+            Err(CodegenError::new(CodegenErrorKind::Assembler, "scratch space must be in the arena"))
+        }
+    }
+}
+
+impl OpLowering for Conv2dLowering {
+    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
+        let plan = ConvPlan::new(op, &self.options)?;
+        let mut compile_time_operands = vec![1];
+        if op.num_operands() == 3 {
+            compile_time_operands.push(2);
+        }
+        Ok(Plan::Kernels { scratch_bytes: plan.scratch_bytes(), compile_time_operands })
+    }
+
+    /// `N·O·OH·OW` outputs of `Cg·kh·kw` taps each.
+    fn multiply_accumulates(&self, op: &LowerOp<'_>) -> u64 {
+        let Ok(g) = ConvGeometry::read(op) else { return 0 };
+        (g.batches * g.out_channels * g.positions() * g.group_inputs() * g.kernel[0] * g.kernel[1]) as u64
+    }
+
+    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
+        let plan = ConvPlan::new(op, &self.options)?;
+        if plan.output_is_empty() {
+            return Ok(());
+        }
+        let (input, output) = (out.operand(0)?, out.result(0)?);
+        let scratch = out.scratch.ok_or_else(|| {
+            CodegenError::new(
+                CodegenErrorKind::Assembler,
+                format!("{}: no scratch space was planned", op.name()),
+            )
+        })?;
+        let g = &plan.geometry;
+        let image_place = scratch;
+        let planes = g.batches * g.channels;
+        if planes > 0 {
+            out.kernel(KernelCode {
+                code: emit_pad(&plan.image, input, image_place)?,
+                work: planes,
+                work_item: "input plane",
+                strategy: format!(
+                    "pad and center into a {}×{} {} image",
+                    plan.image.padded_height(),
+                    plan.image.padded_width(),
+                    if plan.image.bytes { "u8" } else { "i16" }
+                ),
+            });
+        }
+        let init = plan.layer.accumulator_init(plan.accumulation);
+        let records = channel_records(&plan.layer.requant, &init);
+        let Some(gemm) = plan.gemm else {
+            let shape =
+                DepthwiseShape::new(g.channels, g.kernel, g.output, g.stride, g.dilation, &plan.image);
+            let code = emit_depthwise(
+                &plan.layer,
+                &shape,
+                image_place,
+                output,
+                &records,
+                &globals(&plan.layer),
+                out,
+            )?;
+            out.kernel(KernelCode {
+                code,
+                work: planes,
+                work_item: "channel plane",
+                strategy: format!(
+                    "depthwise direct {}×{} stride {}: vpmaddwd exact, 8 output columns per vector",
+                    g.kernel[0], g.kernel[1], g.stride[1]
+                ),
+            });
+            return Ok(());
+        };
+
+        let window = Window {
+            kernel: g.kernel,
+            stride: g.stride,
+            dilation: g.dilation,
+            output: g.output,
+            group_inputs: g.group_inputs(),
+        };
+        let panels = offset(scratch, plan.image.scratch_bytes())?;
+        let (tables, blocks_at) = pack_tables(&plan.image, &window, &gemm);
+        let tables = out.rodata(&tables);
+        out.kernel(KernelCode {
+            code: emit_pack(
+                &plan.image,
+                &window,
+                &gemm,
+                PackPlaces { image: image_place, panels, tables, blocks_at },
+            )?,
+            work: gemm.panels(),
+            work_item: "panel of output positions",
+            strategy: format!(
+                "im2col of {} positions × {} {}",
+                gemm.block_width(),
+                gemm.units,
+                if plan.accumulation.uses_bytes() { "byte quads" } else { "i16 pairs" }
+            ),
+        });
+
+        let mut blob = pack_weights(&plan.layer, &gemm);
+        let records_at = blob.len().next_multiple_of(BUFFER_ALIGN);
+        blob.resize(records_at, 0);
+        blob.extend_from_slice(&records);
+        let globals_at = blob.len().next_multiple_of(BUFFER_ALIGN);
+        blob.resize(globals_at, 0);
+        blob.extend_from_slice(&globals(&plan.layer));
+        let splits_at = blob.len().next_multiple_of(BUFFER_ALIGN);
+        blob.resize(splits_at, 0);
+        blob.extend_from_slice(&split_table(&gemm));
+        let rodata = out.rodata(&blob);
+        let places = GemmPlaces {
+            panels,
+            output,
+            rodata,
+            records: records_at,
+            globals: globals_at,
+            splits: splits_at,
+        };
+        out.kernel(KernelCode {
+            code: emit_gemm(&plan.layer, &gemm, places)?,
+            work: gemm.items(),
+            work_item: if gemm.splits > 1 {
+                "range of channel tiles of a panel"
+            } else {
+                "panel of output positions"
+            },
+            strategy: format!(
+                "{}; {} channels × {} positions per tile",
+                plan.accumulation.describe(),
+                gemm.rows,
+                gemm.block_width()
+            ),
+        });
+        Ok(())
+    }
+}
