@@ -143,7 +143,6 @@ pub(super) fn export(cx: &mut OpCx<'_, '_>, name: &str) -> Result<(), String> {
         let output = cx.fresh_value("");
         cx.quantize_into(float.clone(), r, output.clone())?;
         cx.bind(r, output);
-        cx.bind_dequantized(r, float);
     }
     Ok(())
 }

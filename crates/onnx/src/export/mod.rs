@@ -328,7 +328,11 @@ impl<'a> Exporter<'a> {
                 Ok((data_type, dims)) => {
                     self.model.inputs.push(GraphValue { name: name.clone(), data_type, dims });
                 }
-                Err(e) => self.problem(func, format!("argument #{i}: {e}")),
+                Err(e) => {
+                    let mut problem = problem_at(ctx, module, func, format!("argument #{i}: {e}"));
+                    problem.location = format!("@{}", self.model.graph_name);
+                    self.problems.push(problem);
+                }
             }
             self.stored.insert(arg, name);
         }
@@ -616,7 +620,6 @@ impl<'a> OpCx<'_, 'a> {
             outputs: vec![output.to_string()],
             attributes,
         });
-        self.nodes += 1;
         Ok(())
     }
 
@@ -631,14 +634,25 @@ impl<'a> OpCx<'_, 'a> {
         let output = self.fresh_value("");
         let node = self.node_name("DequantizeLinear");
         self.dequantize_node(node, v, &stored, &output)?;
+        self.nodes += 1;
         self.ex.dequantized.insert(v, output.clone());
         Ok(output)
     }
 
-    /// The scale and zero point initializers of the quantized element type of `v`.
+    /// The scale and zero point initializers of the quantized element type
+    /// of `v`, named after `v`'s tensor (or its op's location) when they are new.
     pub fn params(&mut self, v: ValueId) -> Result<ParamNames, String> {
         let elem = self.ctx().element_type(self.value_type(v));
-        let base = self.ex.stored.get(&self.ex.resolve(v)).cloned().unwrap_or_else(|| self.base.clone());
+        let v = self.ex.resolve(v);
+        let def = self.module().defining_op(v);
+        let base = match self.ex.stored.get(&v) {
+            Some(name) => name.clone(),
+            None if !def.is_none() => location_names(self.ctx(), self.module().op_loc(def))
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| self.base.clone()),
+            None => self.base.clone(),
+        };
         self.ex.param_names(elem, &base)
     }
 
@@ -684,11 +698,6 @@ impl<'a> OpCx<'_, 'a> {
     /// Binds result `v` to tensor `name` (its stored form).
     pub fn bind(&mut self, v: ValueId, name: String) {
         self.ex.stored.insert(v, name);
-    }
-
-    /// Binds quantized result `v`'s dequantized tensor too.
-    pub fn bind_dequantized(&mut self, v: ValueId, name: String) {
-        self.ex.dequantized.insert(v, name);
     }
 
     /// Makes result `v` stand for `source` (identity ops).

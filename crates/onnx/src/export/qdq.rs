@@ -76,7 +76,7 @@ fn requantize(cx: &mut OpCx<'_, '_>) -> Result<(), String> {
     let x = cx.float(cx.operand(0)?)?;
     let y = cx.result();
     let output = cx.fresh_value("");
-    cx.quantize_into(x.clone(), y, output.clone())?;
+    cx.quantize_into(x, y, output.clone())?;
     cx.bind(y, output);
     Ok(())
 }
@@ -339,7 +339,5 @@ fn lookup(cx: &mut OpCx<'_, '_>) -> Result<(), String> {
     );
     let float = cx.fresh_value("float");
     cx.node("Gather", vec![reals, index], vec![float.clone()], vec![("axis", AttrValue::Int(0))]);
-    quantize_result(cx, float.clone())?;
-    cx.bind_dequantized(y, float);
-    Ok(())
+    quantize_result(cx, float)
 }

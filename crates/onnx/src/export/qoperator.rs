@@ -1,5 +1,7 @@
 //! Quantized ops as ONNX's and ONNX Runtime's integer ops (the QOperator
-//! format), for 8-bit operands and results:
+//! format), for the 8-bit types ONNX Runtime implements them for (one of
+//! int8 and uint8 for activations and results; int8 weights, or uint8 ones
+//! with uint8 activations):
 //!
 //! | qnn op | ONNX |
 //! |---|---|
@@ -50,9 +52,24 @@ pub(super) fn exporter(name: &str) -> Option<ExportFn> {
     Some(f)
 }
 
-/// True if every value has 8-bit quantized storage, what the QLinear ops take.
-fn all_8bit(cx: &OpCx<'_, '_>, values: &[ValueId]) -> bool {
-    values.iter().all(|&v| cx.quant(v).is_some_and(|q| q.storage.width == 8))
+/// True if every value has one 8-bit quantized storage type, int8 or uint8:
+/// the QLinear ops ONNX Runtime implements take and give one of them
+/// throughout (ONNX allows mixing; ONNX Runtime has no kernel for it).
+fn one_8bit_type(cx: &OpCx<'_, '_>, values: &[ValueId]) -> bool {
+    let storage = values.first().and_then(|&v| cx.quant(v)).map(|q| q.storage);
+    storage
+        .is_some_and(|s| s.width == 8 && values.iter().all(|&v| cx.quant(v).is_some_and(|q| q.storage == s)))
+}
+
+/// True if the activation `x`, weight `w` and result `y` of a conv or dense
+/// are a combination ONNX Runtime's `QLinearConv`, `QLinearMatMul` and
+/// `QGemm` implement: `x` and `y` of one 8-bit type, `w` int8, or uint8
+/// with a uint8 `x`.
+fn weighted_types_run(cx: &OpCx<'_, '_>, x: ValueId, w: ValueId, y: ValueId) -> bool {
+    let (Some(qx), Some(qw)) = (cx.quant(x), cx.quant(w)) else { return false };
+    let w_ok = qw.storage.width == 8
+        && (qw.storage.signedness != qopt_ir_core::Signedness::Unsigned || qx.storage == qw.storage);
+    one_8bit_type(cx, &[x, y]) && w_ok
 }
 
 /// `[x, x_scale, x_zero_point]`: a quantized operand as QLinear ops take it.
@@ -93,16 +110,15 @@ fn finish(cx: &mut OpCx<'_, '_>, integer: String, relu: Option<Option<f64>>) -> 
     let activated = cx.fresh_value("float");
     write_relu(cx, relu_max, dequantized, activated.clone())?;
     let output = cx.fresh_value("");
-    cx.quantize_into(activated.clone(), y, output.clone())?;
+    cx.quantize_into(activated, y, output.clone())?;
     cx.bind(y, output);
-    cx.bind_dequantized(y, activated);
     Ok(Written::Yes)
 }
 
 fn conv(cx: &mut OpCx<'_, '_>) -> Result<Written, String> {
     let operands = cx.operands();
     let (x, w) = (operands[0], operands[1]);
-    if !all_8bit(cx, &[x, w, cx.result()]) {
+    if !weighted_types_run(cx, x, w, cx.result()) {
         return Ok(Written::No);
     }
     let relu = relu_after(cx)?;
@@ -135,7 +151,7 @@ fn dense(cx: &mut OpCx<'_, '_>) -> Result<Written, String> {
     let operands = cx.operands();
     let (x, w) = (operands[0], operands[1]);
     let y = cx.result();
-    if !all_8bit(cx, &[x, w, y]) {
+    if !weighted_types_run(cx, x, w, y) {
         return Ok(Written::No);
     }
     let relu = relu_after(cx)?;
@@ -203,7 +219,7 @@ fn transposed_weight(
 
 fn binary(cx: &mut OpCx<'_, '_>, op_type: &'static str) -> Result<Written, String> {
     let (a, b, y) = (cx.operand(0)?, cx.operand(1)?, cx.result());
-    if !all_8bit(cx, &[a, b, y]) {
+    if !one_8bit_type(cx, &[a, b, y]) {
         return Ok(Written::No);
     }
     let mut inputs = with_params(cx, a)?;
@@ -220,7 +236,7 @@ fn concat(cx: &mut OpCx<'_, '_>) -> Result<Written, String> {
     let mut values = cx.operands();
     let y = cx.result();
     values.push(y);
-    if !all_8bit(cx, &values) {
+    if !one_8bit_type(cx, &values) {
         return Ok(Written::No);
     }
     values.pop();
@@ -246,7 +262,7 @@ fn concat(cx: &mut OpCx<'_, '_>) -> Result<Written, String> {
 /// when the types are not 8-bit.
 fn pool_inputs(cx: &mut OpCx<'_, '_>) -> Result<Option<Vec<String>>, String> {
     let (x, y) = (cx.operand(0)?, cx.result());
-    if !all_8bit(cx, &[x, y]) {
+    if !one_8bit_type(cx, &[x, y]) {
         return Ok(None);
     }
     let mut inputs = with_params(cx, x)?;
