@@ -162,7 +162,7 @@ fn mnist_mbv2_round_trips() {
 #[test]
 fn the_other_qnn_ops_round_trip() {
     let q = "!qnn.uniform<i8:f32, 0.0625:3>";
-    let table = (0..256).map(|i| format!("{}", (i * 5 % 256) as i32 - 128)).collect::<Vec<_>>().join(", ");
+    let table = (0..256).map(|i| format!("{}", i * 5 % 256 - 128)).collect::<Vec<_>>().join(", ");
     let text = format!(
         r#"module {{
   func.func @main(%arg0: tensor<1x2x4x4xf32>, %arg1: tensor<1x2x4x4xf32>) -> tensor<1x4x2x2xf32> {{

@@ -251,8 +251,7 @@ pub(super) fn gemm_reshaped(
 }
 
 fn batch_norm(cx: &mut OpCx<'_, '_>, i: &[String], o: &[String]) -> Result<(), String> {
-    let epsilon =
-        attrs::float_in(cx.ctx(), cx.attrs(), "epsilon", f64::from(qopt_dialect_fp::BATCH_NORM_EPSILON))?;
+    let epsilon = attrs::float_in(cx.ctx(), cx.attrs(), "epsilon", qopt_dialect_fp::BATCH_NORM_EPSILON)?;
     cx.node("BatchNormalization", i.to_vec(), o.to_vec(), vec![("epsilon", f32_attr("epsilon", epsilon)?)]);
     Ok(())
 }

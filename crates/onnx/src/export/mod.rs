@@ -486,7 +486,7 @@ impl<'a> Exporter<'a> {
         let TypeData::Quant(q) = self.ctx.type_data(elem) else {
             return Err(format!("{} is not a quantized type", types::short(self.ctx, elem)));
         };
-        let (scales, zero_points, axis) = types::param_tensors(q)?;
+        let types::ParamTensors { scales, zero_points, axis } = types::param_tensors(q);
         let dims: Vec<i64> = if axis.is_some() { vec![scales.len() as i64] } else { Vec::new() };
         let scale_bytes: Vec<u8> = scales.iter().flat_map(|s| s.to_le_bytes()).collect();
         let zp_type = types::storage_data_type(q)?;

@@ -231,14 +231,27 @@ pub(super) fn initializer_bytes(
     Ok(expanded)
 }
 
+/// The parameters of a quantized type as ONNX's Q/DQ inputs take them.
+pub(super) struct ParamTensors {
+    /// The scales, as f32.
+    pub scales: Vec<f32>,
+    pub zero_points: Vec<i64>,
+    /// The quantized axis of a per-axis type.
+    pub axis: Option<u32>,
+}
+
 /// A quantized type's scales (as f32), zero points and axis.
-pub(super) fn param_tensors(q: &QuantType) -> Result<(Vec<f32>, Vec<i64>, Option<u32>), String> {
-    Ok(match &q.params {
-        QuantParams::PerTensor { scale, zero_point } => (vec![*scale as f32], vec![*zero_point], None),
-        QuantParams::PerAxis { axis, scales, zero_points } => {
-            (scales.iter().map(|&s| s as f32).collect(), zero_points.to_vec(), Some(*axis))
+pub(super) fn param_tensors(q: &QuantType) -> ParamTensors {
+    match &q.params {
+        QuantParams::PerTensor { scale, zero_point } => {
+            ParamTensors { scales: vec![*scale as f32], zero_points: vec![*zero_point], axis: None }
         }
-    })
+        QuantParams::PerAxis { axis, scales, zero_points } => ParamTensors {
+            scales: scales.iter().map(|&s| s as f32).collect(),
+            zero_points: zero_points.to_vec(),
+            axis: Some(*axis),
+        },
+    }
 }
 
 /// Integers as ONNX type `data_type`'s little-endian elements (4-bit ones packed).

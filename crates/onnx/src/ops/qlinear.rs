@@ -239,7 +239,7 @@ fn binary(cx: &mut NodeCx<'_, '_>, op: &str, float_op: &str) -> Result<(), Strin
 fn qlinear_concat(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let axis = cx.attrs().opt_int("axis")?.ok_or("attribute 'axis' is missing")?;
     let count = cx.node_input_count();
-    if count < 5 || (count - 2) % 3 != 0 {
+    if count < 5 || !(count - 2).is_multiple_of(3) {
         return Err(format!(
             "{count} inputs are not y_scale, y_zero_point and triples of x, scale, zero point"
         ));
