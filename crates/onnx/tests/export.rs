@@ -4,7 +4,7 @@
 //! trips that need `fuse`, are `tools/qopt/tests/onnx_roundtrip.rs`.
 
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
-use qopt_ir_core::{parse_module, verify, Context, Module};
+use qopt_ir_core::{parse_module, verify, Context, Dialect, Module};
 use qopt_onnx::{decode_model, export_module, ExportError, ExportFormat, ExportOptions, Exported};
 
 fn parse(text: &str) -> (Context, Module) {
@@ -102,13 +102,18 @@ fn dump(bytes: &[u8]) -> String {
 /// Imports `bytes` and runs both modules' `@main` on `input`: the outputs
 /// must be equal bit for bit.
 fn assert_runs_the_same(text: &str, bytes: &[u8], input: Tensor) {
+    assert_runs_the_same_on(text, bytes, &[input]);
+}
+
+/// [`assert_runs_the_same`] for functions of several arguments.
+fn assert_runs_the_same_on(text: &str, bytes: &[u8], inputs: &[Tensor]) {
     let (ctx, module) = parse(text);
     let mut imported_ctx = Context::new();
     let imported = qopt_onnx::import_model(&mut imported_ctx, bytes, &qopt_onnx::ImportOptions::default())
         .unwrap_or_else(|e| panic!("{e}"));
     let kernels = KernelRegistry::standard();
-    let want = Interpreter::new(&ctx, &module, &kernels).run("main", std::slice::from_ref(&input)).unwrap();
-    let got = Interpreter::new(&imported_ctx, &imported, &kernels).run("main", &[input]).unwrap();
+    let want = Interpreter::new(&ctx, &module, &kernels).run("main", inputs).unwrap();
+    let got = Interpreter::new(&imported_ctx, &imported, &kernels).run("main", inputs).unwrap();
     assert_eq!(want.len(), got.len());
     for (w, g) in want.iter().zip(&got) {
         let (w, g) = (w.to_f64_vec(), g.to_f64_vec());
@@ -165,6 +170,33 @@ fn float_ops_become_the_onnx_ops_they_come_from() {
     let exported = export(&text, ExportFormat::Qdq);
     insta::assert_snapshot!("float", dump(&exported.bytes));
     assert_runs_the_same(&text, &exported.bytes, ramp(&[1, 2, 6, 6]));
+}
+
+/// Every fp op but `fp.gelu` (`tests/data/export/fp_ops.qir`) comes back
+/// from ONNX as itself and runs bit for bit, at opset 17 (reduction axes as
+/// attributes) and 21 (as inputs).
+#[test]
+fn every_fp_op_round_trips() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/export/fp_ops.qir");
+    let text = std::fs::read_to_string(path).unwrap();
+    let (ctx, module) = parse(&text);
+    let covered: Vec<&str> = qopt_dialect_fp::FpDialect
+        .ops()
+        .iter()
+        .map(|d| d.name)
+        .filter(|&name| name != qopt_dialect_fp::op_names::GELU && !text.contains(&format!("= {name}(")))
+        .collect();
+    assert!(covered.is_empty(), "fp_ops.qir lacks {covered:?}");
+    let inputs = [
+        ramp(&[1, 4, 4, 4]),
+        Tensor::from_f32(&[1, 4, 4, 4], (0..64).map(|i| (i as f32 - 30.0) / 9.0).collect()).unwrap(),
+    ];
+    for opset in [None, Some(21)] {
+        let options = ExportOptions { opset, ..ExportOptions::default() };
+        let exported = export_module(&ctx, &module, &options).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(exported.opset, opset.unwrap_or(17));
+        assert_runs_the_same_on(&text, &exported.bytes, &inputs);
+    }
 }
 
 const Q_IN: &str = "!qnn.uniform<i8:f32, 0.03125:-3>";
@@ -300,10 +332,28 @@ fn an_opset_below_what_an_op_needs_is_a_problem_at_the_op() {
         export_error(text, &options),
         "1 op cannot be exported to ONNX:\n  'gelu' (fp.gelu): Gelu needs opset 20, not 17"
     );
-    assert_eq!(export(text, ExportFormat::Qdq).opset, 20);
+    let exported = export(text, ExportFormat::Qdq);
+    assert_eq!(exported.opset, 20);
+    assert_runs_the_same(text, &exported.bytes, ramp(&[4]));
     let (ctx, module) = parse(text);
     let missing = ExportOptions { function: "@nope".into(), ..ExportOptions::default() };
     assert_eq!(export_module(&ctx, &module, &missing).unwrap_err(), ExportError::NoFunction("nope".into()));
     let old = ExportOptions { opset: Some(13), ..ExportOptions::default() };
     assert_eq!(export_module(&ctx, &module, &old).unwrap_err(), ExportError::Opset(13));
+}
+
+/// `qnn.fake_quant` is a QuantizeLinear → DequantizeLinear pair, per axis
+/// here, and imports as `qnn.quantize` and `qnn.dequantize`, which compute
+/// the same (`docs/quant-semantics.md` §3.4).
+#[test]
+fn fake_quant_is_a_quantize_dequantize_pair() {
+    let text = r#"module {
+  func.func @main(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {
+    %0 = qnn.fake_quant(%arg0) {type = !qnn.uniform<i8:f32:0, {0.125:3, 0.5:-2}>} : (tensor<2x3xf32>) -> tensor<2x3xf32> loc("fq")
+    func.return %0 : tensor<2x3xf32>
+  }
+}"#;
+    let exported = export(text, ExportFormat::Qdq);
+    assert_eq!(exported.op_types, ["QuantizeLinear", "DequantizeLinear"]);
+    assert_runs_the_same(text, &exported.bytes, ramp(&[2, 3]));
 }

@@ -157,12 +157,22 @@ fn binary(cx: &mut OpCx<'_, '_>, op_type: &'static str, i: &[String], o: &[Strin
     Ok(())
 }
 
-/// An f32 attribute value that must be exactly what the op holds.
-fn f32_attr(name: &str, value: f64) -> Result<AttrValue, String> {
-    if !is_f32(value) {
-        return Err(format!("attribute '{name}' = {value} is not an f32 value, as ONNX attributes are"));
+/// Float attribute `name` of the op (`default` when it leaves it out) as
+/// the f32 ONNX attributes are, which it must be exactly.
+fn f32_attr(cx: &OpCx<'_, '_>, name: &str, default: f64) -> Result<AttrValue, String> {
+    let value = attrs::float_in(cx.ctx(), cx.attrs(), name, default)?;
+    if is_f32(value) {
+        return Ok(AttrValue::Float(value as f32));
     }
-    Ok(AttrValue::Float(value as f32))
+    Err(if cx.ctx().dict_get(cx.attrs(), name).is_none() {
+        format!(
+            "attribute '{name}' is left out, and its default {value} is not an f32 value, as ONNX attributes \
+             are; write it as {name} = {} : f32 to export the op",
+            value as f32
+        )
+    } else {
+        format!("attribute '{name}' = {value} is not an f32 value, as ONNX attributes are")
+    })
 }
 
 /// The ONNX float type of result 0, for scalar initializers beside it.
@@ -251,8 +261,8 @@ pub(super) fn gemm_reshaped(
 }
 
 fn batch_norm(cx: &mut OpCx<'_, '_>, i: &[String], o: &[String]) -> Result<(), String> {
-    let epsilon = attrs::float_in(cx.ctx(), cx.attrs(), "epsilon", qopt_dialect_fp::BATCH_NORM_EPSILON)?;
-    cx.node("BatchNormalization", i.to_vec(), o.to_vec(), vec![("epsilon", f32_attr("epsilon", epsilon)?)]);
+    let epsilon = f32_attr(cx, "epsilon", qopt_dialect_fp::BATCH_NORM_EPSILON)?;
+    cx.node("BatchNormalization", i.to_vec(), o.to_vec(), vec![("epsilon", epsilon)]);
     Ok(())
 }
 
@@ -333,28 +343,23 @@ fn gelu(cx: &mut OpCx<'_, '_>, i: &[String], o: &[String]) -> Result<(), String>
 }
 
 fn hard_sigmoid(cx: &mut OpCx<'_, '_>, i: &[String], o: &[String]) -> Result<(), String> {
-    let alpha = attrs::float_in(cx.ctx(), cx.attrs(), "alpha", 0.2)?;
-    let beta = attrs::float_in(cx.ctx(), cx.attrs(), "beta", 0.5)?;
-    let attributes = vec![("alpha", f32_attr("alpha", alpha)?), ("beta", f32_attr("beta", beta)?)];
+    let attributes = vec![("alpha", f32_attr(cx, "alpha", 0.2)?), ("beta", f32_attr(cx, "beta", 0.5)?)];
     cx.node("HardSigmoid", vec![i[0].clone()], o.to_vec(), attributes);
     Ok(())
 }
 
 fn instance_norm(cx: &mut OpCx<'_, '_>, i: &[String], o: &[String]) -> Result<(), String> {
-    let epsilon = attrs::float_in(cx.ctx(), cx.attrs(), "epsilon", 1e-5)?;
-    cx.node(
-        "InstanceNormalization",
-        i.to_vec(),
-        o.to_vec(),
-        vec![("epsilon", f32_attr("epsilon", epsilon)?)],
-    );
+    let epsilon = f32_attr(cx, "epsilon", qopt_dialect_fp::BATCH_NORM_EPSILON)?;
+    cx.node("InstanceNormalization", i.to_vec(), o.to_vec(), vec![("epsilon", epsilon)]);
     Ok(())
 }
 
 fn layer_norm(cx: &mut OpCx<'_, '_>, i: &[String], o: &[String]) -> Result<(), String> {
     let axis = attrs::int_in(cx.ctx(), cx.attrs(), "axis", -1)?;
-    let epsilon = attrs::float_in(cx.ctx(), cx.attrs(), "epsilon", 1e-5)?;
-    let attributes = vec![("axis", AttrValue::Int(axis)), ("epsilon", f32_attr("epsilon", epsilon)?)];
+    let attributes = vec![
+        ("axis", AttrValue::Int(axis)),
+        ("epsilon", f32_attr(cx, "epsilon", qopt_dialect_fp::BATCH_NORM_EPSILON)?),
+    ];
     cx.node("LayerNormalization", i.to_vec(), o.to_vec(), attributes);
     Ok(())
 }
@@ -477,8 +482,8 @@ fn resize(cx: &mut OpCx<'_, '_>, i: &[String], o: &[String]) -> Result<(), Strin
             attributes.push((name, AttrValue::String(value.to_string())));
         }
     }
-    if let Some(a) = attrs::opt_float_in(ctx, attrs, "cubic_coeff_a")? {
-        attributes.push(("cubic_coeff_a", f32_attr("cubic_coeff_a", a)?));
+    if attrs::opt_float_in(ctx, attrs, "cubic_coeff_a")?.is_some() {
+        attributes.push(("cubic_coeff_a", f32_attr(cx, "cubic_coeff_a", -0.75)?));
     }
     for flag in ["exclude_outside", "antialias"] {
         if attrs::boolean_in(ctx, attrs, flag, false)? {

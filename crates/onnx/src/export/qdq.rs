@@ -30,7 +30,7 @@ use super::{fp, OpCx};
 use crate::onnx::data_type as dt;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::params;
-use qopt_ir_core::{dense_values_i128, TypeData, ValueId};
+use qopt_ir_core::{dense_values_i128, ValueId};
 
 /// Writes one qnn op.
 pub(super) type ExportFn = fn(&mut OpCx<'_, '_>) -> Result<(), String>;
@@ -84,18 +84,12 @@ fn requantize(cx: &mut OpCx<'_, '_>) -> Result<(), String> {
 /// `fake_quant(x) {type}`: `QuantizeLinear` then `DequantizeLinear` with the type's parameters.
 fn fake_quant(cx: &mut OpCx<'_, '_>) -> Result<(), String> {
     let x = cx.float(cx.operand(0)?)?;
-    let ty = cx.ctx().dict_get(cx.attrs(), "type").ok_or("fp.fake_quant has no 'type'")?;
+    let ty = cx.ctx().dict_get(cx.attrs(), "type").ok_or("qnn.fake_quant has no 'type'")?;
     let qopt_ir_core::AttrData::Type(elem) = cx.ctx().attr_data(ty) else {
         return Err("'type' is not a type".into());
     };
     let elem = *elem;
-    let TypeData::Quant(q) = cx.ctx().type_data(elem) else { return Err("'type' is not quantized".into()) };
-    if !super::types::is_f32(per_scale(q)) || q.is_narrowed() || !matches!(q.storage.width, 4 | 8 | 16) {
-        return Err(format!(
-            "its type {} has no exact ONNX QuantizeLinear (f32 scales, full 4-, 8- or 16-bit range)",
-            super::types::short(cx.ctx(), elem)
-        ));
-    }
+    super::types::check_quantize_target(cx.ctx(), elem)?;
     let stored = cx.fresh_value("quantized");
     let params = cx.ex.param_names(elem, &stored)?;
     let axis: Vec<(&'static str, AttrValue)> =
@@ -111,11 +105,6 @@ fn fake_quant(cx: &mut OpCx<'_, '_>) -> Result<(), String> {
     cx.node("DequantizeLinear", vec![stored, params.scale, params.zero_point], vec![output.clone()], axis);
     cx.bind(y, output);
     Ok(())
-}
-
-/// The first scale of a type (the one checked for fake_quant's f32 rule; all are).
-fn per_scale(q: &qopt_ir_core::QuantType) -> f64 {
-    params(q).iter().map(|p| p.scale).find(|&s| !super::types::is_f32(s)).unwrap_or(1.0)
 }
 
 fn identity(cx: &mut OpCx<'_, '_>) -> Result<(), String> {

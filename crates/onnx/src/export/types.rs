@@ -138,6 +138,15 @@ fn check_quant(ctx: &Context, elem: Type, q: &QuantType, role: Role) -> Result<(
     }
 }
 
+/// Why `QuantizeLinear` to quantized element type `elem` (a `fake_quant`'s
+/// `type`, which no value carries) would not be exact, if it would not.
+pub(super) fn check_quantize_target(ctx: &Context, elem: Type) -> Result<(), String> {
+    match ctx.type_data(elem) {
+        TypeData::Quant(q) => check_quant(ctx, elem, q, Role::Computed),
+        _ => Err(format!("{} is not a quantized type", short(ctx, elem))),
+    }
+}
+
 /// The ONNX element type of a non-quantized IR element type.
 fn scalar_data_type(ctx: &Context, elem: Type) -> Result<i32, String> {
     let data_type = match ctx.type_data(elem) {

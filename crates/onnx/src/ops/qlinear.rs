@@ -178,9 +178,12 @@ fn transposed_weight(
     scale: usize,
     zero_point: usize,
 ) -> Result<ValueId, String> {
-    let d = cx.const_input(data)?.ok_or_else(|| {
-        format!("input #{data} (B) must be a constant: qnn has no integer product of two computed values")
-    })?;
+    let computed =
+        || format!("input #{data} (B) must be a constant: qnn has no integer product of two computed values");
+    if !cx.is_const_input(data) {
+        return Err(computed());
+    }
+    let d = cx.const_input(data)?.ok_or_else(computed)?;
     let t =
         d.transposed_2d().ok_or_else(|| format!("input #{data} (B) must be 2-D, has dims {:?}", d.dims))?;
     let scale_data = cx.const_input(scale)?.ok_or("B's scale is missing")?;
