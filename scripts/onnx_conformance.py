@@ -87,6 +87,9 @@ try:  # onnx reads bfloat16 tensors as ml_dtypes.bfloat16
     import ml_dtypes
 
     WIDENED[np.dtype(ml_dtypes.bfloat16)] = np.dtype(np.float32)
+    # qrun writes 4-bit integers (quantized ones included) one to a byte.
+    WIDENED[np.dtype(ml_dtypes.int4)] = np.dtype(np.int8)
+    WIDENED[np.dtype(ml_dtypes.uint4)] = np.dtype(np.uint8)
 except ImportError:  # pragma: no cover - onnx depends on ml_dtypes
     pass
 

@@ -571,7 +571,8 @@ fn where_(cx: &FoldCx<'_>) -> Folded {
 }
 
 fn cast_to(a: &Tensor, to: i32) -> Folded {
-    if element_bytes(to).is_none() {
+    // 4-bit targets are read (quantized weights) but not computed on.
+    if element_bytes(to).is_none() || to == dt::INT4 || to == dt::UINT4 {
         return Err(Fail::Error(format!("casting to {} is not supported", dt::name(to))));
     }
     Ok(vec![Tensor::new(a.dims.clone(), to, a.values.clone())?])

@@ -129,6 +129,17 @@ enum Slot {
     Value(ValueId),
     /// Constant data (index into `Importer::constants`), made into an op on first use.
     Constant(usize),
+    /// The stored integers of a quantized value (a `Cast` of it to an integer
+    /// type), which only a table lookup (`Gather`) may read; see `ops::qlinear`.
+    StoredIntegers(ValueId),
+}
+
+/// The error for a use of stored integers other than as lookup indices.
+fn stored_integers_misused(name: &str) -> String {
+    format!(
+        "value '{name}' holds the stored integers of a quantized value (a Cast of it), which qimport reads only \
+         as the indices of a Gather from a dequantized table (a lookup table)"
+    )
 }
 
 /// A node's inputs, as far as import-time evaluation is concerned.
@@ -153,13 +164,24 @@ pub(crate) struct Importer<'c> {
     slots: FxHashMap<String, Slot>,
     constants: Vec<ConstEntry>,
     opset: i64,
+    /// Dequantized lookup tables read by `qnn.lookup`s: erased at the end
+    /// when nothing else uses them.
+    lookup_tables: Vec<ValueId>,
 }
 
 impl<'c> Importer<'c> {
     fn new(ctx: &'c mut Context, opset: i64) -> Importer<'c> {
         let module = Module::new();
         let block = module.body();
-        Importer { ctx, module, block, slots: FxHashMap::default(), constants: Vec::new(), opset }
+        Importer {
+            ctx,
+            module,
+            block,
+            slots: FxHashMap::default(),
+            constants: Vec::new(),
+            opset,
+            lookup_tables: Vec::new(),
+        }
     }
 
     fn define(&mut self, name: &str, slot: Slot) -> Result<(), String> {
@@ -300,8 +322,10 @@ impl<'c> Importer<'c> {
         if let Some(a) = node.attribute.iter().find(|a| !a.subgraphs.is_empty()) {
             return Err(fail(format!("attribute '{}' is a subgraph; subgraphs are not supported", a.name)));
         }
-        let converter = crate::ops::converter(&node.op_type);
-        if let Some(fold) = crate::fold::folder(&node.op_type) {
+        let converter = crate::ops::converter(&node.domain, &node.op_type);
+        let folder =
+            crate::ops::is_standard(&node.domain).then(|| crate::fold::folder(&node.op_type)).flatten();
+        if let Some(fold) = folder {
             match self.constant_inputs(node).map_err(&fail)? {
                 NodeInputs::Constant(inputs) => match self.evaluate(node, fold, inputs) {
                     Ok(()) => return Ok(()),
@@ -351,7 +375,9 @@ impl<'c> Importer<'c> {
                     }
                     inputs.push(Some(Tensor::from_data(data)?));
                 }
-                Some(Slot::Value(_)) => return Ok(NodeInputs::Computed(name.clone())),
+                Some(Slot::Value(_) | Slot::StoredIntegers(_)) => {
+                    return Ok(NodeInputs::Computed(name.clone()))
+                }
                 None => return Err(undefined(name)),
             }
         }
@@ -385,6 +411,7 @@ impl<'c> Importer<'c> {
         match self.slots.get(name).copied() {
             Some(Slot::Value(v)) => Ok(v),
             Some(Slot::Constant(index)) => self.materialize(index),
+            Some(Slot::StoredIntegers(_)) => Err(stored_integers_misused(name)),
             None => Err(undefined(name)),
         }
     }
@@ -445,6 +472,7 @@ impl<'c> Importer<'c> {
             let v = self.value(&output.name).map_err(|e| ImportError::Model(format!("graph output: {e}")))?;
             results.push(v);
         }
+        self.erase_unused_lookup_tables();
         let ret = self.module.create_op(OperationState::new(OpName::RETURN).operands(&results));
         self.module.append_op(self.block, ret);
         let inputs: Vec<Type> =
@@ -470,6 +498,28 @@ impl<'c> Importer<'c> {
             ImportError::Verify(text)
         })?;
         Ok(self.module)
+    }
+
+    /// Erases each lookup table's `qnn.dequantize` that nothing but the
+    /// lookup read, and then its constant unless something else reads it.
+    fn erase_unused_lookup_tables(&mut self) {
+        for table in std::mem::take(&mut self.lookup_tables) {
+            if self.module.has_uses(table) {
+                continue;
+            }
+            let dequantize = self.module.defining_op(table);
+            let constant = self.module.operand(dequantize, 0);
+            if self.module.erase_op(dequantize).is_err() || self.module.has_uses(constant) {
+                continue;
+            }
+            if self.module.erase_op(self.module.defining_op(constant)).is_ok() {
+                for entry in &mut self.constants {
+                    if entry.value == Some(constant) {
+                        entry.value = None;
+                    }
+                }
+            }
+        }
     }
 
     /// An error if the model declares a static size for `info` that differs from
@@ -530,6 +580,11 @@ impl<'i> NodeCx<'i, '_> {
 
     /// The context, to build attributes and types.
     pub fn ctx(&mut self) -> &mut Context {
+        self.imp.ctx
+    }
+
+    /// The context, to read types and attributes.
+    pub fn ctx_ref(&self) -> &Context {
         self.imp.ctx
     }
 
@@ -599,6 +654,7 @@ impl<'i> NodeCx<'i, '_> {
         match self.imp.slots.get(name) {
             Some(Slot::Constant(index)) => Ok(self.imp.constants[*index].data.dims.clone()),
             Some(Slot::Value(v)) => self.shape(*v),
+            Some(Slot::StoredIntegers(_)) => Err(stored_integers_misused(name)),
             None => Err(undefined(name)),
         }
     }
@@ -608,6 +664,7 @@ impl<'i> NodeCx<'i, '_> {
         let name = self.input_name(i).ok_or_else(|| format!("input #{i} is missing"))?;
         match self.imp.slots.get(name) {
             Some(Slot::Constant(index)) => Ok(self.imp.constants[*index].data.data_type),
+            Some(Slot::StoredIntegers(_)) => Err(stored_integers_misused(name)),
             Some(Slot::Value(v)) => {
                 let elem = self.imp.ctx.element_type(self.value_type(*v));
                 crate::tensor::onnx_data_type(self.imp.ctx, elem)
@@ -654,7 +711,86 @@ impl<'i> NodeCx<'i, '_> {
 
     /// Appends op `name` with the written result type `ty` (ops without inference).
     pub fn emit_typed(&mut self, name: &str, operands: &[ValueId], ty: Type) -> Result<ValueId, String> {
-        Ok(self.imp.append(name, operands, Attribute::EMPTY_DICT, Some(&[ty]), self.loc)?[0])
+        self.emit_typed_with(name, operands, Attribute::EMPTY_DICT, ty)
+    }
+
+    /// Appends op `name` with attributes `attrs` and the written result type `ty`.
+    pub fn emit_typed_with(
+        &mut self,
+        name: &str,
+        operands: &[ValueId],
+        attrs: Attribute,
+        ty: Type,
+    ) -> Result<ValueId, String> {
+        Ok(self.imp.append(name, operands, attrs, Some(&[ty]), self.loc)?[0])
+    }
+
+    /// The quantized value whose stored integers input `i` names (a `Cast`
+    /// of it), if it names such integers.
+    pub fn stored_integers_input(&self, i: usize) -> Option<ValueId> {
+        match self.imp.slots.get(self.input_name(i)?) {
+            Some(Slot::StoredIntegers(v)) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// Binds output 0 to the stored integers of quantized value `v`.
+    pub fn set_stored_integers_output(&mut self, v: ValueId) -> Result<(), String> {
+        match self.node.output.first().filter(|n| !n.is_empty()) {
+            Some(name) => self.imp.define(name, Slot::StoredIntegers(v)),
+            None => Ok(()),
+        }
+    }
+
+    /// The quantized constant `v` dequantizes, if `v` is the result of
+    /// `qnn.dequantize` of an `fp.constant`.
+    pub fn dequantized_constant(&self, v: ValueId) -> Option<ValueId> {
+        let q = self.dequantized_value(v)?;
+        let module = &self.imp.module;
+        let def = module.defining_op(q);
+        (!def.is_none() && self.imp.ctx.op_name_str(module.op_name(def)) == fp_op::CONSTANT).then_some(q)
+    }
+
+    /// The quantized value `v` dequantizes, if `v` is the result of a `qnn.dequantize`.
+    pub fn dequantized_value(&self, v: ValueId) -> Option<ValueId> {
+        let module = &self.imp.module;
+        let def = module.defining_op(v);
+        if def.is_none()
+            || self.imp.ctx.op_name_str(module.op_name(def)) != qopt_dialect_qnn::op_names::DEQUANTIZE
+        {
+            return None;
+        }
+        Some(module.operand(def, 0))
+    }
+
+    /// The dense data of the `fp.constant` defining `v`.
+    pub fn constant_value(&self, v: ValueId) -> Option<&qopt_ir_core::DenseElements> {
+        let module = &self.imp.module;
+        let def = module.defining_op(v);
+        let value = module.op_attr(self.imp.ctx, def, "value")?;
+        match self.imp.ctx.attr_data(value) {
+            qopt_ir_core::AttrData::Dense(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// Gives the `fp.constant` value `v` the tensor type `ty` (same shape and
+    /// storage, other quantization parameters), its data unchanged.
+    pub fn retype_constant(&mut self, v: ValueId, ty: Type) -> Result<(), String> {
+        let bytes = self.constant_value(v).ok_or("not a dense constant")?.bytes.to_vec();
+        let dense = qopt_ir_core::DenseElements::from_bytes(self.imp.ctx, ty, bytes)?;
+        let value = self.imp.ctx.dense_attr(dense);
+        let def = self.imp.module.defining_op(v);
+        let attrs = self.imp.ctx.dict_set(self.imp.module.op_attrs(def), "value", value);
+        self.imp.module.set_op_attrs(def, attrs);
+        self.imp.module.set_value_type(v, ty);
+        Ok(())
+    }
+
+    /// Records `table`, a dequantized lookup table, to be erased at the end
+    /// if nothing else reads it.
+    pub fn note_lookup_table(&mut self, table: ValueId) {
+        self.imp.lookup_tables.push(table);
     }
 
     /// Appends `fp.constant` holding `data` with element type `elem`, located

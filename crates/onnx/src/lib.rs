@@ -1,8 +1,10 @@
-//! The ONNX importer: reads an ONNX model file and builds a verified
-//! [`qopt_ir_core::Module`] in the `fp` dialect (and `qnn` for QDQ models),
-//! one `func.func @main` whose arguments and results are the graph's inputs
-//! and outputs. `docs/onnx-import.md` lists the supported ops and their
-//! mapping; the `qimport` tool is the command-line front end.
+//! The ONNX importer and exporter. The importer reads an ONNX model file and
+//! builds a verified [`qopt_ir_core::Module`] in the `fp` dialect (and `qnn`
+//! for QDQ and QOperator models), one `func.func @main` whose arguments and
+//! results are the graph's inputs and outputs. `docs/onnx-import.md` lists
+//! the supported ops and their mapping; the `qimport` tool is the
+//! command-line front end. The exporter writes a function back as an ONNX
+//! model (`docs/onnx-export.md`, the `qexport` tool).
 //!
 //! Modules, one concern each:
 //! - `proto`: the protobuf wire format (decoding only, no `protoc`);
@@ -12,7 +14,9 @@
 //! - `import`: the graph walk, constants, signature, verification;
 //! - `fold`: evaluation of nodes whose inputs are all constant (shape computations);
 //! - `ops`: one converter per op type, by family;
-//! - `error`: [`ImportError`].
+//! - `error`: [`ImportError`];
+//! - `export`: the other direction, a module's function as an ONNX model
+//!   ([`export_module`], `docs/onnx-export.md`), with its protobuf encoder.
 //!
 //! Invariants: no input makes the importer panic (sizes use checked
 //! arithmetic, every read is bounds-checked), and nothing recurses over the
@@ -23,6 +27,7 @@
 
 mod attrs;
 mod error;
+mod export;
 mod fold;
 mod import;
 mod onnx;
@@ -31,6 +36,10 @@ mod proto;
 mod tensor;
 
 pub use error::{ImportError, UnsupportedOp};
+pub use export::{
+    export_module, problems_heading, ExportError, ExportFormat, ExportOptions, ExportProblem, Exported,
+    EXPORT_OPSETS,
+};
 pub use import::{import_model, ImportOptions, SUPPORTED_OPSETS};
 pub use onnx::{
     attr_type, data_type, decode_model, decode_subgraph, AttributeProto, Dim, GraphProto, ModelProto,

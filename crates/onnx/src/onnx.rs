@@ -169,6 +169,10 @@ pub mod data_type {
     pub const UINT64: i32 = 13;
     /// `BFLOAT16`.
     pub const BFLOAT16: i32 = 16;
+    /// `UINT4` (two elements per byte, the first in the low nibble).
+    pub const UINT4: i32 = 21;
+    /// `INT4` (two elements per byte, the first in the low nibble).
+    pub const INT4: i32 = 22;
 
     /// The enum name of `t`, for messages.
     pub fn name(t: i32) -> String {
@@ -194,8 +198,8 @@ pub mod data_type {
             18 => "FLOAT8E4M3FNUZ",
             19 => "FLOAT8E5M2",
             20 => "FLOAT8E5M2FNUZ",
-            21 => "UINT4",
-            22 => "INT4",
+            UINT4 => "UINT4",
+            INT4 => "INT4",
             23 => "FLOAT4E2M1",
             _ => return format!("data type {t}"),
         };

@@ -27,7 +27,8 @@ pub(crate) struct TensorData {
 /// Bytes per element of an ONNX data type the importer reads, `None` for others.
 pub(crate) fn element_bytes(data_type: i32) -> Option<usize> {
     match data_type {
-        dt::UINT8 | dt::INT8 | dt::BOOL => Some(1),
+        // 4-bit elements are unpacked to one byte each (see `TensorData::read`).
+        dt::UINT8 | dt::INT8 | dt::BOOL | dt::UINT4 | dt::INT4 => Some(1),
         dt::UINT16 | dt::INT16 | dt::FLOAT16 | dt::BFLOAT16 => Some(2),
         dt::FLOAT | dt::INT32 | dt::UINT32 => Some(4),
         dt::INT64 | dt::DOUBLE | dt::UINT64 => Some(8),
@@ -43,6 +44,8 @@ pub(crate) fn element_type(ctx: &mut Context, data_type: i32) -> Result<Type, St
         dt::DOUBLE => TypeData::Float(FloatKind::F64),
         dt::FLOAT16 => TypeData::Float(FloatKind::F16),
         dt::BFLOAT16 => TypeData::Float(FloatKind::BF16),
+        dt::INT4 => int(4, Signedness::Signless),
+        dt::UINT4 => int(4, Signedness::Unsigned),
         dt::INT8 => int(8, Signedness::Signless),
         dt::INT16 => int(16, Signedness::Signless),
         dt::INT32 => int(32, Signedness::Signless),
@@ -66,6 +69,8 @@ pub(crate) fn onnx_data_type(ctx: &Context, elem: Type) -> Option<i32> {
         TypeData::Float(FloatKind::BF16) => dt::BFLOAT16,
         TypeData::Int(IntType { width, signedness }) => match (*width, *signedness) {
             (1, _) => dt::BOOL,
+            (4, Signedness::Unsigned) => dt::UINT4,
+            (4, _) => dt::INT4,
             (8, Signedness::Unsigned) => dt::UINT8,
             (16, Signedness::Unsigned) => dt::UINT16,
             (32, Signedness::Unsigned) => dt::UINT32,
@@ -118,6 +123,15 @@ impl TensorData {
         let width = element_bytes(t.data_type)
             .ok_or_else(|| format!("element type {} is not supported", dt::name(t.data_type)))?;
         let count = element_count(&t.dims)?;
+        if t.data_type == dt::INT4 || t.data_type == dt::UINT4 {
+            let bytes = unpack_4bit(t, count)?;
+            return Ok(TensorData {
+                name: t.name.clone(),
+                dims: t.dims.clone(),
+                data_type: t.data_type,
+                bytes,
+            });
+        }
         let expected = count.checked_mul(width).ok_or("the tensor is too large")?;
         let bytes = match t.raw_data {
             Some(raw) => {
@@ -143,8 +157,8 @@ impl TensorData {
     /// The elements of an integer tensor as i64 (uint64 above `i64::MAX` is an error).
     pub fn ints(&self) -> Result<Vec<i64>, String> {
         let signed = match self.data_type {
-            dt::INT8 | dt::INT16 | dt::INT32 | dt::INT64 => true,
-            dt::UINT8 | dt::UINT16 | dt::UINT32 | dt::UINT64 | dt::BOOL => false,
+            dt::INT4 | dt::INT8 | dt::INT16 | dt::INT32 | dt::INT64 => true,
+            dt::UINT4 | dt::UINT8 | dt::UINT16 | dt::UINT32 | dt::UINT64 | dt::BOOL => false,
             other => {
                 return Err(format!("constant '{}' must hold integers, not {}", self.name, dt::name(other)))
             }
@@ -204,6 +218,42 @@ impl TensorData {
         }
         Some(TensorData { dims: vec![cols, rows], bytes, ..self.clone() })
     }
+}
+
+/// The elements of an INT4 or UINT4 tensor, one byte each (INT4
+/// sign-extended), from `raw_data` or `int32_data`, which hold them two to a
+/// byte, the first in the low nibble.
+fn unpack_4bit(t: &TensorProto<'_>, count: usize) -> Result<Vec<u8>, String> {
+    let packed_len = count.div_ceil(2);
+    let packed: Vec<u8> = match t.raw_data {
+        Some(raw) => raw.to_vec(),
+        None => t
+            .int32_data
+            .iter()
+            .map(|&v| {
+                u8::try_from(v).map_err(|_| format!("int32_data value {v} is not a byte of two 4-bit values"))
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    if packed.len() != packed_len {
+        return Err(format!(
+            "holds {} bytes but {count} elements of {} need {packed_len}",
+            packed.len(),
+            dt::name(t.data_type)
+        ));
+    }
+    let signed = t.data_type == dt::INT4;
+    Ok((0..count)
+        .map(|i| {
+            let byte = packed[i / 2];
+            let nibble = if i % 2 == 0 { byte & 0x0F } else { byte >> 4 };
+            if signed && nibble & 0x08 != 0 {
+                nibble | 0xF0
+            } else {
+                nibble
+            }
+        })
+        .collect())
 }
 
 /// The element bytes of a tensor stored in its typed data field.
@@ -283,6 +333,22 @@ mod tests {
         assert!(TensorData::from_proto(&short)
             .unwrap_err()
             .contains("has 3 elements but its data field holds 1"));
+    }
+
+    #[test]
+    fn four_bit_tensors_unpack_low_nibble_first() {
+        let t = TensorProto {
+            name: "w".into(),
+            dims: vec![3],
+            data_type: dt::INT4,
+            raw_data: Some(&[0xF1, 0x08]),
+            ..TensorProto::default()
+        };
+        assert_eq!(TensorData::from_proto(&t).unwrap().ints().unwrap(), [1, -1, -8]);
+        let u = TensorProto { data_type: dt::UINT4, ..t.clone() };
+        assert_eq!(TensorData::from_proto(&u).unwrap().ints().unwrap(), [1, 15, 8]);
+        let short = TensorProto { raw_data: Some(&[0xF1]), ..t };
+        assert!(TensorData::from_proto(&short).unwrap_err().contains("need 2"));
     }
 
     #[test]

@@ -445,3 +445,44 @@ fn half_bits(v: f32) -> [u8; 2] {
     let mantissa = ((bits >> 13) & 0x3ff) as u16;
     (sign | ((exponent as u16) << 10) | mantissa).to_le_bytes()
 }
+
+/// The QOperator ops and table lookups the importer cannot express as qnn
+/// ops: a float-output QGemm, a QLinearMatMul of two computed matrices, and
+/// the stored integers of a quantized value read by anything but a lookup
+/// Gather.
+#[test]
+fn qoperator_and_lookup_limits() {
+    let quantized_x = || {
+        Model::new(17)
+            .input("x", &[1, 4])
+            .init(tensor_f32("s", &[], &[0.5]))
+            .init(tensor_i8("zp", &[], &[0]))
+            .init(tensor_i8("w", &[2, 4], &[1, 2, 3, 4, 5, 6, 7, 8]))
+            .node("QuantizeLinear", "q", &["x", "s", "zp"], &["xq"])
+    };
+    let float_output = quantized_x()
+        .node_in("com.microsoft", "QGemm", "g", &["xq", "s", "zp", "w", "s", "zp"], &["y"])
+        .output("y");
+    assert_eq!(
+        import_err(&float_output, None),
+        "node 'g' (QGemm): QGemm without y_scale (a float output) is not supported"
+    );
+    let computed_b = quantized_x()
+        .node("QuantizeLinear", "q2", &["x", "s", "zp"], &["bq"])
+        .node("QLinearMatMul", "mm", &["xq", "s", "zp", "bq", "s", "zp", "s", "zp"], &["y"])
+        .output("y");
+    assert_eq!(
+        import_err(&computed_b, None),
+        "node 'mm' (QLinearMatMul): input #3 (B) must be a constant: qnn has no integer product of two computed \
+         values"
+    );
+    let stored_integers = quantized_x()
+        .node_attrs("Cast", "c", &["xq"], &["i"], &[attr_int("to", 6)])
+        .node("Add", "add", &["i", "i"], &["y"])
+        .output("y");
+    assert_eq!(
+        import_err(&stored_integers, None),
+        "node 'add' (Add): value 'i' holds the stored integers of a quantized value (a Cast of it), which qimport \
+         reads only as the indices of a Gather from a dequantized table (a lookup table)"
+    );
+}

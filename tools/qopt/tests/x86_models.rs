@@ -47,7 +47,17 @@ fn check_model(name: &str) {
             let compiled = work.join(format!("x86-{threads}.npz"));
             run(
                 env!("CARGO_BIN_EXE_qrun"),
-                &[&p(&q), "--input", &test, "--batch", "--backend=x86", "--threads", threads, "-o", &p(&compiled)],
+                &[
+                    &p(&q),
+                    "--input",
+                    &test,
+                    "--batch",
+                    "--backend=x86",
+                    "--threads",
+                    threads,
+                    "-o",
+                    &p(&compiled),
+                ],
             );
             assert_eq!(
                 std::fs::read(&reference).unwrap(),

@@ -92,6 +92,9 @@ impl Window {
 pub(super) fn conv(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let attrs = cx.attrs();
     let window = Window::read(cx, &attrs, "convolutions")?;
+    if let [x, w, b] = window.operands[..] {
+        super::quant::exact_bias_scales(cx, x, w, b)?;
+    }
     let pads = window_pads(&attrs, window.spatial(), &window.kernel, &window.strides, &window.dilations)?;
     let group = attrs.int("group", 1)?;
     window.emit(cx, [fp_op::CONV1D, fp_op::CONV2D], &pads, group, &[])

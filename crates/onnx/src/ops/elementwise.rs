@@ -43,13 +43,17 @@ pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("Tanh", tanh),
 ];
 
-/// `Cast` of a computed value to its own element type forwards it; other
-/// casts of computed values are not supported (casts of constants are
-/// evaluated at import, see [`crate::fold`]).
+/// `Cast` of a computed value to its own element type forwards it; a cast
+/// of a quantized value to INT32 or INT64 gives its stored integers for a
+/// table lookup ([`super::lookup`]); other casts of computed values are not
+/// supported (casts of constants are evaluated at import, see [`crate::fold`]).
 fn cast(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let to = cx.attrs().opt_int("to")?.ok_or("needs a 'to' attribute")?;
     cx.attrs().int("saturate", 1)?;
     cx.attrs().string("round_mode", "up")?;
+    if super::lookup::cast_stored_integers(cx, to)? {
+        return Ok(());
+    }
     let from = cx.input_data_type(0)?;
     if i64::from(from) != to {
         return Err(format!(

@@ -65,6 +65,9 @@ pub(super) fn gemm(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
         };
         let n = *cx.shape(w)?.first().ok_or("input B must be 2-D")?;
         let bias = if has_c && beta == 1.0 { dense_bias(cx, n)? } else { None };
+        if let Some(b) = bias {
+            super::quant::exact_bias_scales(cx, a, w, b)?;
+        }
         let mut operands = vec![a, w];
         operands.extend(bias);
         let mut y = cx.emit(fp_op::DENSE, &operands, Attribute::EMPTY_DICT)?;

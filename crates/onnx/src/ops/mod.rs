@@ -1,6 +1,7 @@
 //! The converters: one function per ONNX op type, grouped by family in the
-//! modules below, each of which lists its own in a `CONVERTERS` table; the graph walk looks them up by
-//! op type. Each converter reads its node through [`NodeCx`], appends fp or
+//! modules below, each of which lists its own in a `CONVERTERS` table (and
+//! `qlinear` its ONNX Runtime contrib ops in `MICROSOFT_CONVERTERS`); the
+//! graph walk looks them up by domain and op type. Each converter reads its node through [`NodeCx`], appends fp or
 //! qnn ops (types from the ops' own inference) and binds the node's outputs.
 //!
 //! Also here: what several families share — the unsupported-op report,
@@ -10,8 +11,10 @@ mod constant;
 mod conv;
 mod elementwise;
 mod linear;
+mod lookup;
 mod norm;
 mod pool;
+mod qlinear;
 mod quant;
 mod reduce;
 mod shape;
@@ -37,6 +40,7 @@ fn converters() -> &'static [(&'static str, ConvertFn)] {
             linear::CONVERTERS,
             norm::CONVERTERS,
             pool::CONVERTERS,
+            qlinear::CONVERTERS,
             quant::CONVERTERS,
             reduce::CONVERTERS,
             shape::CONVERTERS,
@@ -47,8 +51,13 @@ fn converters() -> &'static [(&'static str, ConvertFn)] {
     })
 }
 
-/// The op types the importer supports, sorted: those with a converter and
-/// those it evaluates on constants ([`crate::fold`]).
+/// The domain of ONNX Runtime's contrib ops, whose quantized ops
+/// (`QGemm`, `QLinearAdd`, …) the importer converts.
+pub(crate) const MICROSOFT_DOMAIN: &str = "com.microsoft";
+
+/// The op types the importer supports, sorted: those of the standard domain
+/// with a converter or that it evaluates on constants ([`crate::fold`]),
+/// then the [`MICROSOFT_DOMAIN`] ones as `com.microsoft.QGemm`.
 pub fn supported_op_types() -> impl Iterator<Item = &'static str> {
     static ALL: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
     ALL.get_or_init(|| {
@@ -56,20 +65,38 @@ pub fn supported_op_types() -> impl Iterator<Item = &'static str> {
             converters().iter().map(|(name, _)| *name).chain(crate::fold::folded_op_types()).collect();
         all.sort_unstable();
         all.dedup();
+        let mut contrib: Vec<&'static str> = qlinear::MICROSOFT_CONVERTERS
+            .iter()
+            .map(|(name, _)| &*Box::leak(format!("{MICROSOFT_DOMAIN}.{name}").into_boxed_str()))
+            .collect();
+        contrib.sort_unstable();
+        all.extend(contrib);
         all
     })
     .iter()
     .copied()
 }
 
-/// True if the importer converts or evaluates standard-domain op type `op_type`.
-pub(crate) fn is_supported(op_type: &str) -> bool {
-    converter(op_type).is_some() || crate::fold::folder(op_type).is_some()
+/// True if `domain` names the standard operator set.
+pub(crate) fn is_standard(domain: &str) -> bool {
+    domain.is_empty() || domain == "ai.onnx"
 }
 
-/// The converter of a standard-domain op type.
-pub(crate) fn converter(op_type: &str) -> Option<ConvertFn> {
-    converters().iter().find(|(name, _)| *name == op_type).map(|(_, f)| *f)
+/// True if the importer converts or evaluates op type `op_type` of `domain`.
+pub(crate) fn is_supported(domain: &str, op_type: &str) -> bool {
+    converter(domain, op_type).is_some() || (is_standard(domain) && crate::fold::folder(op_type).is_some())
+}
+
+/// The converter of op type `op_type` of `domain`.
+pub(crate) fn converter(domain: &str, op_type: &str) -> Option<ConvertFn> {
+    let table: &[(&str, ConvertFn)] = if is_standard(domain) {
+        converters()
+    } else if domain == MICROSOFT_DOMAIN {
+        qlinear::MICROSOFT_CONVERTERS
+    } else {
+        &[]
+    };
+    table.iter().find(|(name, _)| *name == op_type).map(|(_, f)| *f)
 }
 
 /// One error listing every op type of `graph` without a converter, with the
@@ -107,8 +134,8 @@ fn list_unsupported<'a>(
                 }
             }
         }
-        let standard = node.domain.is_empty() || node.domain == "ai.onnx";
-        if standard && is_supported(&node.op_type) {
+        let standard = is_standard(&node.domain);
+        if is_supported(&node.domain, &node.op_type) {
             continue;
         }
         let op_type =

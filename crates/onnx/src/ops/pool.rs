@@ -9,7 +9,7 @@ use super::ConvertFn;
 use super::{spatial_ints, window_pads, AttrList};
 use crate::import::NodeCx;
 use qopt_dialect_fp::op_names as fp_op;
-use qopt_ir_core::ValueId;
+use qopt_ir_core::{Attribute, ValueId};
 
 /// The ONNX op types this family converts, with their converters.
 pub(crate) const CONVERTERS: &[(&str, ConvertFn)] =
@@ -30,9 +30,22 @@ pub(super) fn average_pool(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
 }
 
 fn pool(cx: &mut NodeCx<'_, '_>, max: bool) -> Result<(), String> {
-    let attrs = cx.attrs();
     let x = cx.input(0)?;
     let shape = cx.shape(x)?;
+    let dict = pool_attrs(cx, &shape, max)?;
+    let op = match (max, shape.len()) {
+        (true, 3) => fp_op::MAX_POOL1D,
+        (true, _) => fp_op::MAX_POOL2D,
+        (false, _) => fp_op::AVG_POOL2D,
+    };
+    let y = cx.emit(op, &[x], dict)?;
+    cx.set_output(0, y)
+}
+
+/// The attributes of the fp (or qnn) pool a `MaxPool` (`max`) or
+/// `AveragePool`-like node over an input of `shape` becomes.
+pub(super) fn pool_attrs(cx: &mut NodeCx<'_, '_>, shape: &[i64], max: bool) -> Result<Attribute, String> {
+    let attrs = cx.attrs();
     let n = shape.len().saturating_sub(2);
     let supported = if max { 1..=2 } else { 2..=2 };
     if !supported.contains(&n) {
@@ -68,14 +81,7 @@ fn pool(cx: &mut NodeCx<'_, '_>, max: bool) -> Result<(), String> {
         let t = ctx.bool_attr(true);
         list.push("count_include_pad", t);
     }
-    let dict = list.dict(ctx);
-    let op = match (max, n) {
-        (true, 1) => fp_op::MAX_POOL1D,
-        (true, _) => fp_op::MAX_POOL2D,
-        (false, _) => fp_op::AVG_POOL2D,
-    };
-    let y = cx.emit(op, &[x], dict)?;
-    cx.set_output(0, y)
+    Ok(list.dict(ctx))
 }
 
 pub(super) fn global_average_pool(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {

@@ -2,14 +2,17 @@
 //! `qnn.dequantize`, with `!qnn.uniform` types built from the constant
 //! scale and zero point: per tensor (one scale; `axis` is ignored, as ONNX
 //! says) or per axis (`axis`, default 1, one scale per index), storage from the zero point's type
-//! (int8, uint8, int16, uint16, int32; uint8 without a zero point, as
-//! ONNX), expressed type from the scale's.
+//! (int4, uint4, int8, uint8, int16, uint16, int32; uint8 without a zero
+//! point, as ONNX), expressed type from the scale's.
 //!
 //! A `DequantizeLinear` of a constant (quantized weights, int32 biases)
 //! makes a quantized `fp.constant` holding the stored integers; of a
 //! computed value, that value must already carry the same quantized type
 //! (the output of the matching `QuantizeLinear`). Blocked quantization
-//! (`block_size`, opset 21) is not supported.
+//! (`block_size`, opset 21) is not supported. The INT32 bias of a conv or
+//! dense gets the exact scales `s_x ⊗₆₄ s_w[c]` its f32 scales round
+//! ([`exact_bias_scales`]), so that `fuse` makes the integer op of the QDQ
+//! pattern.
 //!
 //! Opset 23 added `QuantizeLinear`'s `precision` (the type the division
 //! `x / y_scale` runs in, by default the scale's) and `DequantizeLinear`'s
@@ -19,10 +22,10 @@
 use super::ConvertFn;
 use crate::import::NodeCx;
 use crate::onnx::data_type as dt;
-use crate::tensor::float_kind;
+use crate::tensor::{float_kind, TensorData};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::{
-    type_to_string, Attribute, Context, IntType, QuantParams, QuantType, Signedness, Type, TypeData,
+    type_to_string, Attribute, Context, IntType, QuantParams, QuantType, Signedness, Type, TypeData, ValueId,
 };
 
 /// The ONNX op types this family converts, with their converters.
@@ -30,8 +33,10 @@ pub(crate) const CONVERTERS: &[(&str, ConvertFn)] =
     &[("DequantizeLinear", dequantize_linear), ("QuantizeLinear", quantize_linear)];
 
 /// The storage type of quantized values of ONNX type `data_type`.
-fn storage(data_type: i32) -> Result<IntType, String> {
+pub(super) fn storage(data_type: i32) -> Result<IntType, String> {
     let (width, signedness) = match data_type {
+        dt::INT4 => (4, Signedness::Signless),
+        dt::UINT4 => (4, Signedness::Unsigned),
         dt::INT8 => (8, Signedness::Signless),
         dt::UINT8 => (8, Signedness::Unsigned),
         dt::INT16 => (16, Signedness::Signless),
@@ -55,11 +60,25 @@ fn quant_type(cx: &NodeCx<'_, '_>, shape: &[i64], default_storage: IntType) -> R
     // or the channel axis) on per-tensor nodes as well.
     let axis = attrs.int("axis", 1)?;
     let scale = cx.const_input(1)?.ok_or("input #1 (scale) is missing")?;
+    let zero_point = cx.const_input(2)?;
+    quant_type_from(&scale, zero_point.as_ref(), shape, axis, default_storage)
+}
+
+/// The quantized element type that constant `scale` and `zero_point` give a
+/// tensor of `shape`: per tensor for one scale, else per axis along `axis`;
+/// storage from the zero point's type, `default_storage` without one.
+pub(super) fn quant_type_from(
+    scale: &TensorData,
+    zero_point: Option<&TensorData>,
+    shape: &[i64],
+    axis: i64,
+    default_storage: IntType,
+) -> Result<QuantType, String> {
     let expressed = float_kind(scale.data_type).ok_or_else(|| {
         format!("scale '{}' must be a float tensor, not {}", scale.name, dt::name(scale.data_type))
     })?;
     let scales = scale.floats()?;
-    let (storage, zero_points) = match cx.const_input(2)? {
+    let (storage, zero_points) = match zero_point {
         Some(zp) => (storage(zp.data_type)?, zp.ints()?),
         None => (default_storage, vec![0; scales.len()]),
     };
@@ -97,7 +116,7 @@ fn quant_type(cx: &NodeCx<'_, '_>, shape: &[i64], default_storage: IntType) -> R
     Ok(q)
 }
 
-fn quantized_tensor(ctx: &mut Context, shape: &[i64], q: QuantType) -> Type {
+pub(super) fn quantized_tensor(ctx: &mut Context, shape: &[i64], q: QuantType) -> Type {
     let elem = ctx.quant_type(q);
     ctx.tensor_type(shape, elem)
 }
@@ -194,4 +213,65 @@ pub(super) fn dequantize_linear(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     };
     let y = cx.emit(qnn_op::DEQUANTIZE, &[q], Attribute::EMPTY_DICT)?;
     cx.set_output(0, y)
+}
+
+/// Gives the INT32 bias of a QDQ conv or dense its exact scales.
+///
+/// ONNX stores scales as f32, so the bias `DequantizeLinear` of a QDQ model
+/// carries `f32(s_x · s_w[c])`, while the integer op the pattern stands for
+/// has its bias in units of the exact product `s_x ⊗₆₄ s_w[c]`
+/// (`docs/quant-semantics.md` §6.1), which `fuse` requires. When `b` is
+/// `qnn.dequantize` of an i32 constant with zero points 0 whose every scale is
+/// that product rounded to f32 (as ONNX Runtime's quantizer and qexport write
+/// it), and `x` and `w` are dequantized with per-tensor and per-tensor or
+/// per-axis-0 types, the constant gets the exact products. The dequantized
+/// bias does not change: dequantize reads `f32(scale)`, which is the same.
+pub(super) fn exact_bias_scales(
+    cx: &mut NodeCx<'_, '_>,
+    x: ValueId,
+    w: ValueId,
+    b: ValueId,
+) -> Result<(), String> {
+    let Some(bias) = cx.dequantized_constant(b) else { return Ok(()) };
+    let (Some(xq), Some(wq)) = (cx.dequantized_value(x), cx.dequantized_value(w)) else { return Ok(()) };
+    let ctx = cx.ctx_ref();
+    let quant = |v: ValueId| qopt_dialect_qnn::quant_params::quant_element(ctx, cx.value_type(v)).cloned();
+    let (Some(qb), Some(qx), Some(qw)) = (quant(bias), quant(xq), quant(wq)) else { return Ok(()) };
+    let Some(s_x) = qopt_dialect_qnn::quant_params::per_tensor(&qx).map(|p| p.scale) else { return Ok(()) };
+    if qb.storage.width != 32 || qopt_dialect_qnn::quant_params::params(&qb).iter().any(|p| p.zero_point != 0)
+    {
+        return Ok(());
+    }
+    let weight_scales: Vec<f64> =
+        qopt_dialect_qnn::quant_params::params(&qw).iter().map(|p| p.scale).collect();
+    let exact: Vec<f64> = match (&qb.params, &qw.params) {
+        (QuantParams::PerTensor { .. }, QuantParams::PerTensor { .. }) => vec![s_x * weight_scales[0]],
+        (QuantParams::PerAxis { axis: 0, scales, .. }, QuantParams::PerAxis { axis: 0, .. })
+            if scales.len() == weight_scales.len() =>
+        {
+            weight_scales.iter().map(|&s_w| s_x * s_w).collect()
+        }
+        _ => return Ok(()),
+    };
+    let stored = qopt_dialect_qnn::quant_params::params(&qb);
+    let rounded_is_stored = exact.iter().zip(&stored).all(|(&e, p)| f64::from(e as f32) == p.scale);
+    let already_exact = exact.iter().zip(&stored).all(|(&e, p)| e == p.scale);
+    if !rounded_is_stored || already_exact {
+        return Ok(());
+    }
+    let params = match qb.params {
+        QuantParams::PerTensor { .. } => QuantParams::PerTensor { scale: exact[0], zero_point: 0 },
+        QuantParams::PerAxis { axis, .. } => QuantParams::PerAxis {
+            axis,
+            scales: exact.into_boxed_slice(),
+            zero_points: vec![0; stored.len()].into_boxed_slice(),
+        },
+    };
+    let q = QuantType { params, ..qb };
+    if qopt_dialect_qnn::quant_params::check_quant_type(&q).is_err() {
+        return Ok(());
+    }
+    let shape = cx.shape(bias)?;
+    let ty = quantized_tensor(cx.ctx(), &shape, q);
+    cx.retype_constant(bias, ty)
 }

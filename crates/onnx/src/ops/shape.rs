@@ -321,9 +321,14 @@ pub(super) fn resize(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
 }
 
 /// `Gather` → `fp.gather` with the node's `axis` (default 0); the indices
-/// are an operand (constant ones become an `fp.constant`).
+/// are an operand (constant ones become an `fp.constant`). Indices that are
+/// the stored integers of a quantized value make a table lookup
+/// ([`super::lookup`]).
 pub(super) fn gather(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let axis = cx.attrs().int("axis", 0)?;
+    if super::lookup::gather_lookup(cx, axis)? {
+        return Ok(());
+    }
     let (x, indices) = (cx.input(0)?, cx.input(1)?);
     let i64_ty = cx.ctx().common().i64;
     let axis = cx.ctx().int_attr(i128::from(axis), i64_ty);

@@ -1,0 +1,166 @@
+//! The `qexport` binary's contract: exit codes (0 written, 1 bad input or an
+//! export that cannot be written, 2 usage), the summary line, the one error
+//! that lists every problem at its line, and atomic output: nothing is
+//! written, and an existing file is left as it was, when anything fails.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn qexport(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_qexport")).args(args).output().expect("qexport runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn repo(path: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path).to_string_lossy().into_owned()
+}
+
+/// A fresh directory under the temp dir for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qexport-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+fn write(dir: &Path, name: &str, content: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+const QUANTIZED: &str = r#"module {
+  func.func @main(%arg0: tensor<1x4xf32>) -> tensor<1x2xf32> {
+    %0 = qnn.quantize(%arg0) : (tensor<1x4xf32>) -> tensor<1x4x!qnn.uniform<i8:f32, 0.0625:-1>> loc("q")
+    %1 = fp.constant() {value = dense<[[1, -2, 3, -4], [5, 6, -7, 8]]> : tensor<2x4x!qnn.uniform<i8:f32:0, {0.125:0, 0.25:0}>>} : () -> tensor<2x4x!qnn.uniform<i8:f32:0, {0.125:0, 0.25:0}>> loc("w")
+    %2 = fp.constant() {value = dense<[7, -9]> : tensor<2xi32>} : () -> tensor<2xi32> loc("b")
+    %3 = qnn.dense_relu(%0, %1, %2) : (tensor<1x4x!qnn.uniform<i8:f32, 0.0625:-1>>, tensor<2x4x!qnn.uniform<i8:f32:0, {0.125:0, 0.25:0}>>, tensor<2xi32>) -> tensor<1x2x!qnn.uniform<i8:f32, 0.125:-128>> loc("fc")
+    %4 = qnn.dequantize(%3) : (tensor<1x2x!qnn.uniform<i8:f32, 0.125:-128>>) -> tensor<1x2xf32> loc("out")
+    func.return %4 : tensor<1x2xf32>
+  }
+}
+"#;
+
+#[test]
+fn writes_qdq_and_qoperator_files_and_says_what_it_wrote() {
+    let dir = scratch("formats");
+    let input = write(&dir, "m.qir", QUANTIZED);
+    for (format, nodes) in [
+        ("qdq", "8 nodes (DequantizeLinear 4, QuantizeLinear 2, Gemm 1, Relu 1)"),
+        ("qoperator", "3 nodes (DequantizeLinear 1, QuantizeLinear 1, com.microsoft.QGemm 1)"),
+    ] {
+        let output = dir.join(format!("m.{format}.onnx"));
+        let out = qexport(&[&input, "-o", output.to_str().unwrap(), &format!("--format={format}")]);
+        assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+        let label = if format == "qdq" { "QDQ" } else { "QOperator" };
+        assert!(
+            text(&out.stderr).starts_with(&format!(
+                "qexport: {input} -> {}: {label}, opset 17, {nodes}",
+                output.display()
+            )),
+            "{}",
+            text(&out.stderr)
+        );
+        let bytes = std::fs::read(&output).unwrap();
+        let mut ctx = qopt_ir_core::Context::new();
+        qopt_onnx::import_model(&mut ctx, &bytes, &qopt_onnx::ImportOptions::default()).unwrap();
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_float_model_exports_from_its_qir() {
+    let dir = scratch("float");
+    let output = dir.join("mlp.onnx");
+    let out = qexport(&[&repo("examples/digits_mlp.qir"), "-o", output.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("QDQ, opset 17, 5 nodes (Gemm 3, Relu 2), 6 initializers"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every op and value ONNX cannot express is one error: the first line at
+/// the first offender, a note with source line and caret at each.
+#[test]
+fn problems_are_one_error_and_nothing_is_written() {
+    let dir = scratch("problems");
+    let bad = QUANTIZED
+        .replace("0.125:-128", "0.1:-128")
+        .replace("qnn.dense_relu(%0, %1, %2) :", "qnn.dense_relu(%0, %1, %2) {rounding = \"half_up\"} :");
+    let input = write(&dir, "bad.qir", &bad);
+    let output = dir.join("out.onnx");
+    std::fs::write(&output, "previous").unwrap();
+    let out = qexport(&[&input, "-o", output.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    let first = stderr.lines().next().unwrap();
+    assert_eq!(first, format!("{input}:6:10: error: 1 op cannot be exported to ONNX:"));
+    assert!(stderr.contains(&format!(
+        "{input}:6:10: note: 'fc' (qnn.dense_relu): rounding = \"half_up\" cannot be written"
+    )));
+    assert!(stderr.contains(
+        "'fc' (qnn.dense_relu): result: !qnn.uniform<i8:f32, 0.1:-128>: scale 0.1 is not an f32 value"
+    ));
+    assert_eq!(stderr.matches(": note: ").count(), 2, "{stderr}");
+    assert_eq!(std::fs::read_to_string(&output).unwrap(), "previous", "the old output is untouched");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "no temporary file left");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_input_exits_1_naming_it() {
+    let dir = scratch("bad-input");
+    let output = dir.join("out.onnx");
+    let out_path = output.to_str().unwrap();
+    let missing = dir.join("missing.qir");
+    let out = qexport(&[missing.to_str().unwrap(), "-o", out_path]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).starts_with(&format!("qexport: error: cannot read '{}'", missing.display())));
+    let broken = write(&dir, "broken.qir", "module {\n  func.func @main( {\n}\n");
+    let out = qexport(&[&broken, "-o", out_path]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).starts_with(&format!("{broken}:2:")), "{}", text(&out.stderr));
+    let input = write(&dir, "m.qir", QUANTIZED);
+    let out = qexport(&[&input, "-o", out_path, "--function", "helper"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stderr), format!("qexport: error: {input}: no function @helper in the module\n"));
+    assert!(!output.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_unwritable_output_exits_1_and_leaves_no_file() {
+    let dir = scratch("unwritable");
+    let input = write(&dir, "m.qir", QUANTIZED);
+    let target = dir.join("no-such-dir").join("m.onnx");
+    let out = qexport(&[&input, "-o", target.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).starts_with(&format!("qexport: error: cannot write {}: ", target.display())));
+    assert!(!target.exists());
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "only the input is there");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = scratch("usage");
+    let input = write(&dir, "m.qir", QUANTIZED);
+    let output = dir.join("out.onnx");
+    let out_path = output.to_str().unwrap();
+    for args in [
+        vec![input.as_str()],
+        vec![input.as_str(), "-o", out_path, "--format=onnx"],
+        vec![input.as_str(), "-o", out_path, "--opset", "12"],
+        vec![input.as_str(), "-o", out_path, "--opset", "x"],
+        vec![input.as_str(), "-o", out_path, "--frobnicate"],
+    ] {
+        let out = qexport(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+    }
+    let out = qexport(&[&input, "-o", out_path, "--opset", "12"]);
+    assert!(text(&out.stderr).contains("opset 12 is not supported (opsets 17 to 28)"));
+    assert!(!output.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
