@@ -58,6 +58,7 @@ mod listing;
 pub mod lower;
 mod module;
 mod object;
+mod pool;
 mod runtime;
 mod target;
 mod tensors;

@@ -5,7 +5,9 @@
 //!
 //! With several threads, each kernel's work items are split into one
 //! contiguous range per thread and every thread waits for the others before
-//! the next kernel starts (kernels read what earlier kernels wrote).
+//! the next kernel starts (kernels read what earlier kernels wrote). The
+//! threads are the workspace's pool (`pool.rs`), started on the first
+//! multi-threaded run and kept until the workspace is dropped.
 
 use crate::abi::BUFFER_ALIGN;
 use crate::buffer::{Elements, ElementsMut};
@@ -13,6 +15,7 @@ use crate::error::{CodegenError, CodegenErrorKind};
 use crate::guard::{GuardSide, GuardedRegion};
 use crate::jit::ExecutableCode;
 use crate::module::Program;
+use crate::pool::{SpinBarrier, WorkerPool};
 use crate::target::CpuFeatures;
 use std::time::{Duration, Instant};
 
@@ -31,6 +34,8 @@ pub struct Workspace {
     blocks: Vec<ArenaBlock>,
     /// Set by [`Workspace::guarded`]: the arena sits between guard pages.
     guarded: Option<Option<GuardedRegion>>,
+    /// The threads of multi-threaded runs, kept between runs.
+    pool: Option<WorkerPool>,
 }
 
 #[repr(C, align(64))]
@@ -47,7 +52,19 @@ impl Workspace {
     /// (and has one before it), so a kernel that overruns the arena faults.
     /// For tests and debugging; runs are as fast.
     pub fn guarded() -> Workspace {
-        Workspace { blocks: Vec::new(), guarded: Some(None) }
+        Workspace { blocks: Vec::new(), guarded: Some(None), pool: None }
+    }
+
+    /// The pool for `threads` threads, started on first use.
+    fn pool(&mut self, threads: usize) -> Result<&WorkerPool, CodegenError> {
+        if self.pool.as_ref().is_none_or(|p| p.threads() != threads) {
+            self.pool = None;
+            let pool = WorkerPool::new(threads).map_err(|e| {
+                CodegenError::new(CodegenErrorKind::Memory, format!("cannot start {threads} threads: {e}"))
+            })?;
+            self.pool = Some(pool);
+        }
+        Ok(self.pool.as_ref().expect("just set"))
     }
 
     fn arena(&mut self, bytes: usize) -> Result<*mut u8, CodegenError> {
@@ -114,7 +131,7 @@ impl JitModule {
             }
             return Ok(());
         }
-        let barrier = std::sync::Barrier::new(threads);
+        let barrier = SpinBarrier::new(threads);
         let worker = |t: usize| {
             for k in kernels {
                 let (begin, end) = (k.work * t / threads, k.work * (t + 1) / threads);
@@ -122,13 +139,7 @@ impl JitModule {
                 barrier.wait();
             }
         };
-        std::thread::scope(|s| {
-            for t in 1..threads {
-                let worker = &worker;
-                s.spawn(move || worker(t));
-            }
-            worker(0);
-        });
+        workspace.pool(threads)?.run(&worker);
         Ok(())
     }
 
