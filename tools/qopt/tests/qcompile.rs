@@ -162,6 +162,56 @@ fn requantize(from: &Port, to: &Port, rounding: &str, x: &str, y: &str, loc: &st
     )
 }
 
+/// A small network through every kind of compute kernel: conv with relu6
+/// (per-channel weights with a bias), depthwise conv, add, max pool, global
+/// average pool, flatten and dense.
+fn network_case() -> Case {
+    const X: &str = "!qnn.uniform<i8:f32, 0.04:-10>";
+    const A: &str = "!qnn.uniform<i8:f32, 0.03:-128>";
+    const B: &str = "!qnn.uniform<i8:f32, 0.05:-7>";
+    const S: &str = "!qnn.uniform<i8:f32, 0.06:-20>";
+    const G: &str = "!qnn.uniform<i8:f32, 0.02:-60>";
+    const O: &str = "!qnn.uniform<u8:f32, 0.1:130>";
+    let w1_type = "!qnn.uniform<i8:f32:0, {0.011:0, 0.013:0, 0.009:0, 0.02:0}>";
+    let wd_type = "!qnn.uniform<i8:f32:0, {0.05:0, 0.04:0, 0.03:0, 0.06:0}>";
+    let wf_type = "!qnn.uniform<i8:f32, 0.015:0>";
+    // Deterministic weights that use the whole i8 range, nested by `shape`.
+    let values = |shape: &[usize], seed: i64| -> String {
+        let flat: Vec<String> = (0..shape.iter().product::<usize>() as i64)
+            .map(|i| (((i * 37 + seed * 11) % 255) - 127).to_string())
+            .collect();
+        let mut level = flat;
+        for &dim in shape.iter().rev() {
+            level = level.chunks(dim).map(|c| format!("[{}]", c.join(", "))).collect();
+        }
+        level.concat()
+    };
+    let body = format!(
+        "    %w1 = fp.constant() {{value = dense<{w1}> : tensor<4x3x3x3x{w1_type}>}} : () -> tensor<4x3x3x3x{w1_type}> loc(\"w1\")
+    %b1 = fp.constant() {{value = dense<[300, -200, 0, 5000]> : tensor<4xi32>}} : () -> tensor<4xi32> loc(\"b1\")
+    %c1 = qnn.conv2d_relu(%in0, %w1, %b1) {{pad = [1, 1, 1, 1], relu_max = 6.0 : f32}} : (tensor<1x3x9x9x{X}>, tensor<4x3x3x3x{w1_type}>, tensor<4xi32>) -> tensor<1x4x9x9x{A}> loc(\"conv1\")
+    %wd = fp.constant() {{value = dense<{wd}> : tensor<4x1x3x3x{wd_type}>}} : () -> tensor<4x1x3x3x{wd_type}> loc(\"wd\")
+    %d = qnn.conv2d(%c1, %wd) {{groups = 4, pad = [1, 1, 1, 1]}} : (tensor<1x4x9x9x{A}>, tensor<4x1x3x3x{wd_type}>) -> tensor<1x4x9x9x{B}> loc(\"dw\")
+    %s = qnn.add(%d, %c1) : (tensor<1x4x9x9x{B}>, tensor<1x4x9x9x{A}>) -> tensor<1x4x9x9x{S}> loc(\"add\")
+    %m = fp.max_pool2d(%s) {{kernel = [2, 2], stride = [2, 2]}} : (tensor<1x4x9x9x{S}>) -> tensor<1x4x4x4x{S}> loc(\"maxpool\")
+    %g = qnn.global_avg_pool2d(%m) : (tensor<1x4x4x4x{S}>) -> tensor<1x4x1x1x{G}> loc(\"gap\")
+    %f = fp.flatten(%g) : (tensor<1x4x1x1x{G}>) -> tensor<1x4x{G}> loc(\"flatten\")
+    %wf = fp.constant() {{value = dense<{wf}> : tensor<5x4x{wf_type}>}} : () -> tensor<5x4x{wf_type}> loc(\"wf\")
+    %out0 = qnn.dense(%f, %wf) : (tensor<1x4x{G}>, tensor<5x4x{wf_type}>) -> tensor<1x5x{O}> loc(\"fc\")
+",
+        w1 = values(&[4, 3, 3, 3], 1),
+        wd = values(&[4, 1, 3, 3], 2),
+        wf = values(&[5, 4], 3),
+    );
+    Case {
+        name: "network",
+        inputs: vec![Port { shape: "1x3x9x9", quant: X }],
+        outputs: vec![Port { shape: "1x5", quant: O }],
+        body,
+        prefix: Some("net_small"),
+    }
+}
+
 /// The C test's models; more ops get a case here as their lowerings land.
 fn cases() -> Vec<Case> {
     let chain_in = Port { shape: "3x37", quant: I8 };
@@ -235,6 +285,7 @@ fn cases() -> Vec<Case> {
             body: constant_body,
             prefix: Some("with_table"),
         },
+        network_case(),
     ]
 }
 
