@@ -135,6 +135,20 @@ pub fn conv_multipliers(x: &QuantType, w: &QuantType, output: &QuantType) -> Res
     params(w).iter().map(|p| quantize_multiplier((sx.scale * p.scale) / out.scale)).collect()
 }
 
+/// Whether one output channel's centered weights `w − zp_w[c]`, in the
+/// order a conv or dense reduces them (its weight row, input channel major),
+/// can be multiplied with u8 activations by x86's `vpmaddubsw` exactly:
+/// every weight fits s8, and each pair of taps `2j, 2j+1` the instruction
+/// adds in i16 with saturation has 255·(|w_a| + |w_b|) ≤ 32767.
+/// `qopt-codegen-x86` picks its kernels by this, and `quant-lint` reports
+/// it, so the two cannot disagree.
+pub fn u8_s8_pairs_exact(centered_row: &[i64]) -> bool {
+    centered_row.iter().all(|w| (-128..=127).contains(w))
+        && centered_row
+            .chunks(2)
+            .all(|pair| 255 * pair.iter().map(|w| w.unsigned_abs()).sum::<u64>() <= 32767)
+}
+
 /// The largest stored value `qnn.conv2d_relu` and `qnn.dense_relu` produce
 /// (§6): `qmax` of `output`, lowered to `quantize(relu_max)` in the output's
 /// parameters (§3.1, with the f32 scale) when the op carries `relu_max`.

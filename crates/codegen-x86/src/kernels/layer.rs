@@ -101,7 +101,7 @@ impl Accumulation {
                 return Accumulation::DotProducts(VnniEncoding::Evex);
             }
         }
-        if options.byte_products && fits_s8() && rows.clone().all(pairs_cannot_saturate) {
+        if options.byte_products && rows.clone().all(pairs_cannot_saturate) {
             return Accumulation::UnsignedBytes;
         }
         Accumulation::Words
@@ -146,9 +146,11 @@ impl Accumulation {
 
 /// `vpmaddubsw` adds the products of taps `4q, 4q+1` and of `4q+2, 4q+3` in
 /// i16 with saturation; with u8 activations (at most 255) it cannot saturate
-/// when 255 × (|w_a| + |w_b|) ≤ 32767 for each such pair.
+/// when every weight fits s8 and 255 × (|w_a| + |w_b|) ≤ 32767 for each such
+/// pair (`quant_params::u8_s8_pairs_exact`, which quant-lint reports too).
 fn pairs_cannot_saturate(row: &[i32]) -> bool {
-    row.chunks(2).all(|pair| 255 * pair.iter().map(|w| w.unsigned_abs()).sum::<u32>() <= 32767)
+    let row: Vec<i64> = row.iter().map(|&w| i64::from(w)).collect();
+    qopt_dialect_qnn::quant_params::u8_s8_pairs_exact(&row)
 }
 
 /// The requantization constants of one output channel, planned for the

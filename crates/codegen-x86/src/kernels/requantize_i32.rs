@@ -35,7 +35,7 @@
 //! output channels). Multipliers and shifts come from
 //! [`kernel_multiplier_and_shift`](crate::convert::kernel_multiplier_and_shift),
 //! whose plan keeps `1 ≤ s ≤ 62` so the 64-bit arithmetic never wraps (the
-//! argument is in `docs/codegen-x86.md` §4.5).
+//! argument is in `docs/codegen-x86.md` §9.5).
 
 use iced_x86::code_asm::*;
 use qopt_dialect_qnn::fixed_point::Rounding;

@@ -29,7 +29,13 @@
 //! (exit 1). Statistics describe the integer shape: `qnn-ops`, `float-ops`
 //! (float compute ops left), `quantizes`, `dequantizes`, `requantizes`,
 //! `weight-bytes` (quantized constants as stored) and `weight-bytes-as-f32`
-//! (the same constants in f32), and `warnings`.
+//! (the same constants in f32), and `warnings`; and how the x86 backend will
+//! multiply on AVX2 CPUs without VNNI: `x86-vpmaddubsw-layers` (conv and
+//! dense whose weights prove the fast u8 × s8 instruction exact,
+//! `quant_params::u8_s8_pairs_exact`), `x86-vpmaddwd-layers` (the exact i16
+//! path; depthwise convs always take it). `x86-schemes=true` adds a note per
+//! layer saying which and, for the exact path, the first pair of weights
+//! that rules the fast one out.
 
 use super::fuse_patterns::{bias_scales_match, is_i32_bias, FusionPatterns};
 use super::util::{is_kept_float, is_skipped, op_named, quantizable, users};
@@ -74,6 +80,10 @@ impl Pass for QuantLint {
                 .help("report the findings as errors (exit 1)"),
             OptionSpec::new("accumulator-bits", OptionKind::Int, "32")
                 .help("width of the signed accumulator of conv and dense, 8 to 64"),
+            OptionSpec::new("x86-schemes", OptionKind::Bool, "false").help(
+                "a note per conv and dense: whether the x86 backend multiplies it with vpmaddubsw (weights \
+                 proven exact) or the exact vpmaddwd path on AVX2 CPUs without VNNI, and why",
+            ),
             OptionSpec::new("clip-threshold", OptionKind::Float, "0.25").help(
                 "warn when a quantized type cuts off more than this fraction of its calibrated range, in [0, 1]",
             ),
@@ -100,6 +110,8 @@ impl Pass for QuantLint {
         }
         let ctx: &Context = cx.ctx;
         let mut lint = Lint { ctx, module, findings: Vec::new(), stats: Shape::default() };
+        let x86_notes = options.bool("x86-schemes");
+        let mut notes: Vec<Diagnostic> = Vec::new();
         let ops: Vec<OpId> = module.walk_preorder(module.root()).collect();
         for op in ops {
             lint.count(op);
@@ -111,6 +123,11 @@ impl Pass for QuantLint {
             lint.observer(op);
             lint.accumulator(op, bits as u32);
             lint.clipping(op, clip_threshold);
+            if let Some(note) = lint.x86_scheme(op) {
+                if x86_notes {
+                    notes.push(note);
+                }
+            }
         }
         let (findings, stats) = (lint.findings, lint.stats);
         let n = findings.len() as u64;
@@ -122,6 +139,8 @@ impl Pass for QuantLint {
             ("requantizes", stats.requantizes),
             ("weight-bytes", stats.weight_bytes),
             ("weight-bytes-as-f32", stats.weight_bytes_f32),
+            ("x86-vpmaddubsw-layers", stats.x86_byte_layers),
+            ("x86-vpmaddwd-layers", stats.x86_word_layers),
             ("warnings", n),
         ] {
             cx.add_stat(name, value);
@@ -131,7 +150,7 @@ impl Pass for QuantLint {
                 findings.into_iter().map(|d| Diagnostic { severity: Severity::Error, ..d }).collect();
             return Err(Diagnostics(errors).into());
         }
-        findings.into_iter().for_each(|d| cx.warn(d));
+        findings.into_iter().chain(notes).for_each(|d| cx.warn(d));
         Ok(PassOutcome::Unchanged)
     }
 }
@@ -145,6 +164,8 @@ struct Shape {
     requantizes: u64,
     weight_bytes: u64,
     weight_bytes_f32: u64,
+    x86_byte_layers: u64,
+    x86_word_layers: u64,
 }
 
 struct Lint<'a> {
@@ -536,6 +557,65 @@ impl Lint<'_> {
 
     /// The worst |accumulator| of a quantized conv or dense per output
     /// channel, against `bits`.
+    /// Which multiply the x86 backend uses for a conv or dense with constant
+    /// quantized weights on AVX2 without VNNI; counts it and returns the
+    /// note for `x86-schemes`.
+    fn x86_scheme(&mut self, op: OpId) -> Option<Diagnostic> {
+        let name = self.name(op);
+        if !matches!(name, qnn_op::CONV2D | qnn_op::CONV2D_RELU | qnn_op::DENSE | qnn_op::DENSE_RELU)
+            || self.module.num_operands(op) < 2
+        {
+            return None;
+        }
+        let w = self.module.operand(op, 1);
+        let qw = quant_element(self.ctx, self.module.value_type(w))?;
+        let shape = self.ctx.tensor_shape(self.module.value_type(w))?.to_vec();
+        let values = match constant_value(self.ctx, self.module, w).map(|a| self.ctx.attr_data(a)) {
+            Some(AttrData::Dense(d)) => dense_values_i128(self.ctx, d)?,
+            _ => return None,
+        };
+        let channels = usize::try_from(*shape.first()?).ok()?.max(1);
+        let in_channels = self.ctx.tensor_shape(self.module.value_type(self.module.operand(op, 0)))?.get(1).copied();
+        let groups = self.module.op_attr(self.ctx, op, "groups").and_then(|a| self.ctx.attr_as_int(a)).unwrap_or(1);
+        let depthwise = name.starts_with("qnn.conv2d")
+            && groups > 1
+            && shape.get(1) == Some(&1)
+            && in_channels == Some(groups as i64)
+            && channels as i128 == groups;
+        let w_params = params(qw);
+        let mut blocker = None;
+        if !depthwise {
+            for (c, row) in values.chunks((values.len() / channels).max(1)).enumerate() {
+                let zp = i128::from(w_params.get(c).or(w_params.first())?.zero_point);
+                let centered: Vec<i64> = row.iter().map(|&v| (v - zp) as i64).collect();
+                if !qopt_dialect_qnn::quant_params::u8_s8_pairs_exact(&centered) {
+                    let at = centered
+                        .chunks(2)
+                        .position(|p| p.iter().any(|w| !(-128..=127).contains(w)) || 255 * p.iter().map(|w| w.unsigned_abs()).sum::<u64>() > 32767)
+                        .unwrap_or(0);
+                    blocker = Some((c, 2 * at, centered[2 * at..(2 * at + 2).min(centered.len())].to_vec()));
+                    break;
+                }
+            }
+        }
+        let message = if depthwise {
+            self.stats.x86_word_layers += 1;
+            "x86 (AVX2, no VNNI): depthwise, exact direct kernel on i16 (vpmaddwd)".to_string()
+        } else if let Some((c, k, pair)) = blocker {
+            self.stats.x86_word_layers += 1;
+            format!(
+                "x86 (AVX2, no VNNI): exact vpmaddwd path; vpmaddubsw could saturate: output channel {c}, taps {k}..{} \
+                 have centered weights {pair:?} (255·(|a|+|b|) must be ≤ 32767); insert-fakeq{{reduce-range}} keeps \
+                 every layer on vpmaddubsw",
+                k + pair.len() - 1
+            )
+        } else {
+            self.stats.x86_byte_layers += 1;
+            "x86 (AVX2, no VNNI): vpmaddubsw, exact for these weights (255·(|a|+|b|) ≤ 32767 for every pair)".to_string()
+        };
+        Some(Diagnostic::at_op(self.ctx, self.module, op, Severity::Note, message))
+    }
+
     fn accumulator(&mut self, op: OpId, bits: u32) {
         let name = self.name(op);
         if !matches!(name, qnn_op::CONV2D | qnn_op::CONV2D_RELU | qnn_op::DENSE | qnn_op::DENSE_RELU)
