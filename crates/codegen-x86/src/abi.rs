@@ -101,14 +101,26 @@ pub fn load_addresses(a: &mut CodeAssembler, places: &[(AsmRegister64, Place)]) 
 }
 
 fn load_address(a: &mut CodeAssembler, reg: AsmRegister64, place: Place) -> Result<(), CodegenError> {
+    address_from_bases(a, reg, place, (SAVED_ARENA, SAVED_RODATA, SAVED_IO))
+}
+
+/// `reg = ` the address of `place`, with the arena, rodata and io table
+/// addresses in the registers `bases` (kernels and the object file's entry
+/// stubs keep them in different registers).
+pub(crate) fn address_from_bases(
+    a: &mut CodeAssembler,
+    reg: AsmRegister64,
+    place: Place,
+    (arena, rodata, io): (AsmRegister64, AsmRegister64, AsmRegister64),
+) -> Result<(), CodegenError> {
     let (base, offset) = match place {
-        Place::Arena(o) => (SAVED_ARENA, o),
-        Place::Rodata(o) => (SAVED_RODATA, o),
+        Place::Arena(o) => (arena, o),
+        Place::Rodata(o) => (rodata, o),
         Place::Io(slot) => {
             let disp = slot.checked_mul(8).and_then(|d| i32::try_from(d).ok()).ok_or_else(|| {
                 CodegenError::new(CodegenErrorKind::Unsupported, "too many inputs and outputs")
             })?;
-            a.mov(reg, qword_ptr(SAVED_IO + disp))?;
+            a.mov(reg, qword_ptr(io + disp))?;
             return Ok(());
         }
     };

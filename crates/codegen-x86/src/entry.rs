@@ -416,23 +416,5 @@ fn mov_count(
 
 /// `reg = ` the address of `place`, from the stub's bases.
 fn load_place(a: &mut CodeAssembler, reg: AsmRegister64, place: Place) -> Result<(), CodegenError> {
-    let (base, offset) = match place {
-        Place::Arena(o) => (ARENA, o),
-        Place::Rodata(o) => (RODATA, o),
-        Place::Io(slot) => {
-            let disp = slot.checked_mul(8).and_then(|d| i32::try_from(d).ok()).ok_or_else(|| {
-                CodegenError::new(CodegenErrorKind::Unsupported, "too many inputs and outputs")
-            })?;
-            a.mov(reg, qword_ptr(IO + disp))?;
-            return Ok(());
-        }
-    };
-    match i32::try_from(offset) {
-        Ok(disp) => a.lea(reg, qword_ptr(base + disp))?,
-        Err(_) => {
-            a.mov(reg, offset as u64)?;
-            a.add(reg, base)?;
-        }
-    }
-    Ok(())
+    crate::abi::address_from_bases(a, reg, place, (ARENA, RODATA, IO))
 }

@@ -20,34 +20,10 @@ use crate::buffer::ElementType;
 use crate::error::CodegenError;
 use crate::lower::{Emit, LowerOp, OpLowering, Plan};
 use iced_x86::code_asm::*;
-use qopt_dialect_fp::{
-    resize_keeps_dimension, resize_params, NearestMode, ResizeCoordinates, ResizeMode, ResizeParams,
-};
+use qopt_dialect_fp::{resize_keeps_dimension, resize_params, NearestMode, ResizeMode, ResizeParams};
 
 /// `fp.resize` with `mode = "nearest"`.
 pub(crate) struct Resize;
-
-/// The input coordinate of output index `y` (ONNX's
-/// `coordinate_transformation_mode`; the interpreter's computation).
-fn source_coordinate(y: f64, input: usize, output: usize, scale: f64, mode: ResizeCoordinates) -> f64 {
-    let input = input as f64;
-    let output_width = scale * input;
-    match mode {
-        ResizeCoordinates::HalfPixel => (y + 0.5) / scale - 0.5,
-        ResizeCoordinates::HalfPixelSymmetric => {
-            let adjustment = output as f64 / output_width;
-            let center = input / 2.0;
-            let offset = center * (1.0 - adjustment);
-            offset + (y + 0.5) / scale - 0.5
-        }
-        ResizeCoordinates::PytorchHalfPixel if output_width == 1.0 => -0.5,
-        ResizeCoordinates::PytorchHalfPixel => (y + 0.5) / scale - 0.5,
-        ResizeCoordinates::AlignCorners if output_width == 1.0 => 0.0,
-        ResizeCoordinates::AlignCorners => y * (input - 1.0) / (output_width - 1.0),
-        ResizeCoordinates::Asymmetric => y / scale,
-        ResizeCoordinates::TfHalfPixelForNn => (y + 0.5) / scale,
-    }
-}
 
 /// For each of `output` indices of a dimension of `input` elements, the
 /// input index nearest mode copies: the two neighbours of the source
@@ -68,7 +44,7 @@ pub(crate) fn nearest_picks(
     let last = input as i64 - 1;
     let mut picks = Vec::with_capacity(output);
     for y in 0..output {
-        let x = source_coordinate(y as f64, input, output, scale, p.coordinates);
+        let x = p.coordinates.source(y as f64, input, output, scale);
         let x_int = x.floor();
         let ratio = if x == x_int { 1.0 } else { x - x_int };
         let right = ratio.fract() == 0.0

@@ -508,6 +508,32 @@ pub enum ResizeCoordinates {
     TfHalfPixelForNn,
 }
 
+impl ResizeCoordinates {
+    /// The input coordinate of output index `y` of a dimension of input size
+    /// `input` and output size `output`, with `output_width = scale · input`
+    /// taken in f64 as ONNX's reference does. The interpreter and the x86
+    /// backend both map coordinates through this one function.
+    pub fn source(self, y: f64, input: usize, output: usize, scale: f64) -> f64 {
+        let input = input as f64;
+        let output_width = scale * input;
+        match self {
+            ResizeCoordinates::HalfPixel => (y + 0.5) / scale - 0.5,
+            ResizeCoordinates::HalfPixelSymmetric => {
+                let adjustment = output as f64 / output_width;
+                let center = input / 2.0;
+                let offset = center * (1.0 - adjustment);
+                offset + (y + 0.5) / scale - 0.5
+            }
+            ResizeCoordinates::PytorchHalfPixel if output_width == 1.0 => -0.5,
+            ResizeCoordinates::PytorchHalfPixel => (y + 0.5) / scale - 0.5,
+            ResizeCoordinates::AlignCorners if output_width == 1.0 => 0.0,
+            ResizeCoordinates::AlignCorners => y * (input - 1.0) / (output_width - 1.0),
+            ResizeCoordinates::Asymmetric => y / scale,
+            ResizeCoordinates::TfHalfPixelForNn => (y + 0.5) / scale,
+        }
+    }
+}
+
 /// Which neighbour nearest `fp.resize` takes (ONNX's `nearest_mode`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum NearestMode {

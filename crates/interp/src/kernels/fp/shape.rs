@@ -19,7 +19,7 @@ use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, Slice};
 use qopt_dialect_fp::attrs;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape::normalize_axis;
-use qopt_dialect_fp::{NearestMode, ResizeCoordinates, ResizeMode, ResizeParams};
+use qopt_dialect_fp::{NearestMode, ResizeMode, ResizeParams};
 use qopt_ir_core::AttrData;
 
 /// The kernels of this family, by op name.
@@ -216,29 +216,6 @@ struct AxisTaps {
 /// that small cannot come from a real model and would only exhaust memory.
 const MAX_TAPS: usize = 1 << 16;
 
-/// The input coordinate of output index `y` of a dimension of input size
-/// `input` and output size `output` (ONNX's `coordinate_transformation_mode`,
-/// with `output_width = scale · input` taken in f64 as the reference does).
-fn source_coordinate(y: f64, input: usize, output: usize, scale: f64, mode: ResizeCoordinates) -> f64 {
-    let input = input as f64;
-    let output_width = scale * input;
-    match mode {
-        ResizeCoordinates::HalfPixel => (y + 0.5) / scale - 0.5,
-        ResizeCoordinates::HalfPixelSymmetric => {
-            let adjustment = output as f64 / output_width;
-            let center = input / 2.0;
-            let offset = center * (1.0 - adjustment);
-            offset + (y + 0.5) / scale - 0.5
-        }
-        ResizeCoordinates::PytorchHalfPixel if output_width == 1.0 => -0.5,
-        ResizeCoordinates::PytorchHalfPixel => (y + 0.5) / scale - 0.5,
-        ResizeCoordinates::AlignCorners if output_width == 1.0 => 0.0,
-        ResizeCoordinates::AlignCorners => y * (input - 1.0) / (output_width - 1.0),
-        ResizeCoordinates::Asymmetric => y / scale,
-        ResizeCoordinates::TfHalfPixelForNn => (y + 0.5) / scale,
-    }
-}
-
 /// The weights of the neighbours of a coordinate whose distance past its
 /// left neighbour is `ratio` (in (0, 1]), as the reference's `_*_coeffs`.
 /// Cubic weights are computed in f32, as there: ONNX's `cubic_coeff_a` is an
@@ -332,7 +309,7 @@ fn axis_taps(input: usize, output: usize, scale: f64, p: &ResizeParams) -> Resul
     }
     let last = input as i64 - 1;
     for y in 0..output {
-        let x = source_coordinate(y as f64, input, output, scale, p.coordinates);
+        let x = p.coordinates.source(y as f64, input, output, scale);
         let x_int = x.floor();
         let ratio = if x == x_int { 1.0 } else { x - x_int };
         let mut weights = resize_weights(ratio, scale, p)?;
