@@ -18,7 +18,9 @@
 //! stays in L1 while the tiles' weights stream from L2.
 //!
 //! **Microkernel** (rows × vectors accumulators in ymm0–ymm11, activations in
-//! ymm12–13, the broadcast weight in ymm14, products in ymm15):
+//! ymm12–13, the broadcast weight in ymm14, products in ymm15; for
+//! `vpmaddubsw` the vector of ones its sums are widened with sits in ymm10
+//! beside two activation vectors (5 rows) or in ymm13 beside one):
 //!
 //! ```text
 //!   acc[r][v] = init[r]                     (bias, compensation)
@@ -94,7 +96,15 @@ impl GemmShape {
     ) -> GemmShape {
         let padded = |width: usize| positions.div_ceil(width) * width;
         let vectors = if padded(16) * 10 <= padded(8) * 11 { 2 } else { 1 };
-        let rows = (MAX_ACCUMULATORS / vectors).min(group_channels).max(1);
+        // vpmaddubsw's sums are widened by vpmaddwd with a vector of ones,
+        // kept in a register (as a memory operand it costs a load per
+        // multiply); beside two activation vectors that register takes one
+        // accumulator pair, so those tiles have 5 rows.
+        let accumulators = match (accumulation, vectors) {
+            (Accumulation::UnsignedBytes, 2) => MAX_ACCUMULATORS - 2,
+            _ => MAX_ACCUMULATORS,
+        };
+        let rows = (accumulators / vectors).min(group_channels).max(1);
         let panels = batches * groups * positions.div_ceil(8 * vectors);
         let splits = if panels >= MIN_ITEMS {
             1
@@ -349,6 +359,12 @@ fn emit_microkernel(
     let (weight, product) = (ymm14, ymm15);
     let unit_bytes = shape.block_width() * 4;
     let ones = ymmword_ptr(BLOB + (places.globals + super::epilogue::GLOBAL_ONES_WORDS));
+    // The ones of vpmaddubsw's widening, in a register the tile leaves free
+    // (GemmShape::new): ymm10 beside two activation vectors, ymm13 beside one.
+    let ones_register = if vectors == 2 { ymm10 } else { ymm13 };
+    if shape.accumulation == Accumulation::UnsignedBytes {
+        a.vmovdqu(ones_register, ones)?;
+    }
 
     for r in 0..rows {
         a.vpbroadcastd(acc(r, 0), dword_ptr(RECORD_TILE + (r * CHANNEL_RECORD + CHANNEL_INIT)))?;
@@ -371,7 +387,7 @@ fn emit_microkernel(
                     }
                     Accumulation::UnsignedBytes => {
                         a.vpmaddubsw(product, act, weight)?;
-                        a.vpmaddwd(product, product, ones)?;
+                        a.vpmaddwd(product, product, ones_register)?;
                         a.vpaddd(acc(r, v), acc(r, v), product)?;
                     }
                     Accumulation::DotProducts(VnniEncoding::Vex) => {
