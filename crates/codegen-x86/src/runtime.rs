@@ -57,14 +57,14 @@ impl Workspace {
 
     /// The pool for `threads` threads, started on first use.
     fn pool(&mut self, threads: usize) -> Result<&WorkerPool, CodegenError> {
-        if self.pool.as_ref().is_none_or(|p| p.threads() != threads) {
-            self.pool = None;
-            let pool = WorkerPool::new(threads).map_err(|e| {
+        let pool = match self.pool.take() {
+            Some(pool) if pool.threads() == threads => pool,
+            // A pool of another size is dropped (its threads joined) first.
+            _ => WorkerPool::new(threads).map_err(|e| {
                 CodegenError::new(CodegenErrorKind::Memory, format!("cannot start {threads} threads: {e}"))
-            })?;
-            self.pool = Some(pool);
-        }
-        Ok(self.pool.as_ref().expect("just set"))
+            })?,
+        };
+        Ok(self.pool.insert(pool))
     }
 
     fn arena(&mut self, bytes: usize) -> Result<*mut u8, CodegenError> {

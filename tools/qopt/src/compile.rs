@@ -27,13 +27,13 @@ use crate::diagnostics::Reporter;
 use crate::run::model::{LoadError, Model};
 use crate::{write_file_atomically, DiagnosticFormat, Driver, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use clap::error::ErrorKind;
-use clap::{CommandFactory as _, FromArgMatches as _, Parser, ValueEnum};
+use clap::{CommandFactory as _, Parser, ValueEnum};
 use qopt_codegen_x86::{
     c_header, check_prefix, compile, default_prefix, listing, write_object, AsmSyntax, Lowerings,
     ObjectOptions, Program, Target, TargetCpu,
 };
 use std::ffi::OsString;
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// What `--emit` writes.
@@ -177,20 +177,7 @@ impl CompileDriver {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let parsed = CompileCli::command()
-            .name(self.tool())
-            .try_get_matches_from(args)
-            .and_then(|m| CompileCli::from_arg_matches(&m));
-        let cli = match parsed {
-            Ok(cli) => cli,
-            Err(e) => {
-                let _ = e.print();
-                return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
-            }
-        };
-        let stdout = io::stdout();
-        let stderr = io::stderr();
-        self.run_cli(&cli, &mut stdout.lock(), &mut stderr.lock())
+        crate::run_parsed(self.tool(), args, |cli: &CompileCli, out, err| self.run_cli(cli, out, err))
     }
 
     /// Runs a parsed command line, writing a listing without `-o` to `out`

@@ -31,7 +31,6 @@ pub use diagnostics::{diagnostic_to_json, MAX_REPORTED_DIAGNOSTICS, PIPELINE_FIL
 pub use op_docs::{InterfaceDoc, STANDARD_INTERFACE_DOCS};
 pub use output::write_file_atomically;
 
-use clap::{CommandFactory as _, FromArgMatches as _};
 use diagnostics::Reporter;
 use qopt_ir_core::pass::pipeline::nearest_name;
 use qopt_ir_core::pass::{Instrumentation, PassFilter, PassManager, PassRegistry, TimingTree};
@@ -133,21 +132,10 @@ impl Driver {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        // The command is named after the tool so `--version` says `myopt 1.2.0`
-        // for a downstream driver, not the name of this crate.
-        let parsed =
-            Cli::command().name(self.tool).try_get_matches_from(args).and_then(|m| Cli::from_arg_matches(&m));
-        let cli = match parsed {
-            Ok(cli) => cli,
-            Err(e) => {
-                let _ = e.print();
-                return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
-            }
-        };
-        init_tracing(&cli);
-        let stdout = io::stdout();
-        let stderr = io::stderr();
-        self.run_cli(&cli, &mut stdout.lock(), &mut stderr.lock())
+        run_parsed(self.tool, args, |cli: &Cli, out, err| {
+            init_tracing(cli);
+            self.run_cli(cli, out, err)
+        })
     }
 
     /// Runs a parsed command line, writing results to `out` and messages to `err`.
@@ -485,4 +473,32 @@ fn init_tracing(cli: &Cli) {
         .with_writer(io::stderr)
         .without_time()
         .try_init();
+}
+
+/// The shared start of every driver: parses `args` as the command line `C`,
+/// named after `tool` (so `--version` says `myopt 1.2.0` for a downstream
+/// driver, not this crate's name); on a parse error prints clap's message
+/// and returns 2 (0 for `--help` and `--version`); otherwise calls `run`
+/// with the command line and the locked standard output and error.
+pub(crate) fn run_parsed<C, I, T>(
+    tool: &'static str,
+    args: I,
+    run: impl FnOnce(&C, &mut dyn Write, &mut dyn Write) -> i32,
+) -> i32
+where
+    C: clap::CommandFactory + clap::FromArgMatches,
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let parsed = C::command().name(tool).try_get_matches_from(args).and_then(|m| C::from_arg_matches(&m));
+    let cli = match parsed {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+        }
+    };
+    let stdout = io::stdout();
+    let stderr = io::stderr();
+    run(&cli, &mut stdout.lock(), &mut stderr.lock())
 }

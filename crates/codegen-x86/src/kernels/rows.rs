@@ -169,6 +169,9 @@ impl Nest {
                     _ => true,
                 });
             if mergeable {
+                // Invariants: `mergeable` requires a previous dimension in
+                // `out`, and each present stream of `out` has one stride per
+                // dimension of `out` (pushed together below).
                 *out.dims.last_mut().expect("not empty") *= size;
                 for (s, o) in self.streams.iter().zip(out.streams.iter_mut()) {
                     if let (Some(s), Some(o)) = (s, o) {
@@ -297,6 +300,9 @@ pub(crate) fn emit_rows_with_locals(
         dims.push(blocks);
         for (s, st) in nest.streams.iter().zip(strides.iter_mut()) {
             if let (Some(s), Some(st)) = (s, st) {
+                // Invariant: `blocks > 1` needs a row of at least two
+                // elements, so the nest has a dimension, and every stream
+                // has one stride per dimension.
                 let inner = *s.strides.last().expect("one stride per dimension");
                 st.push(inner.checked_mul(max_run as i64).unwrap_or(i64::MAX));
             }

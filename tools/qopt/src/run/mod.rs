@@ -47,7 +47,6 @@ pub use cli::RunCli;
 use crate::diagnostics::Reporter;
 use crate::{write_file_atomically, DiagnosticFormat, Driver, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use bench::Latency;
-use clap::{CommandFactory as _, FromArgMatches as _};
 use compare::{Comparison, Pair};
 use engine::{Backend, Compiled, Engine};
 use inputs::InputSource;
@@ -59,7 +58,7 @@ use qopt_interp::{Interpreter, KernelRegistry, Tensor};
 use report::Header;
 use samples::Samples;
 use std::ffi::OsString;
-use std::io::{self, Write};
+use std::io::Write;
 use std::path::Path;
 
 /// The kernels `qrun` runs with: every `fp` and `qnn` op.
@@ -126,20 +125,7 @@ impl RunDriver {
         I: IntoIterator<Item = T>,
         T: Into<OsString> + Clone,
     {
-        let parsed = RunCli::command()
-            .name(self.tool())
-            .try_get_matches_from(args)
-            .and_then(|m| RunCli::from_arg_matches(&m));
-        let cli = match parsed {
-            Ok(cli) => cli,
-            Err(e) => {
-                let _ = e.print();
-                return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
-            }
-        };
-        let stdout = io::stdout();
-        let stderr = io::stderr();
-        self.run_cli(&cli, &mut stdout.lock(), &mut stderr.lock())
+        crate::run_parsed(self.tool(), args, |cli: &RunCli, out, err| self.run_cli(cli, out, err))
     }
 
     /// Runs a parsed command line, writing results to `out` and messages to
