@@ -32,7 +32,7 @@ use super::epilogue::{
 };
 use super::gemm::push_unit;
 use super::im2col::{emit_pad, ImageShape};
-use super::layer::{Accumulation, KernelOptions, Layer, VnniEncoding};
+use super::layer::{Accumulation, KernelOptions, Layer};
 use super::{emit_item_kernel, multiply_by, split_index, unrolled, ITEM};
 use crate::abi::{KernelCode, Place, BUFFER_ALIGN};
 use crate::buffer::ElementType;
@@ -309,19 +309,7 @@ fn emit_tile(
         for b in 0..blocks {
             let w = ymmword_ptr(r9 + (b * block_bytes + 32 * u));
             for (r, &xb) in broadcasts.iter().enumerate() {
-                match plan.accumulation {
-                    Accumulation::Words => {
-                        a.vpmaddwd(product, xb, w)?;
-                        a.vpaddd(acc(r, b), acc(r, b), product)?;
-                    }
-                    Accumulation::UnsignedBytes => {
-                        a.vpmaddubsw(product, xb, w)?;
-                        a.vpmaddwd(product, product, ones)?;
-                        a.vpaddd(acc(r, b), acc(r, b), product)?;
-                    }
-                    Accumulation::DotProducts(VnniEncoding::Vex) => a.vex().vpdpbusd(acc(r, b), xb, w)?,
-                    Accumulation::DotProducts(VnniEncoding::Evex) => a.evex().vpdpbusd(acc(r, b), xb, w)?,
-                }
+                plan.accumulation.emit_multiply_accumulate(a, acc(r, b), xb, w, (product, ones))?;
             }
         }
         Ok(())

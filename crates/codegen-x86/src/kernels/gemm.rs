@@ -39,7 +39,7 @@
 use super::epilogue::{
     channel_requantizer, load_low_bound, pack_16, pack_8, store_bytes, CHANNEL_INIT, CHANNEL_RECORD,
 };
-use super::layer::{Accumulation, Layer, VnniEncoding};
+use super::layer::{Accumulation, Layer};
 use super::{add_multiple, emit_item_kernel, multiply_by, split_index, unrolled, ITEM};
 use crate::abi::Place;
 use crate::emit::xmm_of;
@@ -380,23 +380,13 @@ fn emit_microkernel(
         for r in 0..rows {
             a.vpbroadcastd(weight, dword_ptr(WEIGHT_CURSOR + (u * rows * 4 + r * 4)))?;
             for (v, &act) in activations.iter().enumerate().take(vectors) {
-                match shape.accumulation {
-                    Accumulation::Words => {
-                        a.vpmaddwd(product, weight, act)?;
-                        a.vpaddd(acc(r, v), acc(r, v), product)?;
-                    }
-                    Accumulation::UnsignedBytes => {
-                        a.vpmaddubsw(product, act, weight)?;
-                        a.vpmaddwd(product, product, ones_register)?;
-                        a.vpaddd(acc(r, v), acc(r, v), product)?;
-                    }
-                    Accumulation::DotProducts(VnniEncoding::Vex) => {
-                        a.vex().vpdpbusd(acc(r, v), act, weight)?;
-                    }
-                    Accumulation::DotProducts(VnniEncoding::Evex) => {
-                        a.evex().vpdpbusd(acc(r, v), act, weight)?;
-                    }
-                }
+                shape.accumulation.emit_multiply_accumulate(
+                    a,
+                    acc(r, v),
+                    act,
+                    weight,
+                    (product, ones_register),
+                )?;
             }
         }
         Ok(())

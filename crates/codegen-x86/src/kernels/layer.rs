@@ -36,6 +36,8 @@ use crate::convert::{kernel_multiplier_and_shift, ByteQuant, FixedPointMultiplie
 use crate::error::CodegenError;
 use crate::lower::LowerOp;
 use crate::target::{CpuFeatures, Target};
+use iced_x86::code_asm::asm_traits::{CodeAsmVpdpbusd, CodeAsmVpmaddubsw, CodeAsmVpmaddwd};
+use iced_x86::code_asm::*;
 use qopt_dialect_qnn::fixed_point::Rounding;
 use qopt_dialect_qnn::quant_params::{self, conv_multipliers, relu_upper_bound};
 use qopt_dialect_qnn::{relu_max_of, rounding_of};
@@ -140,6 +142,43 @@ impl Accumulation {
             Accumulation::UnsignedBytes => "vpmaddubsw (weights proven: 255·(|w_a|+|w_b|) ≤ 32767 per pair)",
             Accumulation::DotProducts(VnniEncoding::Vex) => "vpdpbusd (AVX-VNNI, weights fit s8)",
             Accumulation::DotProducts(VnniEncoding::Evex) => "vpdpbusd (AVX-512 VNNI on ymm, weights fit s8)",
+        }
+    }
+}
+
+impl Accumulation {
+    /// `acc += activations · weights` over one 4-byte depth unit per lane,
+    /// the scheme's instructions: `vpmaddwd` + `vpaddd`, `vpmaddubsw` +
+    /// `vpmaddwd` by `ones` + `vpaddd`, or one `vpdpbusd`. `activations` is
+    /// the register of unsigned bytes (or i16 pairs), `weights` the signed
+    /// operand (a register or memory), `product` a scratch register. The conv
+    /// GEMM and the dense kernel both multiply through this.
+    pub(crate) fn emit_multiply_accumulate<W: Copy, O>(
+        self,
+        a: &mut CodeAssembler,
+        acc: AsmRegisterYmm,
+        activations: AsmRegisterYmm,
+        weights: W,
+        (product, ones): (AsmRegisterYmm, O),
+    ) -> Result<(), IcedError>
+    where
+        CodeAssembler: CodeAsmVpmaddwd<AsmRegisterYmm, AsmRegisterYmm, W>
+            + CodeAsmVpmaddubsw<AsmRegisterYmm, AsmRegisterYmm, W>
+            + CodeAsmVpdpbusd<AsmRegisterYmm, AsmRegisterYmm, W>
+            + CodeAsmVpmaddwd<AsmRegisterYmm, AsmRegisterYmm, O>,
+    {
+        match self {
+            Accumulation::Words => {
+                a.vpmaddwd(product, activations, weights)?;
+                a.vpaddd(acc, acc, product)
+            }
+            Accumulation::UnsignedBytes => {
+                a.vpmaddubsw(product, activations, weights)?;
+                a.vpmaddwd(product, product, ones)?;
+                a.vpaddd(acc, acc, product)
+            }
+            Accumulation::DotProducts(VnniEncoding::Vex) => a.vex().vpdpbusd(acc, activations, weights),
+            Accumulation::DotProducts(VnniEncoding::Evex) => a.evex().vpdpbusd(acc, activations, weights),
         }
     }
 }
