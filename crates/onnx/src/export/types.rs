@@ -147,28 +147,14 @@ pub(super) fn check_quantize_target(ctx: &Context, elem: Type) -> Result<(), Str
     }
 }
 
-/// The ONNX element type of a non-quantized IR element type.
+/// The ONNX element type of a non-quantized IR element type: the importer's
+/// mapping (`tensor::onnx_data_type`), without the 4-bit integers, which
+/// only quantized types (with their opset 21 check) export.
 fn scalar_data_type(ctx: &Context, elem: Type) -> Result<i32, String> {
-    let data_type = match ctx.type_data(elem) {
-        TypeData::Float(FloatKind::F32) => dt::FLOAT,
-        TypeData::Float(FloatKind::F64) => dt::DOUBLE,
-        TypeData::Float(FloatKind::F16) => dt::FLOAT16,
-        TypeData::Float(FloatKind::BF16) => dt::BFLOAT16,
-        TypeData::Int(IntType { width, signedness }) => match (*width, *signedness) {
-            (1, _) => dt::BOOL,
-            (8, Signedness::Unsigned) => dt::UINT8,
-            (16, Signedness::Unsigned) => dt::UINT16,
-            (32, Signedness::Unsigned) => dt::UINT32,
-            (64, Signedness::Unsigned) => dt::UINT64,
-            (8, _) => dt::INT8,
-            (16, _) => dt::INT16,
-            (32, _) => dt::INT32,
-            (64, _) => dt::INT64,
-            _ => return Err(format!("element type {} has no ONNX type", short(ctx, elem))),
-        },
-        _ => return Err(format!("element type {} has no ONNX type", short(ctx, elem))),
-    };
-    Ok(data_type)
+    match crate::tensor::onnx_data_type(ctx, elem) {
+        Some(t) if t != dt::INT4 && t != dt::UINT4 => Ok(t),
+        _ => Err(format!("element type {} has no ONNX type", short(ctx, elem))),
+    }
 }
 
 /// The ONNX type of a quantized type's stored integers.
