@@ -6,6 +6,7 @@ use crate::error::{CodegenError, CodegenErrorKind};
 use crate::runtime::{JitModule, Workspace};
 use ndarray::{ArrayD, IxDyn};
 use qopt_interp::Tensor;
+use std::borrow::Cow;
 
 impl JitModule {
     /// Runs the program on interpreter tensors (checked against the
@@ -41,7 +42,7 @@ impl JitModule {
         body: impl FnOnce(&[Elements<'_>], &mut [ElementsMut<'_>]) -> Result<R, CodegenError>,
     ) -> Result<(Vec<Tensor>, R), CodegenError> {
         let program = self.program();
-        let mut contiguous: Vec<Tensor> = Vec::with_capacity(inputs.len());
+        let mut contiguous: Vec<Cow<'_, Tensor>> = Vec::with_capacity(inputs.len());
         for (i, t) in inputs.iter().enumerate() {
             let sig = program.inputs.get(i);
             if let Some(sig) = sig {
@@ -80,12 +81,20 @@ impl JitModule {
     }
 }
 
-fn standard_layout(t: &Tensor) -> Tensor {
+/// `t` itself when its elements are in row-major order already (every run
+/// of qrun), else a row-major copy.
+fn standard_layout(t: &Tensor) -> Cow<'_, Tensor> {
     match t {
-        Tensor::F32(a) if !a.is_standard_layout() => Tensor::F32(a.as_standard_layout().into_owned()),
-        Tensor::I8(a) if !a.is_standard_layout() => Tensor::I8(a.as_standard_layout().into_owned()),
-        Tensor::U8(a) if !a.is_standard_layout() => Tensor::U8(a.as_standard_layout().into_owned()),
-        other => other.clone(),
+        Tensor::F32(a) if !a.is_standard_layout() => {
+            Cow::Owned(Tensor::F32(a.as_standard_layout().into_owned()))
+        }
+        Tensor::I8(a) if !a.is_standard_layout() => {
+            Cow::Owned(Tensor::I8(a.as_standard_layout().into_owned()))
+        }
+        Tensor::U8(a) if !a.is_standard_layout() => {
+            Cow::Owned(Tensor::U8(a.as_standard_layout().into_owned()))
+        }
+        other => Cow::Borrowed(other),
     }
 }
 
