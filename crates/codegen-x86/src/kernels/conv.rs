@@ -13,11 +13,14 @@
 //! dilation and group count; all rounding modes; the relu forms with or
 //! without `relu_max`. Anything else is an `Unsupported` error from `plan`.
 
+use super::channel_gemm::{
+    channel_block_records, emit_channel_gemm, pack_channel_weights, ChannelGemmPlaces, ChannelGemmShape,
+};
 use super::depthwise::{emit_depthwise, DepthwiseShape};
 use super::epilogue::{channel_records, globals};
 use super::gemm::{emit_gemm, pack_weights, split_table, GemmPlaces, GemmShape};
 use super::im2col::{emit_pack, emit_pad, pack_tables, ImageShape, PackPlaces, Window};
-use super::layer::{Accumulation, KernelOptions, Layer};
+use super::layer::{Accumulation, ConvGemmChoice, KernelOptions, Layer};
 use crate::abi::{KernelCode, Place, BUFFER_ALIGN};
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::lower::{Emit, LowerOp, OpLowering, Plan};
@@ -138,7 +141,49 @@ struct ConvPlan {
     accumulation: Accumulation,
     image: ImageShape,
     /// `None` for the depthwise kernel.
-    gemm: Option<GemmShape>,
+    gemm: Option<ConvGemm>,
+}
+
+/// Which GEMM multiplies a conv's packed panels.
+#[derive(Copy, Clone, Debug)]
+enum ConvGemm {
+    /// Positions in the lanes ([`gemm`](super::gemm)).
+    Positions(GemmShape),
+    /// Output channels in the lanes ([`channel_gemm`](super::channel_gemm)).
+    Channels(ChannelGemmShape),
+}
+
+impl ConvGemm {
+    /// The GEMM `choice` names, by default the one that computes the fewest
+    /// lanes per useful multiply-accumulate.
+    fn choose(positions: GemmShape, choice: ConvGemmChoice) -> ConvGemm {
+        let channels = ChannelGemmShape {
+            accumulation: positions.accumulation,
+            batches: positions.batches,
+            groups: positions.groups,
+            group_channels: positions.group_channels,
+            positions: positions.positions,
+            units: positions.units,
+        };
+        let channel_lanes = match choice {
+            ConvGemmChoice::Cheapest => channels.waste() < positions.waste(),
+            ConvGemmChoice::PositionLanes => false,
+            ConvGemmChoice::ChannelLanes => true,
+        };
+        if channel_lanes {
+            ConvGemm::Channels(channels)
+        } else {
+            ConvGemm::Positions(positions)
+        }
+    }
+
+    /// The shape of the panels the pack kernel writes for it.
+    fn panels(&self) -> GemmShape {
+        match self {
+            ConvGemm::Positions(shape) => *shape,
+            ConvGemm::Channels(shape) => shape.panels(),
+        }
+    }
 }
 
 impl ConvPlan {
@@ -171,20 +216,26 @@ impl ConvPlan {
             return Err(op.unsupported("the input image is too large for 32-bit element offsets"));
         }
         let gemm = (!depthwise).then(|| {
-            GemmShape::new(
-                accumulation,
-                geometry.batches,
-                geometry.groups,
-                geometry.out_channels / geometry.groups,
-                geometry.positions(),
-                layer.depth,
+            ConvGemm::choose(
+                GemmShape::new(
+                    accumulation,
+                    geometry.batches,
+                    geometry.groups,
+                    geometry.out_channels / geometry.groups,
+                    geometry.positions(),
+                    layer.depth,
+                ),
+                options.conv_gemm,
             )
         });
         Ok(ConvPlan { geometry, layer, accumulation, image, gemm })
     }
 
     fn scratch_bytes(&self) -> usize {
-        let panels = self.gemm.map_or(0, |g| g.items() * g.panel_bytes());
+        let panels = self.gemm.map_or(0, |g| {
+            let panels = g.panels();
+            panels.panels() * panels.splits * panels.panel_bytes()
+        });
         self.image.scratch_bytes() + panels.next_multiple_of(BUFFER_ALIGN)
     }
 
@@ -282,59 +333,96 @@ impl OpLowering for Conv2dLowering {
             group_inputs: g.group_inputs(),
         };
         let panels = offset(scratch, plan.image.scratch_bytes())?;
-        let (tables, blocks_at) = pack_tables(&plan.image, &window, &gemm);
+        let panel_shape = gemm.panels();
+        let (tables, blocks_at) = pack_tables(&plan.image, &window, &panel_shape);
         let tables = out.rodata(&tables);
         out.kernel(KernelCode {
             code: emit_pack(
                 &plan.image,
                 &window,
-                &gemm,
+                &panel_shape,
                 PackPlaces { image: image_place, panels, tables, blocks_at },
             )?,
-            work: gemm.panels(),
+            work: panel_shape.panels(),
             work_item: "panel of output positions",
             strategy: format!(
                 "im2col of {} positions × {} {}",
-                gemm.block_width(),
-                gemm.units,
+                panel_shape.block_width(),
+                panel_shape.units,
                 if plan.accumulation.uses_bytes() { "byte quads" } else { "i16 pairs" }
             ),
         });
-
-        let mut blob = pack_weights(&plan.layer, &gemm);
-        let records_at = blob.len().next_multiple_of(BUFFER_ALIGN);
-        blob.resize(records_at, 0);
-        blob.extend_from_slice(&records);
-        let globals_at = blob.len().next_multiple_of(BUFFER_ALIGN);
-        blob.resize(globals_at, 0);
-        blob.extend_from_slice(&globals(&plan.layer));
-        let splits_at = blob.len().next_multiple_of(BUFFER_ALIGN);
-        blob.resize(splits_at, 0);
-        blob.extend_from_slice(&split_table(&gemm));
-        let rodata = out.rodata(&blob);
-        let places = GemmPlaces {
-            panels,
-            output,
-            rodata,
-            records: records_at,
-            globals: globals_at,
-            splits: splits_at,
-        };
-        out.kernel(KernelCode {
-            code: emit_gemm(&plan.layer, &gemm, places)?,
-            work: gemm.items(),
-            work_item: if gemm.splits > 1 {
-                "range of channel tiles of a panel"
-            } else {
-                "panel of output positions"
-            },
-            strategy: format!(
-                "{}; {} channels × {} positions per tile",
-                plan.accumulation.describe(),
-                gemm.rows,
-                gemm.block_width()
-            ),
-        });
-        Ok(())
+        match gemm {
+            ConvGemm::Positions(shape) => emit_position_gemm(&plan, &shape, &records, panels, output, out),
+            ConvGemm::Channels(shape) => emit_channel_lanes_gemm(&plan, &shape, &init, panels, output, out),
+        }
     }
+}
+
+/// Appends `part` to `blob` at the next aligned offset, which it returns.
+fn append_aligned(blob: &mut Vec<u8>, part: &[u8]) -> usize {
+    let at = blob.len().next_multiple_of(BUFFER_ALIGN);
+    blob.resize(at, 0);
+    blob.extend_from_slice(part);
+    at
+}
+
+/// The positions-in-lanes GEMM kernel of a conv.
+fn emit_position_gemm(
+    plan: &ConvPlan,
+    gemm: &GemmShape,
+    records: &[u8],
+    panels: Place,
+    output: Place,
+    out: &mut Emit<'_>,
+) -> Result<(), CodegenError> {
+    let mut blob = pack_weights(&plan.layer, gemm);
+    let records_at = append_aligned(&mut blob, records);
+    let globals_at = append_aligned(&mut blob, &globals(&plan.layer));
+    let splits_at = append_aligned(&mut blob, &split_table(gemm));
+    let rodata = out.rodata(&blob);
+    let places =
+        GemmPlaces { panels, output, rodata, records: records_at, globals: globals_at, splits: splits_at };
+    out.kernel(KernelCode {
+        code: emit_gemm(&plan.layer, gemm, places)?,
+        work: gemm.items(),
+        work_item: if gemm.splits > 1 {
+            "range of channel tiles of a panel"
+        } else {
+            "panel of output positions"
+        },
+        strategy: format!(
+            "{}; {} channels × {} positions per tile",
+            plan.accumulation.describe(),
+            gemm.rows,
+            gemm.block_width()
+        ),
+    });
+    Ok(())
+}
+
+/// The channels-in-lanes GEMM kernel of a conv.
+fn emit_channel_lanes_gemm(
+    plan: &ConvPlan,
+    gemm: &ChannelGemmShape,
+    init: &[i32],
+    panels: Place,
+    output: Place,
+    out: &mut Emit<'_>,
+) -> Result<(), CodegenError> {
+    let mut blob = pack_channel_weights(&plan.layer, gemm);
+    let records_at = append_aligned(&mut blob, &channel_block_records(&plan.layer, gemm, init));
+    let globals_at = append_aligned(&mut blob, &globals(&plan.layer));
+    let rodata = out.rodata(&blob);
+    let places = ChannelGemmPlaces { panels, output, rodata, records: records_at, globals: globals_at };
+    out.kernel(KernelCode {
+        code: emit_channel_gemm(&plan.layer, gemm, places)?,
+        work: gemm.items(),
+        work_item: "block of 16 output channels",
+        strategy: format!(
+            "{}; 4 positions × 16 channels per tile (channels in lanes)",
+            plan.accumulation.describe()
+        ),
+    });
+    Ok(())
 }

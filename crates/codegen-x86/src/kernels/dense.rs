@@ -184,7 +184,7 @@ impl OpLowering for DenseLowering {
         let records_at = blob.len().next_multiple_of(BUFFER_ALIGN);
         blob.resize(records_at, 0);
         let init = plan.layer.accumulator_init(plan.accumulation);
-        blob.extend_from_slice(&lane_records(&plan.layer.requant, &init));
+        blob.extend_from_slice(&lane_records(&plan.layer.requant, &init, plan.layer.channels));
         let globals_at = blob.len().next_multiple_of(BUFFER_ALIGN);
         blob.resize(globals_at, 0);
         blob.extend_from_slice(&globals(&plan.layer));

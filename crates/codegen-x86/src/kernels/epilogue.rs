@@ -85,10 +85,11 @@ pub(crate) fn channel_records(requant: &[ChannelRequant], init: &[i32]) -> Vec<u
     out
 }
 
-/// One record per 8 channels (the last padded with channels whose constants
-/// are harmless: multiplier 0, shift 1), with `init[c]`.
-pub(crate) fn lane_records(requant: &[ChannelRequant], init: &[i32]) -> Vec<u8> {
-    let blocks = requant.len().div_ceil(8);
+/// One record per 8 of `channels` channels (at least `requant.len()`; those
+/// past `requant` are padding whose constants are harmless: multiplier 0,
+/// shift 1), with `init[c]`.
+pub(crate) fn lane_records(requant: &[ChannelRequant], init: &[i32], channels: usize) -> Vec<u8> {
+    let blocks = channels.max(requant.len()).div_ceil(8);
     let mut out = vec![0u8; blocks * LANE_RECORD];
     let padding = ChannelRequant { multiplier: 0, shift: 1, rounding_bias: 1 };
     for block in 0..blocks {

@@ -51,17 +51,37 @@ pub struct KernelOptions {
     pub byte_products: bool,
     /// Allow `vpdpbusd` (AVX-VNNI or AVX-512 VNNI) when the target has it.
     pub vnni: bool,
+    /// Which conv GEMM runs a (non-depthwise) convolution.
+    pub conv_gemm: ConvGemmChoice,
+}
+
+/// Which of the two conv GEMMs a convolution runs.
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
+pub enum ConvGemmChoice {
+    /// The one that computes the fewest lanes per useful multiply.
+    #[default]
+    Cheapest,
+    /// Output positions in the lanes (`gemm.rs`).
+    PositionLanes,
+    /// Output channels in the lanes (`channel_gemm.rs`).
+    ChannelLanes,
 }
 
 impl Default for KernelOptions {
     fn default() -> KernelOptions {
-        KernelOptions { byte_products: true, vnni: true }
+        KernelOptions { byte_products: true, vnni: true, conv_gemm: ConvGemmChoice::Cheapest }
     }
 }
 
 impl KernelOptions {
     /// Only the exact `vpmaddwd` path, whatever the weights and the target.
-    pub const EXACT_WORDS_ONLY: KernelOptions = KernelOptions { byte_products: false, vnni: false };
+    pub const EXACT_WORDS_ONLY: KernelOptions =
+        KernelOptions { byte_products: false, vnni: false, conv_gemm: ConvGemmChoice::Cheapest };
+
+    /// These options with convolutions on the GEMM `choice`.
+    pub const fn with_conv_gemm(self, choice: ConvGemmChoice) -> KernelOptions {
+        KernelOptions { conv_gemm: choice, ..self }
+    }
 }
 
 /// How `vpdpbusd` is encoded.

@@ -17,7 +17,9 @@
 //!   them, packing to bytes, exact-length stores.
 //! - [`im2col`]: the activation kernels that run before a GEMM (padding and
 //!   centering into a scratch image, then packing panels).
-//! - [`gemm`]: the register-blocked conv GEMM (channels × positions).
+//! - [`gemm`]: the register-blocked conv GEMM (channels × positions), and
+//!   [`channel_gemm`] with channels in the lanes for layers with few
+//!   positions.
 //! - [`conv`], [`depthwise`], [`dense`]: the lowerings.
 //! - [`copy`]: a plain byte copy, which the module compiler uses to return
 //!   an input or a constant in an output buffer.
@@ -38,6 +40,7 @@
 //! registers ([`emit_item_kernel`] writes that frame once for all of them).
 
 pub(crate) mod binary;
+pub(crate) mod channel_gemm;
 pub(crate) mod concat;
 pub(crate) mod conv;
 pub(crate) mod copy;
@@ -72,7 +75,7 @@ use std::sync::Arc;
 
 pub use conv::Conv2dLowering;
 pub use dense::DenseLowering;
-pub use layer::KernelOptions;
+pub use layer::{ConvGemmChoice, KernelOptions};
 
 /// Registers the conv2d and dense lowerings (with default options).
 pub(crate) fn register(l: &mut Lowerings) {

@@ -14,7 +14,7 @@
 //! The VNNI code is assembled on every machine and run only where the CPU
 //! has it.
 
-use super::{Conv2dLowering, DenseLowering, KernelOptions};
+use super::{Conv2dLowering, ConvGemmChoice, DenseLowering, KernelOptions};
 use crate::abi::{call_kernel, Place, BUFFER_ALIGN};
 use crate::jit::ExecutableCode;
 use crate::lower::{Emit, LowerOp, OpLowering, Plan, Rodata};
@@ -455,7 +455,7 @@ fn build(
 /// A random conv2d: shapes, window and groups (a third of them depthwise).
 fn conv_case() -> impl Strategy<Value = Case> {
     (
-        (1usize..3, 1usize..4, 1usize..5, 1usize..9, 1usize..11, 1usize..11),
+        (1usize..3, 1usize..4, 1usize..5, 1usize..20, 1usize..11, 1usize..11),
         (1usize..4, 1usize..4, 1usize..3, 1usize..3, 1usize..3, 1usize..3),
         proptest::array::uniform4(0usize..3),
         0usize..3,
@@ -509,8 +509,11 @@ proptest! {
     #[test]
     fn conv2d_matches_the_interpreter(case in conv_case(), cuts in cuts()) {
         if avx2_here("conv2d_matches_the_interpreter") {
-            check(&case, &Conv2dLowering::default(), &cuts);
-            check(&case, &Conv2dLowering { options: KernelOptions::EXACT_WORDS_ONLY }, &cuts);
+            for choice in [ConvGemmChoice::PositionLanes, ConvGemmChoice::ChannelLanes] {
+                check(&case, &Conv2dLowering { options: KernelOptions::default().with_conv_gemm(choice) }, &cuts);
+                let exact = KernelOptions::EXACT_WORDS_ONLY.with_conv_gemm(choice);
+                check(&case, &Conv2dLowering { options: exact }, &cuts);
+            }
         }
     }
 
@@ -788,11 +791,17 @@ fn larger_layers_match_the_interpreter() {
                 vec![1, o, oh, ow],
                 o,
             );
-            let chosen = check(&case, &Conv2dLowering::default(), &[0.3]);
             let depthwise = groups == c;
-            assert_eq!(chosen.starts_with("vpmaddubsw"), small && !depthwise, "{chosen}");
-            let exact = check(&case, &Conv2dLowering { options: KernelOptions::EXACT_WORDS_ONLY }, &[0.7]);
-            assert!(exact.starts_with(if depthwise { "depthwise" } else { "vpmaddwd" }), "{exact}");
+            for choice in [ConvGemmChoice::PositionLanes, ConvGemmChoice::ChannelLanes] {
+                let options = KernelOptions::default().with_conv_gemm(choice);
+                let chosen = check(&case, &Conv2dLowering { options }, &[0.3]);
+                assert_eq!(chosen.starts_with("vpmaddubsw"), small && !depthwise, "{chosen}");
+                let exact = KernelOptions::EXACT_WORDS_ONLY.with_conv_gemm(choice);
+                let exact = check(&case, &Conv2dLowering { options: exact }, &[0.7]);
+                assert!(exact.starts_with(if depthwise { "depthwise" } else { "vpmaddwd" }), "{exact}");
+                let lanes = chosen.contains("channels in lanes");
+                assert_eq!(lanes, choice == ConvGemmChoice::ChannelLanes && !depthwise, "{chosen}");
+            }
         }
     }
     for (i, (rows, k, o)) in

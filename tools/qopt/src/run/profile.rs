@@ -83,10 +83,11 @@ pub(crate) fn compiled_report(jit: &JitModule, inputs: &[Tensor], runs: usize) -
     let times = jit.profile_tensors(inputs, &mut Workspace::new(), runs).map_err(|e| e.to_string())?;
     let program = jit.program();
     let mut per_op = vec![0f64; program.ops.len()];
-    let mut strategies: Vec<Vec<&str>> = vec![Vec::new(); program.ops.len()];
+    let mut kernels: Vec<Vec<(&str, f64)>> = vec![Vec::new(); program.ops.len()];
     for (k, t) in program.kernels.iter().zip(&times) {
-        per_op[k.op] += t.as_secs_f64() * 1000.0 / runs as f64;
-        strategies[k.op].push(&k.strategy);
+        let ms = t.as_secs_f64() * 1000.0 / runs as f64;
+        per_op[k.op] += ms;
+        kernels[k.op].push((&k.strategy, ms));
     }
     let total: f64 = per_op.iter().sum();
     let hz = measure_clock_hz().map_err(|e| e.to_string())?;
@@ -113,8 +114,10 @@ pub(crate) fn compiled_report(jit: &JitModule, inputs: &[Tensor], runs: usize) -
         } else {
             ("-".to_string(), "-".to_string())
         };
-        let mut how: Vec<&str> = strategies[i].clone();
-        how.dedup();
+        let how: Vec<String> = match &kernels[i][..] {
+            [(strategy, _)] => vec![strategy.to_string()],
+            several => several.iter().map(|(strategy, ms)| format!("{strategy} [{ms:.3} ms]")).collect(),
+        };
         let _ = writeln!(
             out,
             "  {ms:>9.3} {:>5.1}% {gops:>7} {peak:>6}  {:<22} {:<28} {}",
