@@ -32,7 +32,9 @@
 //! interpreter. Max is separable: for input rows of at most 4096 bytes a
 //! row first takes the maximum down each column over the window's rows (32
 //! columns per `vpmaxsb` / `vpmaxub`, into a buffer on the stack), then each
-//! window the maximum of its columns there; wider rows take every tap.
+//! window the maximum of its columns there: 32 windows per tap load for
+//! column strides 1 and 2 ([`RowMax`]), one window at a time otherwise;
+//! wider rows take every tap.
 
 use super::operands::QuantOperand;
 use super::requantize::{param_block, AVX2};
@@ -123,6 +125,8 @@ struct PoolOp {
     width: usize,
     rows: AxisWindows,
     cols: AxisWindows,
+    /// The window along a row, which the windows of `cols` come from.
+    col_axis: AxisPool,
     /// Input steps between taps (dilation), rows and columns.
     dilation: (usize, usize),
     /// Average pools: the parameters of both sides.
@@ -163,11 +167,12 @@ fn read(op: &LowerOp<'_>) -> Result<PoolOp, CodegenError> {
             None
         }
     };
-    let (rows, cols, dilation) = if kind == PoolKind::GlobalAverage {
+    let (rows, cols, col_axis, dilation) = if kind == PoolKind::GlobalAverage {
         // The plane's one window, read as one row of H × W taps (the same
         // sum), so that its taps are one contiguous run.
         let taps = height * width;
-        (AxisPool::whole(1).windows(1, 1, false), AxisPool::whole(taps).windows(1, taps, false), (1, 1))
+        let whole = AxisPool::whole(taps);
+        (AxisPool::whole(1).windows(1, 1, false), whole.windows(1, taps, false), whole, (1, 1))
     } else {
         let attrs = PoolAttrs::read_in(op.ctx, op.module.op_attrs(op.op), spatial, average.is_none())
             .map_err(|e| op.invalid(e))?;
@@ -202,6 +207,7 @@ fn read(op: &LowerOp<'_>) -> Result<PoolOp, CodegenError> {
         (
             row_axis.windows(oh, height, attrs.count_include_pad),
             col_axis.windows(ow, width, attrs.count_include_pad),
+            col_axis,
             (row_axis.dilation, col_axis.dilation),
         )
     };
@@ -214,6 +220,7 @@ fn read(op: &LowerOp<'_>) -> Result<PoolOp, CodegenError> {
         width,
         rows,
         cols,
+        col_axis,
         dilation,
         average,
     };
@@ -350,19 +357,173 @@ const SEPARABLE_MAX_WIDTH: usize = 4096;
 
 /// The storage's lowest value in every byte (the separable max pool).
 const LOWEST_BYTES: AsmRegisterYmm = ymm5;
+/// The byte shuffle that gathers each 128-bit lane's even bytes into its
+/// low half and its odd bytes into its high half.
+const EVEN_ODD_BYTES: AsmRegisterYmm = ymm7;
+
+/// A separable max pool's second stage as vector loads, for column strides
+/// 1 and 2: output `ox`'s taps are the column maxima at `2·ox − pad + t·d`
+/// (stride 2) or `ox − pad + t·d`, so 32 outputs take one load and one
+/// `vpmax` per tap. The column maxima sit at [`ROW_MAX_MARGIN`] in a stack
+/// buffer whose bytes outside the input row hold the storage's lowest value,
+/// the identity of max (an empty window gives it too, as in the
+/// interpreter), so no window is clipped. With stride 2 the buffer is first
+/// split into its even and odd bytes (`vpshufb`, `vpermq`), where each tap
+/// is a contiguous run again.
+#[derive(Copy, Clone, Debug)]
+struct RowMax {
+    kernel: usize,
+    stride: usize,
+    dilation: usize,
+    pad_begin: usize,
+    width: usize,
+    outputs: usize,
+}
+
+/// Where the column maxima start in the buffer: room for the leading pad.
+const ROW_MAX_MARGIN: usize = 64;
+
+impl RowMax {
+    fn plan(pool: &PoolOp) -> Option<RowMax> {
+        let axis = pool.col_axis;
+        let outputs = pool.cols.taps.len();
+        let fits = (1..=2).contains(&axis.stride)
+            && axis.pad_begin <= ROW_MAX_MARGIN
+            && axis.kernel.saturating_mul(axis.dilation) <= 256
+            && outputs > 0;
+        fits.then_some(RowMax {
+            kernel: axis.kernel,
+            stride: axis.stride,
+            dilation: axis.dilation,
+            pad_begin: axis.pad_begin,
+            width: pool.width,
+            outputs,
+        })
+    }
+
+    fn vectors(&self) -> usize {
+        self.outputs.div_ceil(32)
+    }
+
+    /// Buffer offset of output 0's window start.
+    fn start(&self) -> usize {
+        ROW_MAX_MARGIN - self.pad_begin
+    }
+
+    /// Bytes of each of the even and odd runs (stride 2).
+    fn phase_len(&self) -> usize {
+        (self.vectors() * 32 + (self.kernel - 1) * self.dilation / 2 + 1).next_multiple_of(16)
+    }
+
+    /// The end of the buffer bytes the windows (or the even/odd split) read.
+    fn read_end(&self) -> usize {
+        match self.stride {
+            1 => self.start() + self.vectors() * 32 + (self.kernel - 1) * self.dilation,
+            _ => self.start() + 2 * self.phase_len(),
+        }
+    }
+
+    /// Buffer offset of the even run (stride 2), the odd run following it.
+    fn phases_at(&self) -> usize {
+        self.read_end().next_multiple_of(32) + 32
+    }
+
+    fn buffer_bytes(&self) -> usize {
+        match self.stride {
+            1 => self.read_end() + 32,
+            _ => self.phases_at() + 2 * self.phase_len() + 32,
+        }
+    }
+
+    /// Buffer offset of output 0's tap `t`.
+    fn tap(&self, t: usize) -> usize {
+        let step = t * self.dilation;
+        match self.stride {
+            1 => self.start() + step,
+            _ => self.phases_at() + (step % 2) * self.phase_len() + step / 2,
+        }
+    }
+}
+
+/// The second stage of [`RowMax`] for the row whose column maxima are at
+/// `rsp + base + ROW_MAX_MARGIN`: fills the bytes around them with the
+/// lowest value, splits them by parity (stride 2), then computes and stores
+/// the row's outputs at rdi, exactly `outputs` bytes.
+fn emit_row_max(a: &mut CodeAssembler, plan: &RowMax, unsigned: bool, base: i32) -> Result<(), CodegenError> {
+    let dst = STREAM_POINTERS[OUTPUT];
+    let at = |offset: usize| base + offset as i32;
+    a.vmovdqu(ymmword_ptr(rsp + at(0)), LOWEST_BYTES)?;
+    a.vmovdqu(ymmword_ptr(rsp + at(32)), LOWEST_BYTES)?;
+    let filled_from = ROW_MAX_MARGIN + plan.width;
+    for k in 0..plan.read_end().saturating_sub(filled_from).div_ceil(32) {
+        a.vmovdqu(ymmword_ptr(rsp + at(filled_from + 32 * k)), LOWEST_BYTES)?;
+    }
+    if plan.stride == 2 {
+        let mut split = a.create_label();
+        a.xor(ecx, ecx)?;
+        bind(a, &mut split)?;
+        a.vmovdqu(ymm0, ymmword_ptr(rsp + rcx * 2 + at(plan.start())))?;
+        a.vpshufb(ymm0, ymm0, EVEN_ODD_BYTES)?;
+        a.vpermq(ymm0, ymm0, 0xD8)?;
+        a.vmovdqu(xmmword_ptr(rsp + rcx + at(plan.phases_at())), xmm0)?;
+        a.vextracti128(xmmword_ptr(rsp + rcx + at(plan.phases_at() + plan.phase_len())), ymm0, 1)?;
+        a.add(rcx, 16)?;
+        a.cmp(rcx, plan.phase_len() as i32)?;
+        a.jb(split)?;
+    }
+    let window = |a: &mut CodeAssembler, index: AsmRegister64, first: usize| -> Result<(), IcedError> {
+        a.vmovdqu(ymm0, ymmword_ptr(rsp + index + at(plan.tap(0) + first)))?;
+        for t in 1..plan.kernel {
+            let tap = ymmword_ptr(rsp + index + at(plan.tap(t) + first));
+            if unsigned {
+                a.vpmaxub(ymm0, ymm0, tap)?;
+            } else {
+                a.vpmaxsb(ymm0, ymm0, tap)?;
+            }
+        }
+        Ok(())
+    };
+    let (full, tail) = (plan.outputs / 32, plan.outputs % 32);
+    if full > 0 {
+        let mut vector = a.create_label();
+        a.xor(ecx, ecx)?;
+        bind(a, &mut vector)?;
+        window(a, rcx, 0)?;
+        a.vmovdqu(ymmword_ptr(dst + rcx), ymm0)?;
+        a.add(rcx, 32)?;
+        a.cmp(rcx, (32 * full) as i32)?;
+        a.jb(vector)?;
+    }
+    if tail > 0 {
+        a.xor(ecx, ecx)?;
+        window(a, rcx, 32 * full)?;
+        let mut stored = 32 * full;
+        if tail >= 16 {
+            a.vmovdqu(xmmword_ptr(dst + stored), xmm0)?;
+            a.vextracti128(xmm0, ymm0, 1)?;
+            stored += 16;
+        }
+        if tail % 16 > 0 {
+            super::epilogue::store_bytes(a, xmm0, dst, stored, tail % 16, rax)?;
+        }
+    }
+    Ok(())
+}
 
 /// The row body of a separable max pool (see `emit_pool`): rsi is the
 /// window rows' base, `tap_rows` their count, rdi the output row, rdx its
-/// length, r9 the first column entry; the column maxima go to
-/// `rsp + buffer_at`.
+/// length, r9 the first column entry; the column maxima go to the stack
+/// buffer at `rsp + buffer`, at [`ROW_MAX_MARGIN`] when `row_max` takes the
+/// windows along the row.
 fn emit_separable_max(
     a: &mut CodeAssembler,
     unsigned: bool,
     width: i32,
     (row_step, col_step): (i32, i32),
     tap_rows: AsmMemoryOperand,
-    buffer_at: i32,
+    (buffer, row_max): (i32, Option<&RowMax>),
 ) -> Result<(), CodegenError> {
+    let buffer_at = if row_max.is_some() { buffer + ROW_MAX_MARGIN as i32 } else { buffer };
     let (src, dst) = (STREAM_POINTERS[INPUT0], STREAM_POINTERS[OUTPUT]);
     let lowest: i64 = if unsigned { 0 } else { -128 };
     let load_tap = |a: &mut CodeAssembler, at: AsmMemoryOperand| -> Result<(), IcedError> {
@@ -372,7 +533,8 @@ fn emit_separable_max(
             a.movsx(rbp, at)
         }
     };
-    // Down the columns, 32 at a time: ymm0 = max(lowest, taps of each row).
+    // Down the columns, 32 at a time: ymm0 = max(lowest, taps of each row);
+    // rows narrower than 32 one column at a time.
     let (
         mut wide,
         mut wide_rows,
@@ -416,6 +578,12 @@ fn emit_separable_max(
     bind(a, &mut narrow)?;
     a.cmp(rcx, width)?;
     a.jge(columns_done)?;
+    if width >= 32 {
+        // The last columns as one more vector ending at the row's end,
+        // overlapping columns already done (with the same values).
+        a.mov(ecx, width - 32)?;
+        a.jmp(wide)?;
+    }
     let mut narrow_each = a.create_label();
     bind(a, &mut narrow_each)?;
     a.mov(rax, lowest)?;
@@ -436,6 +604,9 @@ fn emit_separable_max(
     a.cmp(rcx, width)?;
     a.jl(narrow_each)?;
     bind(a, &mut columns_done)?;
+    if let Some(plan) = row_max {
+        return emit_row_max(a, plan, unsigned, buffer);
+    }
     // Along each window's columns of the column maxima.
     let (mut window, mut tap, mut store) = (a.create_label(), a.create_label(), a.create_label());
     bind(a, &mut window)?;
@@ -502,8 +673,17 @@ fn emit_pool(
     // a buffer on the stack), then along each window's columns of that.
     let separable = average.is_none() && pool.width <= SEPARABLE_MAX_WIDTH;
     let width = pool.width as i32;
-    let strategy = if separable { "window max down columns 32 at a time, then along rows" } else { strategy };
-    let buffer_qwords = if separable { pool.width.div_ceil(8) } else { 0 };
+    let row_max = if separable { RowMax::plan(pool) } else { None };
+    let strategy = match (separable, row_max) {
+        (true, Some(_)) => "window max down columns, then along rows, 32 at a time",
+        (true, None) => "window max down columns 32 at a time, then along rows",
+        (false, _) => strategy,
+    };
+    let buffer_qwords = match (separable, row_max) {
+        (true, Some(plan)) => plan.buffer_bytes().div_ceil(8),
+        (true, None) => pool.width.div_ceil(8),
+        (false, _) => 0,
+    };
     emit_rows_with_locals(
         &nest,
         usize::MAX,
@@ -511,6 +691,13 @@ fn emit_pool(
         &|a| {
             if separable {
                 broadcast_u64(a, LOWEST_BYTES, if unsigned { 0 } else { 0x8080_8080_8080_8080 })?;
+            }
+            if row_max.is_some_and(|plan| plan.stride == 2) {
+                a.mov(rax, 0x0E0C_0A08_0604_0200u64)?;
+                a.vmovq(xmm0, rax)?;
+                a.mov(rax, 0x0F0D_0B09_0705_0301u64)?;
+                a.vpinsrq(xmm0, xmm0, rax, 1)?;
+                a.vinserti128(EVEN_ODD_BYTES, ymm0, xmm0, 1)?;
             }
             if let Some((_, out)) = &average {
                 a.vpxor(REGS.zero, REGS.zero, REGS.zero)?;
@@ -545,7 +732,7 @@ fn emit_pool(
                     width,
                     (row_step, col_step),
                     tap_rows,
-                    row.locals_at + 16,
+                    (row.locals_at + 16, row_max.as_ref()),
                 );
             }
             let (mut window, mut tap_row, mut tap, mut summed) =
@@ -810,7 +997,8 @@ mod tests {
                 1 + dice.next(2),
                 1 + dice.next(3),
                 if one_d { 1 } else { 1 + dice.next(9) },
-                1 + dice.next(12),
+                // Rows past 32 outputs too: whole vectors and a tail.
+                if dice.next(3) == 0 { 30 + dice.next(60) } else { 1 + dice.next(12) },
             );
             let (kh, kw, sh, sw) = (1 + dice.next(3), 1 + dice.next(4), 1 + dice.next(3), 1 + dice.next(3));
             let (dh, dw) = (1 + dice.next(2), 1 + dice.next(3));
@@ -862,14 +1050,15 @@ mod tests {
         }
     }
 
-    /// Rows of 70 to 100 bytes (column maxima 32 at a time and a tail) and
+    /// Rows of 70 to 200 bytes (column maxima 32 at a time and a tail; row
+    /// windows by vector for strides 1 and 2, one by one for stride 3) and
     /// of 5000 bytes (too wide for the stack buffer: every tap).
     #[test]
     fn max_pools_of_wide_rows() {
         if !avx2_here() {
             return;
         }
-        let cases: [(usize, usize, &str); 4] = [
+        let cases: [(usize, usize, &str); 7] = [
             (70, 3, "{kernel = [3, 3], stride = [2, 2], pad = [1, 1, 1, 1]}"),
             (
                 100,
@@ -877,6 +1066,9 @@ mod tests {
                 "{kernel = [2, 5], stride = [1, 3], dilation = [2, 2], pad = [1, 4, 0, 2], ceil_mode = true}",
             ),
             (96, 2, "{kernel = [2, 1], stride = [1, 1]}"),
+            (113, 3, "{kernel = [3, 3], stride = [2, 2], ceil_mode = true}"),
+            (150, 2, "{kernel = [1, 4], stride = [1, 2], dilation = [1, 3], pad = [0, 9, 0, 9]}"),
+            (200, 3, "{kernel = [2, 7], stride = [1, 1], pad = [1, 3, 1, 3]}"),
             (5000, 3, "{kernel = [3, 3], stride = [2, 2], pad = [1, 1, 1, 1]}"),
         ];
         for (w, h, attrs) in cases {
