@@ -9,6 +9,9 @@
 //! - **mul**: `v_a × v_b` with `vpmulld` (|v| ≤ 255, so the product is exact
 //!   in i32), then the shared single-term rescaling with the multiplier of
 //!   `quant_params::mul_multiplier`.
+//! - **add** of two contiguous operands first tries [`add_words`]: 16 lanes
+//!   of i16 pairs, taken where its arithmetic is checked exact on every pair
+//!   of input bytes. Otherwise:
 //! - **add**: the exact two-term sum `X = v_a × m_a + v_b × m_b` of §7.1
 //!   (multipliers and shared shift from `quant_params::add_multipliers`),
 //!   each product by `vpmuldq` on even and odd lanes, summed in i64
@@ -20,6 +23,7 @@
 //!   clamped value (equal when `|X| ≤ 2^16` and `−s ≤ 16`, otherwise both
 //!   saturate to the bound of X's sign, or are both 0).
 
+use super::add_words;
 use super::lanes::{emit_byte_lanes, Along, LaneInput};
 use super::operands::QuantOperand;
 use super::requantize::{AVX2, LANE_RUN};
@@ -146,8 +150,36 @@ impl OpLowering for Binary {
             )
             .with(OUTPUT, Stream::contiguous(out.result(0)?, &r.shape, 1))
             .simplified();
+        if let Some(plan) = word_add(&r, &nest, rounding) {
+            out.kernel(emit_rows(
+                &nest,
+                LANE_RUN,
+                &|a| add_words::emit_constants(a, &plan),
+                &|a, _| add_words::emit_row(a, &plan),
+                "AVX2, 16 lanes of i16 pairs (vpmaddwd), checked exact on every input pair".into(),
+            )?);
+            return Ok(());
+        }
         out.kernel(emit_binary(&r, &nest, rounding)?);
         Ok(())
+    }
+}
+
+/// The i16-pair form of an add whose operands are both contiguous along
+/// the rows ([`add_words`]), where it is exact.
+fn word_add(r: &BinaryOp, nest: &Nest, rounding: Rounding) -> Option<add_words::WordAdd> {
+    let contiguous = |slot| nest.inner_stride(slot) != 0 && nest.is_contiguous(slot);
+    match (r.kind, r.sum) {
+        (BinaryKind::Add, SumShift::Right { multiplier_a, multiplier_b, shift })
+            if contiguous(INPUT0) && contiguous(INPUT1) =>
+        {
+            add_words::WordAdd::plan(
+                (&r.a, &r.b, &r.out),
+                (multiplier_a, multiplier_b, shift as i32 - 31),
+                rounding,
+            )
+        }
+        _ => None,
     }
 }
 

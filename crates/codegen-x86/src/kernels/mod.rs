@@ -28,8 +28,9 @@
 //! long rows split into blocks) with the 8-lane byte loops of [`lanes`] and
 //! the general rescaling of [`rescale`] (one or two i64 terms, the §12
 //! rounding, clamp, zero point): [`requantize`] (per tensor and per axis),
-//! [`binary`] (add, mul), [`concat`], [`pool`], [`lookup`], [`movement`]
-//! (transpose, slice, split, concat, pad, relu), [`resize`] (nearest).
+//! [`binary`] (add, mul; [`add_words`] the i16-pair add), [`concat`],
+//! [`pool`], [`lookup`], [`movement`] (transpose, slice, split, concat, pad,
+//! relu), [`resize`] (nearest).
 //! [`requantize_i32`] and [`rescale`] compute the same function on
 //! different inputs (an i32 accumulator with per-channel constants; one or
 //! two i64 terms with per-row constants); merging them is open work.
@@ -39,6 +40,7 @@
 //! operands, its scratch and its rodata, and it preserves the callee-saved
 //! registers ([`emit_item_kernel`] writes that frame once for all of them).
 
+pub(crate) mod add_words;
 pub(crate) mod binary;
 pub(crate) mod channel_gemm;
 pub(crate) mod concat;
