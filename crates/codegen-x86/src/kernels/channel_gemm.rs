@@ -33,7 +33,7 @@
 use super::epilogue::{lane_requantizer, load_low_bound, pack_8, GLOBAL_ONES_WORDS, LANE_INIT, LANE_RECORD};
 use super::gemm::{push_unit, GemmShape};
 use super::layer::{Accumulation, Layer};
-use super::{add_multiple, emit_item_kernel, multiply_by, split_index, unrolled, ITEM};
+use super::{add_multiple, emit_item_kernel, emit_reduction, multiply_by, split_index, ITEM};
 use crate::abi::Place;
 use crate::emit::xmm_of;
 use crate::error::CodegenError;
@@ -48,72 +48,54 @@ const PANEL_POSITIONS: usize = 8;
 /// Depth units per iteration of the unrolled reduction loop.
 const UNROLL: usize = 4;
 
-/// The shape of a channel-lanes conv GEMM, all compile-time numbers.
+/// The shape of a channel-lanes conv GEMM, all compile-time numbers: the
+/// 8-position panels it reads, as the pack kernel writes them.
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct ChannelGemmShape {
-    /// The multiply-accumulate scheme.
-    pub accumulation: Accumulation,
-    /// Images `N`.
-    pub batches: usize,
-    /// Channel groups `G`.
-    pub groups: usize,
-    /// Output channels per group.
-    pub group_channels: usize,
-    /// Output positions per image and channel (`OH·OW`).
-    pub positions: usize,
-    /// Depth units per position.
-    pub units: usize,
+    /// The layer's GEMM in 8-position panels (one vector, no splits).
+    pub panels: GemmShape,
 }
 
 impl ChannelGemmShape {
+    /// The channel-lanes GEMM of the layer `positions` describes.
+    pub fn of(positions: &GemmShape) -> ChannelGemmShape {
+        ChannelGemmShape { panels: GemmShape { vectors: 1, rows: 1, splits: 1, ..*positions } }
+    }
+
     /// Blocks of 16 channels per group.
     pub fn blocks(&self) -> usize {
-        self.group_channels.div_ceil(BLOCK_CHANNELS)
+        self.panels.group_channels.div_ceil(BLOCK_CHANNELS)
     }
 
     /// The GEMM's work items: one per image, group and block.
     pub fn items(&self) -> usize {
-        self.batches * self.groups * self.blocks()
-    }
-
-    /// The pack kernel's shape: 8-position panels, as the position-lanes
-    /// GEMM with one vector would read them.
-    pub fn panels(&self) -> GemmShape {
-        GemmShape {
-            accumulation: self.accumulation,
-            batches: self.batches,
-            groups: self.groups,
-            group_channels: self.group_channels,
-            positions: self.positions,
-            units: self.units,
-            vectors: 1,
-            rows: 1,
-            splits: 1,
-        }
+        self.panels.batches * self.panels.groups * self.blocks()
     }
 
     /// The relative cost per useful multiply-accumulate: lanes computed over
     /// lanes used, positions rounded up to tiles and channels to blocks.
     pub fn waste(&self) -> f64 {
-        let positions = self.positions.next_multiple_of(TILE_POSITIONS) as f64 / self.positions.max(1) as f64;
-        let channels =
-            self.group_channels.next_multiple_of(BLOCK_CHANNELS) as f64 / self.group_channels.max(1) as f64;
+        let positions = self.panels.positions.next_multiple_of(TILE_POSITIONS) as f64
+            / self.panels.positions.max(1) as f64;
+        let channels = self.panels.group_channels.next_multiple_of(BLOCK_CHANNELS) as f64
+            / self.panels.group_channels.max(1) as f64;
         positions * channels
     }
 }
 
 /// The weights of `layer` as `[group][block][unit][16 channels][4 bytes]`.
 pub(crate) fn pack_channel_weights(layer: &Layer, shape: &ChannelGemmShape) -> Vec<u8> {
-    let taps = shape.accumulation.taps_per_unit();
+    let taps = shape.panels.accumulation.taps_per_unit();
     let zero_row = vec![0i32; layer.depth];
-    let mut out = Vec::with_capacity(shape.groups * shape.blocks() * shape.units * BLOCK_CHANNELS * 4);
-    for g in 0..shape.groups {
+    let mut out =
+        Vec::with_capacity(shape.panels.groups * shape.blocks() * shape.panels.units * BLOCK_CHANNELS * 4);
+    for g in 0..shape.panels.groups {
         for block in 0..shape.blocks() {
-            for unit in 0..shape.units {
+            for unit in 0..shape.panels.units {
                 for lane in 0..BLOCK_CHANNELS {
                     let c = block * BLOCK_CHANNELS + lane;
-                    let row = if c < shape.group_channels {
-                        layer.row(g * shape.group_channels + c)
+                    let row = if c < shape.panels.group_channels {
+                        layer.row(g * shape.panels.group_channels + c)
                     } else {
                         &zero_row
                     };
@@ -130,9 +112,9 @@ pub(crate) fn pack_channel_weights(layer: &Layer, shape: &ChannelGemmShape) -> V
 /// `(g·blocks + b) · 2 · LANE_RECORD`.
 pub(crate) fn channel_block_records(layer: &Layer, shape: &ChannelGemmShape, init: &[i32]) -> Vec<u8> {
     let padded = shape.blocks() * BLOCK_CHANNELS;
-    let mut out = Vec::with_capacity(shape.groups * padded / 8 * LANE_RECORD);
-    for g in 0..shape.groups {
-        let channels = g * shape.group_channels..(g + 1) * shape.group_channels;
+    let mut out = Vec::with_capacity(shape.panels.groups * padded / 8 * LANE_RECORD);
+    for g in 0..shape.panels.groups {
+        let channels = g * shape.panels.group_channels..(g + 1) * shape.panels.group_channels;
         out.extend_from_slice(&super::epilogue::lane_records(
             &layer.requant[channels.clone()],
             &init[channels],
@@ -185,27 +167,27 @@ pub(crate) fn emit_channel_gemm(
     places: ChannelGemmPlaces,
 ) -> Result<Vec<u8>, CodegenError> {
     let blocks = shape.blocks();
-    let panel_bytes = shape.panels().panel_bytes();
-    let panels_per_image = shape.positions.div_ceil(PANEL_POSITIONS);
-    let out_channels = shape.groups * shape.group_channels;
-    let last_block_channels = shape.group_channels - (blocks - 1) * BLOCK_CHANNELS;
+    let panel_bytes = shape.panels.panel_bytes();
+    let panels_per_image = shape.panels.positions.div_ceil(PANEL_POSITIONS);
+    let out_channels = shape.panels.groups * shape.panels.group_channels;
+    let last_block_channels = shape.panels.group_channels - (blocks - 1) * BLOCK_CHANNELS;
     emit_item_kernel(&[(PANELS, places.panels), (OUTPUT, places.output), (BLOB, places.rodata)], &mut |a| {
         // i → (n in rax, g in r9, block in r8).
-        split_index(a, ITEM, &[(blocks, BLOCK), (shape.groups, r9)])?;
+        split_index(a, ITEM, &[(blocks, BLOCK), (shape.panels.groups, r9)])?;
         // out = output + n·O·P + (g·Og + block·16)·P
         a.mov(OUT_TILE, OUTPUT)?;
-        add_multiple(a, OUT_TILE, rax, out_channels * shape.positions, SCRATCH)?;
-        add_multiple(a, OUT_TILE, r9, shape.group_channels * shape.positions, SCRATCH)?;
-        add_multiple(a, OUT_TILE, BLOCK, BLOCK_CHANNELS * shape.positions, SCRATCH)?;
+        add_multiple(a, OUT_TILE, rax, out_channels * shape.panels.positions, SCRATCH)?;
+        add_multiple(a, OUT_TILE, r9, shape.panels.group_channels * shape.panels.positions, SCRATCH)?;
+        add_multiple(a, OUT_TILE, BLOCK, BLOCK_CHANNELS * shape.panels.positions, SCRATCH)?;
         // The image's first panel: panels + (n·G + g)·panels_per_image·panel_bytes.
-        multiply_by(a, ACT, rax, shape.groups)?;
+        multiply_by(a, ACT, rax, shape.panels.groups)?;
         a.add(ACT, r9)?;
         multiply_by(a, ACT, ACT, panels_per_image * panel_bytes)?;
         a.add(ACT, PANELS)?;
         // The block's weights and records: block index g·blocks + block.
         multiply_by(a, SCRATCH, r9, blocks)?;
         a.add(SCRATCH, BLOCK)?;
-        multiply_by(a, WEIGHTS, SCRATCH, shape.units * BLOCK_CHANNELS * 4)?;
+        multiply_by(a, WEIGHTS, SCRATCH, shape.panels.units * BLOCK_CHANNELS * 4)?;
         a.add(WEIGHTS, BLOB)?;
         multiply_by(a, RECORD, SCRATCH, 2 * LANE_RECORD)?;
         a.add(RECORD, BLOB)?;
@@ -237,9 +219,9 @@ fn emit_block(
     places: ChannelGemmPlaces,
     channels: usize,
 ) -> Result<(), CodegenError> {
-    let panel_bytes = shape.panels().panel_bytes();
-    let full_panels = shape.positions / PANEL_POSITIONS;
-    let last = shape.positions % PANEL_POSITIONS;
+    let panel_bytes = shape.panels.panel_bytes();
+    let full_panels = shape.panels.positions / PANEL_POSITIONS;
+    let last = shape.panels.positions % PANEL_POSITIONS;
     let tile = |a: &mut CodeAssembler, half: usize, positions: usize| {
         emit_tile(a, layer, shape, places, half, positions, channels)
     };
@@ -278,7 +260,7 @@ fn emit_tile(
     let vectors = channels.div_ceil(8);
     let acc = |r: usize, v: usize| ALL_YMM[r * 2 + v];
     let unit_bytes = PANEL_POSITIONS * 4;
-    let bytes_scheme = shape.accumulation == Accumulation::UnsignedBytes;
+    let bytes_scheme = shape.panels.accumulation == Accumulation::UnsignedBytes;
     if bytes_scheme {
         a.vmovdqu(ONES, ymmword_ptr(BLOB + (places.globals + GLOBAL_ONES_WORDS)))?;
     }
@@ -295,29 +277,21 @@ fn emit_tile(
         for r in 0..positions {
             a.vpbroadcastd(BROADCAST, dword_ptr(ACT_CURSOR + (u * unit_bytes + r * 4)))?;
             for (v, &w) in WEIGHT_VECTORS.iter().enumerate().take(vectors) {
-                shape.accumulation.emit_multiply_accumulate(a, acc(r, v), BROADCAST, w, (PRODUCT, ONES))?;
+                shape.panels.accumulation.emit_multiply_accumulate(
+                    a,
+                    acc(r, v),
+                    BROADCAST,
+                    w,
+                    (PRODUCT, ONES),
+                )?;
             }
         }
         Ok(())
     };
     a.lea(ACT_CURSOR, qword_ptr(ACT + half * TILE_POSITIONS * 4))?;
     a.mov(WEIGHT_CURSOR, WEIGHTS)?;
-    let (iterations, per_iteration, left) = unrolled(shape.units, UNROLL);
-    if iterations > 0 {
-        let mut reduce = a.create_label();
-        a.mov(UNITS_LEFT, iterations as u64)?;
-        a.set_label(&mut reduce)?;
-        for u in 0..per_iteration {
-            step(a, u)?;
-        }
-        a.add(ACT_CURSOR, (per_iteration * unit_bytes) as i32)?;
-        a.add(WEIGHT_CURSOR, (per_iteration * BLOCK_CHANNELS * 4) as i32)?;
-        a.dec(UNITS_LEFT)?;
-        a.jnz(reduce)?;
-    }
-    for u in 0..left {
-        step(a, u)?;
-    }
+    let cursors = [(ACT_CURSOR, unit_bytes), (WEIGHT_CURSOR, BLOCK_CHANNELS * 4)];
+    emit_reduction(a, (shape.panels.units, UNROLL), UNITS_LEFT, &cursors, &step)?;
 
     // Epilogue: ymm13 odd lanes, ymm14 scratch, ymm15 the low bound.
     let (odd, scratch, low) = (ymm13, ymm14, ymm15);
@@ -331,7 +305,9 @@ fn emit_tile(
             pack_8(a, acc(r, v), xmm_of(acc(r, v)), xmm_of(scratch), unsigned)?;
         }
         let lanes = (channels - 8 * v).min(8);
-        let at = |lane: usize, r: usize| dword_ptr(OUT_TILE + ((8 * v + lane) * shape.positions + first + r));
+        let at = |lane: usize, r: usize| {
+            dword_ptr(OUT_TILE + ((8 * v + lane) * shape.panels.positions + first + r))
+        };
         if positions == TILE_POSITIONS {
             // Bytes [lane][position] of the 4 rows: 8 dwords, one per channel.
             let (t01, t23) = (xmm_of(odd), xmm_of(scratch));
@@ -350,7 +326,7 @@ fn emit_tile(
         } else {
             for r in 0..positions {
                 for lane in 0..lanes {
-                    let byte = byte_ptr(OUT_TILE + ((8 * v + lane) * shape.positions + first + r));
+                    let byte = byte_ptr(OUT_TILE + ((8 * v + lane) * shape.panels.positions + first + r));
                     a.vpextrb(byte, xmm_of(acc(r, v)), lane as i32)?;
                 }
             }

@@ -157,14 +157,7 @@ impl ConvGemm {
     /// The GEMM `choice` names, by default the one that computes the fewest
     /// lanes per useful multiply-accumulate.
     fn choose(positions: GemmShape, choice: ConvGemmChoice) -> ConvGemm {
-        let channels = ChannelGemmShape {
-            accumulation: positions.accumulation,
-            batches: positions.batches,
-            groups: positions.groups,
-            group_channels: positions.group_channels,
-            positions: positions.positions,
-            units: positions.units,
-        };
+        let channels = ChannelGemmShape::of(&positions);
         let channel_lanes = match choice {
             ConvGemmChoice::Cheapest => channels.waste() < positions.waste(),
             ConvGemmChoice::PositionLanes => false,
@@ -181,7 +174,7 @@ impl ConvGemm {
     fn panels(&self) -> GemmShape {
         match self {
             ConvGemm::Positions(shape) => *shape,
-            ConvGemm::Channels(shape) => shape.panels(),
+            ConvGemm::Channels(shape) => shape.panels,
         }
     }
 }

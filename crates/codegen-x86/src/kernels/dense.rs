@@ -33,7 +33,7 @@ use super::epilogue::{
 use super::gemm::push_unit;
 use super::im2col::{emit_pad, ImageShape};
 use super::layer::{Accumulation, KernelOptions, Layer};
-use super::{emit_item_kernel, multiply_by, split_index, unrolled, ITEM};
+use super::{emit_item_kernel, emit_reduction, multiply_by, split_index, ITEM};
 use crate::abi::{KernelCode, Place, BUFFER_ALIGN};
 use crate::buffer::ElementType;
 use crate::emit::xmm_of;
@@ -314,22 +314,7 @@ fn emit_tile(
         }
         Ok(())
     };
-    let (iterations, per_iteration, left) = unrolled(plan.units, UNROLL);
-    if iterations > 0 {
-        let mut reduce = a.create_label();
-        a.mov(UNITS_LEFT, iterations as u64)?;
-        a.set_label(&mut reduce)?;
-        for u in 0..per_iteration {
-            step(a, u)?;
-        }
-        a.add(rax, (4 * per_iteration) as i32)?;
-        a.add(r9, (32 * per_iteration) as i32)?;
-        a.dec(UNITS_LEFT)?;
-        a.jnz(reduce)?;
-    }
-    for u in 0..left {
-        step(a, u)?;
-    }
+    emit_reduction(a, (plan.units, UNROLL), UNITS_LEFT, &[(rax, 4), (r9, 32)], &step)?;
 
     let (odd, scratch, low) = (ymm13, ymm14, ymm15);
     load_low_bound(a, &plan.layer, low, BLOB, globals_at)?;

@@ -40,7 +40,7 @@ use super::epilogue::{
     channel_requantizer, load_low_bound, pack_16, pack_8, store_bytes, CHANNEL_INIT, CHANNEL_RECORD,
 };
 use super::layer::{Accumulation, Layer};
-use super::{add_multiple, emit_item_kernel, multiply_by, split_index, unrolled, ITEM};
+use super::{add_multiple, emit_item_kernel, emit_reduction, multiply_by, split_index, ITEM};
 use crate::abi::Place;
 use crate::emit::xmm_of;
 use crate::error::CodegenError;
@@ -411,22 +411,8 @@ fn emit_microkernel(
 
     a.mov(ACT_CURSOR, PANEL)?;
     a.mov(WEIGHT_CURSOR, WEIGHT_TILE)?;
-    let (iterations, per_iteration, left) = unrolled(shape.units, UNROLL);
-    if iterations > 0 {
-        let mut reduce = a.create_label();
-        a.mov(UNITS_LEFT, iterations as u64)?;
-        a.set_label(&mut reduce)?;
-        for u in 0..per_iteration {
-            step(a, u)?;
-        }
-        a.add(ACT_CURSOR, (per_iteration * unit_bytes) as i32)?;
-        a.add(WEIGHT_CURSOR, (per_iteration * rows * 4) as i32)?;
-        a.dec(UNITS_LEFT)?;
-        a.jnz(reduce)?;
-    }
-    for u in 0..left {
-        step(a, u)?;
-    }
+    let cursors = [(ACT_CURSOR, unit_bytes), (WEIGHT_CURSOR, rows * 4)];
+    emit_reduction(a, (shape.units, UNROLL), UNITS_LEFT, &cursors, &step)?;
 
     // Epilogue: ymm12 odd lanes, ymm13 scratch, ymm14 the low bound.
     let (odd, scratch, low) = (ymm12, ymm13, ymm14);

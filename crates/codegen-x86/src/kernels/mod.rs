@@ -216,6 +216,37 @@ fn gpr32(r: AsmRegister64) -> AsmRegister32 {
     epilogue::gpr32_of(r)
 }
 
+/// A GEMM's reduction over `units` depth units: `step(a, u)` emits unit `u`
+/// relative to the cursors, unrolled by `unroll` in a loop counted down in
+/// `counter`, each cursor advancing by its bytes per unit after each
+/// iteration; the units left after the loop follow it.
+pub(crate) fn emit_reduction(
+    a: &mut CodeAssembler,
+    (units, unroll): (usize, usize),
+    counter: AsmRegister64,
+    cursors: &[(AsmRegister64, usize)],
+    step: &dyn Fn(&mut CodeAssembler, usize) -> Result<(), CodegenError>,
+) -> Result<(), CodegenError> {
+    let (iterations, per_iteration, left) = unrolled(units, unroll);
+    if iterations > 0 {
+        let mut reduce = a.create_label();
+        a.mov(counter, iterations as u64)?;
+        a.set_label(&mut reduce)?;
+        for u in 0..per_iteration {
+            step(a, u)?;
+        }
+        for &(cursor, unit_bytes) in cursors {
+            a.add(cursor, (per_iteration * unit_bytes) as i32)?;
+        }
+        a.dec(counter)?;
+        a.jnz(reduce)?;
+    }
+    for u in 0..left {
+        step(a, u)?;
+    }
+    Ok(())
+}
+
 /// The unit count `n` split into `(loop iterations, unrolled steps per
 /// iteration, steps left after the loop)`.
 pub(crate) fn unrolled(n: usize, unroll: usize) -> (usize, usize, usize) {
