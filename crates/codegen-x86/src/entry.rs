@@ -9,12 +9,15 @@
 //!   push rbp; mov rbp, rsp; push rbx; push r12; push r13
 //!   sub rsp, FRAME                 the io table; rsp is 16-byte aligned now
 //!   mov r13, rsp                   r13 = io
+//!   lea r10, [rip+.bss]            the CPU check's byte after the static arena:
+//!   cmp byte [r10+FLAG], 1         1 when an earlier call found every feature
+//!   jne check                      (cpu_check.rs; 2: return 2 without running)
 //!   rbx = arena                    .bss (lea rbx, [rip+.bss]) or the workspace argument
 //!   r12 = rodata                   lea r12, [rip+.rodata]
 //!   io[s] = argument s             from rdi.. r9, then [rbp+16], [rbp+24], ...
 //!   for each kernel with work > 0:
 //!     call kernel(rbx, r12, r13, 0, work)
-//!   xor eax, eax
+//!   mov eax, 0
 //!   lea rsp, [rbp-24]; pop r13; pop r12; pop rbx; pop rbp; ret
 //! ```
 //!
@@ -105,6 +108,8 @@ pub enum DataSection {
     Rodata,
     /// `.bss`: the static arena.
     Arena,
+    /// `.bss` too, whose CPU check byte follows the arena.
+    CpuCheck,
 }
 
 impl DataSection {
@@ -112,7 +117,7 @@ impl DataSection {
     pub fn section_name(self) -> &'static str {
         match self {
             DataSection::Rodata => ".rodata",
-            DataSection::Arena => ".bss",
+            DataSection::Arena | DataSection::CpuCheck => ".bss",
         }
     }
 }
@@ -225,10 +230,35 @@ const ARENA: AsmRegister64 = rbx;
 const RODATA: AsmRegister64 = r12;
 const IO: AsmRegister64 = r13;
 
-/// `lea rbx, [rip+0]` and `lea r12, [rip+0]`: REX.W (+R), 8D, ModRM with
-/// mod 00 and r/m 101; the 4-byte displacement follows at offset 3.
+/// `lea rbx, [rip+0]`, `lea r12, [rip+0]` and `lea r10, [rip+0]`: REX.W
+/// (+R), 8D, ModRM with mod 00 and r/m 101; the 4-byte displacement follows
+/// at offset 3.
 const LEA_RBX_RIP: [u8; 3] = [0x48, 0x8D, 0x1D];
 const LEA_R12_RIP: [u8; 3] = [0x4C, 0x8D, 0x25];
+const LEA_R10_RIP: [u8; 3] = [0x4C, 0x8D, 0x15];
+
+/// What an entry returns: it ran.
+pub const RETURN_OK: u32 = 0;
+/// What `run_with_workspace` returns without running when the program
+/// needs an arena and the workspace is null or misaligned.
+pub const RETURN_BAD_WORKSPACE: u32 = 1;
+/// What every entry returns without running when this CPU lacks a feature
+/// the program was compiled for (`cpu_check.rs`).
+pub const RETURN_CPU_LACKS_FEATURES: u32 = 2;
+
+/// The CPU check's byte in `.bss`: 0 not checked yet, then one of these.
+const CPU_HAS_FEATURES: u32 = 1;
+const CPU_LACKS_FEATURES: u32 = 2;
+
+/// Offset in `.bss` of the CPU check's byte, after the static arena.
+pub fn cpu_check_flag_offset(program: &Program) -> usize {
+    program.arena_bytes.next_multiple_of(crate::abi::BUFFER_ALIGN)
+}
+
+/// Bytes of `.bss`: the static arena, then the CPU check's byte (padded).
+pub fn bss_bytes(program: &Program) -> usize {
+    cpu_check_flag_offset(program) + crate::abi::BUFFER_ALIGN
+}
 
 /// Assembles the stub of `kind` to run at offset `at` of `.text`.
 fn emit_stub(program: &Program, kind: EntryKind, at: usize) -> Result<Stub, CodegenError> {
@@ -260,6 +290,20 @@ fn emit_stub(program: &Program, kind: EntryKind, at: usize) -> Result<Stub, Code
     let frame = (slots * 8).next_multiple_of(16) + 8;
     a.sub(rsp, i32::try_from(frame).map_err(|_| too_big())?)?;
     a.mov(IO, rsp)?;
+
+    // This CPU has the target's features: the answer cached in .bss.
+    let flag = cpu_check_flag_offset(program);
+    let flag_byte = || byte_ptr(r10 + i32::try_from(flag).unwrap_or(i32::MAX));
+    let mut cpu_check = a.create_label();
+    let mut cpu_checked = a.create_label();
+    let mut label = a.create_label();
+    a.set_label(&mut label)?;
+    a.db(&with_zero_displacement(LEA_R10_RIP))?;
+    data_labels.push((label, DataSection::CpuCheck));
+    a.cmp(flag_byte(), CPU_HAS_FEATURES as i32)?;
+    a.jne(cpu_check)?;
+    a.set_label(&mut cpu_checked)?;
+    a.zero_bytes()?; // the label's own (empty) instruction: a labelled lea follows
 
     // The arena, before the argument registers are reused.
     let arena_needed = program.arena_bytes > 0;
@@ -345,7 +389,7 @@ fn emit_stub(program: &Program, kind: EntryKind, at: usize) -> Result<Stub, Code
         mov_count(&mut a, (r8, r8d), kernel.work)?;
         a.call(kernel.offset as u64)?;
     }
-    a.xor(eax, eax)?;
+    a.mov(eax, RETURN_OK)?;
 
     a.set_label(&mut done)?;
     a.lea(rsp, qword_ptr(rbp - 24))?;
@@ -356,9 +400,26 @@ fn emit_stub(program: &Program, kind: EntryKind, at: usize) -> Result<Stub, Code
     a.ret()?;
     if kind == EntryKind::RunWithWorkspace && arena_needed {
         a.set_label(&mut bad_workspace)?;
-        a.mov(eax, 1)?;
+        a.mov(eax, RETURN_BAD_WORKSPACE)?;
         a.jmp(done)?;
     }
+    // The first call: cpuid (which clobbers rbx, not yet a base, and
+    // rax..rdx, of which rcx and rdx are arguments) and the flag.
+    a.set_label(&mut cpu_check)?;
+    for r in ARGUMENT_REGISTERS {
+        a.push(r)?;
+    }
+    crate::cpu_check::emit_feature_test(&mut a, &program.target.features)?;
+    a.mov(r11d, CPU_LACKS_FEATURES)?;
+    a.sub(r11d, eax)?; // 1 when every feature is there, else 2
+    a.mov(flag_byte(), r11b)?;
+    for r in ARGUMENT_REGISTERS.iter().rev() {
+        a.pop(*r)?;
+    }
+    a.cmp(r11d, CPU_HAS_FEATURES as i32)?;
+    a.je(cpu_checked)?;
+    a.mov(eax, RETURN_CPU_LACKS_FEATURES)?;
+    a.jmp(done)?;
 
     let result = a.assemble_options(at as u64, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)?;
     let mut references = Vec::new();

@@ -79,10 +79,11 @@ pub fn c_header(program: &Program, options: &ObjectOptions) -> Result<String, Co
     }
     let _ = writeln!(h, " *");
     let _ = writeln!(h, " * Buffers are dense row-major (C order) arrays of their element type.");
-    let _ = writeln!(h, " * Every entry point returns 0 when it ran. The code needs a CPU with the");
-    let _ = writeln!(h, " * target's features; it sets MXCSR to round-to-nearest-even without");
-    let _ = writeln!(h, " * FTZ/DAZ while it computes and restores the caller's MXCSR, so results");
-    let _ = writeln!(h, " * are the same whatever floating-point mode the caller runs in.");
+    let _ = writeln!(h, " * Every entry point returns 0 when it ran, and 2 without running when this");
+    let _ = writeln!(h, " * CPU lacks a feature of the target (checked on the first call). The code");
+    let _ = writeln!(h, " * sets MXCSR to round-to-nearest-even without FTZ/DAZ while it computes");
+    let _ = writeln!(h, " * and restores the caller's MXCSR, so results are the same whatever");
+    let _ = writeln!(h, " * floating-point mode the caller runs in.");
     let _ = writeln!(h, " */");
     let guard = format!("{m}_H");
     let _ = writeln!(h, "#ifndef {guard}\n#define {guard}\n\n#include <stdint.h>\n");

@@ -47,6 +47,7 @@ mod arena;
 mod buffer;
 mod clock;
 mod convert;
+mod cpu_check;
 mod emit;
 mod entry;
 mod error;

@@ -90,12 +90,14 @@ pub fn listing(
     let _ = writeln!(out, "{c} target {} ({})", program.target.cpu, program.target.features);
     let _ = writeln!(
         out,
-        "{c} .text {} bytes: {}, {} entry points; .rodata {} bytes; .bss (the arena) {} bytes",
+        "{c} .text {} bytes: {}, {} entry points; .rodata {} bytes; .bss {} bytes (the arena {}, the CPU check's byte at {})",
         image.text.len(),
         counted(program.kernels.len(), "kernel"),
         image.entries.len(),
         program.rodata.len(),
-        program.arena_bytes
+        crate::entry::bss_bytes(program),
+        program.arena_bytes,
+        crate::entry::cpu_check_flag_offset(program)
     );
     for (what, sigs) in [("input", &program.inputs), ("output", &program.outputs)] {
         for (i, sig) in sigs.iter().enumerate() {
@@ -184,6 +186,7 @@ fn disassemble(
             let what = match r.section {
                 DataSection::Rodata => "the read-only data",
                 DataSection::Arena => "the arena",
+                DataSection::CpuCheck => "the CPU check's byte follows the arena",
             };
             let _ = write!(line, "    {c} R_X86_64_PC32 {}-4: {what}", r.section.section_name());
         }

@@ -8,10 +8,10 @@
 //! |---|---|---|
 //! | `.text` | the kernels at their offsets, then the entry stubs (`entry.rs`) | 64 |
 //! | `.rodata` | the program's rodata (packed weights, constants, tables) | 64 |
-//! | `.bss` | the static arena, [`Program::arena_bytes`] | 64 |
+//! | `.bss` | the static arena, [`Program::arena_bytes`], then the CPU check's byte (`entry.rs`) | 64 |
 //! | `.note.GNU-stack` | empty: the code needs no executable stack | 1 |
 //!
-//! `.rodata` and `.bss` are left out when empty. Symbols: a file symbol
+//! `.rodata` is left out when empty. Symbols: a file symbol
 //! with the model's name; each entry stub as a global function
 //! (`<prefix>_run`, `<prefix>_run_with_workspace`, `<prefix>_run_quantized`);
 //! each kernel as a local function `<prefix>.kernel<N>` so that debuggers,
@@ -114,11 +114,11 @@ pub fn write_object(program: &Program, options: &ObjectOptions) -> Result<Vec<u8
         obj.append_section_data(id, &program.rodata, crate::abi::BUFFER_ALIGN as u64);
         id
     });
-    let bss = (program.arena_bytes > 0).then(|| {
+    let bss = {
         let id = obj.section_id(StandardSection::UninitializedData);
-        obj.append_section_bss(id, program.arena_bytes as u64, crate::abi::BUFFER_ALIGN as u64);
-        id
-    });
+        obj.append_section_bss(id, crate::entry::bss_bytes(program) as u64, crate::abi::BUFFER_ALIGN as u64);
+        Some(id)
+    };
     // An empty .note.GNU-stack (PROGBITS, no flags) says the stack need not
     // be executable; without it, linkers warn and may make it executable.
     obj.add_section(Vec::new(), b".note.GNU-stack".to_vec(), SectionKind::Other);
@@ -147,7 +147,7 @@ pub fn write_object(program: &Program, options: &ObjectOptions) -> Result<Vec<u8
     for reference in &image.references {
         let section = match reference.section {
             DataSection::Rodata => rodata,
-            DataSection::Arena => bss,
+            DataSection::Arena | DataSection::CpuCheck => bss,
         }
         .ok_or_else(|| {
             CodegenError::new(

@@ -161,6 +161,27 @@ impl CpuFeatures {
         missing
     }
 
+    /// Every feature, each alone, in the order of [`CpuFeatures::names`].
+    pub fn each() -> Vec<CpuFeatures> {
+        FEATURE_FIELDS
+            .iter()
+            .map(|(_, field)| {
+                let mut one = CpuFeatures::NONE;
+                *field(&mut one) = true;
+                one
+            })
+            .collect()
+    }
+
+    /// The features of `self` and of `other`.
+    pub fn union(&self, other: &CpuFeatures) -> CpuFeatures {
+        let (mut both, mut other) = (*self, *other);
+        for (_, field) in FEATURE_FIELDS {
+            *field(&mut both) |= *field(&mut other);
+        }
+        both
+    }
+
     /// Every feature of `self` is in `available`.
     pub fn is_subset_of(&self, available: &CpuFeatures) -> bool {
         self.missing_from(available) == CpuFeatures::NONE

@@ -179,7 +179,9 @@ fn the_object_file_has_the_documented_layout() {
     assert_eq!(rodata.data().unwrap(), program.rodata.as_slice());
     let bss = file.section_by_name(".bss").expect(".bss");
     assert_eq!(bss.kind(), SectionKind::UninitializedData);
-    assert_eq!((bss.size(), bss.align()), (program.arena_bytes as u64, 64));
+    // The static arena, then the CPU check's byte in a block of its own.
+    let arena = program.arena_bytes.next_multiple_of(64) as u64;
+    assert_eq!((bss.size(), bss.align()), (arena + 64, 64));
     assert!(program.arena_bytes > 0 && !program.rodata.is_empty());
     let stack = file.section_by_name(".note.GNU-stack").expect(".note.GNU-stack");
     assert_eq!(stack.size(), 0);
@@ -210,8 +212,9 @@ fn the_object_file_has_the_documented_layout() {
 
     let relocations: Vec<_> = text.relocations().collect();
     assert_eq!(relocations.len(), image.references.len());
-    // run and run_quantized take .bss and .rodata, run_with_workspace .rodata.
-    assert_eq!(relocations.len(), 5);
+    // Every stub takes .bss for the CPU check's byte; run and run_quantized
+    // take it again for the arena, and all three take .rodata.
+    assert_eq!(relocations.len(), 8);
     for (offset, r) in relocations {
         assert_eq!(r.flags(), RelocationFlags::Elf { r_type: object::elf::R_X86_64_PC32 });
         assert_eq!(r.addend(), -4);
@@ -242,7 +245,8 @@ struct Loaded {
 fn load(program: &Program, test: &str) -> Option<Loaded> {
     let image = text_image(program, "model").unwrap();
     let bss_offset = program.rodata.len().next_multiple_of(64);
-    let mut data = MmapMut::map_anon(bss_offset + program.arena_bytes + 64).unwrap();
+    // .bss: the arena, then the CPU check's byte in a block of its own.
+    let mut data = MmapMut::map_anon(bss_offset + program.arena_bytes.next_multiple_of(64) + 64).unwrap();
     data[..program.rodata.len()].copy_from_slice(&program.rodata);
     let mut text = MmapMut::map_anon(image.text.len()).unwrap();
     text.copy_from_slice(&image.text);
@@ -251,7 +255,7 @@ fn load(program: &Program, test: &str) -> Option<Loaded> {
         let target = data.as_ptr() as i64
             + match r.section {
                 DataSection::Rodata => 0,
-                DataSection::Arena => bss_offset as i64,
+                DataSection::Arena | DataSection::CpuCheck => bss_offset as i64,
             };
         let Ok(value) = i32::try_from(target - 4 - (text_address + r.offset as i64)) else {
             println!("notice: {test}: skipped running the stubs, the test's mappings are over 2 GiB apart");

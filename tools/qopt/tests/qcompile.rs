@@ -551,6 +551,50 @@ fn objects_linked_into_c_programs_compute_what_qrun_computes() {
     }
 }
 
+/// Code compiled for x86-64-v4 (AVX-512) refuses to run on a CPU without
+/// it: every entry returns 2 before any kernel runs, and says so again on
+/// the next call (the cached answer). On a CPU with AVX-512 it runs.
+#[test]
+fn entries_refuse_to_run_on_a_cpu_without_the_target_features() {
+    let test = "entries_refuse_to_run_on_a_cpu_without_the_target_features";
+    let Some(cc) = c_compiler() else {
+        println!("notice: {test}: skipped, no C compiler");
+        return;
+    };
+    let dir = scratch("cpu-check");
+    let case = &cases()[0];
+    let model = write(&dir, "model.qir", &case.module());
+    let object = dir.join("model.o");
+    qcompile(0, &[path_str(&model), "-o", path_str(&object), "--target-cpu=x86-64-v4"]);
+    let main_c = write(
+        &dir,
+        "main.c",
+        "#include \"model.h\"\n#include <stdio.h>\n#include <stdlib.h>\n\
+         int main(void) {\n\
+           float *in = calloc(MODEL_INPUT0_ELEMENTS, sizeof(float));\n\
+           float *out = calloc(MODEL_OUTPUT0_ELEMENTS, sizeof(float));\n\
+           int first, second;\n\
+           if (!in || !out) return 11;\n\
+           first = model_run(in, out);\n\
+           second = model_run(in, out);\n\
+           printf(\"%d %d\\n\", first, second);\n\
+           return 0;\n\
+         }\n",
+    );
+    let prog = dir.join("prog");
+    let linked = Command::new(&cc)
+        .args(["-std=c11", "-Wall", "-Werror", "-o", path_str(&prog), path_str(&main_c), path_str(&object)])
+        .output()
+        .expect("the C compiler starts");
+    assert!(linked.status.success(), "linking failed:\n{}", text(&linked.stderr));
+    let ran = Command::new(&prog).output().expect("the program starts");
+    assert!(ran.status.success(), "exit {:?}: {}", ran.status.code(), text(&ran.stderr));
+    let host = CpuFeatures::host();
+    let v4 = qopt_codegen_x86::Target::named(qopt_codegen_x86::TargetCpu::X86_64V4).features;
+    let want = if v4.is_subset_of(&host) { "0 0" } else { "2 2" };
+    assert_eq!(text(&ran.stdout).trim(), want, "this CPU has {host}");
+}
+
 // ---- listings ----------------------------------------------------------------
 
 #[test]
