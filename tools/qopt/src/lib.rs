@@ -147,7 +147,19 @@ impl Driver {
             return code;
         }
         let pipeline_text = cli.pass.as_deref().unwrap_or("");
-        let pipeline = match PassManager::parse(&self.passes, pipeline_text) {
+        let checked = PassManager::parse(&self.passes, pipeline_text).and_then(|pipeline| {
+            if pipeline.is_empty() {
+                return Ok(pipeline);
+            }
+            // Options that name something a context registry must know (a
+            // backend target) are usage errors too; a context that cannot be
+            // built is reported when the input is run.
+            match self.new_context() {
+                Ok(ctx) => pipeline.check_options(&ctx).map(|()| pipeline),
+                Err(_) => Ok(pipeline),
+            }
+        });
+        let pipeline = match checked {
             Ok(p) => p,
             Err(e) => {
                 match cli.diagnostics {
