@@ -130,43 +130,22 @@ impl Pass for Calibrate {
             ));
             return Ok(PassOutcome::Unchanged);
         }
-        let func = lookup_function(ctx, module, &settings.func)?;
-        let specs = arg_specs(ctx, module, func, settings.batch_size)?;
-        let dataset = Dataset::open(Path::new(&settings.data), &specs).map_err(|e| e.to_string())?;
-        let per_call = dataset.batch().max(1);
-        let mut calls = dataset.len() / per_call;
-        if calls == 0 {
-            return Err(format!(
-                "'{}' has {} sample(s), fewer than one batch of {per_call}",
-                settings.data,
-                dataset.len()
-            )
-            .into());
-        }
-        let leftover = dataset.len() % per_call;
-        let mut warnings = Vec::new();
-        if settings.batches > 0 {
-            calls = calls.min(settings.batches);
-        } else if leftover > 0 {
-            warnings.push(Diagnostic::warning(
-                None,
-                qopt_ir_core::SrcPos::NONE,
-                format!("the last {leftover} sample(s) do not fill a batch of {per_call} and are not used"),
-            ));
-        }
+        let data = CalibrationData::open(ctx, module, &settings.func, &settings.data, settings.batch_size)?;
+        let (calls, leftover) = data.calls(settings.batches);
+        let (dataset, per_call) = (&data.dataset, data.per_call);
 
         let run = CalibrationRun {
             ctx,
             module,
             func_name: &settings.func,
-            dataset: &dataset,
+            dataset,
             per_call,
             calls,
             observers: &observers,
         };
         let (merged, phases) = run.execute(settings.threads)?;
         phases.into_iter().for_each(|(name, wall)| cx.add_phase(name, wall));
-        warnings.into_iter().for_each(|w| cx.warn(w));
+        leftover.into_iter().for_each(|w| cx.warn(w));
 
         let mut unobserved = Vec::new();
         for (observer, stats) in observers.iter().zip(merged) {
@@ -318,6 +297,59 @@ fn arg_specs(
         specs.push(ArgSpec::new(format!("arg{i}"), dtype, dims));
     }
     Ok(specs)
+}
+
+/// A function's calibration data set, opened against its arguments: what
+/// `calibrate` and `collect-calibration-data` run over.
+pub(super) struct CalibrationData {
+    /// The samples, streamed.
+    pub dataset: Dataset,
+    /// Samples per interpreter call (the function's batch).
+    pub per_call: usize,
+}
+
+impl CalibrationData {
+    /// Opens `data` for function `@func` of `module` (`batch_size` for a
+    /// dynamic batch dimension, 0: 1). Fails on a missing function, data that
+    /// does not fit its arguments, or fewer samples than one batch.
+    pub fn open(
+        ctx: &Context,
+        module: &Module,
+        func: &str,
+        data: &str,
+        batch_size: usize,
+    ) -> Result<CalibrationData, PassError> {
+        let op = lookup_function(ctx, module, func)?;
+        let specs = arg_specs(ctx, module, op, batch_size)?;
+        let dataset = Dataset::open(Path::new(data), &specs).map_err(|e| e.to_string())?;
+        let per_call = dataset.batch().max(1);
+        if dataset.len() / per_call == 0 {
+            return Err(format!(
+                "'{data}' has {} sample(s), fewer than one batch of {per_call}",
+                dataset.len()
+            )
+            .into());
+        }
+        Ok(CalibrationData { dataset, per_call })
+    }
+
+    /// The interpreter calls to make (at most `batches` when it is not 0),
+    /// and a warning when samples that do not fill a last batch go unused.
+    pub fn calls(&self, batches: usize) -> (usize, Option<Diagnostic>) {
+        let calls = self.dataset.len() / self.per_call;
+        let leftover = self.dataset.len() % self.per_call;
+        if batches > 0 {
+            return (calls.min(batches), None);
+        }
+        let warning = (leftover > 0).then(|| {
+            Diagnostic::warning(
+                None,
+                qopt_ir_core::SrcPos::NONE,
+                format!("the last {leftover} sample(s) do not fill a batch of {} and are not used", self.per_call),
+            )
+        });
+        (calls, warning)
+    }
 }
 
 /// One calibration over a data set.
