@@ -99,18 +99,11 @@ impl Pass for Calibrate {
     }
 
     fn options(&self) -> Vec<OptionSpec> {
-        vec![
-            OptionSpec::new("data", OptionKind::String, "")
-                .required()
-                .help("calibration data: a .npy, an .npz (one member per argument) or a directory of them"),
-            OptionSpec::new("batches", OptionKind::Int, "0")
-                .help("stop after this many interpreter calls (0: use every sample)"),
-            OptionSpec::new("batch-size", OptionKind::Int, "0").help(
-                "samples per call when the batch dimension is dynamic (0: 1); must match a static batch",
-            ),
-            OptionSpec::new("func", OptionKind::String, "main").help("the function to run"),
-            OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)"),
-        ]
+        let mut options = DataSettings::options(
+            "calibration data: a .npy, an .npz (one member per argument) or a directory of them",
+        );
+        options.push(OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)"));
+        options
     }
 
     fn run(
@@ -130,14 +123,14 @@ impl Pass for Calibrate {
             ));
             return Ok(PassOutcome::Unchanged);
         }
-        let data = CalibrationData::open(ctx, module, &settings.func, &settings.data, settings.batch_size)?;
-        let (calls, leftover) = data.calls(settings.batches);
+        let data = settings.data.open(ctx, module)?;
+        let (calls, leftover) = data.calls(settings.data.batches);
         let (dataset, per_call) = (&data.dataset, data.per_call);
 
         let run = CalibrationRun {
             ctx,
             module,
-            func_name: &settings.func,
+            func_name: &settings.data.func,
             dataset,
             per_call,
             calls,
@@ -170,34 +163,70 @@ impl Pass for Calibrate {
 
 /// The options, checked.
 struct Settings {
-    data: String,
-    batches: usize,
-    batch_size: usize,
-    func: String,
+    data: DataSettings,
     threads: usize,
 }
 
 impl Settings {
     fn read(options: &PassOptions) -> Result<Settings, PassError> {
-        let non_negative = |name: &str| -> Result<usize, PassError> {
-            let v = options.int(name);
-            usize::try_from(v).map_err(|_| format!("'{name}' must be at least 0, got {v}").into())
+        let threads = match non_negative(options, "threads")? {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
         };
+        Ok(Settings { data: DataSettings::read(options)?, threads })
+    }
+}
+
+/// Option `name` as a count, refused when negative.
+fn non_negative(options: &PassOptions, name: &str) -> Result<usize, PassError> {
+    let v = options.int(name);
+    usize::try_from(v).map_err(|_| format!("'{name}' must be at least 0, got {v}").into())
+}
+
+/// The options of a pass that runs a function over a data set (`calibrate`,
+/// `collect-calibration-data`), checked: `data`, `batches`, `batch-size`, `func`.
+pub(super) struct DataSettings {
+    /// The data set's path.
+    pub data: String,
+    /// The most interpreter calls (0: every sample).
+    pub batches: usize,
+    /// Samples per call for a dynamic batch dimension (0: 1).
+    pub batch_size: usize,
+    /// The function to run, without `@`.
+    pub func: String,
+}
+
+impl DataSettings {
+    /// The four options; `data_help` says what the data is for.
+    pub fn options(data_help: &'static str) -> Vec<OptionSpec> {
+        vec![
+            OptionSpec::new("data", OptionKind::String, "").required().help(data_help),
+            OptionSpec::new("batches", OptionKind::Int, "0")
+                .help("stop after this many interpreter calls (0: use every sample)"),
+            OptionSpec::new("batch-size", OptionKind::Int, "0").help(
+                "samples per call when the batch dimension is dynamic (0: 1); must match a static batch",
+            ),
+            OptionSpec::new("func", OptionKind::String, "main").help("the function to run"),
+        ]
+    }
+
+    /// The options of a pass that declared [`DataSettings::options`].
+    pub fn read(options: &PassOptions) -> Result<DataSettings, PassError> {
         let data = options.string("data").to_string();
         if data.is_empty() {
             return Err("'data' must name a .npy, .npz or directory".into());
         }
-        let threads = match non_negative("threads")? {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n => n,
-        };
-        Ok(Settings {
+        Ok(DataSettings {
             data,
-            batches: non_negative("batches")?,
-            batch_size: non_negative("batch-size")?,
+            batches: non_negative(options, "batches")?,
+            batch_size: non_negative(options, "batch-size")?,
             func: options.string("func").trim_start_matches('@').to_string(),
-            threads,
         })
+    }
+
+    /// Opens the data set for the function (see [`CalibrationData::open`]).
+    pub fn open(&self, ctx: &Context, module: &Module) -> Result<CalibrationData, PassError> {
+        CalibrationData::open(ctx, module, &self.func, &self.data, self.batch_size)
     }
 }
 

@@ -40,7 +40,7 @@
 //! //               accel_1/input0, accel_1/output0, main/output0
 //! ```
 
-use super::calibrate::CalibrationData;
+use super::calibrate::DataSettings;
 use qopt_interp::{Interpreter, KernelRegistry, NpzStream, RunObserver, Tensor};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
@@ -74,20 +74,15 @@ impl Pass for CollectCalibrationData {
     }
 
     fn options(&self) -> Vec<OptionSpec> {
-        vec![
-            OptionSpec::new("data", OptionKind::String, "")
-                .required()
-                .help("input data: a .npy, an .npz (one member per argument) or a directory of them"),
+        let mut options =
+            DataSettings::options("input data: a .npy, an .npz (one member per argument) or a directory of them");
+        options.insert(
+            1,
             OptionSpec::new("out", OptionKind::String, "")
                 .required()
                 .help("the .npz to write (atomically) with every function's inputs and outputs"),
-            OptionSpec::new("batches", OptionKind::Int, "0")
-                .help("stop after this many interpreter calls (0: use every sample)"),
-            OptionSpec::new("batch-size", OptionKind::Int, "0").help(
-                "samples per call when the batch dimension is dynamic (0: 1); must match a static batch",
-            ),
-            OptionSpec::new("func", OptionKind::String, "main").help("the function to run"),
-        ]
+        );
+        options
     }
 
     /// The module is only read.
@@ -101,22 +96,15 @@ impl Pass for CollectCalibrationData {
         module: &mut Module,
         options: &PassOptions,
     ) -> Result<PassOutcome, PassError> {
-        let count = |name: &str| -> Result<usize, PassError> {
-            let v = options.int(name);
-            usize::try_from(v).map_err(|_| format!("'{name}' must be at least 0, got {v}").into())
-        };
-        let (data, out) = (options.string("data"), options.string("out"));
-        if data.is_empty() {
-            return Err("'data' must name a .npy, .npz or directory".into());
-        }
+        let settings = DataSettings::read(options)?;
+        let out = options.string("out");
         if out.is_empty() {
             return Err("'out' must name the .npz file to write".into());
         }
-        let func = options.string("func").trim_start_matches('@').to_string();
-        let ctx: &Context = cx.ctx;
+        let (func, ctx): (&str, &Context) = (&settings.func, cx.ctx);
         let module: &Module = module;
-        let opened = CalibrationData::open(ctx, module, &func, data, count("batch-size")?)?;
-        let (calls, leftover) = opened.calls(count("batches")?);
+        let opened = settings.open(ctx, module)?;
+        let (calls, leftover) = opened.calls(settings.batches);
         let stream = NpzStream::create(Path::new(out))
             .map_err(|e| format!("'out': cannot write '{out}' (its scratch files go beside it): {e}"))?;
         let kernels = KernelRegistry::of(ctx).cloned().unwrap_or_else(KernelRegistry::standard);
@@ -127,11 +115,11 @@ impl Pass for CollectCalibrationData {
                 .dataset
                 .read(call * opened.per_call, opened.per_call)
                 .map_err(|e| e.to_string())?;
-            recorder.record(&func, "input", &inputs.iter().collect::<Vec<_>>());
+            recorder.record(func, "input", &inputs.iter().collect::<Vec<_>>());
             let outputs = interpreter
-                .run_observed(&func, &inputs, &mut recorder)
+                .run_observed(func, &inputs, &mut recorder)
                 .map_err(|e| format!("@{func}, call {call}: {e}"))?;
-            recorder.record(&func, "output", &outputs.iter().collect::<Vec<_>>());
+            recorder.record(func, "output", &outputs.iter().collect::<Vec<_>>());
             if let Some(e) = recorder.error.take() {
                 return Err(format!("'{out}': {e}").into());
             }
