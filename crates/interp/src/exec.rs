@@ -7,6 +7,8 @@
 //! dense `value`) become tensors once per attribute and are shared, also with
 //! the interpreters [`Interpreter::fork`] makes for other threads. `func.call`
 //! recurses, at most [`MAX_CALL_DEPTH`] deep; `func.return` gives the results.
+//! A [`RunObserver`] ([`Interpreter::run_observed`]) sees every op's results
+//! and every call's arguments as its callee starts.
 //! Every op needs a kernel in the [`KernelRegistry`]; a missing one is reported
 //! before anything runs.
 //!

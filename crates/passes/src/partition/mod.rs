@@ -40,7 +40,7 @@
 //! %1 = qnn.dequantize(%0) ...          loc("dq")
 //! %2 = fp.tanh(%1) ...                 loc("tanh")
 //! func.func private @qnn_0(%arg0: ...) -> ... {
-//!   %w = qnn.constant ...              (cloned)
+//!   %w = fp.constant ...               (cloned from @main)
 //!   %0 = qnn.conv2d_relu(%arg0, %w, %b) ... loc("conv1")
 //!   func.return %0 ...
 //! }
