@@ -100,7 +100,7 @@ fn every_golden_case_is_proven_and_runs_identically() {
         assert_same_outputs(&ctx, &before, &after);
         cases += 1;
     }
-    assert_eq!(cases, 7);
+    assert_eq!(cases, 8);
 }
 
 #[test]
