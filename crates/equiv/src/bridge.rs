@@ -14,7 +14,7 @@ use egg::{EGraph, Id};
 use qopt_interp::Tensor;
 use qopt_ir_core::interfaces::{Annotations, AttributeDefaults};
 use qopt_ir_core::{
-    AttrData, Attribute, Context, ElementKind, FloatKind, FxHashMap, Module, OpId, Traits, ValueId,
+    AttrData, Attribute, Context, ElementKind, FloatKind, FxHashMap, Module, OpId, OpName, Traits, ValueId,
 };
 use std::sync::Arc;
 
@@ -55,8 +55,35 @@ pub fn identity_attrs(ctx: &mut Context, op_name: qopt_ir_core::OpName, attrs: A
     }
 }
 
+/// The deepest chain of `func.call`s [`add_function`] expands.
+pub const MAX_EXPANDED_CALL_DEPTH: usize = 64;
+
+/// A function body being added: its ops, the next one to add, and the call
+/// whose results its `func.return` defines (none for the checked function).
+struct Frame {
+    function: OpId,
+    ops: Vec<OpId>,
+    next: usize,
+    call: Option<OpId>,
+}
+
+impl Frame {
+    fn new(module: &Module, function: OpId, call: Option<OpId>) -> Frame {
+        let body = module.first_block(module.region(function, 0));
+        Frame { function, ops: module.block_ops(body).collect(), next: 0, call }
+    }
+}
+
 /// Adds the body of `func` to `egraph`, its arguments numbered from
 /// `first_arg`.
+///
+/// A `func.call` of a function of the module is expanded in place: the
+/// callee's body is added with its arguments bound to the call's operands,
+/// and the call's results are the values its `func.return` returns. So a
+/// pass that outlines ops into a function (`partition`) is checked against
+/// the ops it moved. Expansion uses an explicit stack of bodies, not
+/// recursion; recursive calls, calls of declarations and chains deeper than
+/// [`MAX_EXPANDED_CALL_DEPTH`] are [`Unsupported`].
 pub fn add_function(
     egraph: &mut EGraph<Node, EqAnalysis<'_>>,
     module: &Module,
@@ -71,13 +98,47 @@ pub fn add_function(
     let mut results = Vec::new();
     let mut effects = Vec::new();
     let mut ops = Vec::new();
-    for op in module.block_ops(body) {
+    let mut frames = vec![Frame::new(module, func, None)];
+    while let Some(frame) = frames.last_mut() {
+        let Some(&op) = frame.ops.get(frame.next) else {
+            frames.pop();
+            continue;
+        };
+        frame.next += 1;
         let name = module.op_name(op);
-        let ctx = &mut *egraph.analysis.ctx;
-        if ctx.op_name_str(name) == "func.return" {
-            results = module.operands(op).collect();
+        if name == OpName::RETURN {
+            let returned: Vec<ValueId> = module.operands(op).collect();
+            let call = frame.call;
+            frames.pop();
+            match call {
+                None => results = returned,
+                Some(call) => {
+                    if returned.len() != module.num_results(call) {
+                        return Err("a call's result count differs from its callee's".into());
+                    }
+                    for (i, v) in returned.into_iter().enumerate() {
+                        let id = values.get(&v).copied().ok_or("a returned value is not defined")?;
+                        values.insert(module.result(call, i), id);
+                    }
+                }
+            }
             continue;
         }
+        if name == OpName::CALL {
+            let callee = callee_body(&egraph.analysis, module, op, &frames)?;
+            for (&arg, v) in module
+                .block_args(module.first_block(module.region(callee, 0)))
+                .iter()
+                .zip(module.operands(op))
+            {
+                let id =
+                    values.get(&v).copied().ok_or("a call operand is defined outside the function body")?;
+                values.insert(arg, id);
+            }
+            frames.push(Frame::new(module, callee, Some(op)));
+            continue;
+        }
+        let ctx = &mut *egraph.analysis.ctx;
         if module.num_regions(op) > 0 {
             return Err(format!("'{}' has regions, which the checker does not model", ctx.op_name_str(name)));
         }
@@ -116,6 +177,44 @@ pub fn add_function(
         }
     }
     Ok(Added { values, results, effects, ops })
+}
+
+/// The function `call` calls, checked for expansion: a single-block body
+/// taking as many arguments as the call passes, not already being expanded
+/// (recursion), within the depth limit.
+fn callee_body(
+    analysis: &EqAnalysis<'_>,
+    module: &Module,
+    call: OpId,
+    frames: &[Frame],
+) -> Result<OpId, Unsupported> {
+    let ctx = &*analysis.ctx;
+    let name = match module.op_attr(ctx, call, "callee").map(|a| ctx.attr_data(a)) {
+        Some(AttrData::SymbolRef(s)) => ctx.symbol_str(*s).to_string(),
+        _ => return Err("a func.call has no callee".into()),
+    };
+    let callee = module
+        .lookup_symbol(ctx, &name)
+        .filter(|&f| module.op_name(f) == OpName::FUNC && module.num_regions(f) == 1)
+        .ok_or_else(|| format!("@{name} is not a function of the module"))?;
+    let blocks = module.blocks(module.region(callee, 0)).count();
+    if blocks != 1 {
+        return Err(format!("@{name} has {blocks} blocks; only single-block callees are expanded"));
+    }
+    if frames.iter().any(|f| f.function == callee) {
+        return Err(format!("@{name} calls itself (recursion is not expanded)"));
+    }
+    if frames.len() >= MAX_EXPANDED_CALL_DEPTH {
+        return Err(format!("calls nest deeper than {MAX_EXPANDED_CALL_DEPTH}"));
+    }
+    let args = module.block_args(module.first_block(module.region(callee, 0))).len();
+    if args != module.num_operands(call) {
+        return Err(format!(
+            "@{name} takes {args} argument(s), the call passes {}",
+            module.num_operands(call)
+        ));
+    }
+    Ok(callee)
 }
 
 /// Adds a constant op's value as a leaf (`None` when it holds no dense value).

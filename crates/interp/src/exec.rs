@@ -7,6 +7,8 @@
 //! dense `value`) become tensors once per attribute and are shared, also with
 //! the interpreters [`Interpreter::fork`] makes for other threads. `func.call`
 //! recurses, at most [`MAX_CALL_DEPTH`] deep; `func.return` gives the results.
+//! A [`RunObserver`] ([`Interpreter::run_observed`]) sees every op's results
+//! and every call's arguments as its callee starts.
 //! Every op needs a kernel in the [`KernelRegistry`]; a missing one is reported
 //! before anything runs.
 //!
@@ -54,6 +56,28 @@ pub fn run_function_with(
     observe: &mut dyn FnMut(OpId, &[Tensor]),
 ) -> Result<Vec<Tensor>, InterpError> {
     Interpreter::new(ctx, module, kernels).run_with(func, inputs, observe)
+}
+
+/// What a run reports as it goes ([`Interpreter::run_observed`]): the
+/// results of every op, and the arguments of every `func.call` as its callee
+/// starts, at any call depth.
+pub trait RunObserver {
+    /// `op` ran (a kernel, a constant, or a `func.call` whose callee
+    /// returned) and produced `results`.
+    fn op_done(&mut self, op: OpId, results: &[Tensor]);
+    /// The `func.call` `call` is about to run `callee` on `args`.
+    fn call_entered(&mut self, call: OpId, callee: OpId, args: &[&Tensor]) {
+        let _ = (call, callee, args);
+    }
+}
+
+/// A closure over every op's results, as a [`RunObserver`].
+struct OpHook<'f>(&'f mut dyn FnMut(OpId, &[Tensor]));
+
+impl RunObserver for OpHook<'_> {
+    fn op_done(&mut self, op: OpId, results: &[Tensor]) {
+        (self.0)(op, results)
+    }
 }
 
 /// An interpreter over one module; keeps compiled plans and constant tensors
@@ -166,6 +190,17 @@ impl<'a> Interpreter<'a> {
         inputs: &[Tensor],
         observe: &mut dyn FnMut(OpId, &[Tensor]),
     ) -> Result<Vec<Tensor>, InterpError> {
+        self.run_observed(func, inputs, &mut OpHook(observe))
+    }
+
+    /// Runs function `func` on `inputs`, telling `observer` every op's
+    /// results and every call's arguments.
+    pub fn run_observed(
+        &mut self,
+        func: &str,
+        inputs: &[Tensor],
+        observer: &mut dyn RunObserver,
+    ) -> Result<Vec<Tensor>, InterpError> {
         let op = self.lookup_function(func)?;
         let plan = self.plan(op)?;
         if inputs.len() != plan.arg_types.len() {
@@ -176,7 +211,7 @@ impl<'a> Interpreter<'a> {
                 .map_err(|e| InterpError::new(format!("argument #{i} (%arg{i}) {}", e.message)))?;
         }
         let args: Vec<&Tensor> = inputs.iter().collect();
-        self.execute(plan, &args, observe)
+        self.execute(plan, &args, observer)
     }
 
     /// The `func.func` named `name`.
@@ -365,7 +400,7 @@ impl<'a> Interpreter<'a> {
         &mut self,
         plan: Arc<Plan>,
         args: &[&'t Tensor],
-        observe: &mut dyn FnMut(OpId, &[Tensor]),
+        observer: &mut dyn RunObserver,
     ) -> Result<Vec<Tensor>, InterpError> {
         let mut frames: Vec<Frame<'t>> = Vec::new();
         let mut frame = Frame::new(plan, args.iter().map(|&t| Slot::Borrowed(t)));
@@ -390,7 +425,7 @@ impl<'a> Interpreter<'a> {
                     t.check_type(self.ctx, step.result_types[0]).map_err(|e| {
                         self.op_error(step.op, InterpError::new(format!("constant {}", e.message)))
                     })?;
-                    observe(step.op, std::slice::from_ref(&*t));
+                    observer.op_done(step.op, std::slice::from_ref(&*t));
                     if let Some(&r) = step.results.first() {
                         frame.slots[r as usize] = Slot::Shared(t);
                     }
@@ -420,6 +455,8 @@ impl<'a> Interpreter<'a> {
                         }
                         passed.push(slot);
                     }
+                    let entered: Vec<&Tensor> = passed.iter().filter_map(Slot::get).collect();
+                    observer.call_entered(op, callee, &entered);
                     frames.push(std::mem::replace(&mut frame, Frame::new(inner, passed.into_iter())));
                     continue;
                 }
@@ -452,7 +489,7 @@ impl<'a> Interpreter<'a> {
                     self.op_error(step.op, InterpError::new(format!("result #{i} {}{why}", e.message)))
                 })?;
             }
-            observe(step.op, &outputs);
+            observer.op_done(step.op, &outputs);
             for (&r, t) in step.results.iter().zip(outputs) {
                 frame.slots[r as usize] = Slot::Owned(t);
             }

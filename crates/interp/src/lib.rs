@@ -13,7 +13,11 @@
 //! - [`dequantize_tensor`]: stored integers to real values exactly as
 //!   `qnn.dequantize` computes them (calibration records quantized values so).
 //! - [`run_function`] / [`run_function_with`] (a hook per op, for calibration
-//!   and per-layer comparison) and the reusable [`Interpreter`].
+//!   and per-layer comparison) and the reusable [`Interpreter`], whose
+//!   [`Interpreter::run_observed`] also reports each call's arguments
+//!   ([`RunObserver`], for `collect-calibration-data`).
+//! - [`NpzStream`]: a `.npz` written member by member, entry by entry, with
+//!   memory independent of the entry count, assembled atomically.
 //! - [`dataset::Dataset`]: calibration samples streamed from `.npy` / `.npz` files
 //!   or directories of them, one batch at a time.
 //! - [`random_arguments`]: deterministic random arguments for a function
@@ -34,6 +38,7 @@ mod exec;
 mod gemm;
 mod kernels;
 pub mod npy;
+mod npz_stream;
 pub mod progress;
 mod random_inputs;
 mod registry;
@@ -41,8 +46,9 @@ mod simd;
 mod tensor;
 
 pub use error::InterpError;
-pub use exec::{run_function, run_function_with, Interpreter, MAX_CALL_DEPTH, MAX_ELEMENTS};
+pub use exec::{run_function, run_function_with, Interpreter, RunObserver, MAX_CALL_DEPTH, MAX_ELEMENTS};
 pub use kernels::qnn::{dequantize_tensor, QuantConv2d, Relu};
+pub use npz_stream::NpzStream;
 pub use random_inputs::{
     check_random_arguments, random_arguments, IntegerValues, RandomInputError, RandomInputs, SplitMix64,
     SMALL_INTEGERS,

@@ -720,8 +720,8 @@ fn invalid_input(msg: String) -> io::Error {
 }
 
 /// The header dictionary text as numpy writes it.
-fn header_dict(array: &RawArray) -> String {
-    let shape = match array.shape.as_slice() {
+fn header_dict(dtype: DType, shape: &[usize]) -> String {
+    let shape = match shape {
         [] => "()".to_string(),
         [d] => format!("({d},)"),
         dims => {
@@ -729,13 +729,15 @@ fn header_dict(array: &RawArray) -> String {
             format!("({})", parts.join(", "))
         }
     };
-    format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}", array.dtype.descr())
+    format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}", dtype.descr())
 }
 
-/// Serializes `array` as a `.npy` file (version 1.0, or 2.0 if the header needs it).
-pub fn write_npy(array: &RawArray, out: &mut dyn Write) -> io::Result<()> {
-    array.validate().map_err(|e| invalid_input(e.to_string()))?;
-    let dict = header_dict(array);
+/// The `.npy` header (magic, version 1.0, or 2.0 if the dictionary needs it,
+/// and the dictionary padded to a multiple of 64 bytes) of an array of
+/// `dtype` and `shape`: what [`write_npy`] writes before the data, for
+/// writers that stream the data after it.
+pub fn npy_header(dtype: DType, shape: &[usize]) -> io::Result<Vec<u8>> {
+    let dict = header_dict(dtype, shape);
     // magic(6) + version(2) + length(2 or 4) + dict + padding + '\n', a multiple of 64.
     let padded = |prefix: usize| (prefix + dict.len() + 1).div_ceil(64) * 64 - prefix;
     let (version, prefix) = if padded(10) <= usize::from(u16::MAX) { (1u8, 10) } else { (2u8, 12) };
@@ -752,7 +754,13 @@ pub fn write_npy(array: &RawArray, out: &mut dyn Write) -> io::Result<()> {
     header.extend_from_slice(dict.as_bytes());
     header.resize(prefix + header_len - 1, b' ');
     header.push(b'\n');
-    out.write_all(&header)?;
+    Ok(header)
+}
+
+/// Serializes `array` as a `.npy` file (version 1.0, or 2.0 if the header needs it).
+pub fn write_npy(array: &RawArray, out: &mut dyn Write) -> io::Result<()> {
+    array.validate().map_err(|e| invalid_input(e.to_string()))?;
+    out.write_all(&npy_header(array.dtype, &array.shape)?)?;
     out.write_all(&array.data)
 }
 
@@ -785,7 +793,13 @@ const CRC_TABLE: [u32; 256] = {
 
 /// CRC-32 (IEEE 802.3 polynomial, reflected) of `data`.
 pub fn crc32(data: &[u8]) -> u32 {
-    !data.iter().fold(!0u32, |c, &b| CRC_TABLE[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8))
+    crc32_continue(0, data)
+}
+
+/// The CRC-32 of `a` followed by `data`, given `crc = crc32(a)` (so
+/// `crc32_continue(0, data) == crc32(data)`): for data read in pieces.
+pub fn crc32_continue(crc: u32, data: &[u8]) -> u32 {
+    !data.iter().fold(!crc, |c, &b| CRC_TABLE[((c ^ u32::from(b)) & 0xFF) as usize] ^ (c >> 8))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1142,70 +1156,117 @@ pub fn read_npz(bytes: &[u8]) -> Result<Vec<(String, RawArray)>, NpyError> {
 const DOS_TIME: u16 = 0;
 const DOS_DATE: u16 = (1 << 5) | 1;
 
-/// Writes `arrays` as an uncompressed `.npz` archive (like `np.savez`); each array becomes a
-/// member named `"<name>.npy"`.
-pub fn write_npz(arrays: &[(String, RawArray)], out: &mut dyn Write) -> io::Result<()> {
-    let too_big = || invalid_input("archive too large for a non-ZIP64 .npz writer".to_string());
-    let mut names = std::collections::HashSet::new();
-    let mut central = Vec::new();
-    let mut offset = 0u32;
-    for (name, array) in arrays {
-        if !names.insert(name.as_str()) {
-            return Err(invalid_input(format!("duplicate .npz member name '{name}'")));
-        }
-        let file_name = format!("{name}.npy");
-        let name_len = u16::try_from(file_name.len()).map_err(|_| invalid_input("name too long".into()))?;
-        let data = npy_bytes(array)?;
-        let size = u32::try_from(data.len()).ok().filter(|&s| s != u32::MAX).ok_or_else(too_big)?;
-        let crc = crc32(&data);
-        let flags: u16 = if file_name.is_ascii() { 0 } else { 0x800 }; // UTF-8 name flag
+/// The largest size or offset a zip archive without ZIP64 records holds.
+pub(crate) const ZIP32_LIMIT: u64 = u32::MAX as u64 - 1;
 
-        let mut local = Vec::with_capacity(30 + file_name.len());
+/// One STORED member of a zip archive, as its local header and central
+/// directory record describe it.
+pub(crate) struct StoredEntry<'a> {
+    /// The member's file name (`<name>.npy`).
+    pub file_name: &'a str,
+    /// CRC-32 of the member's bytes.
+    pub crc: u32,
+    /// The member's size in bytes.
+    pub size: u32,
+    /// Where its local header starts in the archive.
+    pub offset: u32,
+}
+
+impl StoredEntry<'_> {
+    /// The general-purpose flags: bit 11 for a UTF-8 name.
+    fn flags(&self) -> u16 {
+        if self.file_name.is_ascii() {
+            0
+        } else {
+            0x800
+        }
+    }
+
+    fn name_len(&self) -> io::Result<u16> {
+        u16::try_from(self.file_name.len()).map_err(|_| invalid_input("name too long".into()))
+    }
+
+    /// The local file header, followed in the archive by the member's bytes.
+    pub(crate) fn local_header(&self) -> io::Result<Vec<u8>> {
+        let mut local = Vec::with_capacity(30 + self.file_name.len());
         local.extend_from_slice(&SIG_LOCAL.to_le_bytes());
-        for v in [20u16, flags, 0, DOS_TIME, DOS_DATE] {
+        for v in [20u16, self.flags(), 0, DOS_TIME, DOS_DATE] {
             local.extend_from_slice(&v.to_le_bytes());
         }
-        for v in [crc, size, size] {
+        for v in [self.crc, self.size, self.size] {
             local.extend_from_slice(&v.to_le_bytes());
         }
-        local.extend_from_slice(&name_len.to_le_bytes());
+        local.extend_from_slice(&self.name_len()?.to_le_bytes());
         local.extend_from_slice(&0u16.to_le_bytes());
-        local.extend_from_slice(file_name.as_bytes());
-        out.write_all(&local)?;
-        out.write_all(&data)?;
+        local.extend_from_slice(self.file_name.as_bytes());
+        Ok(local)
+    }
 
+    /// The member's central directory record.
+    pub(crate) fn central_record(&self) -> io::Result<Vec<u8>> {
+        let mut central = Vec::with_capacity(46 + self.file_name.len());
         central.extend_from_slice(&SIG_CENTRAL.to_le_bytes());
-        for v in [20u16, 20, flags, 0, DOS_TIME, DOS_DATE] {
+        for v in [20u16, 20, self.flags(), 0, DOS_TIME, DOS_DATE] {
             central.extend_from_slice(&v.to_le_bytes());
         }
-        for v in [crc, size, size] {
+        for v in [self.crc, self.size, self.size] {
             central.extend_from_slice(&v.to_le_bytes());
         }
-        for v in [name_len, 0, 0, 0, 0] {
+        for v in [self.name_len()?, 0, 0, 0, 0] {
             central.extend_from_slice(&v.to_le_bytes());
         }
         central.extend_from_slice(&0u32.to_le_bytes()); // external attributes
-        central.extend_from_slice(&offset.to_le_bytes());
-        central.extend_from_slice(file_name.as_bytes());
-
-        offset = u32::try_from(local.len())
-            .ok()
-            .and_then(|l| offset.checked_add(l))
-            .and_then(|o| o.checked_add(size))
-            .filter(|&o| o != u32::MAX)
-            .ok_or_else(too_big)?;
+        central.extend_from_slice(&self.offset.to_le_bytes());
+        central.extend_from_slice(self.file_name.as_bytes());
+        Ok(central)
     }
-    let count = u16::try_from(arrays.len()).ok().filter(|&c| c != u16::MAX).ok_or_else(too_big)?;
-    let cd_size = u32::try_from(central.len()).map_err(|_| too_big())?;
-    out.write_all(&central)?;
+}
+
+/// The end of central directory record of an archive of `count` members whose
+/// central directory of `size` bytes starts at `offset`.
+pub(crate) fn end_of_central_directory(count: usize, size: u32, offset: u32) -> io::Result<Vec<u8>> {
+    let too_many = || invalid_input(format!("{count} members are too many for a non-ZIP64 .npz writer"));
+    let count = u16::try_from(count).ok().filter(|&c| c != u16::MAX).ok_or_else(too_many)?;
     let mut eocd = Vec::with_capacity(22);
     eocd.extend_from_slice(&SIG_EOCD.to_le_bytes());
     for v in [0u16, 0, count, count] {
         eocd.extend_from_slice(&v.to_le_bytes());
     }
-    eocd.extend_from_slice(&cd_size.to_le_bytes());
+    eocd.extend_from_slice(&size.to_le_bytes());
     eocd.extend_from_slice(&offset.to_le_bytes());
     eocd.extend_from_slice(&0u16.to_le_bytes()); // comment length
+    Ok(eocd)
+}
+
+/// Writes `arrays` as an uncompressed `.npz` archive (like `np.savez`); each array becomes a
+/// member named `"<name>.npy"`.
+pub fn write_npz(arrays: &[(String, RawArray)], out: &mut dyn Write) -> io::Result<()> {
+    let too_big = || invalid_input("archive too large for a non-ZIP64 .npz writer".to_string());
+    let fits = |n: u64| u32::try_from(n).ok().filter(|&n| u64::from(n) <= ZIP32_LIMIT).ok_or_else(too_big);
+    let mut names = std::collections::HashSet::new();
+    let mut central = Vec::new();
+    let mut offset = 0u64;
+    for (name, array) in arrays {
+        if !names.insert(name.as_str()) {
+            return Err(invalid_input(format!("duplicate .npz member name '{name}'")));
+        }
+        let file_name = format!("{name}.npy");
+        let data = npy_bytes(array)?;
+        let entry = StoredEntry {
+            file_name: &file_name,
+            crc: crc32(&data),
+            size: fits(data.len() as u64)?,
+            offset: fits(offset)?,
+        };
+        let local = entry.local_header()?;
+        out.write_all(&local)?;
+        out.write_all(&data)?;
+        central.extend_from_slice(&entry.central_record()?);
+        offset += (local.len() + data.len()) as u64;
+    }
+    let cd_size = fits(central.len() as u64)?;
+    let eocd = end_of_central_directory(arrays.len(), cd_size, fits(offset)?)?;
+    out.write_all(&central)?;
     out.write_all(&eocd)
 }
 

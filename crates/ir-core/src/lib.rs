@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+mod atomic_file;
 mod attributes;
 mod builtin;
 mod context;
@@ -39,6 +40,7 @@ pub use text::{
     print_module, print_op, split_input, type_to_string, InputChunk, MAX_ERRORS, MAX_NESTING,
 };
 
+pub use atomic_file::{scratch_path_beside, write_file_atomically};
 pub use attributes::{AttrData, Attribute, DenseElements};
 pub use builtin::function_signature;
 pub use context::{dialect_prefix, CommonTypes, Context, OpName, Symbol};

@@ -4,7 +4,9 @@
 //! `simplify-inference`, which rewrites `fp.batch_norm` into `fp` arithmetic,
 //! and `recognize-gelu` / `recognize-hard-swish`, which fuse `fp` arithmetic
 //! into one activation), and the
-//! quantization passes in [`quant`].
+//! quantization passes in [`quant`]; `partition`, which outlines what a
+//! backend runs ([`BackendSupport`], registered in [`BackendTargets`]) into
+//! functions of their own.
 //!
 //! A pass is its module plus one line in the `passes!` list below (or in
 //! `quant`'s). `docs/passes.md` is generated from the registry
@@ -15,9 +17,12 @@
 
 #![warn(missing_docs)]
 
+mod backend_support;
 mod fp_chains;
 mod fp_constants;
 pub mod quant;
+
+pub use backend_support::{BackendSupport, BackendTargets, QnnIntegerTarget, QNN_TARGET};
 
 #[cfg(test)]
 mod test_ir;
@@ -46,6 +51,7 @@ passes! {
     simplify_inference::SimplifyInference,
     recognize_gelu::RecognizeGelu,
     recognize_hard_swish::RecognizeHardSwish,
+    partition::Partition,
 }
 
 /// Registers every pass (the generic ones and [`quant::quant_passes`]) and

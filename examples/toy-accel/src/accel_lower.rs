@@ -30,7 +30,7 @@
 //! %y = accel.dma_out(%3) : ...
 //! ```
 
-use crate::ops::conv::{check_conv, ConvContract, ConvParams};
+use crate::ops::conv::{check_conv_with, ConvContract, ConvParams, Elements, ACCEL_ROUNDING};
 use qopt_dialect_fp::{attrs, FpDialect};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::equivalence::Relation;
@@ -140,7 +140,8 @@ fn supported(
     let operand = |i: usize| module.value_type(module.operand(op, i));
     let bias = (module.num_operands(op) > 2).then(|| operand(2));
     let result = module.value_type(module.result(op, 0));
-    let checked = check_conv_attrs(ctx, module.op_attrs(op), operand(0), operand(1), bias, result);
+    let checked =
+        check_conv_attrs(ctx, module.op_attrs(op), operand(0), operand(1), bias, result, Elements::Quantized);
     let mut reasons = checked.as_ref().err().cloned().unwrap_or_default();
     // The channel bound is this pass's option, not a rule of the op.
     let channels = |d: usize, t| ctx.tensor_shape(operand(t)).and_then(|s| s.get(d).copied());
@@ -155,9 +156,10 @@ fn supported(
     }
 }
 
-/// [`check_conv`] for a convolution with the attributes `dict` of
+/// [`check_conv_with`] for a convolution with the attributes `dict` of
 /// `fp.conv2d` / `qnn.conv2d_relu` (`stride`, `pad`, `dilation`, `groups`,
-/// `rounding`) and these operand and result types.
+/// `rounding`) and these operand and result types. A float convolution has no
+/// rounding yet: it gets the engine's.
 pub(crate) fn check_conv_attrs(
     ctx: &Context,
     dict: qopt_ir_core::Attribute,
@@ -165,6 +167,7 @@ pub(crate) fn check_conv_attrs(
     w: qopt_ir_core::Type,
     bias: Option<qopt_ir_core::Type>,
     result: qopt_ir_core::Type,
+    elements: Elements,
 ) -> Result<ConvContract, Vec<String>> {
     let read = || -> Result<_, String> {
         let stride = attrs::int_array_in(ctx, dict, "stride", Some(2), &[1, 1])?;
@@ -181,9 +184,12 @@ pub(crate) fn check_conv_attrs(
         pad: Some(&pad),
         dilation: &dilation,
         groups,
-        rounding: qopt_dialect_qnn::rounding_of(ctx, dict),
+        rounding: match elements {
+            Elements::Quantized => qopt_dialect_qnn::rounding_of(ctx, dict),
+            Elements::Float => ACCEL_ROUNDING,
+        },
     };
-    check_conv(ctx, x, w, bias, result, &params)
+    check_conv_with(ctx, x, w, bias, result, &params, elements)
 }
 
 /// Replaces `op` by transfers in, the accelerator op, and the transfer out.

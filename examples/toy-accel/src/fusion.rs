@@ -7,6 +7,7 @@
 //! routes agree on what the engine takes.
 
 use crate::accel_lower::{check_conv_attrs, on_device};
+use crate::ops::conv::Elements;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::quant_params::quant_element;
 use qopt_ir_core::{Rewriter, ValueId};
@@ -46,9 +47,10 @@ impl QuantPattern for AccelConvRelu {
         }
         let types: Vec<_> = operands.iter().map(|&v| rw.module.value_type(v)).collect();
         let attrs = rw.module.op_attrs(site.op);
-        let Ok(contract) =
-            check_conv_attrs(rw.ctx, attrs, types[0], types[1], types.get(2).copied(), site.output)
-        else {
+        let bias = types.get(2).copied();
+        let checked =
+            check_conv_attrs(rw.ctx, attrs, types[0], types[1], bias, site.output, Elements::Quantized);
+        let Ok(contract) = checked else {
             return Ok(None);
         };
         let loc = rw.module.op_loc(site.op);

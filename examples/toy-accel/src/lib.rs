@@ -23,7 +23,12 @@
 //!   `accel` ops ([`register_extensions`]);
 //! - [`AccelConvRelu`], a pattern for qopt's `fuse` pass: a float conv + relu
 //!   between quantized values goes straight to the engine when it supports it;
-//! - [`register`], which adds the dialect and the pass to a
+//! - [`AccelTarget`], the accelerator as a target of qopt's
+//!   `partition{target=accel}` (what the engine runs, by the same contract),
+//!   and [`AccelQuantize`], the vendor's own quantizer for the outlined
+//!   regions, fed by the boundary data of qopt's `collect-calibration-data`
+//!   (the BYOC flow, `README.md`);
+//! - [`register`], which adds the dialect and the passes to a
 //!   [`qopt_driver::Driver`], and the `toy-opt` binary (`src/bin/toy-opt.rs`),
 //!   three lines long, that is qopt's driver with every qopt flag and pass
 //!   plus these.
@@ -45,6 +50,8 @@
 #![warn(missing_docs)]
 
 mod accel_lower;
+mod accel_quantize;
+mod backend;
 mod calibration;
 mod equivalence;
 mod fusion;
@@ -52,11 +59,14 @@ mod kernels;
 mod ops;
 
 pub use accel_lower::AccelLower;
+pub use accel_quantize::AccelQuantize;
+pub use backend::{AccelTarget, ACCEL_TARGET};
 pub use calibration::AccelHeadroom;
 pub use fusion::AccelConvRelu;
 pub use kernels::register_kernels;
 pub use ops::conv::{
-    check_conv, implied_pad, ConvContract, ConvParams, ACCEL_ROUNDING, KERNEL_SIZES, STRIDES,
+    check_conv, check_conv_with, implied_pad, ConvContract, ConvParams, Elements, ACCEL_ROUNDING,
+    KERNEL_SIZES, STRIDES,
 };
 pub use ops::dma::DmaOutIn;
 
@@ -104,9 +114,11 @@ pub fn register_dialects(ctx: &mut Context) -> Result<(), String> {
 }
 
 /// Adds what qopt's passes look up in the context: the `accel` kernels (so
-/// `calibrate` runs modules with `accel` ops) and the vendor's calibration
-/// method [`AccelHeadroom`] (`insert-fakeq{method=accel-headroom}`). Calling it
-/// twice changes nothing.
+/// `calibrate` runs modules with `accel` ops), the vendor's calibration
+/// method [`AccelHeadroom`] (`insert-fakeq{method=accel-headroom}`), its
+/// fusion pattern [`AccelConvRelu`] and its partitioning target
+/// [`AccelTarget`] (`partition{target=accel}`). Calling it twice changes
+/// nothing.
 pub fn register_extensions(ctx: &mut Context) -> Result<(), String> {
     register_kernels(qopt_interp::KernelRegistry::install(ctx));
     let methods = qopt_passes::quant::QuantMethods::install(ctx);
@@ -118,19 +130,26 @@ pub fn register_extensions(ctx: &mut Context) -> Result<(), String> {
     if !patterns.all().iter().any(|p| p.name() == AccelConvRelu.name()) {
         patterns.add(Arc::new(AccelConvRelu))?;
     }
+    let targets = qopt_passes::BackendTargets::install(ctx);
+    if targets.get(ACCEL_TARGET).is_none() {
+        targets.add(Arc::new(AccelTarget))?;
+    }
     Ok(())
 }
 
 /// Adds the `accel` dialect (and `fp` and `qnn`, if the driver does not
-/// register them itself) and the `accel-lower` pass to `driver`. Calling it
-/// twice changes nothing.
+/// register them itself) and the `accel-lower` and `accel-quantize` passes
+/// to `driver`. Calling it twice changes nothing.
 pub fn register(driver: &mut Driver) {
     driver.add_dialects(register_dialects);
     let passes = driver.passes_mut();
-    if passes.get(AccelLower.name()).is_none() {
-        // invariant: the name is free (checked just above) and valid, so this
-        // cannot fail.
-        let _ = passes.register(Arc::new(AccelLower));
+    let ours: [Arc<dyn Pass>; 2] = [Arc::new(AccelLower), Arc::new(AccelQuantize)];
+    for pass in ours {
+        if passes.get(pass.name()).is_none() {
+            // invariant: the name is free (checked just above) and valid, so
+            // this cannot fail.
+            let _ = passes.register(pass);
+        }
     }
 }
 

@@ -22,14 +22,13 @@ pub mod compile;
 mod diagnostics;
 pub mod golden;
 pub mod op_docs;
-mod output;
 pub mod pass_docs;
 pub mod run;
 
 pub use cli::{Cli, DiagnosticFormat, VerifyEquiv, VerifyNumericsMode};
 pub use diagnostics::{diagnostic_to_json, MAX_REPORTED_DIAGNOSTICS, PIPELINE_FILE};
 pub use op_docs::{InterfaceDoc, STANDARD_INTERFACE_DOCS};
-pub use output::write_file_atomically;
+pub use qopt_ir_core::write_file_atomically;
 
 use diagnostics::Reporter;
 use qopt_ir_core::pass::pipeline::nearest_name;
@@ -147,7 +146,19 @@ impl Driver {
             return code;
         }
         let pipeline_text = cli.pass.as_deref().unwrap_or("");
-        let pipeline = match PassManager::parse(&self.passes, pipeline_text) {
+        let checked = PassManager::parse(&self.passes, pipeline_text).and_then(|pipeline| {
+            if pipeline.is_empty() {
+                return Ok(pipeline);
+            }
+            // Options that name something a context registry must know (a
+            // backend target) are usage errors too; a context that cannot be
+            // built is reported when the input is run.
+            match self.new_context() {
+                Ok(ctx) => pipeline.check_options(&ctx).map(|()| pipeline),
+                Err(_) => Ok(pipeline),
+            }
+        });
+        let pipeline = match checked {
             Ok(p) => p,
             Err(e) => {
                 match cli.diagnostics {
@@ -211,7 +222,7 @@ impl Driver {
         }
         if let Some(file) = &cli.emit_pass_docs {
             let text = pass_docs::render_pass_docs(&self.passes);
-            if let Err(e) = output::write_file_atomically(file, |w| w.write_all(text.as_bytes())) {
+            if let Err(e) = write_file_atomically(file, |w| w.write_all(text.as_bytes())) {
                 let message = format!("cannot write the pass docs to '{}': {e}", file.display());
                 reporter.tool_error(err, None, &message);
                 return Some(EXIT_FAILURE);

@@ -12,7 +12,7 @@
 //! `qopt_ir_core::interfaces`; a downstream driver adds its own with
 //! [`crate::Driver::add_interface_doc`].
 
-use crate::output::write_file_atomically;
+use crate::write_file_atomically;
 use qopt_ir_core::interfaces::{FusedActivation, LookupActivation, QuantizableOp};
 use qopt_ir_core::{dialect_prefix, Arity, Context, OpDef};
 use std::fmt::Write as _;

@@ -59,6 +59,12 @@ struct Scheduled {
     text: String,
     /// 1-based among all pass executions.
     position: usize,
+    /// Byte offset of the pass name in the user's text (of the outermost
+    /// named pipeline when the pass comes from an expansion).
+    offset: usize,
+    /// How the pass was reached through named pipelines (`in pipeline ...: `),
+    /// empty when the user named it.
+    context: String,
 }
 
 impl fmt::Debug for PassManager {
@@ -76,6 +82,32 @@ impl PassManager {
         let mut expander = Expander { registry, stack: Vec::new(), top_offset: 0, position: 0 };
         let entries = expander.build(text)?;
         Ok(PassManager { entries, num_passes: expander.position })
+    }
+
+    /// Asks every pass whether its options make sense in `ctx`
+    /// ([`Pass::check_options`]: names that registries in the context must
+    /// know), before anything runs. The first refusal is an error at the
+    /// pass's name, like an unknown option.
+    pub fn check_options(&self, ctx: &Context) -> Result<(), PipelineError> {
+        let mut stack: Vec<&[Entry]> = vec![&self.entries];
+        while let Some(entries) = stack.pop() {
+            for entry in entries {
+                match entry {
+                    Entry::Pass(s) => {
+                        if let Err(message) = s.pass.check_options(ctx, &s.options) {
+                            let message = if s.context.is_empty() {
+                                format!("'{}': {message}", s.pass.name())
+                            } else {
+                                format!("{}'{}': {message}", s.context, s.pass.name())
+                            };
+                            return Err(PipelineError { offset: s.offset, message });
+                        }
+                    }
+                    Entry::Group { entries, .. } => stack.push(entries),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The number of pass executions (named pipelines expanded).
@@ -187,8 +219,17 @@ impl Expander<'_> {
             let options =
                 element.resolve_options(&pass.options()).map_err(|error| self.locate(error, text))?;
             self.position += 1;
+            let at_name = PipelineError { offset: element.name_offset, message: String::new() };
+            let located = self.locate(at_name, text);
             let text = canonical_text(pass.name(), &options);
-            return Ok(Entry::Pass(Scheduled { pass: pass.clone(), options, text, position: self.position }));
+            return Ok(Entry::Pass(Scheduled {
+                pass: pass.clone(),
+                options,
+                text,
+                position: self.position,
+                offset: located.offset,
+                context: located.message,
+            }));
         }
         let Some(pipeline) = self.registry.get_pipeline(&element.name) else {
             let message = match nearest_name(&element.name, self.registry.names()) {

@@ -74,6 +74,16 @@ pub trait Pass: Send + Sync {
         self.preserves_semantics().then_some(crate::equivalence::Relation::Exact)
     }
 
+    /// Checks options against what the context knows, before any pass runs:
+    /// a name that must be registered in one of the context's registries (a
+    /// backend target, say). The driver reports a refusal as a usage error at
+    /// the pass in the pipeline text. By default every option set is fine
+    /// (the option types were checked when the pipeline was parsed).
+    fn check_options(&self, ctx: &Context, options: &PassOptions) -> Result<(), String> {
+        let _ = (ctx, options);
+        Ok(())
+    }
+
     /// Transforms `module`. Returning `Err` fails the pipeline; the module may then
     /// be left half-transformed (the pass manager keeps a copy for the reproducer).
     fn run(

@@ -99,18 +99,11 @@ impl Pass for Calibrate {
     }
 
     fn options(&self) -> Vec<OptionSpec> {
-        vec![
-            OptionSpec::new("data", OptionKind::String, "")
-                .required()
-                .help("calibration data: a .npy, an .npz (one member per argument) or a directory of them"),
-            OptionSpec::new("batches", OptionKind::Int, "0")
-                .help("stop after this many interpreter calls (0: use every sample)"),
-            OptionSpec::new("batch-size", OptionKind::Int, "0").help(
-                "samples per call when the batch dimension is dynamic (0: 1); must match a static batch",
-            ),
-            OptionSpec::new("func", OptionKind::String, "main").help("the function to run"),
-            OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)"),
-        ]
+        let mut options = DataSettings::options(
+            "calibration data: a .npy, an .npz (one member per argument) or a directory of them",
+        );
+        options.push(OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)"));
+        options
     }
 
     fn run(
@@ -130,43 +123,22 @@ impl Pass for Calibrate {
             ));
             return Ok(PassOutcome::Unchanged);
         }
-        let func = lookup_function(ctx, module, &settings.func)?;
-        let specs = arg_specs(ctx, module, func, settings.batch_size)?;
-        let dataset = Dataset::open(Path::new(&settings.data), &specs).map_err(|e| e.to_string())?;
-        let per_call = dataset.batch().max(1);
-        let mut calls = dataset.len() / per_call;
-        if calls == 0 {
-            return Err(format!(
-                "'{}' has {} sample(s), fewer than one batch of {per_call}",
-                settings.data,
-                dataset.len()
-            )
-            .into());
-        }
-        let leftover = dataset.len() % per_call;
-        let mut warnings = Vec::new();
-        if settings.batches > 0 {
-            calls = calls.min(settings.batches);
-        } else if leftover > 0 {
-            warnings.push(Diagnostic::warning(
-                None,
-                qopt_ir_core::SrcPos::NONE,
-                format!("the last {leftover} sample(s) do not fill a batch of {per_call} and are not used"),
-            ));
-        }
+        let data = settings.data.open(ctx, module)?;
+        let (calls, leftover) = data.calls(settings.data.batches);
+        let (dataset, per_call) = (&data.dataset, data.per_call);
 
         let run = CalibrationRun {
             ctx,
             module,
-            func_name: &settings.func,
-            dataset: &dataset,
+            func_name: &settings.data.func,
+            dataset,
             per_call,
             calls,
             observers: &observers,
         };
         let (merged, phases) = run.execute(settings.threads)?;
         phases.into_iter().for_each(|(name, wall)| cx.add_phase(name, wall));
-        warnings.into_iter().for_each(|w| cx.warn(w));
+        leftover.into_iter().for_each(|w| cx.warn(w));
 
         let mut unobserved = Vec::new();
         for (observer, stats) in observers.iter().zip(merged) {
@@ -191,34 +163,70 @@ impl Pass for Calibrate {
 
 /// The options, checked.
 struct Settings {
-    data: String,
-    batches: usize,
-    batch_size: usize,
-    func: String,
+    data: DataSettings,
     threads: usize,
 }
 
 impl Settings {
     fn read(options: &PassOptions) -> Result<Settings, PassError> {
-        let non_negative = |name: &str| -> Result<usize, PassError> {
-            let v = options.int(name);
-            usize::try_from(v).map_err(|_| format!("'{name}' must be at least 0, got {v}").into())
+        let threads = match non_negative(options, "threads")? {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
         };
+        Ok(Settings { data: DataSettings::read(options)?, threads })
+    }
+}
+
+/// Option `name` as a count, refused when negative.
+fn non_negative(options: &PassOptions, name: &str) -> Result<usize, PassError> {
+    let v = options.int(name);
+    usize::try_from(v).map_err(|_| format!("'{name}' must be at least 0, got {v}").into())
+}
+
+/// The options of a pass that runs a function over a data set (`calibrate`,
+/// `collect-calibration-data`), checked: `data`, `batches`, `batch-size`, `func`.
+pub(super) struct DataSettings {
+    /// The data set's path.
+    pub data: String,
+    /// The most interpreter calls (0: every sample).
+    pub batches: usize,
+    /// Samples per call for a dynamic batch dimension (0: 1).
+    pub batch_size: usize,
+    /// The function to run, without `@`.
+    pub func: String,
+}
+
+impl DataSettings {
+    /// The four options; `data_help` says what the data is for.
+    pub fn options(data_help: &'static str) -> Vec<OptionSpec> {
+        vec![
+            OptionSpec::new("data", OptionKind::String, "").required().help(data_help),
+            OptionSpec::new("batches", OptionKind::Int, "0")
+                .help("stop after this many interpreter calls (0: use every sample)"),
+            OptionSpec::new("batch-size", OptionKind::Int, "0").help(
+                "samples per call when the batch dimension is dynamic (0: 1); must match a static batch",
+            ),
+            OptionSpec::new("func", OptionKind::String, "main").help("the function to run"),
+        ]
+    }
+
+    /// The options of a pass that declared [`DataSettings::options`].
+    pub fn read(options: &PassOptions) -> Result<DataSettings, PassError> {
         let data = options.string("data").to_string();
         if data.is_empty() {
             return Err("'data' must name a .npy, .npz or directory".into());
         }
-        let threads = match non_negative("threads")? {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n => n,
-        };
-        Ok(Settings {
+        Ok(DataSettings {
             data,
-            batches: non_negative("batches")?,
-            batch_size: non_negative("batch-size")?,
+            batches: non_negative(options, "batches")?,
+            batch_size: non_negative(options, "batch-size")?,
             func: options.string("func").trim_start_matches('@').to_string(),
-            threads,
         })
+    }
+
+    /// Opens the data set for the function (see [`CalibrationData::open`]).
+    pub fn open(&self, ctx: &Context, module: &Module) -> Result<CalibrationData, PassError> {
+        CalibrationData::open(ctx, module, &self.func, &self.data, self.batch_size)
     }
 }
 
@@ -318,6 +326,59 @@ fn arg_specs(
         specs.push(ArgSpec::new(format!("arg{i}"), dtype, dims));
     }
     Ok(specs)
+}
+
+/// A function's calibration data set, opened against its arguments: what
+/// `calibrate` and `collect-calibration-data` run over.
+pub(super) struct CalibrationData {
+    /// The samples, streamed.
+    pub dataset: Dataset,
+    /// Samples per interpreter call (the function's batch).
+    pub per_call: usize,
+}
+
+impl CalibrationData {
+    /// Opens `data` for function `@func` of `module` (`batch_size` for a
+    /// dynamic batch dimension, 0: 1). Fails on a missing function, data that
+    /// does not fit its arguments, or fewer samples than one batch.
+    pub fn open(
+        ctx: &Context,
+        module: &Module,
+        func: &str,
+        data: &str,
+        batch_size: usize,
+    ) -> Result<CalibrationData, PassError> {
+        let op = lookup_function(ctx, module, func)?;
+        let specs = arg_specs(ctx, module, op, batch_size)?;
+        let dataset = Dataset::open(Path::new(data), &specs).map_err(|e| e.to_string())?;
+        let per_call = dataset.batch().max(1);
+        if dataset.len() / per_call == 0 {
+            return Err(format!(
+                "'{data}' has {} sample(s), fewer than one batch of {per_call}",
+                dataset.len()
+            )
+            .into());
+        }
+        Ok(CalibrationData { dataset, per_call })
+    }
+
+    /// The interpreter calls to make (at most `batches` when it is not 0),
+    /// and a warning when samples that do not fill a last batch go unused.
+    pub fn calls(&self, batches: usize) -> (usize, Option<Diagnostic>) {
+        let calls = self.dataset.len() / self.per_call;
+        let leftover = self.dataset.len() % self.per_call;
+        if batches > 0 {
+            return (calls.min(batches), None);
+        }
+        let warning = (leftover > 0).then(|| {
+            Diagnostic::warning(
+                None,
+                qopt_ir_core::SrcPos::NONE,
+                format!("the last {leftover} sample(s) do not fill a batch of {} and are not used", self.per_call),
+            )
+        });
+        (calls, warning)
+    }
 }
 
 /// One calibration over a data set.

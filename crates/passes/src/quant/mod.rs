@@ -7,6 +7,8 @@
 //! fake-quant model) through `propagate-qparams`, `expand-fakeq`,
 //! `quantize-constants` and `fuse` (integer ops) to `quant-lint`; the named
 //! pipeline `quantize` runs them all, after the generic `recognize-gelu`.
+//! `collect-calibration-data` reads data like `calibrate` but only writes the
+//! function boundaries it sees to an `.npz`, for a backend's own quantizer.
 //!
 //! Every pass reads only the IR it is given: all statistics and decisions live
 //! in attributes, so a user can stop after any pass, edit the `.qir`, and go on.
@@ -52,6 +54,7 @@ quant_passes! {
     fold_bn::FoldBn,
     insert_observers::InsertObservers,
     calibrate::Calibrate,
+    collect_calibration_data::CollectCalibrationData,
     insert_fakeq::InsertFakeq,
     propagate_qparams::PropagateQparams,
     expand_fakeq::ExpandFakeq,

@@ -115,6 +115,37 @@ pub fn check_conv(
     result: Type,
     params: &ConvParams<'_>,
 ) -> Result<ConvContract, Vec<String>> {
+    check_conv_with(ctx, x, w, b, result, params, Elements::Quantized)
+}
+
+/// Which element types [`check_conv_with`] demands of the operands and the result.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Elements {
+    /// What the engine runs: i8 quantized input, weight and result, i32 bias.
+    Quantized,
+    /// A float (f32) convolution that the vendor's quantizer (`accel-quantize`)
+    /// gives the engine's types; its shapes and parameters must already fit,
+    /// and the bias is `tensor<Oxf32>`. Rounding is the quantizer's to choose,
+    /// so `params.rounding` should be [`ACCEL_ROUNDING`].
+    Float,
+}
+
+/// [`check_conv`] with the element types `elements` demands: every other
+/// rule (shapes, channel multiples, kernel, stride, padding, dilation,
+/// groups, rounding) is the same contract.
+pub fn check_conv_with(
+    ctx: &Context,
+    x: Type,
+    w: Type,
+    b: Option<Type>,
+    result: Type,
+    params: &ConvParams<'_>,
+    elements: Elements,
+) -> Result<ConvContract, Vec<String>> {
+    let element = |ty: Type, what: &str, per_axis_ok: bool| match elements {
+        Elements::Quantized => i8_element(ctx, ty, what, per_axis_ok),
+        Elements::Float => f32_element(ctx, ty, what),
+    };
     let mut problems = Vec::new();
     let mut note = |r: Result<(), String>| {
         if let Err(e) = r {
@@ -136,7 +167,7 @@ pub fn check_conv(
         }
         Err(e) => note(Err(e.clone())),
     }
-    note(i8_element(ctx, x, "input", false));
+    note(element(x, "input", false));
     match &weight {
         Ok(shape) => {
             let (kh, kw) = (shape[2], shape[3]);
@@ -157,9 +188,13 @@ pub fn check_conv(
         }
         Err(e) => note(Err(e.clone())),
     }
-    note(i8_element(ctx, w, "weight", true));
+    note(element(w, "weight", true));
     if let (Some(b), Some(o)) = (b, out_channels) {
-        note(bias(ctx, b, o));
+        let bias_element = match elements {
+            Elements::Quantized => ctx.common().i32,
+            Elements::Float => ctx.common().f32,
+        };
+        note(bias(ctx, b, o, bias_element));
     }
 
     // Parameters.
@@ -207,7 +242,7 @@ pub fn check_conv(
 
     // The result: its element always; its shape once everything it follows
     // from is known to be right (else the expected shape means nothing).
-    note(i8_element(ctx, result, "result", false));
+    note(element(result, "result", false));
     let mut contract = None;
     if let (Ok(in_shape), Some(o), Some(k), Some(s), true) = (&input, out_channels, kernel, stride, pad_ok) {
         match spatial(in_shape, k, s) {
@@ -302,15 +337,24 @@ fn is_i8(q: &QuantType) -> bool {
     q.storage.width == 8 && q.storage.signedness == Signedness::Signless
 }
 
-fn bias(ctx: &Context, b: Type, out_channels: i64) -> Result<(), String> {
+fn bias(ctx: &Context, b: Type, out_channels: i64, element: Type) -> Result<(), String> {
     let ok = match tensor_parts(ctx, b) {
-        Some((&[n], elem)) => n == out_channels && elem == ctx.common().i32,
+        Some((&[n], elem)) => n == out_channels && elem == element,
         _ => false,
     };
     if ok {
         Ok(())
     } else {
-        Err(format!("bias must be tensor<{out_channels}xi32>, got {}", type_to_string(ctx, b)))
+        let element = type_to_string(ctx, element);
+        Err(format!("bias must be tensor<{out_channels}x{element}>, got {}", type_to_string(ctx, b)))
+    }
+}
+
+/// The element of `ty` must be f32 (what the quantizer takes).
+fn f32_element(ctx: &Context, ty: Type, what: &str) -> Result<(), String> {
+    match tensor_parts(ctx, ty) {
+        Some((_, elem)) if elem == ctx.common().f32 => Ok(()),
+        _ => Err(format!("{what} must be an f32 tensor to be quantized, got {}", type_to_string(ctx, ty))),
     }
 }
 

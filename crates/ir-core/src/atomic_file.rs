@@ -1,12 +1,28 @@
-//! Writing results: to stdout, or to a file atomically (a temporary file in the
-//! same directory, renamed over the target only once everything was written), so
-//! a failed run never leaves a half-written or clobbered output file. A target
-//! that exists and is not a regular file (`/dev/null`, a pipe, a terminal) is
-//! written in place: renaming over it would replace the device itself.
+//! Writing output files atomically: a temporary file in the same directory,
+//! renamed over the target only once everything was written, so a failed run
+//! never leaves a half-written or clobbered output file. A target that exists
+//! and is not a regular file (`/dev/null`, a pipe, a terminal) is written in
+//! place: renaming over it would replace the device itself.
+//!
+//! Every tool's `-o` goes through [`write_file_atomically`], and so do passes
+//! that write files (`collect-calibration-data`); [`scratch_path_beside`]
+//! names the hidden scratch files and directories such writers keep beside
+//! their target until they finish.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+/// A hidden path in `path`'s directory, `.<file name>.qopt-<tag>-<pid>`, for
+/// scratch data that becomes `path` (same file system, so a rename is atomic).
+pub fn scratch_path_beside(path: &Path, tag: &str) -> PathBuf {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+    dir.join(format!(".{name}.qopt-{tag}-{}", std::process::id()))
+}
 
 /// Writes the bytes `produce` emits to `path` atomically.
 pub fn write_file_atomically(
@@ -21,12 +37,7 @@ pub fn write_file_atomically(
             return w.flush();
         }
     }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
-    let tmp = dir.join(format!(".{name}.qopt-tmp-{}", std::process::id()));
+    let tmp = scratch_path_beside(path, "tmp");
     let result = (|| {
         let file = File::create(&tmp)?;
         let mut w = BufWriter::with_capacity(1 << 20, file);
