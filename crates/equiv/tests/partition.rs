@@ -47,7 +47,7 @@ fn partition(ctx: &mut Context, module: &Module, target: &str) -> Module {
     qopt_passes::register_generic_passes(&mut registry).unwrap();
     let pipeline = format!("partition{{target={target}}}");
     let manager = PassManager::parse(&registry, &pipeline).unwrap();
-    manager.check_options(ctx).unwrap();
+    manager.check_options_against(ctx).unwrap();
     let mut after = module.clone();
     let mut inst = Instrumentation { reproducer_dir: None, ..Instrumentation::default() };
     manager.run(ctx, &mut after, &mut inst).unwrap_or_else(|e| panic!("{pipeline}: {e:?}"));

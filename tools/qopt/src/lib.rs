@@ -154,7 +154,7 @@ impl Driver {
             // backend target) are usage errors too; a context that cannot be
             // built is reported when the input is run.
             match self.new_context() {
-                Ok(ctx) => pipeline.check_options(&ctx).map(|()| pipeline),
+                Ok(ctx) => pipeline.check_options_against(&ctx).map(|()| pipeline),
                 Err(_) => Ok(pipeline),
             }
         });

@@ -85,16 +85,16 @@ impl PassManager {
     }
 
     /// Asks every pass whether its options make sense in `ctx`
-    /// ([`Pass::check_options`]: names that registries in the context must
+    /// ([`Pass::check_options_against`]: names that registries in the context must
     /// know), before anything runs. The first refusal is an error at the
     /// pass's name, like an unknown option.
-    pub fn check_options(&self, ctx: &Context) -> Result<(), PipelineError> {
+    pub fn check_options_against(&self, ctx: &Context) -> Result<(), PipelineError> {
         let mut stack: Vec<&[Entry]> = vec![&self.entries];
         while let Some(entries) = stack.pop() {
             for entry in entries {
                 match entry {
                     Entry::Pass(s) => {
-                        if let Err(message) = s.pass.check_options(ctx, &s.options) {
+                        if let Err(message) = s.pass.check_options_against(ctx, &s.options) {
                             let message = if s.context.is_empty() {
                                 format!("'{}': {message}", s.pass.name())
                             } else {

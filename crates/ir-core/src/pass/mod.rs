@@ -79,7 +79,7 @@ pub trait Pass: Send + Sync {
     /// backend target, say). The driver reports a refusal as a usage error at
     /// the pass in the pipeline text. By default every option set is fine
     /// (the option types were checked when the pipeline was parsed).
-    fn check_options(&self, ctx: &Context, options: &PassOptions) -> Result<(), String> {
+    fn check_options_against(&self, ctx: &Context, options: &PassOptions) -> Result<(), String> {
         let _ = (ctx, options);
         Ok(())
     }

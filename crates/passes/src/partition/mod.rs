@@ -96,7 +96,7 @@ impl Pass for Partition {
     }
 
     /// An unknown target is a usage error listing the registered ones.
-    fn check_options(&self, ctx: &Context, options: &PassOptions) -> Result<(), String> {
+    fn check_options_against(&self, ctx: &Context, options: &PassOptions) -> Result<(), String> {
         BackendTargets::of(ctx).find(options.string("target")).map(|_| ())
     }
 
