@@ -143,26 +143,55 @@ impl JitModule {
         Ok(())
     }
 
-    /// Runs the program `runs` times on one thread and returns the total
-    /// time spent in each kernel, in the order of [`Program::kernels`].
+    /// Runs the program `runs` times on `threads` threads and returns the
+    /// total time spent in each kernel, in the order of
+    /// [`Program::kernels`]. With several threads a kernel's time is the
+    /// caller's from the barrier before it to the barrier after it, so it
+    /// counts the wait for the slowest thread.
     pub fn profile(
         &self,
         inputs: &[Elements<'_>],
         outputs: &mut [ElementsMut<'_>],
         workspace: &mut Workspace,
-        runs: usize,
+        (runs, threads): (usize, usize),
     ) -> Result<Vec<Duration>, CodegenError> {
         let io = self.bind(inputs, outputs)?;
         let call = self.call(&io, workspace)?;
-        let mut times = vec![Duration::ZERO; self.program.kernels.len()];
-        for _ in 0..runs {
-            for (k, time) in self.program.kernels.iter().zip(&mut times) {
-                let start = Instant::now();
-                call.kernel(k.offset, 0, k.work);
-                *time += start.elapsed();
+        let kernels = &self.program.kernels;
+        let mut times = vec![Duration::ZERO; kernels.len()];
+        let threads = threads.max(1);
+        if threads == 1 {
+            for _ in 0..runs {
+                for (k, time) in kernels.iter().zip(&mut times) {
+                    let start = Instant::now();
+                    call.kernel(k.offset, 0, k.work);
+                    *time += start.elapsed();
+                }
             }
+            return Ok(times);
         }
-        Ok(times)
+        let barrier = SpinBarrier::new(threads);
+        let timed = std::sync::Mutex::new(std::mem::take(&mut times));
+        let worker = |t: usize| {
+            let mut mine = (t == 0).then(|| timed.lock().unwrap_or_else(|e| e.into_inner()));
+            barrier.wait();
+            let mut start = Instant::now();
+            for (i, k) in kernels.iter().enumerate() {
+                let (begin, end) = (k.work * t / threads, k.work * (t + 1) / threads);
+                call.kernel(k.offset, begin, end);
+                barrier.wait();
+                if let Some(times) = mine.as_mut() {
+                    let now = Instant::now();
+                    times[i] += now - start;
+                    start = now;
+                }
+            }
+        };
+        let pool = workspace.pool(threads)?;
+        for _ in 0..runs {
+            pool.run(&worker);
+        }
+        Ok(timed.into_inner().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The io table of `inputs` and `outputs`, checked against the signature.

@@ -23,14 +23,14 @@ impl JitModule {
     }
 
     /// [`JitModule::profile`] on interpreter tensors: the time spent in each
-    /// kernel over `runs` runs.
+    /// kernel over `runs` runs on `threads` threads.
     pub fn profile_tensors(
         &self,
         inputs: &[Tensor],
         workspace: &mut Workspace,
-        runs: usize,
+        (runs, threads): (usize, usize),
     ) -> Result<Vec<std::time::Duration>, CodegenError> {
-        self.with_tensors(inputs, |views, outs| self.profile(views, outs, workspace, runs))
+        self.with_tensors(inputs, |views, outs| self.profile(views, outs, workspace, (runs, threads)))
             .map(|(_, times)| times)
     }
 

@@ -475,12 +475,20 @@ fn the_x86_backend_gives_the_interpreters_bits() {
     for line in stdout.lines().filter(|l| l.starts_with("output #")) {
         assert!(line.contains("inf  1.000000") && line.contains(" 0  "), "outputs must be identical: {line}");
     }
-    let (stdout, _) = expect(0, &[&m, "--random-inputs", "--backend=x86", "--bench", "3", "--profile"]);
-    assert!(stdout.contains("latency: median"), "{stdout}");
-    assert!(
-        stdout.contains("ms per run in compiled kernels") && stdout.contains("loc(\"requantize\")"),
-        "{stdout}"
-    );
+    for (threads, says) in
+        [("1", "(3 runs, 1 thread)"), ("2", "(3 runs, 2 threads; a kernel's time runs from barrier")]
+    {
+        let (stdout, _) = expect(
+            0,
+            &[&m, "--random-inputs", "--backend=x86", "--bench", "3", "--profile", "--threads", threads],
+        );
+        assert!(stdout.contains("latency: median"), "{stdout}");
+        assert!(
+            stdout.contains("ms per run in compiled kernels") && stdout.contains("loc(\"requantize\")"),
+            "{stdout}"
+        );
+        assert!(stdout.contains(says), "--threads {threads}: {stdout}");
+    }
 }
 
 #[test]

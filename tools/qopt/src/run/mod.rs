@@ -245,8 +245,8 @@ impl RunDriver {
                 let profile = profile::Profile::measure(interpreter, &sig.func, &inputs, runs as usize)?;
                 profile.report(&model.ctx, &model.module)
             }
-            (true, Some(Engine::Compiled { compiled, .. })) => {
-                profile::compiled_report(&compiled.jit, &samples.chunk(0)?, runs as usize)?
+            (true, Some(Engine::Compiled { compiled, threads, .. })) => {
+                profile::compiled_report(&compiled.jit, &samples.chunk(0)?, (runs as usize, *threads))?
             }
             _ => String::new(),
         };
