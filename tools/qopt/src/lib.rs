@@ -304,6 +304,12 @@ impl Invocation<'_> {
             }
         }
         let written = match &self.cli.output {
+            // The run exits 1: like any failed run it leaves `-o` as it was.
+            Some(path) if failed => {
+                let message = format!("'{}' was not written: a case failed", path.display());
+                self.reporter.tool_error(err, None, &message);
+                return EXIT_FAILURE;
+            }
             Some(path) => write_file_atomically(path, |w| w.write_all(&rendered)),
             None => out.write_all(&rendered).and_then(|_| out.flush()),
         };

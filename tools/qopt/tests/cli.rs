@@ -139,6 +139,26 @@ fn split_input_file_processes_each_case_and_reports_failures() {
 }
 
 #[test]
+fn split_input_file_with_a_failing_case_keeps_the_output_file() {
+    let dir = scratch("split-keep");
+    let target = dir.join("keep.qir");
+    std::fs::write(&target, "previous contents").unwrap();
+    let input = format!("{VALID}// -----\nfunc.func @g() {{\n  %0 = \n}}\n");
+    let out = qopt(&["-", "--split-input-file", "-o", target.to_str().unwrap()], Some(&input));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "previous contents");
+    let err = text(&out.stderr);
+    assert!(
+        err.ends_with(&format!("qopt: error: '{}' was not written: a case failed\n", target.display())),
+        "{err}"
+    );
+    let out = qopt(&["-", "--split-input-file", "-o", target.to_str().unwrap()], Some(VALID));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), CANONICAL);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file is left behind");
+}
+
+#[test]
 fn list_passes_names_every_pass_with_options() {
     let out = qopt(&["--list-passes"], None);
     assert_eq!(out.status.code(), Some(0));

@@ -200,6 +200,54 @@ fn random_inputs_are_deterministic_and_in_range() {
     assert!(f32s(&a[3].1).iter().all(|v| v.is_finite() && v.abs() < 10.0));
 }
 
+/// A model whose one argument is a `[n, n]` f32 tensor.
+fn square_relu(dir: &Path, n: u64) -> String {
+    let t = format!("tensor<{n}x{n}xf32>");
+    let text = format!(
+        "func.func @main(%x: {t}) -> {t} {{\n  %y = fp.relu(%x) : ({t}) -> {t}\n  func.return %y : {t}\n}}\n"
+    );
+    let path = dir.join(format!("square{n}.qir"));
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn random_inputs_too_large_or_beyond_memory_are_errors_not_aborts() {
+    let dir = scratch("random-huge");
+    let (_, stderr) = expect(1, &[&square_relu(&dir, 100_000), "--random-inputs"]);
+    assert!(stderr.contains("more than the interpreter's limit of 2147483648 elements"), "{stderr}");
+    // 6.4 GB, under the element limit, beyond a 2 GB address-space limit: the
+    // allocation used to abort the process (exit 134).
+    #[cfg(target_os = "linux")]
+    {
+        let script =
+            format!("ulimit -v 2000000 && exec \"$0\" {} --random-inputs", square_relu(&dir, 40_000));
+        let out = Command::new("sh").args(["-c", &script, env!("CARGO_BIN_EXE_qrun")]).output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(
+            stderr,
+            "qrun: error: cannot generate argument #0 of @main: needs 6400000000 bytes for its 1600000000 \
+             elements, which cannot be allocated\n"
+        );
+    }
+}
+
+#[test]
+fn int64_values_print_exactly() {
+    let dir = scratch("int64");
+    let model = dir.join("id.qir");
+    let t = "tensor<2xi64>";
+    std::fs::write(&model, format!("func.func @main(%x: {t}) -> {t} {{\n  func.return %x : {t}\n}}\n"))
+        .unwrap();
+    let x = npy_file(&dir, "x.npy", &array(&[2], &[9_007_199_254_740_993i64, -9_223_372_036_854_775_807]));
+    let m = model.to_str().unwrap();
+    let (stdout, _) = expect(0, &[m, "--input", &x, "--print"]);
+    assert_eq!(stdout, "out0: int64 [2]\n[    9007199254740993, -9223372036854775807]\n");
+    let (stdout, _) = expect(0, &[m, "--input", &x, "--json", "--print"]);
+    assert!(stdout.contains(r#""values":[9007199254740993,-9223372036854775807]"#), "{stdout}");
+}
+
 // ---- comparing ----------------------------------------------------------------
 
 #[test]
@@ -426,6 +474,9 @@ fn usage_errors_exit_2() {
         vec![m.as_str(), "--bench", "0"],
         vec![m.as_str(), "--random-inputs", "--input", "x.npy"],
         vec![m.as_str(), "--seed", "3"],
+        // clap's `requires` let this through when a conflicting input flag was given.
+        vec![m.as_str(), "--input", "x.npy", "--seed", "3"],
+        vec![m.as_str(), "--seed", "0", "--inputs", "x.npz"],
         vec![m.as_str(), "--compare", "b.qir", "--print"],
         vec![],
     ] {
