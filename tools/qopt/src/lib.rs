@@ -166,6 +166,10 @@ impl Driver {
                 return EXIT_USAGE;
             }
         };
+        if let Some(message) = self.unknown_dump_pass(cli) {
+            reporter.tool_error(err, None, &message);
+            return EXIT_USAGE;
+        }
         let (display_name, source) = match read_input(&cli.input) {
             Ok(s) => s,
             Err(e) => {
@@ -191,6 +195,24 @@ impl Driver {
             let _ = err.write_all(run.timing.render().as_bytes());
         }
         code
+    }
+
+    /// The error for a name in `--print-ir-before=` / `--print-ir-after=` that
+    /// is no registered pass (such a filter would silently never match).
+    fn unknown_dump_pass(&self, cli: &Cli) -> Option<String> {
+        let flags = [("--print-ir-before", &cli.print_ir_before), ("--print-ir-after", &cli.print_ir_after)];
+        let (flag, name) = flags
+            .iter()
+            .flat_map(|(flag, names)| names.iter().map(move |name| (flag, name)))
+            .find(|(_, name)| self.passes.get(name).is_none())?;
+        let passes = self.passes.names().filter(|n| self.passes.get(n).is_some());
+        Some(match nearest_name(name, passes) {
+            Some(near) => format!("unknown pass '{name}' in {flag}; did you mean '{near}'?"),
+            None if self.passes.get_pipeline(name).is_some() => {
+                format!("'{name}' in {flag} is a named pipeline; name the passes it runs instead")
+            }
+            None => format!("unknown pass '{name}' in {flag}; {} --list-passes lists them", self.tool),
+        })
     }
 
     /// `--list-passes`, `--list-dialects`, `--list-ops` and `--emit-op-docs`:

@@ -186,6 +186,15 @@ impl Expander<'_> {
         if let Some(pass) = self.registry.get(&element.name) {
             let options =
                 element.resolve_options(&pass.options()).map_err(|error| self.locate(error, text))?;
+            if let Err(bad) = pass.check_options(&options) {
+                let offset = element
+                    .options
+                    .iter()
+                    .find(|given| given.key == bad.option)
+                    .map_or(element.name_offset, |given| given.value_offset);
+                let message = format!("pass '{}': {}", pass.name(), bad.message);
+                return Err(self.locate(PipelineError { offset, message }, text));
+            }
             self.position += 1;
             let text = canonical_text(pass.name(), &options);
             return Ok(Entry::Pass(Scheduled { pass: pass.clone(), options, text, position: self.position }));

@@ -45,6 +45,7 @@ use qopt_interp::dataset::{ArgSpec, Dataset};
 use qopt_interp::progress::{Progress, REDRAW_EVERY};
 use qopt_interp::{dequantize_tensor, DType, Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
     type_to_string, AttrData, Context, Diagnostic, FxHashMap, Module, OpId, Pass, PassContext, PassError,
     PassOutcome, QuantType, Severity, TypeData, DYNAMIC,
@@ -69,6 +70,17 @@ pub fn chunk_calls(calls: usize) -> usize {
 
 /// The `calibrate` pass; see the module docs.
 pub struct Calibrate;
+
+/// `batches`, `batch-size` and `threads` are not negative ([`Pass::check_options`]).
+fn check_counts(options: &PassOptions) -> Result<(), BadOptionValue> {
+    for name in ["batches", "batch-size", "threads"] {
+        let v = options.int(name);
+        if v < 0 {
+            return Err(BadOptionValue::new(name, format!("'{name}' must be at least 0, got {v}")));
+        }
+    }
+    Ok(())
+}
 
 impl Pass for Calibrate {
     fn name(&self) -> &'static str {
@@ -111,6 +123,10 @@ impl Pass for Calibrate {
             OptionSpec::new("func", OptionKind::String, "main").help("the function to run"),
             OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)"),
         ]
+    }
+
+    fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
+        check_counts(options)
     }
 
     fn run(
@@ -200,22 +216,20 @@ struct Settings {
 
 impl Settings {
     fn read(options: &PassOptions) -> Result<Settings, PassError> {
-        let non_negative = |name: &str| -> Result<usize, PassError> {
-            let v = options.int(name);
-            usize::try_from(v).map_err(|_| format!("'{name}' must be at least 0, got {v}").into())
-        };
+        check_counts(options)?;
+        let non_negative = |name: &str| usize::try_from(options.int(name)).unwrap_or(0);
         let data = options.string("data").to_string();
         if data.is_empty() {
             return Err("'data' must name a .npy, .npz or directory".into());
         }
-        let threads = match non_negative("threads")? {
+        let threads = match non_negative("threads") {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         };
         Ok(Settings {
             data,
-            batches: non_negative("batches")?,
-            batch_size: non_negative("batch-size")?,
+            batches: non_negative("batches"),
+            batch_size: non_negative("batch-size"),
             func: options.string("func").trim_start_matches('@').to_string(),
             threads,
         })
