@@ -177,6 +177,10 @@ impl Driver {
                 return EXIT_FAILURE;
             }
         };
+        if let Some(why) = not_qir_text(source.bytes()) {
+            reporter.tool_error(err, Some(&display_name), &format!("'{display_name}': {why}"));
+            return EXIT_FAILURE;
+        }
         let source = Arc::new(source);
         let mut sources = SourceMap::new();
         sources.add(display_name.as_str().into(), source.clone());
@@ -475,6 +479,31 @@ fn filter(all: bool, names: &[String]) -> PassFilter {
     } else {
         PassFilter::Named(names.to_vec())
     }
+}
+
+/// Why `bytes` cannot be `.qir` text, when they are plainly another kind of
+/// file: one line instead of twenty parse errors quoting binary garbage.
+pub fn not_qir_text(bytes: &[u8]) -> Option<&'static str> {
+    let head = &bytes[..bytes.len().min(512)];
+    if head.starts_with(b"\x93NUMPY") {
+        return Some("this is a .npy array, not a .qir model; give it to qrun with --input");
+    }
+    if head.starts_with(b"PK\x03\x04") {
+        return Some(
+            "this is a zip archive (an .npz?), not a .qir model; give an .npz to qrun with --inputs",
+        );
+    }
+    // .qir is text: no NUL and hardly any other control bytes.
+    let binary = head.iter().any(|&b| b == 0 || (b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c)));
+    if !binary {
+        return None;
+    }
+    // An ONNX ModelProto starts with field 1 (ir_version) as a varint: byte 0x08.
+    Some(if head.first() == Some(&0x08) {
+        "this looks like an ONNX model, not a .qir model; import it with qimport"
+    } else {
+        "this is a binary file, not a .qir model"
+    })
 }
 
 fn read_input(input: &str) -> io::Result<(String, SourceText)> {

@@ -353,6 +353,34 @@ fn batch_compare_merges_the_statistics_of_every_sample() {
     assert!(json.contains("{\"value\":\"loc(\\\"heads\\\")#1\",\"op\":\"fp.split\",\"kind\":\"op\",\"shape\":[1,1],\"sqnr_db\":\"inf\",\"cosine\":1,"), "{json}");
 }
 
+#[test]
+fn compare_errors_name_the_other_model_and_its_extra_outputs_are_reported() {
+    let dir = scratch("compare-other");
+    let x = mlp_input(&dir);
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let (a, b) = ("tensor<1x4xf32>", "tensor<4xf32>");
+    let one = write("one.qir", &format!("func.func @main(%x: {a}) -> {a} {{\n  func.return %x : {a}\n}}\n"));
+    let two = write(
+        "two.qir",
+        &format!("func.func @main(%x: {a}) -> ({a}, {a}) {{\n  func.return %x, %x : {a}, {a}\n}}\n"),
+    );
+    let other_shape =
+        write("flat.qir", &format!("func.func @main(%x: {b}) -> {b} {{\n  func.return %x : {b}\n}}\n"));
+    let (_, stderr) = expect(1, &[&one, "--input", &x, "--compare", &other_shape]);
+    assert!(
+        stderr.starts_with(&format!(
+            "qrun: error: the --compare model '{other_shape}': argument #0 of @main expects {b}"
+        )),
+        "{stderr}"
+    );
+    let (stdout, _) = expect(0, &[&one, "--input", &x, "--compare", &two]);
+    assert!(stdout.contains(&format!("1 value(s) of {two} match nothing: output #1")), "{stdout}");
+}
+
 // ---- JSON ---------------------------------------------------------------------
 
 /// Brackets and braces outside strings nest properly.
@@ -464,6 +492,34 @@ fn bad_models_and_missing_files_exit_1() {
     assert!(stderr.starts_with("qrun: error: cannot read '/nonexistent/x.npy': "), "{stderr}");
     let (_, stderr) = expect(1, &[&model("mlp.qir"), "--func", "nope", "--random-inputs"]);
     assert!(stderr.contains("no function @nope in"), "{stderr}");
+}
+
+#[test]
+fn binary_files_given_as_the_model_get_one_line_saying_what_they_are() {
+    let dir = scratch("wrong-kind");
+    let onnx = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/models/digits_mlp/model.onnx");
+    let npy = npy_file(&dir, "x.npy", &array(&[1, 4], &[1.0f32, 2.0, 3.0, 4.0]));
+    for (file, why) in [
+        (
+            onnx.display().to_string(),
+            "this looks like an ONNX model, not a .qir model; import it with qimport",
+        ),
+        (npy.clone(), "this is a .npy array, not a .qir model; give it to qrun with --input"),
+    ] {
+        let (_, stderr) = expect(1, &[&file, "--random-inputs"]);
+        assert_eq!(stderr, format!("qrun: error: '{file}': {why}\n"));
+        let (_, stderr) = expect(1, &[&model("mlp.qir"), "--input", &npy, "--compare", &file]);
+        assert_eq!(stderr, format!("qrun: error: '{file}': {why}\n"));
+    }
+    let qopt = Command::new(env!("CARGO_BIN_EXE_qopt")).arg(&onnx).output().unwrap();
+    assert_eq!(qopt.status.code(), Some(1));
+    assert_eq!(
+        text(&qopt.stderr),
+        format!(
+            "qopt: error: '{}': this looks like an ONNX model, not a .qir model; import it with qimport\n",
+            onnx.display()
+        )
+    );
 }
 
 #[test]

@@ -17,7 +17,7 @@ use crate::context::{Context, OpName, Symbol};
 use crate::dense::{
     decode_int, element_kind, encode_float_bits, encode_int, static_num_elements, ElementKind,
 };
-use crate::diag::{Diagnostic, Diagnostics};
+use crate::diag::{Diagnostic, Diagnostics, Severity};
 use crate::dialect::Traits;
 use crate::entity::{BlockId, OpId, RegionId, ValueId};
 use crate::float_text::parse_decimal;
@@ -84,6 +84,7 @@ fn parse_with_release(
         line_offset,
         module,
         diags: Vec::new(),
+        suppressed: 0,
         scopes: Vec::new(),
         type_cache: FxHashMap::default(),
         attr_cache: FxHashMap::default(),
@@ -93,6 +94,12 @@ fn parse_with_release(
         next_release: RELEASE_EVERY,
     };
     p.parse_top();
+    if p.suppressed > 0 {
+        let message =
+            format!("{} more error(s) not shown; the parser reports the first {MAX_ERRORS}", p.suppressed);
+        let note = Diagnostic::error(Some(p.file.clone()), SrcPos::NONE, message);
+        p.diags.push(Diagnostic { severity: Severity::Note, ..note });
+    }
     if p.diags.is_empty() {
         Ok(p.module)
     } else {
@@ -134,6 +141,8 @@ struct Parser<'s, 'c> {
     line_offset: u32,
     module: Module,
     diags: Vec<Diagnostic>,
+    /// Errors found past [`MAX_ERRORS`]: counted, not kept.
+    suppressed: usize,
     scopes: Vec<Scope<'s>>,
     type_cache: FxHashMap<&'s [u8], Type>,
     attr_cache: FxHashMap<&'s [u8], Attribute>,
@@ -192,6 +201,7 @@ impl<'s, 'c> Parser<'s, 'c> {
 
     fn error_at(&mut self, pos: SrcPos, msg: impl Into<String>) {
         if self.diags.len() >= MAX_ERRORS {
+            self.suppressed += 1;
             return;
         }
         self.diags.push(Diagnostic::error(Some(self.file.clone()), pos, msg));
@@ -268,7 +278,7 @@ impl<'s, 'c> Parser<'s, 'c> {
         self.scopes.push(Scope { isolated: true, numbered: Vec::new(), named: FxHashMap::default() });
         self.parse_ops_until_block_end(body, 0);
         self.scopes.pop();
-        if self.cur.kind != Tok::Eof && self.diags.len() < MAX_ERRORS {
+        if self.cur.kind != Tok::Eof {
             let t = self.cur;
             let found = self.found(t);
             let _: PResult<()> = self.error(t, format!("unexpected {found} at top level"));
@@ -299,13 +309,8 @@ impl<'s, 'c> Parser<'s, 'c> {
             }
             let stmt_start = self.cur.start;
             if self.parse_op(block).is_err() {
-                if self.diags.len() >= MAX_ERRORS {
-                    // Stop everything: leave the cursor at the end.
-                    while self.cur.kind != Tok::Eof {
-                        self.advance();
-                    }
-                    return;
-                }
+                // Past MAX_ERRORS errors are only counted, so the last
+                // diagnostic can say how many were not shown.
                 self.recover(depth, stmt_start);
             }
         }

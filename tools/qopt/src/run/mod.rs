@@ -168,8 +168,10 @@ impl RunDriver {
             Some(path) => {
                 let other = self.load(path, cli, err)?;
                 let other_sig = other.signature(&cli.func)?;
-                // Warnings were given for the reference already.
-                inputs::check(&other, &other_sig, &inputs, cli.batch, cli.allow_nonfinite)?;
+                // Warnings were given for the reference already. An error says
+                // which model it is about: the inputs fit the reference.
+                inputs::check(&other, &other_sig, &inputs, cli.batch, cli.allow_nonfinite)
+                    .map_err(|e| format!("the --compare model '{}': {e}", other.name))?;
                 Some((other, other_sig))
             }
             None => None,
