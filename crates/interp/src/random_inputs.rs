@@ -208,9 +208,9 @@ impl ArgumentPlan {
         let n: usize = self.dims.iter().product();
         let (lo, hi) = self.int_range;
         Ok(match self.dtype {
-            DType::F32 => Tensor::F32(self.array((0..n).map(|_| rng.normal() as f32).collect())?),
-            DType::F64 => Tensor::F64(self.array((0..n).map(|_| rng.normal()).collect())?),
-            DType::Bool => Tensor::Bool(self.array((0..n).map(|_| rng.next_u64() & 1 == 1).collect())?),
+            DType::F32 => Tensor::F32(self.array(filled(n, || rng.normal() as f32)?)?),
+            DType::F64 => Tensor::F64(self.array(filled(n, || rng.normal())?)?),
+            DType::Bool => Tensor::Bool(self.array(filled(n, || rng.next_u64() & 1 == 1)?)?),
             DType::I8 => Tensor::I8(self.array(ints(rng, n, lo, hi)?)?),
             DType::U8 => Tensor::U8(self.array(ints(rng, n, lo, hi)?)?),
             DType::I16 => Tensor::I16(self.array(ints(rng, n, lo, hi)?)?),
@@ -224,14 +224,31 @@ impl ArgumentPlan {
     }
 }
 
+/// `n` values of `next`, in a buffer reserved fallibly: an argument below
+/// [`MAX_ELEMENTS`] may still be more than the memory there is (a ulimit, a
+/// small machine), and that must be an error, not an abort.
+fn filled<T>(n: usize, mut next: impl FnMut() -> T) -> Result<Vec<T>, String> {
+    let mut values = Vec::new();
+    values.try_reserve_exact(n).map_err(|_| {
+        let bytes = (n as u128) * std::mem::size_of::<T>() as u128;
+        format!("needs {bytes} bytes for its {n} elements, which cannot be allocated")
+    })?;
+    values.extend((0..n).map(|_| next()));
+    Ok(values)
+}
+
 /// `n` integers uniform over `lo..=hi`, each converted to the storage type.
-fn ints<T: TryFrom<i128>>(rng: &mut SplitMix64, n: usize, lo: i128, hi: i128) -> Result<Vec<T>, String> {
-    (0..n)
-        .map(|_| {
-            let v = rng.int_in(lo, hi);
-            T::try_from(v).map_err(|_| format!("value {v} does not fit the storage type"))
-        })
-        .collect()
+fn ints<T: TryFrom<i128> + Copy>(
+    rng: &mut SplitMix64,
+    n: usize,
+    lo: i128,
+    hi: i128,
+) -> Result<Vec<T>, String> {
+    let (Ok(low), Ok(_)) = (T::try_from(lo), T::try_from(hi)) else {
+        return Err(format!("values {lo}..={hi} do not fit the storage type"));
+    };
+    // Both ends fit, so every value between them does: `low` is never used.
+    filled(n, || T::try_from(rng.int_in(lo, hi)).unwrap_or(low))
 }
 
 #[cfg(test)]
@@ -328,6 +345,13 @@ mod tests {
         let small = random_arguments(&ctx, &types[..3], 7, &STRICT).unwrap();
         assert!(small[2].to_f64_vec().iter().all(|&v| (0.0..=7.0).contains(&v)));
         assert_eq!(small[0], a[0], "quantized values ignore the integer choice");
+    }
+
+    #[test]
+    fn a_buffer_that_cannot_be_allocated_is_an_error() {
+        let e = filled(usize::MAX / 2, || 0u64).unwrap_err();
+        assert!(e.ends_with("elements, which cannot be allocated"), "{e}");
+        assert_eq!(filled(3, || 7u8).unwrap(), [7, 7, 7]);
     }
 
     #[test]

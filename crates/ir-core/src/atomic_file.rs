@@ -2,7 +2,10 @@
 //! renamed over the target only once everything was written, so a failed run
 //! never leaves a half-written or clobbered output file. A target that exists
 //! and is not a regular file (`/dev/null`, a pipe, a terminal) is written in
-//! place: renaming over it would replace the device itself.
+//! place: renaming over it would replace the device itself. A symbolic link
+//! is followed: the temporary file goes beside the link's target and replaces
+//! the target, so the link stays a link. The permissions of a file being
+//! replaced are kept.
 //!
 //! Every tool's `-o` goes through [`write_file_atomically`], and so do passes
 //! that write files (`collect-calibration-data`); [`scratch_path_beside`]
@@ -29,7 +32,11 @@ pub fn write_file_atomically(
     path: &Path,
     produce: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
-    if let Ok(meta) = std::fs::metadata(path) {
+    // Write through a symbolic link to the file it names.
+    let resolved = std::fs::canonicalize(path).ok().filter(|_| path.is_symlink());
+    let path = resolved.as_deref().unwrap_or(path);
+    let existing = std::fs::metadata(path).ok();
+    if let Some(meta) = &existing {
         if !meta.is_file() {
             let mut w =
                 BufWriter::with_capacity(1 << 20, std::fs::OpenOptions::new().write(true).open(path)?);
@@ -46,6 +53,9 @@ pub fn write_file_atomically(
         let file = w.into_inner().map_err(|e| e.into_error())?;
         file.sync_data()
             .or_else(|e| if e.kind() == io::ErrorKind::InvalidInput { Ok(()) } else { Err(e) })?;
+        if let Some(meta) = &existing {
+            file.set_permissions(meta.permissions())?;
+        }
         drop(file);
         std::fs::rename(&tmp, path)
     })();
@@ -74,6 +84,25 @@ mod tests {
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "temporary file was removed");
         write_file_atomically(&target, |w| w.write_all(b"new")).unwrap();
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_symlink_is_followed_and_the_mode_is_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("qopt-output-link-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (real, link) = (dir.join("real.qir"), dir.join("link.qir"));
+        std::fs::write(&real, "old").unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o640)).unwrap();
+        std::os::unix::fs::symlink("real.qir", &link).unwrap();
+        write_file_atomically(&link, |w| w.write_all(b"new")).unwrap();
+        assert!(link.is_symlink(), "the link is still a link");
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
+        assert_eq!(std::fs::metadata(&real).unwrap().permissions().mode() & 0o777, 0o640);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "no temporary file is left behind");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

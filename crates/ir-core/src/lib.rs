@@ -29,8 +29,9 @@ mod walk;
 
 pub mod pass;
 pub use pass::{
-    Instrumentation, NamedPipeline, Pass, PassContext, PassError, PassFilter, PassInstrumentation,
-    PassManager, PassOutcome, PassRegistry, PassRun, PipelineFailure, RunReport, TimingNode, TimingTree,
+    BadOptionValue, Instrumentation, NamedPipeline, Pass, PassContext, PassError, PassFilter,
+    PassInstrumentation, PassManager, PassOutcome, PassRegistry, PassRun, PipelineFailure, RunReport,
+    TimingNode, TimingTree,
 };
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -29,6 +29,7 @@
 //! ```
 
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
     apply_patterns_greedily, GreedyConfig, GreedyStats, Module, Pass, PassContext, PassError, PassOutcome,
     PatternSet,
@@ -80,18 +81,25 @@ impl Pass for Canonicalize {
         true
     }
 
+    fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
+        let requested = options.int("max-iterations");
+        if requested < 1 {
+            return Err(BadOptionValue::new(
+                "max-iterations",
+                format!("max-iterations must be at least 1, got {requested}"),
+            ));
+        }
+        Ok(())
+    }
+
     fn run(
         &self,
         cx: &mut PassContext<'_>,
         module: &mut Module,
         options: &PassOptions,
     ) -> Result<PassOutcome, PassError> {
+        self.check_options(options).map_err(|bad| PassError::from(format!("canonicalize: {}", bad.message)))?;
         let requested = options.int("max-iterations");
-        if requested < 1 {
-            return Err(PassError::from(format!(
-                "canonicalize: max-iterations must be at least 1, got {requested}"
-            )));
-        }
         let config = GreedyConfig {
             max_iterations: u32::try_from(requested).unwrap_or(u32::MAX),
             fold: options.bool("fold"),
@@ -181,7 +189,12 @@ mod tests {
 }
 ";
         let error = check_pass("canonicalize{max-iterations=0}", input).unwrap_err();
-        assert_eq!(error, "error: canonicalize: max-iterations must be at least 1, got 0");
+        // Refused when the pipeline is parsed, at the option's value.
+        assert_eq!(
+            error,
+            "error: pass 'canonicalize': max-iterations must be at least 1, got 0\n  \
+             canonicalize{max-iterations=0}\n                              ^"
+        );
     }
 
     #[test]

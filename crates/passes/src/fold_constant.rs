@@ -38,6 +38,7 @@
 //! ```
 
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
     constant_value, static_num_elements, AttrData, Attribute, Context, EntityId, FoldResult, InsertPoint,
     Location, Module, OpId, Pass, PassContext, PassError, PassOutcome, Rewriter, Traits, Type, ValueId,
@@ -92,16 +93,23 @@ impl Pass for FoldConstant {
         Some(qopt_ir_core::equivalence::Relation::Real)
     }
 
+    fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
+        let requested = options.int("max-elements");
+        if requested < 0 {
+            let message = format!("max-elements must not be negative, got {requested}");
+            return Err(BadOptionValue::new("max-elements", message));
+        }
+        Ok(())
+    }
+
     fn run(
         &self,
         cx: &mut PassContext<'_>,
         module: &mut Module,
         options: &PassOptions,
     ) -> Result<PassOutcome, PassError> {
-        let requested = options.int("max-elements");
-        let max_elements = u64::try_from(requested).map_err(|_| {
-            PassError::from(format!("fold-constant: max-elements must not be negative, got {requested}"))
-        })?;
+        self.check_options(options).map_err(|bad| PassError::from(format!("fold-constant: {}", bad.message)))?;
+        let max_elements = u64::try_from(options.int("max-elements")).unwrap_or(0);
         let folded = fold_constants(cx.ctx, module, max_elements);
         cx.add_stat("folded", folded);
         Ok(PassOutcome::from_changed(folded > 0))
@@ -351,7 +359,12 @@ mod tests {
     fn max_elements_below_zero_is_an_error() {
         let input = "func.func @f() {\n  func.return\n}\n";
         let error = check_pass("fold-constant{max-elements=-1}", input).unwrap_err();
-        assert_eq!(error, "error: fold-constant: max-elements must not be negative, got -1");
+        // Refused when the pipeline is parsed, at the option's value.
+        assert_eq!(
+            error,
+            "error: pass 'fold-constant': max-elements must not be negative, got -1\n  \
+             fold-constant{max-elements=-1}\n                             ^"
+        );
     }
 
     /// A scalar attribute counts as one element: `max-elements=0` keeps the add.

@@ -35,6 +35,7 @@ use qopt_dialect_fp::{attrs, FpDialect};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
     Context, DenseElements, Diagnostic, Dialect, InsertPoint, Location, Module, OpId, OperationState, Pass,
     PassContext, PassError, PassOutcome, Rewriter, Severity, ValueId,
@@ -96,16 +97,25 @@ impl Pass for AccelLower {
         Some(Relation::Exact)
     }
 
+    // Checked when the pipeline is parsed: a bad value is a usage error
+    // located in the pipeline text (exit 2), not a pass failure.
+    fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
+        let max_channels = options.int(MAX_CHANNELS);
+        if max_channels < 1 {
+            let message = format!("'{MAX_CHANNELS}' must be at least 1, got {max_channels}");
+            return Err(BadOptionValue::new(MAX_CHANNELS, message));
+        }
+        Ok(())
+    }
+
     fn run(
         &self,
         cx: &mut PassContext<'_>,
         module: &mut Module,
         options: &PassOptions,
     ) -> Result<PassOutcome, PassError> {
+        self.check_options(options)?;
         let max_channels = options.int(MAX_CHANNELS);
-        if max_channels < 1 {
-            return Err(format!("'{MAX_CHANNELS}' must be at least 1, got {max_channels}").into());
-        }
         let conv = cx.ctx.op_name(qnn_op::CONV2D_RELU);
         let candidates: Vec<OpId> =
             module.walk_preorder(module.root()).filter(|&op| module.op_name(op) == conv).collect();

@@ -178,7 +178,8 @@ fn lists_accel_dialect_and_ops() {
     assert_eq!(ops, ["accel.conv2d_relu", "accel.dma_in", "accel.dma_out"], "{out}");
 }
 
-/// A `max-channels` below 1 fails the pass (exit 1) with a message naming it.
+/// A `max-channels` below 1 is a usage error (exit 2) placed at the value in
+/// the pipeline text, found before any pass runs: no reproducer is written.
 #[test]
 fn rejects_bad_max_channels() {
     let scratch = std::env::temp_dir().join(format!("toy-accel-reproducers-{}", std::process::id()));
@@ -186,8 +187,14 @@ fn rejects_bad_max_channels() {
     let args =
         ["tests/ops.qir", "--pass=accel-lower{max-channels=0}", "--reproducer-dir", scratch_text.as_str()];
     let (code, out, err) = toy_opt(&args);
+    let written = std::fs::read_dir(&scratch).map_or(0, |d| d.count());
     let _ = std::fs::remove_dir_all(&scratch);
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
     assert!(out.is_empty(), "{out}");
-    assert!(err.starts_with("tests/ops.qir: error: 'max-channels' must be at least 1, got 0\n"), "{err}");
+    assert_eq!(
+        err,
+        "toy-opt: invalid pass pipeline\nerror: pass 'accel-lower': 'max-channels' must be at least 1, got 0\n  \
+         accel-lower{max-channels=0}\n                           ^\n"
+    );
+    assert_eq!(written, 0, "no reproducer");
 }

@@ -177,6 +177,10 @@ impl Driver {
                 return EXIT_USAGE;
             }
         };
+        if let Some(message) = self.unknown_dump_pass(cli) {
+            reporter.tool_error(err, None, &message);
+            return EXIT_USAGE;
+        }
         let (display_name, source) = match read_input(&cli.input) {
             Ok(s) => s,
             Err(e) => {
@@ -184,6 +188,10 @@ impl Driver {
                 return EXIT_FAILURE;
             }
         };
+        if let Some(why) = not_qir_text(source.bytes()) {
+            reporter.tool_error(err, Some(&display_name), &format!("'{display_name}': {why}"));
+            return EXIT_FAILURE;
+        }
         let source = Arc::new(source);
         let mut sources = SourceMap::new();
         sources.add(display_name.as_str().into(), source.clone());
@@ -202,6 +210,24 @@ impl Driver {
             let _ = err.write_all(run.timing.render().as_bytes());
         }
         code
+    }
+
+    /// The error for a name in `--print-ir-before=` / `--print-ir-after=` that
+    /// is no registered pass (such a filter would silently never match).
+    fn unknown_dump_pass(&self, cli: &Cli) -> Option<String> {
+        let flags = [("--print-ir-before", &cli.print_ir_before), ("--print-ir-after", &cli.print_ir_after)];
+        let (flag, name) = flags
+            .iter()
+            .flat_map(|(flag, names)| names.iter().map(move |name| (flag, name)))
+            .find(|(_, name)| self.passes.get(name).is_none())?;
+        let passes = self.passes.names().filter(|n| self.passes.get(n).is_some());
+        Some(match nearest_name(name, passes) {
+            Some(near) => format!("unknown pass '{name}' in {flag}; did you mean '{near}'?"),
+            None if self.passes.get_pipeline(name).is_some() => {
+                format!("'{name}' in {flag} is a named pipeline; name the passes it runs instead")
+            }
+            None => format!("unknown pass '{name}' in {flag}; {} --list-passes lists them", self.tool),
+        })
     }
 
     /// `--list-passes`, `--list-dialects`, `--list-ops` and `--emit-op-docs`:
@@ -315,6 +341,12 @@ impl Invocation<'_> {
             }
         }
         let written = match &self.cli.output {
+            // The run exits 1: like any failed run it leaves `-o` as it was.
+            Some(path) if failed => {
+                let message = format!("'{}' was not written: a case failed", path.display());
+                self.reporter.tool_error(err, None, &message);
+                return EXIT_FAILURE;
+            }
             Some(path) => write_file_atomically(path, |w| w.write_all(&rendered)),
             None => out.write_all(&rendered).and_then(|_| out.flush()),
         };
@@ -458,6 +490,31 @@ fn filter(all: bool, names: &[String]) -> PassFilter {
     } else {
         PassFilter::Named(names.to_vec())
     }
+}
+
+/// Why `bytes` cannot be `.qir` text, when they are plainly another kind of
+/// file: one line instead of twenty parse errors quoting binary garbage.
+pub fn not_qir_text(bytes: &[u8]) -> Option<&'static str> {
+    let head = &bytes[..bytes.len().min(512)];
+    if head.starts_with(b"\x93NUMPY") {
+        return Some("this is a .npy array, not a .qir model; give it to qrun with --input");
+    }
+    if head.starts_with(b"PK\x03\x04") {
+        return Some(
+            "this is a zip archive (an .npz?), not a .qir model; give an .npz to qrun with --inputs",
+        );
+    }
+    // .qir is text: no NUL and hardly any other control bytes.
+    let binary = head.iter().any(|&b| b == 0 || (b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c)));
+    if !binary {
+        return None;
+    }
+    // An ONNX ModelProto starts with field 1 (ir_version) as a varint: byte 0x08.
+    Some(if head.first() == Some(&0x08) {
+        "this looks like an ONNX model, not a .qir model; import it with qimport"
+    } else {
+        "this is a binary file, not a .qir model"
+    })
 }
 
 fn read_input(input: &str) -> io::Result<(String, SourceText)> {

@@ -111,6 +111,65 @@ fn usage_errors_exit_2() {
 }
 
 #[test]
+fn bad_option_values_are_usage_errors_located_in_the_pipeline() {
+    let dir = scratch("option-values");
+    for (pipeline, message, caret) in [
+        (
+            "canonicalize{max-iterations=0}",
+            "pass 'canonicalize': max-iterations must be at least 1, got 0",
+            30,
+        ),
+        (
+            "canonicalize{max-iterations=-1}",
+            "pass 'canonicalize': max-iterations must be at least 1, got -1",
+            30,
+        ),
+        (
+            "cse,fold-constant{max-elements=-5}",
+            "pass 'fold-constant': max-elements must not be negative, got -5",
+            33,
+        ),
+        ("insert-observers{bins=0}", "pass 'insert-observers': 'bins' must be between 1 and", 24),
+    ] {
+        let pass = format!("--pass={pipeline}");
+        let repro = format!("--reproducer-dir={}", dir.display());
+        let out = qopt(&["-", &pass, &repro], Some(VALID));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{pipeline}: {err}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines[0], "qopt: invalid pass pipeline", "{err}");
+        assert!(lines[1].starts_with(&format!("error: {message}")), "{err}");
+        assert_eq!(lines[2], format!("  {pipeline}"));
+        assert_eq!(lines[3], format!("{}^", " ".repeat(caret)), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "no reproducer is written");
+}
+
+#[test]
+fn unknown_names_in_print_ir_filters_are_usage_errors_with_the_nearest_name() {
+    for (flag, message) in [
+        (
+            "--print-ir-after=bogus",
+            "qopt: error: unknown pass 'bogus' in --print-ir-after; qopt --list-passes lists them",
+        ),
+        (
+            "--print-ir-after=canonicalise",
+            "qopt: error: unknown pass 'canonicalise' in --print-ir-after; did you mean 'canonicalize'?",
+        ),
+        ("--print-ir-before=cse,nonsense", "qopt: error: unknown pass 'nonsense' in --print-ir-before"),
+    ] {
+        let out = qopt(&["-", "--pass=cse", flag], Some(VALID));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {err}");
+        assert!(err.starts_with(message), "{flag}: {err}");
+        assert!(out.stdout.is_empty());
+    }
+    // A registered pass that is not in the pipeline is fine: nothing to print.
+    assert_eq!(qopt(&["-", "--pass=cse", "--print-ir-after=dce"], Some(VALID)).status.code(), Some(0));
+}
+
+#[test]
 fn output_file_is_written_atomically() {
     let dir = scratch("atomic");
     let target = dir.join("out.qir");
@@ -136,6 +195,26 @@ fn split_input_file_processes_each_case_and_reports_failures() {
     assert_eq!(text(&out.stdout), format!("{CANONICAL}// -----\n// -----\n{CANONICAL}"));
     let err = text(&out.stderr);
     assert!(err.starts_with("<stdin>:7:1: error:"), "line numbers are those of the whole file: {err}");
+}
+
+#[test]
+fn split_input_file_with_a_failing_case_keeps_the_output_file() {
+    let dir = scratch("split-keep");
+    let target = dir.join("keep.qir");
+    std::fs::write(&target, "previous contents").unwrap();
+    let input = format!("{VALID}// -----\nfunc.func @g() {{\n  %0 = \n}}\n");
+    let out = qopt(&["-", "--split-input-file", "-o", target.to_str().unwrap()], Some(&input));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "previous contents");
+    let err = text(&out.stderr);
+    assert!(
+        err.ends_with(&format!("qopt: error: '{}' was not written: a case failed\n", target.display())),
+        "{err}"
+    );
+    let out = qopt(&["-", "--split-input-file", "-o", target.to_str().unwrap()], Some(VALID));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), CANONICAL);
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file is left behind");
 }
 
 #[test]

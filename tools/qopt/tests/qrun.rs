@@ -200,6 +200,54 @@ fn random_inputs_are_deterministic_and_in_range() {
     assert!(f32s(&a[3].1).iter().all(|v| v.is_finite() && v.abs() < 10.0));
 }
 
+/// A model whose one argument is a `[n, n]` f32 tensor.
+fn square_relu(dir: &Path, n: u64) -> String {
+    let t = format!("tensor<{n}x{n}xf32>");
+    let text = format!(
+        "func.func @main(%x: {t}) -> {t} {{\n  %y = fp.relu(%x) : ({t}) -> {t}\n  func.return %y : {t}\n}}\n"
+    );
+    let path = dir.join(format!("square{n}.qir"));
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn random_inputs_too_large_or_beyond_memory_are_errors_not_aborts() {
+    let dir = scratch("random-huge");
+    let (_, stderr) = expect(1, &[&square_relu(&dir, 100_000), "--random-inputs"]);
+    assert!(stderr.contains("more than the interpreter's limit of 2147483648 elements"), "{stderr}");
+    // 6.4 GB, under the element limit, beyond a 2 GB address-space limit: the
+    // allocation used to abort the process (exit 134).
+    #[cfg(target_os = "linux")]
+    {
+        let script =
+            format!("ulimit -v 2000000 && exec \"$0\" {} --random-inputs", square_relu(&dir, 40_000));
+        let out = Command::new("sh").args(["-c", &script, env!("CARGO_BIN_EXE_qrun")]).output().unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(
+            stderr,
+            "qrun: error: cannot generate argument #0 of @main: needs 6400000000 bytes for its 1600000000 \
+             elements, which cannot be allocated\n"
+        );
+    }
+}
+
+#[test]
+fn int64_values_print_exactly() {
+    let dir = scratch("int64");
+    let model = dir.join("id.qir");
+    let t = "tensor<2xi64>";
+    std::fs::write(&model, format!("func.func @main(%x: {t}) -> {t} {{\n  func.return %x : {t}\n}}\n"))
+        .unwrap();
+    let x = npy_file(&dir, "x.npy", &array(&[2], &[9_007_199_254_740_993i64, -9_223_372_036_854_775_807]));
+    let m = model.to_str().unwrap();
+    let (stdout, _) = expect(0, &[m, "--input", &x, "--print"]);
+    assert_eq!(stdout, "out0: int64 [2]\n[    9007199254740993, -9223372036854775807]\n");
+    let (stdout, _) = expect(0, &[m, "--input", &x, "--json", "--print"]);
+    assert!(stdout.contains(r#""values":[9007199254740993,-9223372036854775807]"#), "{stdout}");
+}
+
 // ---- comparing ----------------------------------------------------------------
 
 #[test]
@@ -303,6 +351,34 @@ fn batch_compare_merges_the_statistics_of_every_sample() {
     assert_balanced(&json);
     assert!(json.contains("\"runs\":4"), "{json}");
     assert!(json.contains("{\"value\":\"loc(\\\"heads\\\")#1\",\"op\":\"fp.split\",\"kind\":\"op\",\"shape\":[1,1],\"sqnr_db\":\"inf\",\"cosine\":1,"), "{json}");
+}
+
+#[test]
+fn compare_errors_name_the_other_model_and_its_extra_outputs_are_reported() {
+    let dir = scratch("compare-other");
+    let x = mlp_input(&dir);
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let (a, b) = ("tensor<1x4xf32>", "tensor<4xf32>");
+    let one = write("one.qir", &format!("func.func @main(%x: {a}) -> {a} {{\n  func.return %x : {a}\n}}\n"));
+    let two = write(
+        "two.qir",
+        &format!("func.func @main(%x: {a}) -> ({a}, {a}) {{\n  func.return %x, %x : {a}, {a}\n}}\n"),
+    );
+    let other_shape =
+        write("flat.qir", &format!("func.func @main(%x: {b}) -> {b} {{\n  func.return %x : {b}\n}}\n"));
+    let (_, stderr) = expect(1, &[&one, "--input", &x, "--compare", &other_shape]);
+    assert!(
+        stderr.starts_with(&format!(
+            "qrun: error: the --compare model '{other_shape}': argument #0 of @main expects {b}"
+        )),
+        "{stderr}"
+    );
+    let (stdout, _) = expect(0, &[&one, "--input", &x, "--compare", &two]);
+    assert!(stdout.contains(&format!("1 value(s) of {two} match nothing: output #1")), "{stdout}");
 }
 
 // ---- JSON ---------------------------------------------------------------------
@@ -419,6 +495,34 @@ fn bad_models_and_missing_files_exit_1() {
 }
 
 #[test]
+fn binary_files_given_as_the_model_get_one_line_saying_what_they_are() {
+    let dir = scratch("wrong-kind");
+    let onnx = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/models/digits_mlp/model.onnx");
+    let npy = npy_file(&dir, "x.npy", &array(&[1, 4], &[1.0f32, 2.0, 3.0, 4.0]));
+    for (file, why) in [
+        (
+            onnx.display().to_string(),
+            "this looks like an ONNX model, not a .qir model; import it with qimport",
+        ),
+        (npy.clone(), "this is a .npy array, not a .qir model; give it to qrun with --input"),
+    ] {
+        let (_, stderr) = expect(1, &[&file, "--random-inputs"]);
+        assert_eq!(stderr, format!("qrun: error: '{file}': {why}\n"));
+        let (_, stderr) = expect(1, &[&model("mlp.qir"), "--input", &npy, "--compare", &file]);
+        assert_eq!(stderr, format!("qrun: error: '{file}': {why}\n"));
+    }
+    let qopt = Command::new(env!("CARGO_BIN_EXE_qopt")).arg(&onnx).output().unwrap();
+    assert_eq!(qopt.status.code(), Some(1));
+    assert_eq!(
+        text(&qopt.stderr),
+        format!(
+            "qopt: error: '{}': this looks like an ONNX model, not a .qir model; import it with qimport\n",
+            onnx.display()
+        )
+    );
+}
+
+#[test]
 fn usage_errors_exit_2() {
     let m = model("mlp.qir");
     for args in [
@@ -426,6 +530,9 @@ fn usage_errors_exit_2() {
         vec![m.as_str(), "--bench", "0"],
         vec![m.as_str(), "--random-inputs", "--input", "x.npy"],
         vec![m.as_str(), "--seed", "3"],
+        // clap's `requires` let this through when a conflicting input flag was given.
+        vec![m.as_str(), "--input", "x.npy", "--seed", "3"],
+        vec![m.as_str(), "--seed", "0", "--inputs", "x.npz"],
         vec![m.as_str(), "--compare", "b.qir", "--print"],
         vec![],
     ] {

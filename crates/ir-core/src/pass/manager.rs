@@ -218,6 +218,15 @@ impl Expander<'_> {
         if let Some(pass) = self.registry.get(&element.name) {
             let options =
                 element.resolve_options(&pass.options()).map_err(|error| self.locate(error, text))?;
+            if let Err(bad) = pass.check_options(&options) {
+                let offset = element
+                    .options
+                    .iter()
+                    .find(|given| given.key == bad.option)
+                    .map_or(element.name_offset, |given| given.value_offset);
+                let message = format!("pass '{}': {}", pass.name(), bad.message);
+                return Err(self.locate(PipelineError { offset, message }, text));
+            }
             self.position += 1;
             let at_name = PipelineError { offset: element.name_offset, message: String::new() };
             let located = self.locate(at_name, text);

@@ -58,6 +58,15 @@ pub trait Pass: Send + Sync {
         Vec::new()
     }
 
+    /// Checks option values beyond their kind (`max-iterations` at least 1),
+    /// before any pass runs: the pipeline parser reports an error here at the
+    /// option's value in the pipeline text, as a usage error, instead of a
+    /// pass failure blamed on the input.
+    fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
+        let _ = options;
+        Ok(())
+    }
+
     /// Whether the pass keeps the module's meaning exactly (so translation
     /// validation can check it).
     fn preserves_semantics(&self) -> bool {
@@ -92,6 +101,29 @@ pub trait Pass: Send + Sync {
         module: &mut Module,
         options: &PassOptions,
     ) -> Result<PassOutcome, PassError>;
+}
+
+/// An option value its pass cannot take, from [`Pass::check_options`].
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct BadOptionValue {
+    /// The option's name.
+    pub option: &'static str,
+    /// What is wrong, a full sentence naming the option
+    /// (`max-iterations must be at least 1, got 0`).
+    pub message: String,
+}
+
+impl BadOptionValue {
+    /// A bad value of `option`.
+    pub fn new(option: &'static str, message: impl Into<String>) -> BadOptionValue {
+        BadOptionValue { option, message: message.into() }
+    }
+}
+
+impl From<BadOptionValue> for PassError {
+    fn from(bad: BadOptionValue) -> PassError {
+        PassError::from(bad.message)
+    }
 }
 
 /// Whether a pass changed the module.

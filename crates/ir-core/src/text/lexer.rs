@@ -62,6 +62,7 @@ pub(crate) struct Token {
     pub(crate) depth: u32,
 }
 
+#[derive(Clone)]
 pub(crate) struct Lexer<'s> {
     pub(crate) src: &'s [u8],
     pos: usize,

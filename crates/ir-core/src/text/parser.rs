@@ -17,7 +17,7 @@ use crate::context::{Context, OpName, Symbol};
 use crate::dense::{
     decode_int, element_kind, encode_float_bits, encode_int, static_num_elements, ElementKind,
 };
-use crate::diag::{Diagnostic, Diagnostics};
+use crate::diag::{Diagnostic, Diagnostics, Severity};
 use crate::dialect::Traits;
 use crate::entity::{BlockId, OpId, RegionId, ValueId};
 use crate::float_text::parse_decimal;
@@ -84,6 +84,7 @@ fn parse_with_release(
         line_offset,
         module,
         diags: Vec::new(),
+        suppressed: 0,
         scopes: Vec::new(),
         type_cache: FxHashMap::default(),
         attr_cache: FxHashMap::default(),
@@ -93,6 +94,12 @@ fn parse_with_release(
         next_release: RELEASE_EVERY,
     };
     p.parse_top();
+    if p.suppressed > 0 {
+        let message =
+            format!("{} more error(s) not shown; the parser reports the first {MAX_ERRORS}", p.suppressed);
+        let note = Diagnostic::error(Some(p.file.clone()), SrcPos::NONE, message);
+        p.diags.push(Diagnostic { severity: Severity::Note, ..note });
+    }
     if p.diags.is_empty() {
         Ok(p.module)
     } else {
@@ -134,6 +141,8 @@ struct Parser<'s, 'c> {
     line_offset: u32,
     module: Module,
     diags: Vec<Diagnostic>,
+    /// Errors found past [`MAX_ERRORS`]: counted, not kept.
+    suppressed: usize,
     scopes: Vec<Scope<'s>>,
     type_cache: FxHashMap<&'s [u8], Type>,
     attr_cache: FxHashMap<&'s [u8], Attribute>,
@@ -148,6 +157,14 @@ type TypeList = SmallVec<[Type; 4]>;
 
 /// One leaf of a dense literal: its text, token, and whether it is a float literal.
 type DenseLeaf = (String, Token, bool);
+
+/// What `dense<` holds: hex bytes, a nested list (where it starts, to read
+/// it again, and its dims) or one splat leaf.
+enum DenseBody<'s> {
+    Hex(Vec<u8>),
+    List { start: (Lexer<'s>, Token), dims: Vec<usize> },
+    Splat(DenseLeaf),
+}
 
 /// Result names written before `=`: `%a, %b:2 = ...`.
 type ResultNames<'s> = SmallVec<[(&'s [u8], u32, Token); 2]>;
@@ -184,6 +201,7 @@ impl<'s, 'c> Parser<'s, 'c> {
 
     fn error_at(&mut self, pos: SrcPos, msg: impl Into<String>) {
         if self.diags.len() >= MAX_ERRORS {
+            self.suppressed += 1;
             return;
         }
         self.diags.push(Diagnostic::error(Some(self.file.clone()), pos, msg));
@@ -260,7 +278,7 @@ impl<'s, 'c> Parser<'s, 'c> {
         self.scopes.push(Scope { isolated: true, numbered: Vec::new(), named: FxHashMap::default() });
         self.parse_ops_until_block_end(body, 0);
         self.scopes.pop();
-        if self.cur.kind != Tok::Eof && self.diags.len() < MAX_ERRORS {
+        if self.cur.kind != Tok::Eof {
             let t = self.cur;
             let found = self.found(t);
             let _: PResult<()> = self.error(t, format!("unexpected {found} at top level"));
@@ -291,13 +309,8 @@ impl<'s, 'c> Parser<'s, 'c> {
             }
             let stmt_start = self.cur.start;
             if self.parse_op(block).is_err() {
-                if self.diags.len() >= MAX_ERRORS {
-                    // Stop everything: leave the cursor at the end.
-                    while self.cur.kind != Tok::Eof {
-                        self.advance();
-                    }
-                    return;
-                }
+                // Past MAX_ERRORS errors are only counted, so the last
+                // diagnostic can say how many were not shown.
                 self.recover(depth, stmt_start);
             }
         }
@@ -1445,14 +1458,16 @@ impl<'s, 'c> Parser<'s, 'c> {
     }
 
     /// `dense<...> : tensor<...>`.
+    ///
+    /// A nested list is read twice: once for its structure (dims, syntax),
+    /// then, once the type after it is known, again to encode each leaf
+    /// straight into the element bytes. Holding the leaves between the two
+    /// (their text and tokens) cost ~95 bytes per element, 19x a long list's
+    /// file; this way the overhead is the decoded data itself.
     fn parse_dense(&mut self) -> PResult<Attribute> {
         let dense_tok = self.cur;
         self.advance();
         self.expect(Tok::Less, "'<' after 'dense'")?;
-        enum Body {
-            Hex(Vec<u8>),
-            Elements { leaves: Vec<(String, Token, bool)>, dims: Vec<usize>, nested: bool },
-        }
         let body = if self.cur.kind == Tok::String {
             let t = self.cur;
             let bytes = self.string_value(t)?;
@@ -1461,13 +1476,13 @@ impl<'s, 'c> Parser<'s, 'c> {
             };
             let decoded = decode_hex(hex).or_else(|msg| self.error(t, msg))?;
             self.advance();
-            Body::Hex(decoded)
+            DenseBody::Hex(decoded)
         } else if self.cur.kind == Tok::LBracket {
-            let (leaves, dims) = self.parse_dense_list()?;
-            Body::Elements { leaves, dims, nested: true }
+            let start = (self.lex.clone(), self.cur);
+            let dims = self.parse_dense_list(None)?;
+            DenseBody::List { start, dims }
         } else {
-            let leaf = self.parse_dense_leaf()?;
-            Body::Elements { leaves: vec![leaf], dims: Vec::new(), nested: false }
+            DenseBody::Splat(self.parse_dense_leaf()?)
         };
         self.expect(Tok::Greater, "'>' to close dense<...>")?;
         self.expect(Tok::Colon, "':' and the tensor type of the dense elements")?;
@@ -1484,7 +1499,7 @@ impl<'s, 'c> Parser<'s, 'c> {
             return self.error(ty_tok, "dense elements need integer, float or quantized elements");
         };
         let bytes = match body {
-            Body::Hex(bytes) => {
+            DenseBody::Hex(bytes) => {
                 if bytes.len() as u64 != n * kind.bytes() as u64 && bytes.len() != kind.bytes() {
                     return self.error(
                         dense_tok,
@@ -1508,46 +1523,32 @@ impl<'s, 'c> Parser<'s, 'c> {
                 }
                 bytes
             }
-            Body::Elements { leaves, dims, nested } => {
-                if nested {
-                    let matches =
-                        dims.len() == shape.len() && dims.iter().zip(&shape).all(|(&d, &s)| d as i64 == s);
-                    if !matches {
-                        let written = dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x");
-                        let shown = super::type_to_string(self.ctx, ty);
-                        return self.error(
-                            dense_tok,
-                            format!("dense literal has shape [{written}] but the type is {shown}"),
-                        );
-                    }
+            DenseBody::Splat(leaf) => {
+                let mut bytes = Vec::with_capacity(kind.bytes());
+                self.encode_dense_leaf(&leaf, kind, elem, &mut bytes)?;
+                bytes
+            }
+            DenseBody::List { start, dims } => {
+                let matches =
+                    dims.len() == shape.len() && dims.iter().zip(&shape).all(|(&d, &s)| d as i64 == s);
+                if !matches {
+                    let written = dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("x");
+                    let shown = super::type_to_string(self.ctx, ty);
+                    return self.error(
+                        dense_tok,
+                        format!("dense literal has shape [{written}] but the type is {shown}"),
+                    );
                 }
-                let mut bytes = Vec::with_capacity(leaves.len() * kind.bytes());
-                for (text, t, is_float) in &leaves {
-                    match kind {
-                        ElementKind::Float(k) => match float_bits_of(text, *is_float, k) {
-                            Ok(bits) => encode_float_bits(&mut bytes, bits, k),
-                            Err(msg) => return self.error(*t, msg),
-                        },
-                        ElementKind::Int { .. } => {
-                            let v = if text == "true" {
-                                Ok(1)
-                            } else if text == "false" {
-                                Ok(0)
-                            } else if *is_float {
-                                Err(format!("'{text}' is not an integer"))
-                            } else {
-                                int_value_of(text, kind).ok_or_else(|| {
-                                    let shown = super::type_to_string(self.ctx, self.ctx.element_type(ty));
-                                    format!("integer {text} does not fit {shown}")
-                                })
-                            };
-                            match v {
-                                Ok(v) => encode_int(&mut bytes, v, kind.bytes()),
-                                Err(msg) => return self.error(*t, msg),
-                            }
-                        }
-                    }
+                // The dims match the shape, and the list held that many leaves.
+                let len = (n as usize).saturating_mul(kind.bytes());
+                let mut bytes = Vec::new();
+                if bytes.try_reserve_exact(len).is_err() {
+                    return self.error(dense_tok, format!("cannot allocate {len} bytes for the dense data"));
                 }
+                let after =
+                    (std::mem::replace(&mut self.lex, start.0), std::mem::replace(&mut self.cur, start.1));
+                self.parse_dense_list(Some((kind, elem, &mut bytes)))?;
+                (self.lex, self.cur) = after;
                 bytes
             }
         };
@@ -1557,7 +1558,43 @@ impl<'s, 'c> Parser<'s, 'c> {
         }
     }
 
-    fn parse_dense_leaf(&mut self) -> PResult<(String, Token, bool)> {
+    /// Appends the value of `leaf` as an element of kind `kind` (type `elem`)
+    /// to `bytes`; a value the type cannot hold is an error at the leaf.
+    fn encode_dense_leaf(
+        &mut self,
+        (text, t, is_float): &DenseLeaf,
+        kind: ElementKind,
+        elem: Type,
+        bytes: &mut Vec<u8>,
+    ) -> PResult<()> {
+        match kind {
+            ElementKind::Float(k) => match float_bits_of(text, *is_float, k) {
+                Ok(bits) => encode_float_bits(bytes, bits, k),
+                Err(msg) => return self.error(*t, msg),
+            },
+            ElementKind::Int { .. } => {
+                let v = if text == "true" {
+                    Ok(1)
+                } else if text == "false" {
+                    Ok(0)
+                } else if *is_float {
+                    Err(format!("'{text}' is not an integer"))
+                } else {
+                    int_value_of(text, kind).ok_or_else(|| {
+                        let shown = super::type_to_string(self.ctx, elem);
+                        format!("integer {text} does not fit {shown}")
+                    })
+                };
+                match v {
+                    Ok(v) => encode_int(bytes, v, kind.bytes()),
+                    Err(msg) => return self.error(*t, msg),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn parse_dense_leaf(&mut self) -> PResult<DenseLeaf> {
         let t = self.cur;
         if t.kind == Tok::BareId && matches!(self.text(t), b"true" | b"false") {
             self.advance();
@@ -1566,10 +1603,14 @@ impl<'s, 'c> Parser<'s, 'c> {
         self.parse_number_literal()
     }
 
-    /// A nested list of leaves; returns the leaves and the dims of the nesting.
-    /// Iterative, so deep nesting costs no stack.
-    fn parse_dense_list(&mut self) -> PResult<(Vec<DenseLeaf>, Vec<usize>)> {
-        let mut leaves = Vec::new();
+    /// A nested list of leaves; returns the dims of the nesting. With
+    /// `encode`, each leaf is encoded as that element kind and type into the
+    /// buffer; without, leaves are only checked for syntax. Iterative, so deep
+    /// nesting costs no stack.
+    fn parse_dense_list(
+        &mut self,
+        mut encode: Option<(ElementKind, Type, &mut Vec<u8>)>,
+    ) -> PResult<Vec<usize>> {
         // Per depth: the length of the first list seen there, and the current count.
         let mut dims: Vec<Option<usize>> = Vec::new();
         let mut counts: Vec<usize> = Vec::new();
@@ -1618,7 +1659,10 @@ impl<'s, 'c> Parser<'s, 'c> {
                     if leaf_depth != Some(counts.len()) {
                         return self.error(t, "dense literal is not rectangular");
                     }
-                    leaves.push(self.parse_dense_leaf()?);
+                    let leaf = self.parse_dense_leaf()?;
+                    if let Some((kind, elem, bytes)) = &mut encode {
+                        self.encode_dense_leaf(&leaf, *kind, *elem, bytes)?;
+                    }
                     if let Some(c) = counts.last_mut() {
                         *c += 1;
                     }
@@ -1638,7 +1682,7 @@ impl<'s, 'c> Parser<'s, 'c> {
         let dims = dims.into_iter().map(|d| d.unwrap_or(0)).collect::<Vec<_>>();
         // `[]` has dims [0]; a rank-1 empty tensor.
         let _ = leaf_depth;
-        Ok((leaves, dims))
+        Ok(dims)
     }
 
     fn string_value(&mut self, t: Token) -> PResult<Vec<u8>> {

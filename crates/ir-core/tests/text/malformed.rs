@@ -485,6 +485,12 @@ fn errors_stop_at_max_errors() {
     let input: String =
         (0..3 * MAX_ERRORS).map(|i| format!("%v{i} = t.a(%undefined{i}) : (f32) -> f32\n")).collect();
     let diags = parse_errors(&input);
-    assert_eq!(diags.0.len(), MAX_ERRORS, "{diags}");
-    assert!(diags.0.iter().enumerate().all(|(i, d)| d.pos.line == i as u32 + 1), "{diags}");
+    assert_eq!(diags.0.len(), MAX_ERRORS + 1, "{diags}");
+    let (shown, note) = diags.0.split_at(MAX_ERRORS);
+    assert!(shown.iter().enumerate().all(|(i, d)| d.pos.line == i as u32 + 1), "{diags}");
+    assert_eq!(note[0].severity, qopt_ir_core::Severity::Note);
+    assert_eq!(
+        note[0].message,
+        format!("{} more error(s) not shown; the parser reports the first {MAX_ERRORS}", 2 * MAX_ERRORS)
+    );
 }

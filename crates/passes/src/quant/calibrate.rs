@@ -45,6 +45,7 @@ use qopt_interp::dataset::{ArgSpec, Dataset};
 use qopt_interp::progress::{Progress, REDRAW_EVERY};
 use qopt_interp::{dequantize_tensor, DType, Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
     type_to_string, AttrData, Context, Diagnostic, FxHashMap, Module, OpId, Pass, PassContext, PassError,
     PassOutcome, QuantType, Severity, TypeData, DYNAMIC,
@@ -69,6 +70,18 @@ pub fn chunk_calls(calls: usize) -> usize {
 
 /// The `calibrate` pass; see the module docs.
 pub struct Calibrate;
+
+/// The options `names` are counts, so not negative ([`Pass::check_options`]
+/// of the passes that run a data set).
+pub(super) fn check_counts(options: &PassOptions, names: &[&'static str]) -> Result<(), BadOptionValue> {
+    for &name in names {
+        let v = options.int(name);
+        if v < 0 {
+            return Err(BadOptionValue::new(name, format!("'{name}' must be at least 0, got {v}")));
+        }
+    }
+    Ok(())
+}
 
 impl Pass for Calibrate {
     fn name(&self) -> &'static str {
@@ -104,6 +117,10 @@ impl Pass for Calibrate {
         );
         options.push(OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)"));
         options
+    }
+
+    fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
+        check_counts(options, &["batches", "batch-size", "threads"])
     }
 
     fn run(

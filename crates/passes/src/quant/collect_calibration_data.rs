@@ -40,9 +40,10 @@
 //! //               accel_1/input0, accel_1/output0, main/output0
 //! ```
 
-use super::calibrate::DataSettings;
+use super::calibrate::{check_counts, DataSettings};
 use qopt_interp::{Interpreter, KernelRegistry, NpzStream, RunObserver, Tensor};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
     AttrData, Context, FxHashMap, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome,
 };
@@ -83,6 +84,10 @@ impl Pass for CollectCalibrationData {
                 .help("the .npz to write (atomically) with every function's inputs and outputs"),
         );
         options
+    }
+
+    fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
+        check_counts(options, &["batches", "batch-size"])
     }
 
     /// The module is only read.

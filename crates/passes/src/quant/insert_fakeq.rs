@@ -41,6 +41,7 @@ use qopt_dialect_qnn::fixed_point::scale_f32;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::KernelRegistry;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
     constant_value, dense_values_f64, AttrData, Context, Diagnostic, Diagnostics, FloatKind, FxHashMap,
     Module, OpId, OperationState, Pass, PassContext, PassError, PassOutcome, QuantParams, Severity, Type,
@@ -57,6 +58,16 @@ pub struct InsertFakeq;
 /// enough that, once bias correction removes the mean error, the concentrated
 /// clipping error costs more than it saves.
 const AUTO_MSE_BELOW_BITS: u8 = 8;
+
+/// `percentile` is in (0, 100] ([`Pass::check_options`]).
+fn check_percentile(options: &PassOptions) -> Result<(), BadOptionValue> {
+    let percentile = options.float("percentile");
+    if !(percentile > 0.0 && percentile <= 100.0) {
+        let message = format!("'percentile' must be in (0, 100], got {percentile}");
+        return Err(BadOptionValue::new("percentile", message));
+    }
+    Ok(())
+}
 
 impl Pass for InsertFakeq {
     fn name(&self) -> &'static str {
@@ -113,6 +124,10 @@ impl Pass for InsertFakeq {
                 .help("range method for activations: minmax, percentile, entropy, mse, or a registered one"),
             OptionSpec::new("percentile", OptionKind::Float, "99.99").help("the percentile of method=percentile"),
         ]
+    }
+
+    fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
+        check_percentile(options)
     }
 
     fn run(
@@ -257,10 +272,8 @@ impl Config {
             weight.reduce_range();
         }
         let method = QuantMethods::of(ctx).find_range_method(options.string("method"))?.clone();
+        check_percentile(options)?;
         let percentile = options.float("percentile");
-        if !(percentile > 0.0 && percentile <= 100.0) {
-            return Err(format!("'percentile' must be in (0, 100], got {percentile}").into());
-        }
         let weight_mse = match options.string("weight-method") {
             "mse" => true,
             "minmax" => false,

@@ -48,6 +48,7 @@ use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::interfaces::{FusedActivation, LookupActivation};
 use qopt_ir_core::pass::pipeline::nearest_name;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, OptionValue, PassOptions};
+use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
     Attribute, Context, FxHashSet, Location, Module, OpId, OpName, OperationState, Pass, PassContext,
     PassError, PassOutcome, Traits, ValueDef, ValueId,
@@ -102,6 +103,10 @@ impl Pass for InsertObservers {
             OptionSpec::new("ops", OptionKind::List(Box::new(OptionKind::String)), "[]")
                 .help("op names to quantize (default: every op with the QuantizableOp interface)"),
         ]
+    }
+
+    fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
+        check_values(options)
     }
 
     fn run(
@@ -159,18 +164,27 @@ struct Config {
     ops: Vec<OpName>,
 }
 
+/// The ranges of `bins` and `averaging-constant` ([`Pass::check_options`]).
+fn check_values(options: &PassOptions) -> Result<(), BadOptionValue> {
+    let bins = options.int("bins");
+    if !(1..=MAX_BINS).contains(&bins) {
+        return Err(BadOptionValue::new("bins", format!("'bins' must be between 1 and {MAX_BINS}, got {bins}")));
+    }
+    let averaging_constant = options.float("averaging-constant");
+    if !(averaging_constant > 0.0 && averaging_constant <= 1.0) {
+        let message = format!("'averaging-constant' must be in (0, 1], got {averaging_constant}");
+        return Err(BadOptionValue::new("averaging-constant", message));
+    }
+    Ok(())
+}
+
 impl Config {
     fn read(ctx: &mut Context, options: &PassOptions) -> Result<Config, PassError> {
         let observer = options.string("observer").to_string();
         QuantMethods::of(ctx).find_observer(&observer)?;
+        check_values(options)?;
         let bins = options.int("bins");
-        if !(1..=MAX_BINS).contains(&bins) {
-            return Err(format!("'bins' must be between 1 and {MAX_BINS}, got {bins}").into());
-        }
         let averaging_constant = options.float("averaging-constant");
-        if !(averaging_constant > 0.0 && averaging_constant <= 1.0) {
-            return Err(format!("'averaging-constant' must be in (0, 1], got {averaging_constant}").into());
-        }
         let strings = |name: &str| -> Vec<String> {
             options
                 .list(name)

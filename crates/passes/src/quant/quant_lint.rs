@@ -45,6 +45,7 @@ use qopt_dialect_qnn::quant_params::{params, quant_element};
 use qopt_dialect_qnn::MAX_LOOKUP_BITS;
 use qopt_ir_core::interfaces::{FusedActivation, LookupActivation};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
     constant_value, dense_values_i128, static_num_elements, AttrData, Context, Diagnostic, Diagnostics,
     Module, OpId, Pass, PassContext, PassError, PassOutcome, QuantParams, Severity, SrcPos, Traits, TypeData,
@@ -94,20 +95,31 @@ impl Pass for QuantLint {
         true
     }
 
+    fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
+        let bits = options.int("accumulator-bits");
+        if !(8..=64).contains(&bits) {
+            return Err(BadOptionValue::new(
+                "accumulator-bits",
+                format!("accumulator-bits must be 8 to 64, got {bits}"),
+            ));
+        }
+        let clip_threshold = options.float("clip-threshold");
+        if !(0.0..=1.0).contains(&clip_threshold) {
+            let message = format!("clip-threshold must be in [0, 1], got {clip_threshold}");
+            return Err(BadOptionValue::new("clip-threshold", message));
+        }
+        Ok(())
+    }
+
     fn run(
         &self,
         cx: &mut PassContext<'_>,
         module: &mut Module,
         options: &PassOptions,
     ) -> Result<PassOutcome, PassError> {
+        self.check_options(options)?;
         let bits = options.int("accumulator-bits");
-        if !(8..=64).contains(&bits) {
-            return Err(format!("accumulator-bits must be 8 to 64, got {bits}").into());
-        }
         let clip_threshold = options.float("clip-threshold");
-        if !(0.0..=1.0).contains(&clip_threshold) {
-            return Err(format!("clip-threshold must be in [0, 1], got {clip_threshold}").into());
-        }
         let ctx: &Context = cx.ctx;
         let mut lint = Lint { ctx, module, findings: Vec::new(), stats: Shape::default() };
         let x86_notes = options.bool("x86-schemes");

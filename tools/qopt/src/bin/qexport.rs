@@ -86,6 +86,9 @@ fn run() -> i32 {
         Ok(s) => s,
         Err(e) => return fail(format!("cannot read '{}': {e}", cli.input)),
     };
+    if let Some(why) = qopt_driver::not_qir_text(source.bytes()) {
+        return fail(format!("'{name}': {why}"));
+    }
     let driver = Driver::new(TOOL);
     let mut ctx = match driver.new_context() {
         Ok(ctx) => ctx,

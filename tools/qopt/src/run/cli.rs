@@ -39,9 +39,11 @@ pub struct RunCli {
     /// over their storage range, dynamic dimensions of size 1.
     #[arg(long)]
     pub random_inputs: bool,
-    /// The seed of `--random-inputs`.
-    #[arg(long, value_name = "N", default_value_t = 0, requires = "random_inputs")]
-    pub seed: u64,
+    /// The seed of `--random-inputs` (default 0).
+    // Checked by the driver, not by `requires`: clap skips that check when a
+    // conflicting flag such as `--input` is also given.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
     /// Run float inputs holding NaN or ±inf (a warning instead of an error).
     #[arg(long)]
     pub allow_nonfinite: bool,

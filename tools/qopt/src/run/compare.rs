@@ -267,6 +267,8 @@ impl Pair<'_> {
                 outcome,
             });
         }
+        // Outputs only the other model has: reported like its other extra values.
+        unmatched_other.extend((outputs_a.len()..outputs_b.len()).map(|k| format!("output #{k}")));
         Ok(Comparison { rows, unmatched_other, outputs_only })
     }
 }

@@ -150,10 +150,13 @@ impl RunDriver {
         if cli.backend == Backend::Interp && (cli.threads != 1 || cli.target_cpu != TargetCpu::Native) {
             return Err(Failure::Usage("--threads and --target-cpu apply to --backend=x86".into()));
         }
+        if cli.seed.is_some() && !cli.random_inputs {
+            return Err(Failure::Usage("--seed applies to --random-inputs only".into()));
+        }
         let reference = self.load(&cli.model, cli, err)?;
         let sig = reference.signature(&cli.func)?;
         let source = match (&cli.inputs, cli.random_inputs) {
-            (_, true) => InputSource::Random(cli.seed),
+            (_, true) => InputSource::Random(cli.seed.unwrap_or(0)),
             (Some(archive), false) => InputSource::Archive(archive.clone()),
             (None, false) => InputSource::Files(cli.input.clone()),
         };
@@ -165,8 +168,10 @@ impl RunDriver {
             Some(path) => {
                 let other = self.load(path, cli, err)?;
                 let other_sig = other.signature(&cli.func)?;
-                // Warnings were given for the reference already.
-                inputs::check(&other, &other_sig, &inputs, cli.batch, cli.allow_nonfinite)?;
+                // Warnings were given for the reference already. An error says
+                // which model it is about: the inputs fit the reference.
+                inputs::check(&other, &other_sig, &inputs, cli.batch, cli.allow_nonfinite)
+                    .map_err(|e| format!("the --compare model '{}': {e}", other.name))?;
                 Some((other, other_sig))
             }
             None => None,

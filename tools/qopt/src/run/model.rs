@@ -32,6 +32,9 @@ impl Model {
         let name = path.display().to_string();
         let source = SourceText::read_file(path)
             .map_err(|e| LoadError::Message(format!("cannot read '{name}': {e}")))?;
+        if let Some(why) = crate::not_qir_text(source.bytes()) {
+            return Err(LoadError::Message(format!("'{name}': {why}")));
+        }
         let mut ctx = driver
             .new_context()
             .map_err(|e| LoadError::Message(format!("registering dialects failed: {e}")))?;

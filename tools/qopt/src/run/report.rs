@@ -25,7 +25,7 @@
 use super::bench::Latency;
 use super::compare::{Comparison, Outcome, Row};
 use super::json::Json;
-use super::tensor_text::{number, tensor};
+use super::tensor_text::{integers, number, tensor};
 use qopt_interp::Tensor;
 use std::fmt::Write as _;
 
@@ -36,8 +36,10 @@ pub(crate) struct Header<'a> {
 }
 
 /// Minimum, maximum, mean and (for `[1, N]`) argmax of a tensor's values other
-/// than NaN, and how many are NaN.
+/// than NaN, and how many are NaN; for integers also the exact minimum and
+/// maximum (an int64 above 2^53 is not an f64).
 struct Summary {
+    int_range: Option<(i64, i64)>,
     min: Option<f64>,
     max: Option<f64>,
     mean: Option<f64>,
@@ -50,8 +52,9 @@ fn summarize(t: &Tensor) -> Summary {
     let nans = values.iter().filter(|v| v.is_nan()).count();
     let numbers = || values.iter().copied().filter(|v| !v.is_nan());
     if nans == values.len() {
-        return Summary { min: None, max: None, mean: None, argmax: None, nans };
+        return Summary { int_range: None, min: None, max: None, mean: None, argmax: None, nans };
     }
+    let int_range = integers(t).and_then(|v| Some((*v.iter().min()?, *v.iter().max()?)));
     let min = numbers().fold(f64::INFINITY, f64::min);
     let max = numbers().fold(f64::NEG_INFINITY, f64::max);
     let mean = numbers().sum::<f64>() / (values.len() - nans) as f64;
@@ -62,7 +65,7 @@ fn summarize(t: &Tensor) -> Summary {
             .enumerate()
             .fold(0, |best, (i, &v)| if v > values[best] || values[best].is_nan() { i } else { best })
     });
-    Summary { min: Some(min), max: Some(max), mean: Some(mean), argmax, nans }
+    Summary { int_range, min: Some(min), max: Some(max), mean: Some(mean), argmax, nans }
 }
 
 /// `out0`: the name of output `k` in summaries and `--output` archives.
@@ -81,7 +84,11 @@ pub(crate) fn run_text(outputs: &[Tensor], print: bool) -> String {
         }
         let s = summarize(t);
         let show = |v: Option<f64>| v.map_or("-".to_string(), number);
-        let _ = write!(out, "  min {} max {} mean {}", show(s.min), show(s.max), show(s.mean));
+        let (min, max) = match s.int_range {
+            Some((lo, hi)) => (lo.to_string(), hi.to_string()),
+            None => (show(s.min), show(s.max)),
+        };
+        let _ = write!(out, "  min {min} max {max} mean {}", show(s.mean));
         if let Some(i) = s.argmax {
             let _ = write!(out, " argmax {i}");
         }
@@ -101,18 +108,26 @@ pub(crate) fn run_json(header: &Header<'_>, outputs: &[Tensor], print: bool) -> 
         .map(|(k, t)| {
             let s = summarize(t);
             let num = |v: Option<f64>| v.map_or(Json::Null, Json::Num);
+            let (min, max) = match s.int_range {
+                Some((lo, hi)) => (Json::Int(lo), Json::Int(hi)),
+                None => (num(s.min), num(s.max)),
+            };
             let mut fields = vec![
                 ("name", Json::str(output_name(k))),
                 ("dtype", Json::str(t.dtype().name())),
                 ("shape", Json::sizes(t.shape())),
-                ("min", num(s.min)),
-                ("max", num(s.max)),
+                ("min", min),
+                ("max", max),
                 ("mean", num(s.mean)),
                 ("argmax", s.argmax.map_or(Json::Null, |i| Json::Int(i as i64))),
                 ("nan_count", Json::Int(s.nans as i64)),
             ];
             if print {
-                fields.push(("values", Json::Arr(t.to_f64_vec().into_iter().map(Json::Num).collect())));
+                let values = match integers(t) {
+                    Some(ints) => ints.into_iter().map(Json::Int).collect(),
+                    None => t.to_f64_vec().into_iter().map(Json::Num).collect(),
+                };
+                fields.push(("values", Json::Arr(values)));
             }
             Json::Obj(fields)
         })
@@ -269,6 +284,21 @@ mod tests {
         assert_eq!(run_text(&[t], false), "out0: float32 [1, 3]  min 2 max 2 mean 2 argmax 1 (2 NaN)\n");
         let t = Tensor::from_f32(&[1, 2], vec![f32::NAN; 2]).unwrap();
         assert_eq!(run_text(&[t], false), "out0: float32 [1, 2]  min - max - mean - (2 NaN)\n");
+    }
+
+    #[test]
+    fn int64_outputs_are_exact_in_summaries_values_and_json() {
+        use qopt_interp::npy::RawArray;
+        let values = [9_007_199_254_740_993i64, -9_223_372_036_854_775_807];
+        let t = Tensor::from_raw(&RawArray::from_elements(vec![2], &values).unwrap()).unwrap();
+        let line = run_text(std::slice::from_ref(&t), false);
+        assert!(
+            line.starts_with("out0: int64 [2]  min -9223372036854775807 max 9007199254740993 mean"),
+            "{line}"
+        );
+        let json = run_json(&Header { model: "m.qir", func: "main" }, &[t], true);
+        assert!(json.contains(r#""min":-9223372036854775807,"max":9007199254740993,"#), "{json}");
+        assert!(json.contains(r#""values":[9007199254740993,-9223372036854775807]"#), "{json}");
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //!   width, rows wrapped at 75 columns; above 1000 elements every dimension
 //!   longer than 6 shows its first and last three entries around `...`, as
 //!   numpy's default print options do.
+//! - [`integers`]: the exact values of an integer tensor; int64 values above
+//!   2^53 do not survive a trip through f64, so integers never take it.
 
 use qopt_interp::Tensor;
 
@@ -49,12 +51,24 @@ fn trim_zeros(s: &str) -> &str {
     }
 }
 
+/// The values of an integer tensor, exactly; `None` for floats and booleans.
+pub(crate) fn integers(t: &Tensor) -> Option<Vec<i64>> {
+    Some(match t {
+        Tensor::I8(a) => a.iter().map(|&v| i64::from(v)).collect(),
+        Tensor::U8(a) => a.iter().map(|&v| i64::from(v)).collect(),
+        Tensor::I16(a) => a.iter().map(|&v| i64::from(v)).collect(),
+        Tensor::I32(a) => a.iter().map(|&v| i64::from(v)).collect(),
+        Tensor::I64(a) => a.iter().copied().collect(),
+        Tensor::F32(_) | Tensor::F64(_) | Tensor::Bool(_) => return None,
+    })
+}
+
 /// The numpy-like text of `t` (see the module docs), without a final newline.
 pub(crate) fn tensor(t: &Tensor) -> String {
     let cells: Vec<String> = match t {
         Tensor::Bool(a) => a.iter().map(|&b| if b { "True" } else { "False" }.to_string()).collect(),
         Tensor::F32(_) | Tensor::F64(_) => t.to_f64_vec().into_iter().map(number).collect(),
-        _ => t.to_f64_vec().into_iter().map(|v| format!("{v}")).collect(),
+        _ => integers(t).unwrap_or_default().into_iter().map(|v| v.to_string()).collect(),
     };
     let shape = t.shape();
     if shape.is_empty() {
@@ -175,6 +189,13 @@ mod tests {
         assert_eq!(tensor(&b), "[ True, False]");
         let s = Tensor::from_f32(&[], vec![7.0]).unwrap();
         assert_eq!(tensor(&s), "7");
+    }
+
+    #[test]
+    fn int64_values_print_exactly() {
+        let values = [9_007_199_254_740_993i64, -9_223_372_036_854_775_807, i64::MIN];
+        let t = Tensor::from_raw(&RawArray::from_elements(vec![3], &values).unwrap()).unwrap();
+        assert_eq!(tensor(&t), "[    9007199254740993, -9223372036854775807, -9223372036854775808]");
     }
 
     #[test]
