@@ -124,7 +124,7 @@ def model_dir(name: str, models_dir: Path, work_dir: Path) -> Path:
 
 
 def ensure_resnet18ish(d: Path, models_dir: Path) -> None:
-    """Writes model.onnx, calib.npy (8) and test.npy (2) with the shared generator, plus
+    """Writes model.onnx, calib.npy (8) and test.npy (2) with scripts/make_resnet18ish.py, plus
     calib16.npy (RESNET18ISH_CALIB_SAMPLES standard-normal samples, fixed seed), and, when
     onnxruntime is importable, ref_fp32.npy (ONNX Runtime float outputs on test.npy),
     ort_qdq_minmax.onnx (quantize_static: QDQ, int8 activations asymmetric, per-channel int8
@@ -134,7 +134,7 @@ def ensure_resnet18ish(d: Path, models_dir: Path) -> None:
 
     if not (d / "model.onnx").exists():
         d.mkdir(parents=True, exist_ok=True)
-        run([sys.executable, models_dir / "make_resnet18ish.py", d])
+        run([sys.executable, Path(__file__).resolve().parent / "make_resnet18ish.py", d])
     calib = d / "calib16.npy"
     if not calib.exists():
         rng = np.random.default_rng(RESNET18ISH_CALIB_SEED)

@@ -10,7 +10,7 @@
 //! norm and relu, with an add every block; 16 channels at 8×8) and
 //! `resnet18ish` when its `model.onnx` and `calib.npy` are in
 //! `target/models/resnet18ish` (or the directory `QOPT_RESNET18ISH` names):
-//! `python3 ../shared/models/make_resnet18ish.py target/models/resnet18ish`.
+//! `scripts/.venv/bin/python scripts/make_resnet18ish.py target/models/resnet18ish`.
 
 use qopt_equiv::{render, EquivHook, Limits, Mode, SharedReport};
 use qopt_interp::npy::{read_npy_file, write_npy_file, RawArray};

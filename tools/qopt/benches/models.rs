@@ -9,7 +9,7 @@
 //!
 //! Models: `tests/models/{digits_mlp,digits_cnn,resnet_tiny}` (in the repo) and
 //! `resnet18ish` when its directory exists. That one is 47 MB and generated:
-//! `python3 ../shared/models/make_resnet18ish.py target/models/resnet18ish`
+//! `scripts/.venv/bin/python scripts/make_resnet18ish.py target/models/resnet18ish`
 //! (needs numpy and onnx), or point `QOPT_RESNET18ISH` at a directory holding
 //! its `model.onnx` and `test.npy`. Pass a model name to run only that one.
 
