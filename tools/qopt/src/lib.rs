@@ -568,5 +568,35 @@ where
     };
     let stdout = io::stdout();
     let stderr = io::stderr();
-    run(&cli, &mut stdout.lock(), &mut stderr.lock())
+    run(&cli, &mut EndsOnClosedPipe(stdout.lock()), &mut stderr.lock())
+}
+
+/// The exit status of a process that wrote to a pipe nobody reads any more:
+/// 128 + SIGPIPE, what a shell reports for a program the signal ended.
+pub const EXIT_BROKEN_PIPE: i32 = 141;
+
+/// Standard output that ends the process quietly with [`EXIT_BROKEN_PIPE`]
+/// when its reader has gone (`qopt big.qir | head`): Rust ignores SIGPIPE,
+/// so the write would otherwise fail and be reported as an error. Output
+/// files are not affected: `-o` writes a temporary file, and nothing is
+/// renamed over a target after standard output fails.
+struct EndsOnClosedPipe<W: Write>(W);
+
+impl<W: Write> EndsOnClosedPipe<W> {
+    fn check<T>(result: io::Result<T>) -> io::Result<T> {
+        match result {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => std::process::exit(EXIT_BROKEN_PIPE),
+            other => other,
+        }
+    }
+}
+
+impl<W: Write> Write for EndsOnClosedPipe<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        Self::check(self.0.write(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Self::check(self.0.flush())
+    }
 }

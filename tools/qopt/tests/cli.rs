@@ -462,3 +462,37 @@ fn help_mentions_the_registry_and_diagnostics_flags() {
     assert_eq!(out.status.code(), Some(0));
     assert!(text(&out.stdout).starts_with("qopt "), "{}", text(&out.stdout));
 }
+
+/// `qopt big.qir | head`: when the reader of standard output goes away,
+/// qopt ends quietly with 141 (128 + SIGPIPE), as a program the signal
+/// ended, instead of reporting "Broken pipe" as an error.
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_pipe_ends_quietly() {
+    use std::io::Read;
+    let dir = scratch("closed-pipe");
+    // Printed, far more than a pipe's buffer holds.
+    let mut module_text = String::from("func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n");
+    let mut last = "%x".to_string();
+    for i in 0..20_000 {
+        module_text += &format!("  %v{i} = fp.relu({last}) : (tensor<4xf32>) -> tensor<4xf32>\n");
+        last = format!("%v{i}");
+    }
+    module_text += &format!("  func.return {last} : tensor<4xf32>\n}}\n");
+    let model = dir.join("big.qir");
+    std::fs::write(&model, module_text).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_qopt"))
+        .arg(&model)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("qopt starts");
+    let mut head = [0u8; 16];
+    child.stdout.take().expect("stdout is piped").read_exact(&mut head).expect("qopt prints");
+    // The read end is closed here, when the handle is dropped.
+    let out = child.wait_with_output().expect("qopt finishes");
+    assert_eq!(out.status.code(), Some(141), "stderr: {}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "nothing is reported: {}", text(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}
