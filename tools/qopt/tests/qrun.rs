@@ -625,3 +625,29 @@ fn the_x86_backend_lists_what_it_cannot_compile() {
         assert!(stderr.contains("target CPU x86-64-v4 needs avx512f"), "{stderr}");
     }
 }
+
+/// `-o out.npy` writes a `.npy` of the one output; with several outputs it is
+/// refused (a `.npy` holds one array) and nothing is written.
+#[test]
+fn npy_outputs_hold_the_one_output_and_are_refused_for_several() {
+    let dir = scratch("npy-output");
+    let x = dir.join("x.npy");
+    npy::write_npy_file(&x, &array(&[1, 4], &[0.5f32, -1.0, 2.0, 0.25])).unwrap();
+    let (single, npz) = (dir.join("y.npy"), dir.join("y.npz"));
+    let x = x.to_str().unwrap();
+    expect(0, &[&model("mlp.qir"), "--input", x, "-o", single.to_str().unwrap()]);
+    expect(0, &[&model("mlp.qir"), "--input", x, "-o", npz.to_str().unwrap()]);
+    let one = npy::read_npy_file(&single).expect("a .npy file");
+    let all = npy::read_npz_file(&npz).expect("an .npz file");
+    assert_eq!(all.len(), 1);
+    assert_eq!((one.shape.clone(), one.data.clone()), (all[0].1.shape.clone(), all[0].1.data.clone()));
+
+    let several = dir.join("several.npy");
+    let (_, stderr) = expect(1, &[&model("types.qir"), "--random-inputs", "-o", several.to_str().unwrap()]);
+    assert!(
+        stderr.contains("a .npy file holds one array, and the function returns 4 outputs; name an .npz file"),
+        "{stderr}"
+    );
+    assert!(!several.exists(), "nothing is written");
+    let _ = std::fs::remove_dir_all(&dir);
+}

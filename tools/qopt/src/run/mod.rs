@@ -339,10 +339,26 @@ fn run_all(
     }
 }
 
-/// Writes `outputs` to `path` as `out0`, `out1`, ... of a `.npz`, atomically.
+/// Writes `outputs` to `path` atomically: a `.npy` (by its extension) of the
+/// one output, otherwise `out0`, `out1`, ... of a `.npz`. A `.npy` path for
+/// several outputs is refused, since one array cannot hold them.
 fn write_outputs(path: &Path, outputs: &[Tensor]) -> Result<(), String> {
-    let arrays: Vec<(String, RawArray)> =
-        outputs.iter().enumerate().map(|(k, t)| (report::output_name(k), t.to_raw())).collect();
-    write_file_atomically(path, |w| npy::write_npz(&arrays, w))
-        .map_err(|e| format!("cannot write '{}': {e}", path.display()))
+    let npy_path = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy"));
+    let written = match (npy_path, outputs) {
+        (true, [one]) => write_file_atomically(path, |w| npy::write_npy(&one.to_raw(), w)),
+        (true, several) => {
+            return Err(format!(
+                "cannot write '{}': a .npy file holds one array, and the function returns {} outputs; \
+                 name an .npz file to get them all",
+                path.display(),
+                several.len()
+            ))
+        }
+        (false, _) => {
+            let arrays: Vec<(String, RawArray)> =
+                outputs.iter().enumerate().map(|(k, t)| (report::output_name(k), t.to_raw())).collect();
+            write_file_atomically(path, |w| npy::write_npz(&arrays, w))
+        }
+    };
+    written.map_err(|e| format!("cannot write '{}': {e}", path.display()))
 }
