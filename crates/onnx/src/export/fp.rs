@@ -185,17 +185,23 @@ fn result_float_type(cx: &OpCx<'_, '_>) -> Result<i32, String> {
 }
 
 fn conv(cx: &mut OpCx<'_, '_>, n: usize, i: &[String], o: &[String]) -> Result<(), String> {
+    let attributes = conv_attributes(cx, n)?;
+    cx.node("Conv", i.to_vec(), o.to_vec(), attributes);
+    Ok(())
+}
+
+/// The ONNX attributes of the op's `n`-d convolution window (`Conv`,
+/// `QLinearConv`), its kernel size from the weight (operand 1).
+pub(super) fn conv_attributes(cx: &OpCx<'_, '_>, n: usize) -> Result<Vec<(&'static str, AttrValue)>, String> {
     let a = ConvAttrs::read_in(cx.ctx(), cx.attrs(), n)?;
     let kernel = cx.shape(cx.operand(1)?)?[2..].to_vec();
-    let attributes = vec![
+    Ok(vec![
         ("dilations", AttrValue::Ints(a.dilation.to_vec())),
         ("group", AttrValue::Int(a.groups)),
         ("kernel_shape", AttrValue::Ints(kernel)),
         ("pads", AttrValue::Ints(a.pad.to_vec())),
         ("strides", AttrValue::Ints(a.stride.to_vec())),
-    ];
-    cx.node("Conv", i.to_vec(), o.to_vec(), attributes);
-    Ok(())
+    ])
 }
 
 fn conv_transpose(cx: &mut OpCx<'_, '_>, n: usize, i: &[String], o: &[String]) -> Result<(), String> {

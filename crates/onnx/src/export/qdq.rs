@@ -40,7 +40,8 @@ pub(super) fn exporter(name: &str) -> Option<ExportFn> {
     let f: ExportFn = match name {
         qnn_op::QUANTIZE => quantize,
         qnn_op::DEQUANTIZE => dequantize,
-        qnn_op::REQUANTIZE => requantize,
+        // The operand as float (its DequantizeLinear), quantized to the result.
+        qnn_op::REQUANTIZE => quantize,
         qnn_op::FAKE_QUANT => fake_quant,
         qnn_op::OBSERVE | qnn_op::CAST_HINT | qnn_op::STOP_FUSION => identity,
         qnn_op::CONV2D | qnn_op::CONV2D_RELU => |cx| weighted(cx, Weighted::Conv),
@@ -69,15 +70,6 @@ fn dequantize(cx: &mut OpCx<'_, '_>) -> Result<(), String> {
     let float = cx.dequantize_here(cx.operand(0)?)?;
     let y = cx.result();
     cx.bind(y, float);
-    Ok(())
-}
-
-fn requantize(cx: &mut OpCx<'_, '_>) -> Result<(), String> {
-    let x = cx.float(cx.operand(0)?)?;
-    let y = cx.result();
-    let output = cx.fresh_value("");
-    cx.quantize_into(x, y, output.clone())?;
-    cx.bind(y, output);
     Ok(())
 }
 
@@ -198,15 +190,7 @@ fn weighted(cx: &mut OpCx<'_, '_>, kind: Weighted) -> Result<(), String> {
     let linear = if relu.is_some() { cx.fresh_value("linear") } else { float.clone() };
     match kind {
         Weighted::Conv => {
-            let a = qopt_dialect_fp::attrs::ConvAttrs::read_in(cx.ctx(), cx.attrs(), 2)?;
-            let kernel = cx.shape(w)?[2..].to_vec();
-            let attributes = vec![
-                ("dilations", AttrValue::Ints(a.dilation.to_vec())),
-                ("group", AttrValue::Int(a.groups)),
-                ("kernel_shape", AttrValue::Ints(kernel)),
-                ("pads", AttrValue::Ints(a.pad.to_vec())),
-                ("strides", AttrValue::Ints(a.stride.to_vec())),
-            ];
+            let attributes = super::fp::conv_attributes(cx, 2)?;
             cx.node("Conv", inputs, vec![linear.clone()], attributes);
         }
         Weighted::Dense => {

@@ -122,8 +122,7 @@ fn conv(cx: &mut OpCx<'_, '_>) -> Result<Written, String> {
         return Ok(Written::No);
     }
     let relu = relu_after(cx)?;
-    let a = qopt_dialect_fp::attrs::ConvAttrs::read_in(cx.ctx(), cx.attrs(), 2)?;
-    let kernel = cx.shape(w)?[2..].to_vec();
+    let attributes = super::fp::conv_attributes(cx, 2)?;
     let y = cx.result();
     let mut inputs = with_params(cx, x)?;
     inputs.extend(with_params(cx, w)?);
@@ -133,13 +132,6 @@ fn conv(cx: &mut OpCx<'_, '_>) -> Result<Written, String> {
         inputs.push(cx.stored(b)?);
     }
     let integer = cx.fresh_value(if relu.is_some() { "linear" } else { "" });
-    let attributes = vec![
-        ("dilations", AttrValue::Ints(a.dilation.to_vec())),
-        ("group", AttrValue::Int(a.groups)),
-        ("kernel_shape", AttrValue::Ints(kernel)),
-        ("pads", AttrValue::Ints(a.pad.to_vec())),
-        ("strides", AttrValue::Ints(a.stride.to_vec())),
-    ];
     cx.node("QLinearConv", inputs, vec![integer.clone()], attributes);
     finish(cx, integer, relu)
 }

@@ -74,6 +74,7 @@ pub fn outline_region(
         cloned_constants += 1;
     }
 
+    // invariant: regions are grown from one supported op each, so none is empty.
     let last = *region.last().expect("a region has at least one op");
     let callee = ctx.symbol_ref_attr(name);
     let attrs = ctx.dict_attr(&[("callee", callee)]);
@@ -155,6 +156,7 @@ fn create_function(
 /// directly or not, a value the region computes, to just after `call`,
 /// keeping their order.
 fn move_dependents_after(module: &mut Module, region: &[OpId], members: &FxHashSet<OpId>, call: OpId) {
+    // invariant: regions are grown from one supported op each, so none is empty.
     let (first, last) = (region[0], *region.last().expect("a region has at least one op"));
     let block: BlockId = module.op_block(first);
     let mut tainted: FxHashSet<ValueId> = FxHashSet::default();
