@@ -11,7 +11,7 @@ usage: scripts/.venv/bin/python scripts/quant_eval.py
 The model math is done by the qopt binaries only (numpy computes the metrics):
   qimport model.onnx -o fp.qir
   qopt fp.qir --pass='fold-bn,insert-observers{...},calibrate{data=calib.npy},insert-fakeq{...}' -o fq.qir
-  qrun fq.qir --input test.npy --batch -o out.npz          (member out0: [samples, classes])
+  qrun fq.qir --input test.npy --batch -o out.npz          (one member: [samples, classes])
 For each configuration: top-1 accuracy vs test_labels.npy (where present), top-1 agreement with
 ref_fp32.npy (ONNX Runtime's float outputs) and SQNR = 10·log10(Σ ref² / Σ (out − ref)²) over all
 test outputs. The same metrics are computed for ref_ort_int8.npy (ONNX Runtime's QDQ model,
@@ -108,7 +108,7 @@ def qrun_outputs(bins, qir: Path, test: Path, out: Path):
 
     C.run([bins["qrun"], qir, "--input", test, "--batch", "-o", out])
     with np.load(out) as z:
-        return z["out0"]
+        return z[z.files[0]]  # the one output, named as the model names it
 
 
 def compare_layers(bins, ref_qir: Path, other: Path, test: Path) -> list[dict]:

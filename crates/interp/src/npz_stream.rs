@@ -17,11 +17,13 @@
 //! error when the entry that crosses the limit is appended, before anything
 //! is written to the target. The scratch directory is removed when the
 //! stream is finished or dropped, so a failed run leaves neither it nor a
-//! partial target behind (the target, if it existed, is untouched).
+//! partial target behind (the target, if it existed, is untouched), and
+//! an interrupt (SIGINT, SIGTERM) removes it too ([`ScratchGuard`]).
 
 use crate::npy::{
     crc32_continue, end_of_central_directory, npy_header, DType, RawArray, StoredEntry, ZIP32_LIMIT,
 };
+use qopt_ir_core::ScratchGuard;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -34,6 +36,8 @@ pub struct NpzStream {
     target: PathBuf,
     scratch: PathBuf,
     members: Vec<Member>,
+    /// The scratch directory and its part files, removed on an interrupt.
+    interrupt_cleanup: Vec<ScratchGuard>,
 }
 
 /// One member: its name, what each entry is, and the entries so far.
@@ -57,7 +61,8 @@ impl NpzStream {
     pub fn create(target: &Path) -> io::Result<NpzStream> {
         let scratch = qopt_ir_core::scratch_path_beside(target, "parts");
         std::fs::create_dir(&scratch)?;
-        Ok(NpzStream { target: target.to_path_buf(), scratch, members: Vec::new() })
+        let interrupt_cleanup = vec![ScratchGuard::directory(&scratch)];
+        Ok(NpzStream { target: target.to_path_buf(), scratch, members: Vec::new(), interrupt_cleanup })
     }
 
     /// Adds a member named `name` (stored as `<name>.npy`) whose entries are
@@ -68,6 +73,7 @@ impl NpzStream {
             return Err(invalid(format!("duplicate .npz member name '{name}'")));
         }
         let path = self.scratch.join(format!("{}.part", self.members.len()));
+        self.interrupt_cleanup.push(ScratchGuard::new(&path));
         let file = BufWriter::with_capacity(MEMBER_BUFFER, File::create(path)?);
         self.members.push(Member {
             name: name.to_string(),

@@ -10,8 +10,10 @@
 //! Every tool's `-o` goes through [`write_file_atomically`], and so do passes
 //! that write files (`collect-calibration-data`); [`scratch_path_beside`]
 //! names the hidden scratch files and directories such writers keep beside
-//! their target until they finish.
+//! their target until they finish. The temporary file is also removed when
+//! the process is interrupted by a signal ([`ScratchGuard`]).
 
+use crate::scratch_cleanup::ScratchGuard;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -45,6 +47,7 @@ pub fn write_file_atomically(
         }
     }
     let tmp = scratch_path_beside(path, "tmp");
+    let _interrupt_cleanup = ScratchGuard::new(&tmp);
     let result = (|| {
         let file = File::create(&tmp)?;
         let mut w = BufWriter::with_capacity(1 << 20, file);
@@ -103,6 +106,46 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&real).unwrap(), "new");
         assert_eq!(std::fs::metadata(&real).unwrap().permissions().mode() & 0o777, 0o640);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "no temporary file is left behind");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A child process (this test binary, re-run with an environment
+    /// variable) is interrupted by SIGINT in the middle of writing; it must
+    /// die of the signal, leave the old target untouched and no temporary
+    /// file behind.
+    #[cfg(unix)]
+    #[test]
+    fn an_interrupted_write_leaves_no_temporary_file() {
+        use std::os::unix::process::ExitStatusExt;
+        const CHILD: &str = "QOPT_INTERRUPTED_WRITE_TARGET";
+        if let Ok(target) = std::env::var(CHILD) {
+            let _ = write_file_atomically(Path::new(&target), |w| {
+                w.write_all(b"partial")?;
+                w.flush()?;
+                // SAFETY: raising a signal in this (child) process.
+                unsafe { libc::raise(libc::SIGINT) };
+                w.write_all(b" and never finished")
+            });
+            std::process::exit(0);
+        }
+        let dir = std::env::temp_dir().join(format!("qopt-output-interrupt-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let target = dir.join("out.qir");
+        std::fs::write(&target, "old").unwrap();
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "atomic_file::tests::an_interrupted_write_leaves_no_temporary_file",
+                "--nocapture",
+            ])
+            .env(CHILD, &target)
+            .status()
+            .unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGINT), "the child dies of the signal: {status:?}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "old");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left.len(), 1, "only the target is left: {left:?}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -40,14 +40,8 @@ fn verify_module(v: &OpView<'_>) -> Result<(), String> {
     if !m.block_args(blocks[0]).is_empty() {
         return Err("module block must not have arguments".into());
     }
-    let mut seen = crate::hash::FxHashMap::default();
-    for op in m.block_ops(blocks[0]) {
-        if let Some(name) = m.op_attr(v.ctx, op, "sym_name").and_then(|a| v.ctx.attr_as_str(a)) {
-            if seen.insert(name, op).is_some() {
-                return Err(format!("symbol '@{name}' is defined twice in the module"));
-            }
-        }
-    }
+    // Symbol uniqueness is checked by the verifier itself, which can locate
+    // both definitions.
     Ok(())
 }
 
@@ -65,7 +59,8 @@ impl Dialect for FuncDialect {
             OpDef::new("func.func", "a function: a named region with a signature")
                 .description(
                     "Attributes: `sym_name` (string), `function_type` (a function type), optional \
-                     `sym_visibility = \"private\"`. The body's entry block arguments have the input types; \
+                     `sym_visibility = \"private\"`, optional `arg_names` and `result_names` (arrays of \
+                     strings, one per argument and result: the names a frontend gave them). The body's entry block arguments have the input types; \
                      every path ends in `func.return` with the result types. An empty body is a declaration.\n\n\
                      ```\nfunc.func @relu6(%x: tensor<8xf32>) -> tensor<8xf32> {\n  %0 = fp.clip(%x) {min = 0.0 : f32, max = 6.0 : f32} : (tensor<8xf32>) -> tensor<8xf32>\n  func.return %0 : tensor<8xf32>\n}\nfunc.func private @external(tensor<8xf32>) -> tensor<8xf32>\n```",
                 )
@@ -86,6 +81,26 @@ impl Dialect for FuncDialect {
                 .verifier(verify_call),
         ]
     }
+}
+
+/// Optional attribute of a `func.func`: the names of its arguments, one
+/// string per argument (`qimport` writes the ONNX graph's input names).
+pub const ARG_NAMES: &str = "arg_names";
+/// Optional attribute of a `func.func`: the names of its results, one string
+/// per result (`qimport` writes the ONNX graph's output names; `qrun` names
+/// its outputs by them).
+pub const RESULT_NAMES: &str = "result_names";
+
+/// The names `func` gives its arguments ([`ARG_NAMES`]) or results
+/// ([`RESULT_NAMES`]), when it has that attribute as an array of strings.
+pub fn io_names<'c>(
+    ctx: &'c Context,
+    module: &crate::Module,
+    func: crate::OpId,
+    key: &str,
+) -> Option<Vec<&'c str>> {
+    let items = ctx.attr_as_array(module.op_attr(ctx, func, key)?)?;
+    items.iter().map(|&a| ctx.attr_as_str(a)).collect()
 }
 
 /// `(inputs, results)` of a `func.func`'s `function_type`, or an error message.
@@ -111,7 +126,17 @@ fn verify_func(v: &OpView<'_>) -> Result<(), String> {
             _ => return Err("'sym_visibility' must be \"public\", \"private\" or \"nested\"".into()),
         }
     }
-    let (inputs, _) = function_signature(v)?;
+    let (inputs, results) = function_signature(v)?;
+    for (key, count, what) in [(ARG_NAMES, inputs.len(), "argument"), (RESULT_NAMES, results.len(), "result")]
+    {
+        let Some(names) = v.attr(key) else { continue };
+        let strings =
+            v.ctx.attr_as_array(names).filter(|items| items.iter().all(|&a| v.ctx.attr_as_str(a).is_some()));
+        match strings {
+            Some(items) if items.len() == count => {}
+            _ => return Err(format!("'{key}' must be an array of {count} strings, one per {what}")),
+        }
+    }
     let m = v.module;
     let region = m.region(v.op, 0);
     let entry = m.first_block(region);

@@ -23,6 +23,7 @@ pub mod interfaces;
 mod location;
 mod module;
 mod rewrite;
+mod scratch_cleanup;
 mod source;
 mod types;
 mod walk;
@@ -43,7 +44,7 @@ pub use text::{
 
 pub use atomic_file::{scratch_path_beside, write_file_atomically};
 pub use attributes::{AttrData, Attribute, DenseElements};
-pub use builtin::function_signature;
+pub use builtin::{function_signature, io_names, ARG_NAMES, RESULT_NAMES};
 pub use context::{dialect_prefix, CommonTypes, Context, OpName, Symbol};
 pub use dense::{
     decode_int, dense_values_f64, dense_values_i128, element_kind, encode_int, static_num_elements,
@@ -62,8 +63,9 @@ pub use rewrite::{
     apply_patterns_greedily, constant_value, is_splat_of, Changes, GreedyConfig, GreedyStats, InsertPoint,
     PatternSet, RewritePattern, Rewriter,
 };
+pub use scratch_cleanup::ScratchGuard;
 pub use source::SourceText;
-pub use types::{FloatKind, IntType, QuantParams, QuantType, Signedness, Type, TypeData, DYNAMIC};
+pub use types::{FloatKind, IntType, QuantParams, QuantType, Signedness, Type, TypeData, DYNAMIC, MAX_DIM};
 pub use walk::{PostOrder, PreOrder};
 
 mod verify;

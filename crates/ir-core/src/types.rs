@@ -26,6 +26,10 @@ impl Type {
 /// The dimension value of a dynamic (`?`) tensor dimension.
 pub const DYNAMIC: i64 = -1;
 
+/// The largest static dimension size, 2^48: what the parser reads and the
+/// verifier accepts, so every verified module prints text that parses back.
+pub const MAX_DIM: i64 = 1 << 48;
+
 /// IEEE and brain floating-point formats.
 #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
 pub enum FloatKind {

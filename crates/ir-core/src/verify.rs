@@ -82,7 +82,7 @@ use crate::hash::FxHashMap;
 use crate::location::SrcPos;
 use crate::module::{Module, SymbolTable, ValueDef};
 use crate::pass::pipeline::nearest_name;
-use crate::types::{IntType, Type, TypeData, DYNAMIC};
+use crate::types::{IntType, Type, TypeData, DYNAMIC, MAX_DIM};
 use crate::{type_to_string, Diagnostic, Diagnostics, Severity};
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -293,6 +293,10 @@ impl<'m> Verifier<'m> {
             return;
         }
 
+        if name == OpName::MODULE {
+            self.check_unique_symbols(ctx, op);
+        }
+
         if let Some(verify_fn) = f.verify {
             if let Err(msg) = verify_fn(&OpView { ctx: &*ctx, module: m, op, symbols: Some(&self.symbols) }) {
                 let msg = prefix_op(ctx.op_name_str(name), &msg);
@@ -303,6 +307,30 @@ impl<'m> Verifier<'m> {
 
         if let Some(infer) = f.infer {
             self.check_inferred(ctx, op, infer);
+        }
+    }
+
+    /// Symbol names (`sym_name`) of the ops directly in `module` are unique: a
+    /// second definition is an error at it, with a note at the first.
+    fn check_unique_symbols(&mut self, ctx: &Context, module: OpId) {
+        let m = self.module;
+        let mut first: FxHashMap<&str, OpId> = FxHashMap::default();
+        for block in m.blocks(m.region(module, 0)) {
+            for op in m.block_ops(block) {
+                let Some(name) = m.op_attr(ctx, op, "sym_name").and_then(|a| ctx.attr_as_str(a)) else {
+                    continue;
+                };
+                match first.get(name) {
+                    None => {
+                        first.insert(name, op);
+                    }
+                    Some(&earlier) => {
+                        let message = format!("symbol '@{name}' is defined twice in the module");
+                        let note = op_diagnostic(ctx, m, earlier, format!("'@{name}' is first defined here"));
+                        self.diags.push(op_diagnostic(ctx, m, op, message).with_note(note));
+                    }
+                }
+            }
         }
     }
 
@@ -676,6 +704,13 @@ impl<'m> Verifier<'m> {
                     if d < 0 && d != DYNAMIC {
                         return Err(format!("dimension #{i} is {d}; sizes are >= 0 or ? (dynamic)"));
                     }
+                    if d > MAX_DIM {
+                        return Err(format!("dimension #{i} is {d}; the largest size is 2^48 = {MAX_DIM}"));
+                    }
+                }
+                let mut static_dims = shape.iter().filter(|&&d| d != DYNAMIC);
+                if static_dims.try_fold(1i64, |n, &d| n.checked_mul(d)).is_none() {
+                    return Err("its element count does not fit 63 bits".to_string());
                 }
                 match ctx.type_data(*element) {
                     TypeData::Float(_)

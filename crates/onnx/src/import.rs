@@ -6,8 +6,8 @@
 //! 1. decode the file; find the standard opset (11 to 28);
 //! 2. list every node whose op type has no converter ([`crate::ops`]) and
 //!    report them all in one error;
-//! 3. graph inputs that are not initializers become `@main`'s arguments,
-//!    with static shapes: dynamic dimensions (symbolic, unset, −1 or 0) are
+//! 3. graph inputs that are not initializers become `@main`'s arguments
+//!    (their names in its `arg_names` attribute), with static shapes: dynamic dimensions (symbolic, unset, −1 or 0) are
 //!    fixed by [`ImportOptions::input_shapes`] or, for dimension 0, by
 //!    [`ImportOptions::batch`]; any other is an error naming the flag;
 //! 4. initializers and `Constant` outputs are kept as data and become an
@@ -18,7 +18,8 @@
 //! 5. nodes are converted in order (ONNX requires topological order; a use
 //!    before the definition is an error), every op located at
 //!    `loc("<node name>")` and typed by the op's own inference;
-//! 6. the graph outputs are returned; their declared shapes and those in
+//! 6. the graph outputs are returned (their names in `@main`'s
+//!    `result_names` attribute); their declared shapes and those in
 //!    `value_info` are checked against the inferred types; the module is verified.
 //!
 //! The walk is a loop over the node list: nothing recurses over the graph.
@@ -201,7 +202,14 @@ impl<'c> Importer<'c> {
         Ok(())
     }
 
-    /// Creates `@main` with the graph inputs as arguments; later ops go into its body.
+    /// An array attribute of `names`.
+    fn string_array(&mut self, names: &[&str]) -> Attribute {
+        let items: Vec<Attribute> = names.iter().map(|n| self.ctx.string_attr(n)).collect();
+        self.ctx.array_attr(&items)
+    }
+
+    /// Creates `@main` with the graph inputs as arguments (named by
+    /// `arg_names`); later ops go into its body.
     fn add_function(&mut self, graph: &GraphProto<'_>, options: &ImportOptions) -> Result<OpId, ImportError> {
         for (name, _) in &options.input_shapes {
             if !graph.input.iter().any(|i| &i.name == name && !self.slots.contains_key(name)) {
@@ -227,7 +235,8 @@ impl<'c> Importer<'c> {
             names.push(input.name.as_str());
         }
         let sym = self.ctx.string_attr("main");
-        let attrs = self.ctx.dict_attr(&[("sym_name", sym)]);
+        let arg_names = self.string_array(&names);
+        let attrs = self.ctx.dict_attr(&[("sym_name", sym), (qopt_ir_core::ARG_NAMES, arg_names)]);
         let func = self.module.create_op(OperationState::new(OpName::FUNC).attrs(attrs).regions(1));
         let body = self.module.body();
         self.module.append_op(body, func);
@@ -481,6 +490,9 @@ impl<'c> Importer<'c> {
         let fty = self.ctx.function_type(&inputs, &outputs);
         let fty = self.ctx.type_attr(fty);
         let attrs = self.ctx.dict_set(self.module.op_attrs(func), "function_type", fty);
+        let output_names: Vec<&str> = graph.output.iter().map(|o| o.name.as_str()).collect();
+        let result_names = self.string_array(&output_names);
+        let attrs = self.ctx.dict_set(attrs, qopt_ir_core::RESULT_NAMES, result_names);
         self.module.set_op_attrs(func, attrs);
         for info in graph.output.iter().chain(&graph.value_info) {
             if let Some(Slot::Value(v)) = self.slots.get(&info.name).copied() {

@@ -25,7 +25,10 @@
 
 use crate::diagnostics::Reporter;
 use crate::run::model::{LoadError, Model};
-use crate::{write_file_atomically, DiagnosticFormat, Driver, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use crate::{
+    refuse_output_over_input, write_file_atomically, DiagnosticFormat, Driver, EXIT_FAILURE, EXIT_OK,
+    EXIT_USAGE,
+};
 use clap::error::ErrorKind;
 use clap::{CommandFactory as _, Parser, ValueEnum};
 use qopt_codegen_x86::{
@@ -233,6 +236,13 @@ impl CompileDriver {
         out: &mut dyn Write,
         err: &mut dyn Write,
     ) -> Result<(), Failure> {
+        let outputs = match &files {
+            Some(files) => vec![files.object, files.header.as_path()],
+            None => cli.output.as_deref().into_iter().collect(),
+        };
+        for output in outputs {
+            refuse_output_over_input(output, &[&cli.model])?;
+        }
         let model =
             Model::load(&self.driver, &cli.model, cli.allow_unregistered_dialect).map_err(|e| match e {
                 LoadError::Message(message) => Failure::Message(message),

@@ -44,6 +44,39 @@ use std::sync::Arc;
 use std::time::Instant;
 use tracing_subscriber::fmt::format::FmtSpan;
 
+/// An error if `output` names the same existing file as one of `inputs`:
+/// tools that turn one kind of file into another (`qimport`, `qexport`,
+/// `qcompile`, `qrun -o`) would replace their source with something else.
+/// `qopt` reads its whole input before writing and may rewrite it in place.
+pub fn refuse_output_over_input(output: &Path, inputs: &[&Path]) -> Result<(), String> {
+    for input in inputs {
+        if same_file(output, input) {
+            return Err(format!(
+                "the output '{}' is the input '{}'; writing it would replace the input: name another output",
+                output.display(),
+                input.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `a` and `b` exist and are one file (through links and `..`).
+fn same_file(a: &Path, b: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        matches!((std::fs::canonicalize(a), std::fs::canonicalize(b)), (Ok(x), Ok(y)) if x == y)
+    }
+}
+
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;
 /// Exit code: the input, its verification or a pass failed.
@@ -412,6 +445,9 @@ impl Invocation<'_> {
             timing: cli.timing,
             statistics: cli.stats,
             reproducer_dir: Some(cli.reproducer_dir.clone().unwrap_or_else(std::env::temp_dir)),
+            // A reproducer replays the pipeline from the input text, so no
+            // copy of the module is kept before each pass.
+            reproducer_input: Some(text),
             // IR dumps stream to the run's own error output.
             print_sink: Box::new(&mut *err),
             ..Instrumentation::default()

@@ -496,3 +496,33 @@ fn a_closed_stdout_pipe_ends_quietly() {
     assert!(out.stderr.is_empty(), "nothing is reported: {}", text(&out.stderr));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The reproducer of a pass that fails after others is the input text as
+/// given with the pipeline up to the failing pass, and replaying it fails
+/// the same way.
+#[test]
+fn a_reproducer_is_the_input_text_with_the_pipeline_up_to_the_failing_pass() {
+    let dir = scratch("reproducer-prefix");
+    let input = "// a relu chain canonicalize cannot finish in one sweep\n\
+        func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {\n\
+        %a = fp.relu(%x) : (tensor<4xf32>) -> tensor<4xf32>\n\
+        %b = fp.relu(%a) : (tensor<4xf32>) -> tensor<4xf32>\n\
+        %c = fp.relu(%b) : (tensor<4xf32>) -> tensor<4xf32>\n\
+        func.return %c : tensor<4xf32>\n}\n";
+    let repro = format!("--reproducer-dir={}", dir.display());
+    let out = qopt(&["-", "--pass=cse,dce,canonicalize{max-iterations=1},symbol-dce", &repro], Some(input));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let [file] = &files[..] else { panic!("one reproducer: {files:?}") };
+    let written = std::fs::read_to_string(file).unwrap();
+    let header = "// qopt-reproducer: --pass='cse,dce,canonicalize{max-iterations=1}'\n";
+    assert_eq!(written, format!("{header}{input}"));
+    let replay = qopt(&[file.to_str().unwrap(), "--pass=cse,dce,canonicalize{max-iterations=1}"], None);
+    assert_eq!(replay.status.code(), Some(1));
+    assert!(
+        text(&replay.stderr).contains("canonicalize did not converge after 1 iteration"),
+        "{}",
+        text(&replay.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

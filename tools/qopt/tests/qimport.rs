@@ -174,3 +174,31 @@ fn list_evaluated_ops_prints_a_subset_of_the_supported_ones() {
     }
     assert!(!listed.iter().any(|l| l == "Conv"));
 }
+
+#[test]
+fn a_batch_too_large_for_qir_text_is_refused() {
+    let model = repo("tests/onnx/dynamic_batch.onnx");
+    let out = qimport(&[&model, "--batch", "4611686018427387904", "-o", "/dev/null"]);
+    assert_eq!(out.status.code(), Some(2), "stderr: {}", text(&out.stderr));
+    let out = qimport(&[&model, "--input-shape", "x=281474976710657x4"]);
+    assert_eq!(out.status.code(), Some(2), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("is not a size from 1 to 2^48"), "{}", text(&out.stderr));
+    // The largest size imports, and the module it prints names the graph's
+    // input and output.
+    let out = qimport(&[&model, "--batch", "281474976710656"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("attributes {arg_names = [\"x\"], result_names = [\"y\"]}"));
+}
+
+#[test]
+fn an_output_over_the_model_is_refused() {
+    let dir = scratch("over-input");
+    let model = dir.join("model.onnx");
+    std::fs::copy(repo("tests/models/digits_mlp/model.onnx"), &model).unwrap();
+    let before = std::fs::read(&model).unwrap();
+    let out = qimport(&[model.to_str().unwrap(), "-o", model.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("writing it would replace the input"), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read(&model).unwrap(), before, "the model is untouched");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

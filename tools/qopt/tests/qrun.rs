@@ -152,6 +152,21 @@ fn batch_needs_a_multiple_of_the_model_batch() {
 }
 
 #[test]
+fn several_samples_without_batch_suggest_batch() {
+    let dir = scratch("batch-hint");
+    let three = npy_file(&dir, "three.npy", &array(&[3, 4], &[0.0f32; 12]));
+    let (_, stderr) = expect(1, &[&model("mlp.qir"), "--input", &three]);
+    assert!(
+        stderr.contains("expects tensor<1x4xf32>, got float32 [3, 4] ('")
+            && stderr.contains("'); it holds 3 batches of that shape: add --batch to run them one at a time"),
+        "{stderr}"
+    );
+    let wrong = npy_file(&dir, "wrong.npy", &array(&[3, 5], &[0.0f32; 15]));
+    let (_, stderr) = expect(1, &[&model("mlp.qir"), "--input", &wrong]);
+    assert!(!stderr.contains("--batch"), "no hint where --batch would not help: {stderr}");
+}
+
+#[test]
 fn bench_prints_one_latency_line() {
     let dir = scratch("bench");
     let x = mlp_input(&dir);
@@ -650,4 +665,82 @@ fn npy_outputs_hold_the_one_output_and_are_refused_for_several() {
     );
     assert!(!several.exists(), "nothing is written");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---- --expect, output names, outputs over inputs ------------------------------
+
+#[test]
+fn expect_passes_within_tolerance_and_fails_with_the_worst_element() {
+    let dir = scratch("expect");
+    let x = mlp_input(&dir);
+    // fc2 gives [4, 1.75]: the reference is off by 1e-6 and 0.5.
+    let close = npy_file(&dir, "close.npy", &array(&[1, 2], &[4.000001f32, 1.75]));
+    let (stdout, _) = expect(0, &[&model("mlp.qir"), "--input", &x, "--expect", &close, "--rtol", "1e-5"]);
+    assert!(stdout.contains("expect out0: ok, 0 of 2 values outside rtol 0.00001 atol 1e-8"), "{stdout}");
+    let off = npy_file(&dir, "off.npy", &array(&[2], &[4.0f32, 2.25]));
+    let (stdout, stderr) = expect(1, &[&model("mlp.qir"), "--input", &x, "--expect", &off, "--atol", "0.1"]);
+    assert!(
+        stdout.contains("expect out0: MISMATCH, 1 of 2 values outside rtol 0.00001 atol 0.1, max abs error 0.5; worst at [0, 1]: got 1.75, expected 2.25"),
+        "{stdout}"
+    );
+    assert!(stderr.contains("error: the outputs differ from '"), "{stderr}");
+    let (json, _) = expect(1, &[&model("mlp.qir"), "--input", &x, "--expect", &off, "--json"]);
+    assert!(json.contains("\"expect\":{\"reference\":") && json.contains("\"passed\":false"), "{json}");
+}
+
+#[test]
+fn expect_archives_match_members_by_output_name_and_bad_references_are_errors() {
+    let dir = scratch("expect-npz");
+    let inputs = dir.join("in.npz");
+    npy::write_npz_file(&inputs, &[("x".to_string(), array(&[1, 1, 4, 4], &conv_image(0.0)))]).unwrap();
+    let inputs = inputs.to_str().unwrap();
+    let reference = dir.join("ref.npz");
+    // Members in the other order: they are matched by name.
+    npy::write_npz_file(
+        &reference,
+        &[("out1".to_string(), array(&[1], &[7.0f32])), ("out0".to_string(), array(&[1, 1], &[67.5f32]))],
+    )
+    .unwrap();
+    let (stdout, _) =
+        expect(0, &[&model("conv.qir"), "--inputs", inputs, "--expect", reference.to_str().unwrap()]);
+    assert!(stdout.contains("expect out0: ok") && stdout.contains("expect out1: ok"), "{stdout}");
+    let missing = dir.join("missing.npz");
+    npy::write_npz_file(&missing, &[("out0".to_string(), array(&[1, 1], &[67.5f32]))]).unwrap();
+    let (_, stderr) =
+        expect(1, &[&model("conv.qir"), "--inputs", inputs, "--expect", missing.to_str().unwrap()]);
+    assert!(stderr.contains("has no member 'out1' for output 'out1' (members: out0)"), "{stderr}");
+    let one = npy_file(&dir, "one.npy", &array(&[1], &[7.0f32]));
+    let (_, stderr) = expect(1, &[&model("conv.qir"), "--inputs", inputs, "--expect", &one]);
+    assert!(stderr
+        .contains("is one array, but the function returns 2 outputs; give an .npz with members out0, out1"));
+    let (_, stderr) = expect(2, &[&model("conv.qir"), "--inputs", inputs, "--rtol", "0.1"]);
+    assert!(stderr.contains("--expect"), "--rtol needs --expect: {stderr}");
+    let (_, stderr) = expect(2, &[&model("conv.qir"), "--inputs", inputs, "--expect", &one, "--atol=-1"]);
+    assert!(stderr.contains("'-1' is not a finite number >= 0"), "{stderr}");
+}
+
+#[test]
+fn outputs_are_named_by_the_functions_result_names() {
+    let dir = scratch("result-names");
+    let text = std::fs::read_to_string(model("mlp.qir")).unwrap().replace(
+        "-> tensor<1x2xf32> {",
+        "-> tensor<1x2xf32> attributes {arg_names = [\"features\"], result_names = [\"logits\"]} {",
+    );
+    let named = dir.join("named.qir");
+    std::fs::write(&named, text).unwrap();
+    let x = mlp_input(&dir);
+    let out = dir.join("out.npz");
+    let (stdout, _) = expect(0, &[named.to_str().unwrap(), "--input", &x, "-o", out.to_str().unwrap()]);
+    assert!(stdout.starts_with("logits: float32 [1, 2]"), "{stdout}");
+    assert_eq!(read_npz(&out)[0].0, "logits");
+}
+
+#[test]
+fn an_output_over_an_input_is_refused_and_the_input_kept() {
+    let dir = scratch("output-over-input");
+    let x = mlp_input(&dir);
+    let before = std::fs::read(&x).unwrap();
+    let (_, stderr) = expect(1, &[&model("mlp.qir"), "--input", &x, "-o", &x]);
+    assert!(stderr.contains("writing it would replace the input: name another output"), "{stderr}");
+    assert_eq!(std::fs::read(&x).unwrap(), before);
 }

@@ -132,6 +132,11 @@ pub struct Instrumentation<'a> {
     /// Where a failing pass's reproducer is written; `None` writes none (and skips
     /// the copy of the module kept before each pass). Default: the temp directory.
     pub reproducer_dir: Option<PathBuf>,
+    /// The text the module was parsed from, unchanged. With it a reproducer is
+    /// this text replayed with every pass up to the failing one, and the
+    /// module is not copied before each pass (a pipeline then needs no more
+    /// memory than its module). Default: none (the module is copied).
+    pub reproducer_input: Option<&'a [u8]>,
     /// The tool named in reproducer files and replay commands. Default: `qopt`.
     pub tool_name: String,
     /// Hooks called around every pass, in order. Default: none.
@@ -150,6 +155,7 @@ impl Default for Instrumentation<'_> {
             timing: false,
             statistics: false,
             reproducer_dir: Some(std::env::temp_dir()),
+            reproducer_input: None,
             tool_name: "qopt".to_string(),
             hooks: Vec::new(),
         }
@@ -167,6 +173,7 @@ impl fmt::Debug for Instrumentation<'_> {
             .field("timing", &self.timing)
             .field("statistics", &self.statistics)
             .field("reproducer_dir", &self.reproducer_dir)
+            .field("reproducer_input", &self.reproducer_input.map(<[u8]>::len))
             .field("tool_name", &self.tool_name)
             .field("hooks", &self.hooks.len())
             .finish_non_exhaustive()
@@ -278,16 +285,23 @@ fn shell_word_always_quoted(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
+/// The IR a reproducer starts from.
+pub(super) enum ReproducerIr<'t> {
+    /// The input as it was read.
+    Text(&'t [u8]),
+    /// A module, printed.
+    Module(&'t Context, Module),
+}
+
 /// Writes `<dir>/<tool>-reproducer-<pid>-<pass>.qir`: a header line with the replay
-/// flags, then the module. Written to a temporary file first and renamed into
+/// flags, then the IR. Written to a temporary file first and renamed into
 /// place. Returns the path, or the error with the path it was for.
 pub(super) fn write_reproducer(
     dir: &Path,
     tool: &str,
     pass: &str,
     flags: &str,
-    ctx: &Context,
-    module: &Module,
+    ir: ReproducerIr<'_>,
 ) -> Result<PathBuf, (PathBuf, io::Error)> {
     let file_name = format!("{tool}-reproducer-{}-{pass}.qir", std::process::id());
     let path = dir.join(&file_name);
@@ -296,7 +310,10 @@ pub(super) fn write_reproducer(
         std::fs::create_dir_all(dir)?;
         let mut out = BufWriter::new(File::create(&temporary)?);
         writeln!(out, "// {tool}-reproducer: {flags}")?;
-        print_module(ctx, module, &mut out)?;
+        match &ir {
+            ReproducerIr::Text(text) => out.write_all(text)?,
+            ReproducerIr::Module(ctx, module) => print_module(ctx, module, &mut out)?,
+        }
         out.flush()?;
         drop(out);
         std::fs::rename(&temporary, &path)

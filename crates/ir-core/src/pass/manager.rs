@@ -8,16 +8,23 @@
 //!
 //! Running a pass, in order:
 //! 1. keep a copy of the module for the reproducer (if a reproducer directory is
-//!    set), call the hooks' `before_pass`, print the IR if asked;
+//!    set and the input text is not given), call the hooks' `before_pass`,
+//!    print the IR if asked;
 //! 2. run the pass (a panic is caught and reported like an error);
 //! 3. verify the module (verify-each);
 //! 4. call the hooks' `after_pass`, print the IR if asked (after-change compares
 //!    the printed text);
 //!
-//! and on the first failure in 2–4 write the reproducer (the IR before that pass
-//! plus the one-pass pipeline) and stop with a [`PipelineFailure`].
+//! and on the first failure in 2–4 write the reproducer and stop with a
+//! [`PipelineFailure`]. The reproducer is the input text with the pipeline up
+//! to and including the failing pass when the driver gives that text
+//! ([`Instrumentation::reproducer_input`]: passes are stateless, so replaying
+//! them rebuilds the failing pass's input, and no copy of the module is kept),
+//! else the IR before that pass with the one-pass pipeline.
 
-use super::instrument::{replay_flags, shell_word, text_fingerprint, write_reproducer, DumpPoint};
+use super::instrument::{
+    replay_flags, shell_word, text_fingerprint, write_reproducer, DumpPoint, ReproducerIr,
+};
 use super::pipeline::{nearest_name, parse_pipeline, PassOptions, PipelineElement, PipelineError};
 use super::registry::PassRegistry;
 use super::timing::{TimingNode, TimingTree};
@@ -145,7 +152,14 @@ impl PassManager {
         let span = tracing::info_span!("pipeline", passes = self.num_passes);
         let _entered = span.enter();
         let start = Instant::now();
-        let mut runner = Runner { ctx, module, inst, report: RunReport::default(), fingerprint: None };
+        let mut runner = Runner {
+            ctx,
+            module,
+            inst,
+            report: RunReport::default(),
+            fingerprint: None,
+            passes_run: Vec::new(),
+        };
         let mut nodes = Vec::new();
         runner.run_entries(&self.entries, &mut nodes)?;
         let mut report = runner.report;
@@ -379,6 +393,9 @@ struct Runner<'r, 'i> {
     report: RunReport,
     /// Fingerprint of the printed module as the previous pass left it, if known.
     fingerprint: Option<(u64, u64)>,
+    /// The pipeline texts of the passes that ran so far, for a reproducer
+    /// replayed from the input text.
+    passes_run: Vec<String>,
 }
 
 impl Runner<'_, '_> {
@@ -405,7 +422,10 @@ impl Runner<'_, '_> {
         let _entered = span.enter();
         let run = PassRun { pass, options: &scheduled.options, position, text: &scheduled.text };
 
-        let snapshot = self.inst.reproducer_dir.is_some().then(|| self.module.clone());
+        // With the input text at hand the reproducer replays the pipeline from
+        // it, and no copy of the module is needed.
+        let needs_copy = self.inst.reproducer_dir.is_some() && self.inst.reproducer_input.is_none();
+        let snapshot = needs_copy.then(|| self.module.clone());
         let mut hooks = std::mem::take(&mut self.inst.hooks);
         let mut hook_times = vec![Duration::ZERO; hooks.len()];
         let before = hooks.iter_mut().zip(&mut hook_times).try_for_each(|(hook, time)| {
@@ -500,6 +520,7 @@ impl Runner<'_, '_> {
         } else if self.inst.prints_after(name) {
             self.dump(name, position, DumpPoint::After);
         }
+        self.passes_run.push(scheduled.text.clone());
         Ok(TimingNode { name: name.to_string(), wall, children })
     }
 
@@ -523,7 +544,8 @@ impl Runner<'_, '_> {
         }
     }
 
-    /// Builds the failure for `scheduled`, writing the reproducer from `snapshot`.
+    /// Builds the failure for `scheduled`, writing the reproducer: the input
+    /// text with every pass up to this one, or `snapshot` with this pass.
     fn fail(
         &mut self,
         scheduled: &Scheduled,
@@ -539,10 +561,19 @@ impl Runner<'_, '_> {
         }
         let mut reproducer = None;
         let mut reproducer_message = None;
-        if let (Some(dir), Some(before)) = (&self.inst.reproducer_dir, snapshot) {
+        let input = match (self.inst.reproducer_input, snapshot) {
+            (Some(text), _) => {
+                let mut pipeline = std::mem::take(&mut self.passes_run);
+                pipeline.push(scheduled.text.clone());
+                Some((pipeline.join(","), ReproducerIr::Text(text)))
+            }
+            (None, Some(before)) => Some((scheduled.text.clone(), ReproducerIr::Module(self.ctx, before))),
+            (None, None) => None,
+        };
+        if let (Some(dir), Some((pipeline, ir))) = (&self.inst.reproducer_dir, input) {
             let tool = &self.inst.tool_name;
-            let flags = replay_flags(&scheduled.text, self.ctx.allows_unregistered());
-            match write_reproducer(dir, tool, name, &flags, self.ctx, &before) {
+            let flags = replay_flags(&pipeline, self.ctx.allows_unregistered());
+            match write_reproducer(dir, tool, name, &flags, ir) {
                 Ok(path) => {
                     let shown = path.display().to_string();
                     reproducer_message = Some(format!(

@@ -21,11 +21,13 @@ use crate::diag::{Diagnostic, Diagnostics, Severity};
 use crate::dialect::Traits;
 use crate::entity::{BlockId, OpId, RegionId, ValueId};
 use crate::float_text::parse_decimal;
-use crate::hash::FxHashMap;
+use crate::hash::{FxHashMap, FxHashSet};
 use crate::location::{Location, LocationData, SrcPos};
 use crate::module::{Module, OperationState};
 use crate::source::SourceText;
-use crate::types::{FloatKind, IntType, QuantParams, QuantType, Signedness, Type, TypeData, DYNAMIC};
+use crate::types::{
+    FloatKind, IntType, QuantParams, QuantType, Signedness, Type, TypeData, DYNAMIC, MAX_DIM,
+};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
@@ -89,6 +91,7 @@ fn parse_with_release(
         type_cache: FxHashMap::default(),
         attr_cache: FxHashMap::default(),
         op_name_cache: FxHashMap::default(),
+        reported_types: FxHashSet::default(),
         nesting: 0,
         release,
         next_release: RELEASE_EVERY,
@@ -147,6 +150,8 @@ struct Parser<'s, 'c> {
     type_cache: FxHashMap<&'s [u8], Type>,
     attr_cache: FxHashMap<&'s [u8], Attribute>,
     op_name_cache: FxHashMap<&'s [u8], OpName>,
+    /// Invalid quantized types already reported (see `parse_quant_type`).
+    reported_types: FxHashSet<Type>,
     nesting: u32,
     release: Option<&'s dyn Fn(usize)>,
     next_release: usize,
@@ -1019,7 +1024,7 @@ impl<'s, 'c> Parser<'s, 'c> {
                 let name = self.text(t)[1..].to_vec();
                 self.advance();
                 if name == b"qnn.uniform" {
-                    return self.parse_quant_type();
+                    return self.parse_quant_type(t);
                 }
                 if !name.contains(&b'.') {
                     return self.error(t, "a dialect type is written !dialect.name");
@@ -1092,7 +1097,7 @@ impl<'s, 'c> Parser<'s, 'c> {
                 }
                 let text = std::str::from_utf8(&self.src[dim_start..i]).unwrap_or("");
                 match text.parse::<i64>() {
-                    Ok(d) if d <= (1i64 << 48) => d,
+                    Ok(d) if d <= MAX_DIM => d,
                     _ => {
                         let (line, line_start) = self.lex.line_info();
                         let pos = self.pos_at(line, line_start, dim_start);
@@ -1135,8 +1140,12 @@ impl<'s, 'c> Parser<'s, 'c> {
         Ok(self.ctx.tensor_type(&shape, element))
     }
 
-    /// After `!qnn.uniform`: `<i8<-127:127>:f32:axis, params>`.
-    fn parse_quant_type(&mut self) -> PResult<Type> {
+    /// After `!qnn.uniform` (token `start`): `<i8<-127:127>:f32:axis, params>`.
+    /// Parameters the type cannot have (a zero scale, a zero point outside
+    /// the storage range) are reported here, once per distinct type, at
+    /// `start`: the verifier would otherwise report them at every op and
+    /// signature that uses the type.
+    fn parse_quant_type(&mut self, start: Token) -> PResult<Type> {
         self.expect(Tok::Less, "'<' after !qnn.uniform")?;
         let st = self.cur;
         let storage = match self.cur.kind {
@@ -1213,7 +1222,22 @@ impl<'s, 'c> Parser<'s, 'c> {
         };
         self.expect(Tok::Greater, "'>' to close the quantized type")?;
         let q = QuantType { storage, storage_min: lo, storage_max: hi, expressed, params };
-        Ok(self.ctx.quant_type(q))
+        let problem = q.check_structure().err();
+        let ty = self.ctx.quant_type(q);
+        let problem = problem.or_else(|| {
+            let qnn = self.ctx.dialect_arc("qnn")?;
+            qnn.verify_type(self.ctx, ty).err()
+        });
+        if let Some(problem) = problem {
+            if self.reported_types.insert(ty) {
+                let pos = self.pos_of(start);
+                self.error_at(
+                    pos,
+                    format!("invalid type {}: {problem}", super::type_to_string(self.ctx, ty)),
+                );
+            }
+        }
+        Ok(ty)
     }
 
     fn parse_scale_zp(&mut self) -> PResult<(f64, i64)> {
@@ -1552,6 +1576,25 @@ impl<'s, 'c> Parser<'s, 'c> {
                 bytes
             }
         };
+        // A quantized type with a narrowed storage range (`i8<-127:127>`)
+        // holds only values inside it.
+        if let (TypeData::Quant(q), ElementKind::Int { signed, .. }) = (self.ctx.type_data(elem), kind) {
+            let (lo, hi) = (q.storage_min as i128, q.storage_max as i128);
+            if kind.int_range().is_some_and(|(min, max)| lo > min || hi < max) {
+                let outside = bytes
+                    .chunks_exact(kind.bytes())
+                    .map(|c| decode_int(c, signed))
+                    .enumerate()
+                    .find(|&(_, v)| v < lo || v > hi);
+                if let Some((i, v)) = outside {
+                    let shown = super::type_to_string(self.ctx, elem);
+                    return self.error(
+                        dense_tok,
+                        format!("element #{i} is {v}, outside the storage range [{lo}, {hi}] of {shown}"),
+                    );
+                }
+            }
+        }
         match DenseElements::from_bytes(self.ctx, ty, bytes) {
             Ok(d) => Ok(self.ctx.dense_attr(d)),
             Err(msg) => self.error(dense_tok, msg),

@@ -422,12 +422,18 @@ fn build_type(ctx: &mut Context, t: &TypeSpec) -> Type {
                     (a.min(b), a.max(b))
                 }
             };
+            // Zero points inside the storage range: the parser refuses a
+            // structurally invalid quantized type where it is written.
+            let span = (storage_max - storage_min + 1) as u128;
+            let zero_point = |raw: i64| (storage_min + (raw as u64 as u128 % span) as i128) as i64;
             let params = match q.axis {
-                None => QuantParams::PerTensor { scale: q.params[0].0, zero_point: q.params[0].1 },
+                None => {
+                    QuantParams::PerTensor { scale: q.params[0].0, zero_point: zero_point(q.params[0].1) }
+                }
                 Some(axis) => QuantParams::PerAxis {
                     axis: axis as u32,
                     scales: q.params.iter().map(|p| p.0).collect(),
-                    zero_points: q.params.iter().map(|p| p.1).collect(),
+                    zero_points: q.params.iter().map(|p| zero_point(p.1)).collect(),
                 },
             };
             ctx.quant_type(QuantType {
@@ -481,12 +487,20 @@ fn build_dense(ctx: &mut Context, d: &DenseSpec) -> Attribute {
                 bytes.extend_from_slice(&bits.to_le_bytes()[..width as usize / 8]);
             }
             data => {
-                let (t, storage_bytes) = match data {
-                    TypeData::Int(t) => (t, ctx.element_storage_bytes(element)),
+                let (t, storage_bytes) = match &data {
+                    TypeData::Int(t) => (*t, ctx.element_storage_bytes(element)),
                     TypeData::Quant(q) => (q.storage, ctx.element_storage_bytes(element)),
                     _ => (IntType { width: 64, signedness: Signedness::Signless }, Some(8)),
                 };
-                let v = int_value(t, raw);
+                let v = match &data {
+                    // Stored values of a quantized type stay inside its (maybe
+                    // narrowed) storage range, which the parser checks.
+                    TypeData::Quant(q) => {
+                        let span = (q.storage_max as i128 - q.storage_min as i128 + 1) as u128;
+                        q.storage_min as i128 + (raw as u128 % span) as i128
+                    }
+                    _ => int_value(t, raw),
+                };
                 bytes.extend_from_slice(&v.to_le_bytes()[..storage_bytes.expect("dense element width")]);
             }
         }

@@ -17,7 +17,7 @@ use qopt_driver::{write_file_atomically, Driver, EXIT_FAILURE, EXIT_OK, EXIT_USA
 use qopt_ir_core::{parse_source, verify, Diagnostic, Diagnostics, Severity, SourceMap, SourceText};
 use qopt_onnx::{export_module, problems_heading, ExportError, ExportFormat, ExportOptions, EXPORT_OPSETS};
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -82,6 +82,9 @@ fn run() -> i32 {
         eprintln!("{TOOL}: error: {message}");
         EXIT_FAILURE
     };
+    if let Err(message) = qopt_driver::refuse_output_over_input(&cli.output, &[Path::new(&cli.input)]) {
+        return fail(message);
+    }
     let (name, source) = match read_input(&cli.input) {
         Ok(s) => s,
         Err(e) => return fail(format!("cannot read '{}': {e}", cli.input)),

@@ -13,8 +13,8 @@
 //! name the file); 2 usage errors.
 
 use clap::Parser;
-use qopt_driver::{write_file_atomically, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
-use qopt_ir_core::{print_module, Context};
+use qopt_driver::{refuse_output_over_input, write_file_atomically, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use qopt_ir_core::{print_module, Context, MAX_DIM};
 use qopt_onnx::{import_model, ImportOptions};
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -50,7 +50,7 @@ struct Cli {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
     /// The size of a dynamic batch dimension (dimension 0 of the inputs).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..=MAX_DIM))]
     batch: Option<i64>,
     /// The whole shape of a graph input, `NAME=1x3x48x192`: fixes its dynamic
     /// dimensions (repeat for several inputs).
@@ -67,8 +67,10 @@ fn parse_input_shape(text: &str) -> Result<(String, Vec<i64>), String> {
     let sizes = shape
         .split('x')
         .map(|d| match d.trim().parse::<i64>() {
-            Ok(v) if v >= 1 => Ok(v),
-            _ => Err(format!("'{d}' is not a size of at least 1 (expected NAME=SHAPE, like x=1x3x224x224)")),
+            Ok(v) if (1..=MAX_DIM).contains(&v) => Ok(v),
+            _ => Err(format!(
+                "'{d}' is not a size from 1 to 2^48 = {MAX_DIM} (expected NAME=SHAPE, like x=1x3x224x224)"
+            )),
         })
         .collect::<Result<Vec<i64>, String>>()?;
     Ok((name.to_string(), sizes))
@@ -96,6 +98,11 @@ fn run() -> i32 {
         eprintln!("qimport: error: {model}: {message}");
         EXIT_FAILURE
     };
+    if let Some(output) = &cli.output {
+        if let Err(message) = refuse_output_over_input(output, &[&path]) {
+            return fail(message);
+        }
+    }
     let bytes = match std::fs::read(&path) {
         Ok(bytes) => bytes,
         Err(e) => return fail(format!("cannot read the file: {e}")),

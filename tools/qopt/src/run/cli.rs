@@ -14,7 +14,8 @@ use std::path::PathBuf;
     after_help = "Examples:\n  \
         qrun model.qir --input x.npy                     one line per output: shape, dtype, min/max/mean\n  \
         qrun model.qir --inputs in.npz --print           print every output's values\n  \
-        qrun model.qir --input x.npy -o out.npz          write the outputs as out0, out1, ...\n  \
+        qrun model.qir --input x.npy -o out.npz          write the outputs (named as the model names them)\n  \
+        qrun model.qir --input test.npy --batch --expect ref.npy --atol 1e-4   check against a reference\n  \
         qrun model.qir --input test.npy --batch          run [N, ...] samples in model-sized chunks\n  \
         qrun model.qir --random-inputs --seed 3 --bench 20\n  \
         qrun quant.qir --input x.npy --backend=x86 --bench 20   compiled x86-64 code, in process\n  \
@@ -51,9 +52,23 @@ pub struct RunCli {
     /// the model's batch size on every core and stack the outputs.
     #[arg(long, conflicts_with = "random_inputs")]
     pub batch: bool,
-    /// Write the outputs to this `.npz` file as `out0`, `out1`, ... (atomically).
+    /// Write the outputs to this `.npz` file (atomically), members named by
+    /// the function's `result_names` (ONNX output names) or `out0`, `out1`, ...;
+    /// a `.npy` name writes the one output of a single-output function.
     #[arg(short = 'o', long, value_name = "OUT.npz")]
     pub output: Option<PathBuf>,
+    /// Check the outputs against stored references: a `.npy` for a function
+    /// with one output, or a `.npz` with one member per output, named as the
+    /// outputs are. Element by element `|out − ref| ≤ atol + rtol·|ref|`; a
+    /// mismatch exits 1 after reporting the worst element.
+    #[arg(long, value_name = "REF.npy|REF.npz", conflicts_with = "compare")]
+    pub expect: Option<PathBuf>,
+    /// The relative tolerance of --expect.
+    #[arg(long, value_name = "R", default_value_t = 1e-5, requires = "expect", value_parser = parse_tolerance)]
+    pub rtol: f64,
+    /// The absolute tolerance of --expect.
+    #[arg(long, value_name = "A", default_value_t = 1e-8, requires = "expect", value_parser = parse_tolerance)]
+    pub atol: f64,
     /// Print every output's dtype, shape and values (summarized when large).
     #[arg(long)]
     pub print: bool,
@@ -86,6 +101,13 @@ pub struct RunCli {
     /// Accept ops of dialects that are not registered (they still need kernels to run).
     #[arg(long)]
     pub allow_unregistered_dialect: bool,
+}
+
+fn parse_tolerance(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(t) if t >= 0.0 && t.is_finite() => Ok(t),
+        _ => Err(format!("'{text}' is not a finite number >= 0")),
+    }
 }
 
 fn parse_target_cpu(text: &str) -> Result<TargetCpu, String> {

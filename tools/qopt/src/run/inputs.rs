@@ -144,20 +144,30 @@ fn check_type(
     let want =
         DType::of_element(&model.ctx, element).map_err(|e| format!("{}: {}", sig.arg_name(i), e.message))?;
     let got = input.tensor.shape();
-    let dim_fits = |(k, (&d, &n)): (usize, (&i64, &usize))| match (batched && k == 0, d == DYNAMIC) {
-        (_, true) => !batched || n > 0,
-        (true, false) => d > 0 && n > 0 && (n as u64).is_multiple_of(d as u64),
-        (false, false) => d as u64 == n as u64,
+    let fits = |batched: bool| {
+        let dim_fits = |(k, (&d, &n)): (usize, (&i64, &usize))| match (batched && k == 0, d == DYNAMIC) {
+            (_, true) => !batched || n > 0,
+            (true, false) => d > 0 && n > 0 && (n as u64).is_multiple_of(d as u64),
+            (false, false) => d as u64 == n as u64,
+        };
+        input.tensor.dtype() == want
+            && shape.len() == got.len()
+            && shape.iter().zip(got).enumerate().all(dim_fits)
     };
-    let fits = input.tensor.dtype() == want
-        && shape.len() == got.len()
-        && shape.iter().zip(got).enumerate().all(dim_fits);
-    if fits {
+    if fits(batched) {
         return Ok(());
     }
     let batch_note = if batched { " (with --batch, dimension 0 may be any positive multiple)" } else { "" };
+    let batch_hint = if !batched && fits(true) {
+        format!(
+            "; it holds {} batches of that shape: add --batch to run them one at a time",
+            got[0] / shape[0] as usize
+        )
+    } else {
+        String::new()
+    };
     Err(format!(
-        "{} expects {}{batch_note}, got {} ('{}')",
+        "{} expects {}{batch_note}, got {} ('{}'){batch_hint}",
         sig.arg_name(i),
         model.type_text(ty),
         input.tensor.describe(),

@@ -32,6 +32,7 @@ mod bench;
 mod cli;
 mod compare;
 mod engine;
+mod expect;
 mod inputs;
 mod json;
 mod metrics;
@@ -45,10 +46,14 @@ mod tensor_text;
 pub use cli::RunCli;
 
 use crate::diagnostics::Reporter;
-use crate::{write_file_atomically, DiagnosticFormat, Driver, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use crate::{
+    refuse_output_over_input, write_file_atomically, DiagnosticFormat, Driver, EXIT_FAILURE, EXIT_OK,
+    EXIT_USAGE,
+};
 use bench::Latency;
 use compare::{Comparison, Pair};
 use engine::{Backend, Compiled, Engine};
+use expect::{ExpectReport, Tolerance};
 use inputs::InputSource;
 use model::{LoadError, Model, Signature};
 use qopt_codegen_x86::{TargetCpu, Workspace};
@@ -59,7 +64,7 @@ use report::Header;
 use samples::Samples;
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The kernels `qrun` runs with: every `fp` and `qnn` op.
 pub fn standard_kernels() -> KernelRegistry {
@@ -153,6 +158,13 @@ impl RunDriver {
         if cli.seed.is_some() && !cli.random_inputs {
             return Err(Failure::Usage("--seed applies to --random-inputs only".into()));
         }
+        if let Some(output) = &cli.output {
+            let mut inputs: Vec<&Path> = vec![&cli.model];
+            inputs.extend(cli.input.iter().map(PathBuf::as_path));
+            inputs.extend(cli.inputs.as_deref());
+            inputs.extend(cli.expect.as_deref());
+            refuse_output_over_input(output, &inputs)?;
+        }
         let reference = self.load(&cli.model, cli, err)?;
         let sig = reference.signature(&cli.func)?;
         let source = match (&cli.inputs, cli.random_inputs) {
@@ -180,21 +192,31 @@ impl RunDriver {
         let samples =
             if cli.batch { Samples::batched(&reference, &sig, tensors)? } else { Samples::Whole(tensors) };
         let header = Header { model: &reference.name, func: &sig.func };
-        let text = match &other {
+        let (text, expectation) = match &other {
             Some((other, other_sig)) => {
                 let pair = Pair { reference: &reference, other, reference_sig: &sig, other_sig };
                 let cmp = self.compare(cli, &pair, &samples)?;
-                if cli.json {
+                let text = if cli.json {
                     report::compare_json(&header, &other.name, samples.chunks(), &cmp)
                 } else {
                     report::compare_text(&cmp, &reference.name, &other.name)
-                }
+                };
+                (text, None)
             }
             None => self.run_model(cli, &reference, &sig, &samples, &header)?,
         };
         out.write_all(text.as_bytes())
             .and_then(|()| out.flush())
-            .map_err(|e| Failure::Message(format!("cannot write standard output: {e}")))
+            .map_err(|e| Failure::Message(format!("cannot write standard output: {e}")))?;
+        match expectation {
+            Some(report) if !report.passed() => Err(Failure::Message(format!(
+                "the outputs differ from '{}' beyond the tolerance (rtol {}, atol {})",
+                report.reference,
+                tensor_text::number(report.tolerance.rtol),
+                tensor_text::number(report.tolerance.atol)
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Parses and verifies a model; parse and verification errors are printed
@@ -211,7 +233,8 @@ impl RunDriver {
         })
     }
 
-    /// Runs the model (and `--bench`, `--output`); returns the text to print.
+    /// Runs the model (and `--bench`, `--output`, `--expect`); returns the
+    /// text to print and the `--expect` check.
     fn run_model(
         &self,
         cli: &RunCli,
@@ -219,7 +242,7 @@ impl RunDriver {
         sig: &Signature,
         samples: &Samples,
         header: &Header<'_>,
-    ) -> Result<String, Failure> {
+    ) -> Result<(String, Option<ExpectReport>), Failure> {
         let compiled = match cli.backend {
             Backend::Interp => None,
             Backend::X86 => Some(Compiled::new(model, &sig.func, cli.target_cpu)?),
@@ -230,14 +253,22 @@ impl RunDriver {
         progress.finish();
         let outputs = outputs?;
         if let Some(path) = &cli.output {
-            write_outputs(path, &outputs)?;
+            write_outputs(path, &outputs, &sig.output_names)?;
         }
+        let tolerance = Tolerance { rtol: cli.rtol, atol: cli.atol };
+        let expectation = cli
+            .expect
+            .as_ref()
+            .map(|path| expect::check(path, &outputs, &sig.output_names, tolerance))
+            .transpose()?;
+        let expect_text = expectation.as_ref().map_or(String::new(), ExpectReport::text);
         let Some(runs) = cli.bench else {
-            return Ok(if cli.json {
-                report::run_json(header, &outputs, cli.print)
+            let text = if cli.json {
+                report::run_json(header, &outputs, &sig.output_names, cli.print, expectation.as_ref())
             } else {
-                report::run_text(&outputs, cli.print)
-            });
+                report::run_text(&outputs, &sig.output_names, cli.print) + &expect_text
+            };
+            return Ok((text, expectation));
         };
         // The run above was the warm-up: plans and constants are built.
         let hidden = Progress::hidden();
@@ -255,10 +286,11 @@ impl RunDriver {
             }
             _ => String::new(),
         };
-        Ok(if cli.json {
+        let text = if cli.json {
             report::bench_json(header, &latency)
         } else {
-            let values = if cli.print { report::run_text(&outputs, true) } else { String::new() };
+            let values =
+                if cli.print { report::run_text(&outputs, &sig.output_names, true) } else { String::new() };
             let compiled = compiled.as_ref().map_or(String::new(), |c| {
                 let p = c.jit.program();
                 format!(
@@ -270,8 +302,9 @@ impl RunDriver {
                     p.arena_bytes
                 )
             });
-            format!("{values}{compiled}{}\n{profile}", latency.line())
-        })
+            format!("{values}{expect_text}{compiled}{}\n{profile}", latency.line())
+        };
+        Ok((text, expectation))
     }
 
     /// The engines `--batch` chunks run on: interpreters on every core, or
@@ -340,9 +373,10 @@ fn run_all(
 }
 
 /// Writes `outputs` to `path` atomically: a `.npy` (by its extension) of the
-/// one output, otherwise `out0`, `out1`, ... of a `.npz`. A `.npy` path for
-/// several outputs is refused, since one array cannot hold them.
-fn write_outputs(path: &Path, outputs: &[Tensor]) -> Result<(), String> {
+/// one output, otherwise a `.npz` whose members are named by `names`. A
+/// `.npy` path for several outputs is refused, since one array cannot hold
+/// them.
+fn write_outputs(path: &Path, outputs: &[Tensor], names: &[String]) -> Result<(), String> {
     let npy_path = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy"));
     let written = match (npy_path, outputs) {
         (true, [one]) => write_file_atomically(path, |w| npy::write_npy(&one.to_raw(), w)),
@@ -356,7 +390,7 @@ fn write_outputs(path: &Path, outputs: &[Tensor]) -> Result<(), String> {
         }
         (false, _) => {
             let arrays: Vec<(String, RawArray)> =
-                outputs.iter().enumerate().map(|(k, t)| (report::output_name(k), t.to_raw())).collect();
+                outputs.iter().zip(names).map(|(t, name)| (name.clone(), t.to_raw())).collect();
             write_file_atomically(path, |w| npy::write_npz(&arrays, w))
         }
     };

@@ -4,8 +4,8 @@
 use crate::Driver;
 use qopt_interp::InterpError;
 use qopt_ir_core::{
-    parse_source, type_to_string, verify, AttrData, Context, Diagnostics, Module, SourceMap, SourceText,
-    Type, TypeData,
+    io_names, parse_source, type_to_string, verify, AttrData, Context, Diagnostics, Module, SourceMap,
+    SourceText, Type, TypeData, RESULT_NAMES,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -66,9 +66,12 @@ impl Model {
             _ => None,
         });
         match function_type.map(|t| ctx.type_data(t)) {
-            Some(TypeData::Function { inputs, results }) => {
-                Ok(Signature { func: func.to_string(), args: inputs.to_vec(), results: results.to_vec() })
-            }
+            Some(TypeData::Function { inputs, results }) => Ok(Signature {
+                func: func.to_string(),
+                args: inputs.to_vec(),
+                output_names: output_names(io_names(ctx, m, op, RESULT_NAMES), results.len()),
+                results: results.to_vec(),
+            }),
             _ => Err(format!("@{func} in '{}' has no function type", self.name)),
         }
     }
@@ -98,6 +101,25 @@ pub(crate) struct Signature {
     pub func: String,
     pub args: Vec<Type>,
     pub results: Vec<Type>,
+    /// What outputs are called in summaries and `--output` archives: the
+    /// function's `result_names` (ONNX output names after qimport), else
+    /// `out0`, `out1`, ...
+    pub output_names: Vec<String>,
+}
+
+/// The function's result names when they can name archive members (present,
+/// non-empty, distinct, no `/`), else `out0`, `out1`, ...
+fn output_names(given: Option<Vec<&str>>, count: usize) -> Vec<String> {
+    let usable = given.filter(|names| {
+        let distinct: std::collections::HashSet<&&str> = names.iter().collect();
+        names.len() == count
+            && distinct.len() == count
+            && names.iter().all(|n| !n.is_empty() && !n.contains('/') && n.len() <= 200)
+    });
+    match usable {
+        Some(names) => names.into_iter().map(str::to_string).collect(),
+        None => (0..count).map(|k| format!("out{k}")).collect(),
+    }
 }
 
 impl Signature {

@@ -24,6 +24,7 @@
 
 use super::bench::Latency;
 use super::compare::{Comparison, Outcome, Row};
+use super::expect::ExpectReport;
 use super::json::Json;
 use super::tensor_text::{integers, number, tensor};
 use qopt_interp::Tensor;
@@ -68,16 +69,12 @@ fn summarize(t: &Tensor) -> Summary {
     Summary { int_range, min: Some(min), max: Some(max), mean: Some(mean), argmax, nans }
 }
 
-/// `out0`: the name of output `k` in summaries and `--output` archives.
-pub(crate) fn output_name(k: usize) -> String {
-    format!("out{k}")
-}
-
-/// One line per output, or with `print` its header line and values.
-pub(crate) fn run_text(outputs: &[Tensor], print: bool) -> String {
+/// One line per output (named by `names`), or with `print` its header line
+/// and values.
+pub(crate) fn run_text(outputs: &[Tensor], names: &[String], print: bool) -> String {
     let mut out = String::new();
-    for (k, t) in outputs.iter().enumerate() {
-        let _ = write!(out, "{}: {}", output_name(k), t.describe());
+    for (t, name) in outputs.iter().zip(names) {
+        let _ = write!(out, "{name}: {}", t.describe());
         if print {
             let _ = writeln!(out, "\n{}", tensor(t));
             continue;
@@ -101,11 +98,17 @@ pub(crate) fn run_text(outputs: &[Tensor], print: bool) -> String {
 }
 
 /// The `run` JSON document.
-pub(crate) fn run_json(header: &Header<'_>, outputs: &[Tensor], print: bool) -> String {
+pub(crate) fn run_json(
+    header: &Header<'_>,
+    outputs: &[Tensor],
+    names: &[String],
+    print: bool,
+    expectation: Option<&ExpectReport>,
+) -> String {
     let outputs = outputs
         .iter()
-        .enumerate()
-        .map(|(k, t)| {
+        .zip(names)
+        .map(|(t, name)| {
             let s = summarize(t);
             let num = |v: Option<f64>| v.map_or(Json::Null, Json::Num);
             let (min, max) = match s.int_range {
@@ -113,7 +116,7 @@ pub(crate) fn run_json(header: &Header<'_>, outputs: &[Tensor], print: bool) -> 
                 None => (num(s.min), num(s.max)),
             };
             let mut fields = vec![
-                ("name", Json::str(output_name(k))),
+                ("name", Json::str(name.as_str())),
                 ("dtype", Json::str(t.dtype().name())),
                 ("shape", Json::sizes(t.shape())),
                 ("min", min),
@@ -132,10 +135,45 @@ pub(crate) fn run_json(header: &Header<'_>, outputs: &[Tensor], print: bool) -> 
             Json::Obj(fields)
         })
         .collect();
-    document(vec![
+    let mut fields = vec![
         ("mode", Json::str("run")),
         ("model", Json::str(header.model)),
         ("function", Json::str(header.func)),
+        ("outputs", Json::Arr(outputs)),
+    ];
+    if let Some(e) = expectation {
+        fields.push(("expect", expect_json(e)));
+    }
+    document(fields)
+}
+
+/// The `--expect` check: the reference, tolerances and each output's result.
+fn expect_json(e: &ExpectReport) -> Json {
+    let outputs = e
+        .outputs
+        .iter()
+        .map(|o| {
+            let worst = o.worst.as_ref().map_or(Json::Null, |(index, got, want)| {
+                Json::Obj(vec![
+                    ("index", Json::sizes(index)),
+                    ("got", Json::Num(*got)),
+                    ("expected", Json::Num(*want)),
+                ])
+            });
+            Json::Obj(vec![
+                ("name", Json::str(o.name.as_str())),
+                ("elements", Json::Int(o.elements as i64)),
+                ("mismatches", Json::Int(o.mismatches as i64)),
+                ("max_abs_error", Json::Num(o.max_abs_error)),
+                ("worst", worst),
+            ])
+        })
+        .collect();
+    Json::Obj(vec![
+        ("reference", Json::str(e.reference.as_str())),
+        ("rtol", Json::Num(e.tolerance.rtol)),
+        ("atol", Json::Num(e.tolerance.atol)),
+        ("passed", Json::Bool(e.passed())),
         ("outputs", Json::Arr(outputs)),
     ])
 }
@@ -274,16 +312,26 @@ mod tests {
     use crate::run::metrics::ErrorStats;
     use qopt_dialect_fp::op_names as fp_op;
 
+    fn out0() -> Vec<String> {
+        vec!["out0".to_string()]
+    }
+
     #[test]
     fn summary_lines_give_range_mean_and_argmax() {
         let t = Tensor::from_f32(&[1, 4], vec![0.5, 2.0, -1.0, 2.0]).unwrap();
-        assert_eq!(run_text(&[t], false), "out0: float32 [1, 4]  min -1 max 2 mean 0.875 argmax 1\n");
+        assert_eq!(
+            run_text(&[t], &out0(), false),
+            "out0: float32 [1, 4]  min -1 max 2 mean 0.875 argmax 1\n"
+        );
         let t = Tensor::from_f32(&[2, 2], vec![0.0; 4]).unwrap();
-        assert_eq!(run_text(&[t], false), "out0: float32 [2, 2]  min 0 max 0 mean 0\n");
+        assert_eq!(run_text(&[t], &out0(), false), "out0: float32 [2, 2]  min 0 max 0 mean 0\n");
         let t = Tensor::from_f32(&[1, 3], vec![f32::NAN, 2.0, f32::NAN]).unwrap();
-        assert_eq!(run_text(&[t], false), "out0: float32 [1, 3]  min 2 max 2 mean 2 argmax 1 (2 NaN)\n");
+        assert_eq!(
+            run_text(&[t], &out0(), false),
+            "out0: float32 [1, 3]  min 2 max 2 mean 2 argmax 1 (2 NaN)\n"
+        );
         let t = Tensor::from_f32(&[1, 2], vec![f32::NAN; 2]).unwrap();
-        assert_eq!(run_text(&[t], false), "out0: float32 [1, 2]  min - max - mean - (2 NaN)\n");
+        assert_eq!(run_text(&[t], &out0(), false), "out0: float32 [1, 2]  min - max - mean - (2 NaN)\n");
     }
 
     #[test]
@@ -291,12 +339,12 @@ mod tests {
         use qopt_interp::npy::RawArray;
         let values = [9_007_199_254_740_993i64, -9_223_372_036_854_775_807];
         let t = Tensor::from_raw(&RawArray::from_elements(vec![2], &values).unwrap()).unwrap();
-        let line = run_text(std::slice::from_ref(&t), false);
+        let line = run_text(std::slice::from_ref(&t), &out0(), false);
         assert!(
             line.starts_with("out0: int64 [2]  min -9223372036854775807 max 9007199254740993 mean"),
             "{line}"
         );
-        let json = run_json(&Header { model: "m.qir", func: "main" }, &[t], true);
+        let json = run_json(&Header { model: "m.qir", func: "main" }, &[t], &out0(), true, None);
         assert!(json.contains(r#""min":-9223372036854775807,"max":9007199254740993,"#), "{json}");
         assert!(json.contains(r#""values":[9007199254740993,-9223372036854775807]"#), "{json}");
     }

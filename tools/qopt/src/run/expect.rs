@@ -1,0 +1,225 @@
+//! `--expect REF`: checks a run's outputs against stored reference arrays
+//! (a `.npy` for a function with one output, or a `.npz` with a member per
+//! output, named as the outputs are), element by element as numpy's
+//! `allclose` does: `|out − ref| ≤ atol + rtol·|ref|`. NaN matches only NaN.
+//! The report gives the worst element (largest excess over its tolerance),
+//! so a user needs no Python to check a model against a reference.
+
+use super::tensor_text::number;
+use qopt_interp::npy::{self, RawArray};
+use qopt_interp::Tensor;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The tolerances of `--rtol` and `--atol`.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Tolerance {
+    pub rtol: f64,
+    pub atol: f64,
+}
+
+/// How one output compares with its reference.
+#[derive(Debug)]
+pub(crate) struct OutputCheck {
+    pub name: String,
+    pub elements: usize,
+    /// Elements outside the tolerance.
+    pub mismatches: usize,
+    pub max_abs_error: f64,
+    /// The element furthest beyond its tolerance (or, when all are within
+    /// it, the one with the largest error): index, got, expected.
+    pub worst: Option<(Vec<usize>, f64, f64)>,
+}
+
+/// The whole check: one entry per output.
+#[derive(Debug)]
+pub(crate) struct ExpectReport {
+    pub reference: String,
+    pub tolerance: Tolerance,
+    pub outputs: Vec<OutputCheck>,
+}
+
+impl ExpectReport {
+    /// Whether every element of every output is within tolerance.
+    pub fn passed(&self) -> bool {
+        self.outputs.iter().all(|o| o.mismatches == 0)
+    }
+
+    /// One line per output.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for o in &self.outputs {
+            let verdict = if o.mismatches == 0 { "ok" } else { "MISMATCH" };
+            let _ = write!(
+                out,
+                "expect {}: {verdict}, {} of {} values outside rtol {} atol {}, max abs error {}",
+                o.name,
+                o.mismatches,
+                o.elements,
+                number(self.tolerance.rtol),
+                number(self.tolerance.atol),
+                number(o.max_abs_error)
+            );
+            if let Some((index, got, want)) = &o.worst {
+                let _ = write!(out, "; worst at {index:?}: got {}, expected {}", number(*got), number(*want));
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// Reads `path` and compares `outputs` (named `names`) with it.
+pub(crate) fn check(
+    path: &Path,
+    outputs: &[Tensor],
+    names: &[String],
+    tolerance: Tolerance,
+) -> Result<ExpectReport, String> {
+    let file = path.display().to_string();
+    let is_npz = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("npz"));
+    let references: Vec<RawArray> = if is_npz {
+        let members = npy::read_npz_file(path).map_err(|e| format!("cannot read '{file}': {e}"))?;
+        let mut slots: Vec<Option<RawArray>> = vec![None; names.len()];
+        let mut present = Vec::with_capacity(members.len());
+        for (member, array) in members {
+            if let Some(k) = names.iter().position(|n| *n == member) {
+                slots[k] = Some(array);
+            }
+            present.push(member);
+        }
+        match slots.iter().position(Option::is_none) {
+            Some(k) => {
+                let name = &names[k];
+                return Err(format!(
+                    "--expect '{file}' has no member '{name}' for output '{name}' (members: {})",
+                    present.join(", ")
+                ));
+            }
+            None => slots.into_iter().flatten().collect(),
+        }
+    } else {
+        if outputs.len() != 1 {
+            return Err(format!(
+                "--expect '{file}' is one array, but the function returns {} outputs; give an .npz with members {}",
+                outputs.len(),
+                names.join(", ")
+            ));
+        }
+        vec![npy::read_npy_file(path).map_err(|e| format!("cannot read '{file}': {e}"))?]
+    };
+    let outputs = outputs
+        .iter()
+        .zip(names)
+        .zip(&references)
+        .map(|((out, name), reference)| compare(out, name, reference, tolerance, &file))
+        .collect::<Result<_, _>>()?;
+    Ok(ExpectReport { reference: file, tolerance, outputs })
+}
+
+/// Compares one output with its reference array. Shapes must be equal, or
+/// equal once dimensions of size 1 are dropped (`[N, 1, 10]` against `[N, 10]`).
+fn compare(
+    out: &Tensor,
+    name: &str,
+    reference: &RawArray,
+    tolerance: Tolerance,
+    file: &str,
+) -> Result<OutputCheck, String> {
+    let squeezed = |shape: &[usize]| shape.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
+    if squeezed(out.shape()) != squeezed(&reference.shape) {
+        return Err(format!(
+            "output '{name}' has shape {:?}, but its reference in '{file}' has shape {:?}",
+            out.shape(),
+            reference.shape
+        ));
+    }
+    let want = Tensor::from_raw(reference)
+        .map_err(|e| format!("cannot read the reference of '{name}' in '{file}': {}", e.message))?
+        .to_f64_vec();
+    let got = out.to_f64_vec();
+    let mut check = OutputCheck {
+        name: name.to_string(),
+        elements: got.len(),
+        mismatches: 0,
+        max_abs_error: 0.0,
+        worst: None,
+    };
+    // The worst element: the largest excess over its tolerance; NaN against a
+    // number is the worst there is.
+    let mut worst: Option<(usize, f64)> = None;
+    for (i, (&g, &w)) in got.iter().zip(&want).enumerate() {
+        let (error, excess) = match (g.is_nan(), w.is_nan()) {
+            (true, true) => continue,
+            (false, false) if g == w => (0.0, f64::NEG_INFINITY),
+            (false, false) => {
+                let error = (g - w).abs();
+                (error, error - (tolerance.atol + tolerance.rtol * w.abs()))
+            }
+            _ => (f64::INFINITY, f64::INFINITY),
+        };
+        if excess > 0.0 || excess.is_nan() {
+            check.mismatches += 1;
+        }
+        if error > check.max_abs_error {
+            check.max_abs_error = error;
+        }
+        if worst.is_none_or(|(_, e)| excess > e) {
+            worst = Some((i, excess));
+        }
+    }
+    check.worst = worst.map(|(i, _)| (unravel(i, out.shape()), got[i], want[i]));
+    Ok(check)
+}
+
+/// The multi-index of flat index `i` in `shape` (C order).
+fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
+    let mut index = vec![0; shape.len()];
+    for (k, &d) in shape.iter().enumerate().rev() {
+        if d > 0 {
+            index[k] = i % d;
+            i /= d;
+        }
+    }
+    index
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TIGHT: Tolerance = Tolerance { rtol: 1e-5, atol: 1e-8 };
+
+    fn raw(t: &Tensor) -> RawArray {
+        t.to_raw()
+    }
+
+    #[test]
+    fn equal_arrays_pass_and_the_worst_element_is_found() {
+        let out = Tensor::from_f32(&[2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+        let same = compare(&out, "y", &raw(&out), TIGHT, "r.npy").unwrap();
+        assert_eq!((same.mismatches, same.max_abs_error), (0, 0.0));
+        let off = Tensor::from_f32(&[2, 3], vec![1.0, 2.0, 3.0, 4.0, 5.5, 6.001]).unwrap();
+        let c = compare(&out, "y", &raw(&off), TIGHT, "r.npy").unwrap();
+        assert_eq!(c.mismatches, 2);
+        assert_eq!(c.max_abs_error, 0.5);
+        assert_eq!(c.worst, Some((vec![1, 1], 5.0, 5.5)));
+        let loose = compare(&out, "y", &raw(&off), Tolerance { rtol: 0.2, atol: 0.0 }, "r.npy").unwrap();
+        assert_eq!(loose.mismatches, 0);
+    }
+
+    #[test]
+    fn nan_matches_only_nan_and_shapes_may_differ_by_unit_dimensions() {
+        let out = Tensor::from_f32(&[2, 1, 2], vec![f32::NAN, 1.0, 2.0, f32::NAN]).unwrap();
+        let want = Tensor::from_f32(&[2, 2], vec![f32::NAN, 1.0, 2.0, 3.0]).unwrap();
+        let c = compare(&out, "y", &raw(&want), TIGHT, "r.npy").unwrap();
+        assert_eq!(c.mismatches, 1);
+        assert_eq!(c.worst.as_ref().map(|w| w.0.clone()), Some(vec![1, 0, 1]));
+        let other = Tensor::from_f32(&[4], vec![0.0; 4]).unwrap();
+        let e = compare(&out, "y", &raw(&other), TIGHT, "r.npy").unwrap_err();
+        assert!(
+            e.contains("output 'y' has shape [2, 1, 2], but its reference in 'r.npy' has shape [4]"),
+            "{e}"
+        );
+    }
+}
