@@ -48,6 +48,18 @@ impl Scheme {
         })
     }
 
+    /// This scheme with another storage, over the whole range of that storage
+    /// (less the most negative value for signed storage when `narrow`), with
+    /// the same symmetry and power-of-two rule: what a `storage` hint makes of
+    /// `activation-type` or `weight-type`.
+    pub fn with_storage(&self, storage: IntType, narrow: bool) -> Scheme {
+        let (mut qmin, qmax) = (storage.min_value() as i64, storage.max_value() as i64);
+        if narrow && storage.signedness == Signedness::Signless {
+            qmin += 1;
+        }
+        Scheme { storage, qmin, qmax, symmetric: self.symmetric, power_of_two: self.power_of_two }
+    }
+
     /// Keeps half the storage range, one bit less: `[−2^(N−2), 2^(N−2) − 1]`
     /// for signed storage (one more at the bottom dropped with narrow range),
     /// `[0, 2^(N−1) − 1]` for unsigned.
