@@ -101,6 +101,11 @@ impl Pass for QuantizeSearch {
         "automatic mixed precision: keep the fewest most sensitive values wide (qnn.cast_hint) within max-drop"
     }
 
+    /// The pass only adds `qnn.cast_hint` ops (`cast-hint-is-identity`).
+    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
+        Some(qopt_ir_core::equivalence::Relation::Exact)
+    }
+
     fn description(&self) -> &'static str {
         "Runs on the float model (after `fold-bn`). With the options of `insert-observers`, `calibrate` \
          and `insert-fakeq`, it measures on clones of the module: the float model's outputs on the \
@@ -515,14 +520,15 @@ fn insert_hint(ctx: &mut Context, module: &mut Module, site: &Site, kind: &str) 
         ctx.dict_attr(&[("kind", kind)])
     };
     // Located at the layer (the ONNX node), as the sensitivity table names it.
-    let (loc, def) = match module.value_def(value) {
-        ValueDef::Result { op, .. } => (module.op_loc(site.producer.unwrap_or(op)), Some(op)),
-        ValueDef::BlockArg { .. } => (ctx.name_loc(&site.name), None),
+    let def = module.value_def(value);
+    let loc = match def {
+        ValueDef::Result { op, .. } => module.op_loc(site.producer.unwrap_or(op)),
+        ValueDef::BlockArg { .. } => ctx.name_loc(&site.name),
     };
     let hint = module.create_op(OperationState::new(name).operands(&[value]).results(&[ty]).attrs(attrs).loc(loc));
-    match (def, module.value_def(value)) {
-        (Some(def), _) => module.insert_op_after(def, hint),
-        (None, ValueDef::BlockArg { block, .. }) => {
+    match def {
+        ValueDef::Result { op, .. } => module.insert_op_after(op, hint),
+        ValueDef::BlockArg { block, .. } => {
             let first = module.first_op(block);
             if first.is_none() {
                 module.append_op(block, hint);
@@ -530,7 +536,6 @@ fn insert_hint(ctx: &mut Context, module: &mut Module, site: &Site, kind: &str) 
                 module.insert_op_before(first, hint);
             }
         }
-        (None, ValueDef::Result { .. }) => unreachable!("a value without a defining op is a block argument"),
     }
     let result = module.result(hint, 0);
     module.replace_uses_where(value, result, |u| u.op != hint);
@@ -796,22 +801,23 @@ impl Search<'_> {
         chosen: &[usize],
         target: &Target,
     ) -> Result<Measurement, PassError> {
-        let mut candidate;
-        if storage_kind(&self.settings.wide).is_some() {
-            candidate = observed.clone();
+        let mut candidate = if storage_kind(&self.settings.wide).is_some() {
+            let mut candidate = observed.clone();
             let kind = cx.ctx.string_attr(&self.settings.wide);
             for &i in chosen {
                 let attrs = cx.ctx.dict_set(candidate.op_attrs(sites[i].observer), STORAGE, kind);
                 candidate.set_op_attrs(sites[i].observer, attrs);
             }
+            candidate
         } else {
-            candidate = float.clone();
+            let mut candidate = float.clone();
             for &i in chosen {
                 insert_hint(cx.ctx, &mut candidate, &sites[i], &self.settings.wide);
             }
             run_pass(cx, &InsertObservers, &mut candidate, &self.scheme.observers, false)?;
             run_pass(cx, &Calibrate, &mut candidate, &self.scheme.calibrate, false)?;
-        }
+            candidate
+        };
         run_pass(cx, &InsertFakeq, &mut candidate, &self.scheme.fakeq, false)?;
         self.measure(cx.ctx, &candidate, target)
     }
@@ -971,7 +977,27 @@ fn json_string(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{argmax, json_string, parse_max_drop};
+    use super::{argmax, json_string, parse_max_drop, Outputs, Target};
+
+    /// Three samples of three classes: top-1 classes 2, 0, 1.
+    fn outputs() -> Outputs {
+        Outputs { values: vec![0.1, 0.2, 0.9, 5.0, -1.0, 4.0, 0.0, 0.5, 0.25], per_sample: 3 }
+    }
+
+    #[test]
+    fn accuracy_counts_top1_hits_against_labels() {
+        assert_eq!(Target::Labels(vec![2, 0, 1]).metric(&outputs()), 1.0);
+        assert_eq!(Target::Labels(vec![2, 1, 0]).metric(&outputs()), 1.0 / 3.0);
+        assert_eq!(Target::Labels(vec![0, 1, 2]).metric(&outputs()), 0.0);
+    }
+
+    #[test]
+    fn agreement_compares_top1_classes() {
+        let same = Target::Agreement { classes: vec![2, 0, 1], float: true };
+        assert_eq!(same.metric(&outputs()), 1.0);
+        let one_off = Target::Agreement { classes: vec![2, 2, 1], float: false };
+        assert_eq!(one_off.metric(&outputs()), 2.0 / 3.0);
+    }
 
     #[test]
     fn max_drop_reads_percentages_and_fractions() {

@@ -154,3 +154,23 @@ fn channel_runs(shape: &[usize], axis: usize) -> (usize, usize) {
     let inner = shape.get(axis + 1..).map_or(1, |d| d.iter().product::<usize>()).max(1);
     (channels, inner)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{storage_kind, storage_text};
+    use qopt_ir_core::{IntType, Signedness};
+
+    #[test]
+    fn storage_kinds_are_signed_or_unsigned_with_2_to_16_bits() {
+        let signed = |width| Some(IntType { width, signedness: Signedness::Signless });
+        assert_eq!(storage_kind("i16"), signed(16));
+        assert_eq!(storage_kind("i4"), signed(4));
+        assert_eq!(storage_kind("u8"), Some(IntType { width: 8, signedness: Signedness::Unsigned }));
+        for other in ["float", "activation", "i1", "i17", "i32", "i", "u", "i+8", "i08x", "f16", ""] {
+            assert_eq!(storage_kind(other), None, "{other}");
+        }
+        for kind in ["i2", "i8", "i16", "u4", "u16"] {
+            assert_eq!(storage_text(storage_kind(kind).unwrap()), kind);
+        }
+    }
+}
