@@ -73,7 +73,10 @@ fn searched_hints_replay_into_a_lint_clean_mixed_model_that_runs() {
     let hint = hinted_text.lines().find(|l| l.contains("qnn.cast_hint")).unwrap();
     assert!(hint.contains(r#"{kind = "i16"}"#) && hint.ends_with(r#"loc("fc1")"#), "{hint}");
     let json = std::fs::read_to_string(&report).unwrap();
-    assert!(json.contains(r#""layer": "fc1", "op": "fp.dense""#) && json.contains(r#""decision": "i16""#), "{json}");
+    assert!(
+        json.contains(r#""layer": "fc1", "op": "fp.dense""#) && json.contains(r#""decision": "i16""#),
+        "{json}"
+    );
 
     // quantize replays the hint; quant-lint (its last pass) stays silent.
     let quantize = format!("--pass=quantize{{data={data}}}");
@@ -84,7 +87,10 @@ fn searched_hints_replay_into_a_lint_clean_mixed_model_that_runs() {
     assert!(!text.contains("fp.dense") && !text.contains("qnn.cast_hint"), "{text}");
     assert_eq!(text.matches("-> tensor<1x16x!qnn.uniform<i16:").count(), 1, "fc1 writes i16:\n{text}");
     assert!(text.contains("qnn.dense_relu(%") && text.contains("(tensor<1x16x!qnn.uniform<i16:"), "{text}");
-    run(env!("CARGO_BIN_EXE_qopt"), &[&path(&mixed), "--pass=quant-lint{werror=true}", "-o", &path(&dir.join("l.qir"))]);
+    run(
+        env!("CARGO_BIN_EXE_qopt"),
+        &[&path(&mixed), "--pass=quant-lint{werror=true}", "-o", &path(&dir.join("l.qir"))],
+    );
 
     // The interpreter runs it, and the i16 region recovers what i8 loses.
     let outputs: Vec<Vec<f64>> = [&float, &int8, &mixed]
@@ -106,8 +112,14 @@ fn searched_hints_replay_into_a_lint_clean_mixed_model_that_runs() {
     );
     assert_eq!(stderr.matches("note:").count(), 1, "{stderr}");
     assert!(stderr.contains("running the model in the interpreter instead"), "{stderr}");
-    assert!(stderr.contains(r#"loc(fused["fc1", "relu1"]): qnn.dense_relu: the result: 16-bit storage"#), "{stderr}");
-    assert!(stderr.contains(r#"loc(fused["fc2", "relu2"]): qnn.dense_relu: the input: 16-bit storage"#), "{stderr}");
+    assert!(
+        stderr.contains(r#"loc(fused["fc1", "relu1"]): qnn.dense_relu: the result: 16-bit storage"#),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(r#"loc(fused["fc2", "relu2"]): qnn.dense_relu: the input: 16-bit storage"#),
+        "{stderr}"
+    );
     assert_eq!(floats(&x86_out), outputs[2]);
 
     // An all-i8 model still compiles, without the notice.

@@ -159,9 +159,11 @@ mod tests {
         // [0, 6] in 65535 steps: the zero point sits at the bottom.
         let (scale, zero_point) = wide.params(0.0, 6.0);
         assert_eq!((scale as f32, zero_point), (6.0f32 / 65535.0, -32768));
-        let narrow = i8_asymmetric().with_storage(IntType { width: 4, signedness: Signedness::Signless }, true);
+        let narrow =
+            i8_asymmetric().with_storage(IntType { width: 4, signedness: Signedness::Signless }, true);
         assert_eq!((narrow.qmin, narrow.qmax), (-7, 7));
-        let unsigned = i8_asymmetric().with_storage(IntType { width: 4, signedness: Signedness::Unsigned }, true);
+        let unsigned =
+            i8_asymmetric().with_storage(IntType { width: 4, signedness: Signedness::Unsigned }, true);
         assert_eq!((unsigned.qmin, unsigned.qmax), (0, 15));
     }
 }

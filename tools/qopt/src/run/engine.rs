@@ -14,7 +14,9 @@
 //! ([`Compiled::new_or_fallback`]).
 
 use super::model::Model;
-use qopt_codegen_x86::{compile, CodegenError, CodegenErrorKind, JitModule, Lowerings, Target, TargetCpu, Workspace};
+use qopt_codegen_x86::{
+    compile, CodegenError, CodegenErrorKind, JitModule, Lowerings, Target, TargetCpu, Workspace,
+};
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::TypeData;
 
