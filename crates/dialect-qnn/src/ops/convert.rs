@@ -100,10 +100,20 @@ pub(crate) fn ops() -> Vec<OpDef> {
         OpDef::new(names::CAST_HINT, "identity that marks the quantized kind a value should get")
             .description(
                 "`qnn.cast_hint(x) {kind = \"...\"}` is the identity (TVM's `annotation.cast_hint`): \
-                 partitioning and quantization passes read `kind` (a non-empty string such as \
-                 `\"activation\"`, `\"weight\"`, `\"input\"` or a storage type like `\"i8\"`) to decide how to \
-                 treat the value. Any tensor type; the result has the operand's type.\n\n\
-                 ```\n%h = qnn.cast_hint(%x) {kind = \"i8\"} : (tensor<8xf32>) -> tensor<8xf32>\n```",
+                 partitioning and quantization passes read `kind` (a non-empty string) to decide how to \
+                 treat the value. Any tensor type; the result has the operand's type. The quantization \
+                 passes read these kinds on a float value (docs/quantization.md §13; `quantize-search` \
+                 writes them):\n\n\
+                 - `\"iN\"` or `\"uN\"`, N from 2 to 16 (`\"i16\"`, `\"i8\"`, `\"i4\"`): quantize the value with \
+                 that storage instead of `activation-type`; the layer computing it (conv, dense, matmul, \
+                 through its fused relu or clip) gets weights of min(N, 8) bits, so an i16 value comes \
+                 from a W8A16 layer (the i32 accumulator bounds 16-bit activations times 8-bit weights; \
+                 `quant-lint` checks it per layer). `insert-observers` removes the hint and records it as \
+                 `storage` on the value's observer.\n\
+                 - `\"float\"`: keep the value float (not observed); the layer computing it keeps float \
+                 weights.\n\n\
+                 Other kinds (`\"activation\"`, `\"weight\"`, ...) are left to other passes.\n\n\
+                 ```\n%h = qnn.cast_hint(%x) {kind = \"i16\"} : (tensor<8xf32>) -> tensor<8xf32>\n```",
             )
             .operands(Arity::Exact(1))
             .traits(

@@ -16,11 +16,19 @@
 //! fake-quantized with `weight-type` and `weight-scheme`, per channel along the
 //! interface's `weight_channel_axis` when `per-channel` is set, from the
 //! constant's own min and max; an op marked `qnn.skip` (the user skipped it)
-//! keeps its float weights. Biases stay float (Quantization II quantizes
+//! keeps its float weights, and so does an op whose output (after its relu or
+//! clip) is kept float by `qnn.cast_hint {kind = "float"}`. Biases stay float (Quantization II quantizes
 //! them to i32). Constants in activation positions of quantized ops (a matmul
 //! by a constant, an add of one) are fake-quantized per tensor with the
 //! activation settings. Values already behind a `qnn.fake_quant` are left as
 //! they are.
+//!
+//! **Storage hints.** An observer with `storage = "iN"` (or `"uN"`; put there
+//! by `insert-observers` from a `qnn.cast_hint`) is quantized to that storage
+//! instead of `activation-type`, with the same scheme; the op whose result
+//! (after its fused relu or clip) it observes gets weights of `min(N, 8)` bits
+//! with `weight-type`'s signedness and scheme, so a layer hinted i16 is W8A16
+//! and one hinted i4 is W4A4 whatever `weight-type` says.
 //!
 //! ```text
 //! // before
@@ -36,15 +44,16 @@ use super::bias_correction::correct_bias;
 use super::methods::{QuantMethods, RangeMethod, RangeTarget};
 use super::scheme::{Scheme, DEGENERATE_SCALE};
 use super::stats::ObserverStats;
-use super::util::{is_float_tensor, is_skipped, op_named, quantizable};
+use super::util::{is_float_tensor, is_kept_float, is_skipped, op_named, quantizable, storage_kind, users, STORAGE};
 use qopt_dialect_qnn::fixed_point::scale_f32;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::KernelRegistry;
+use qopt_ir_core::interfaces::FusedActivation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
     constant_value, dense_values_f64, AttrData, Context, Diagnostic, Diagnostics, FloatKind, FxHashMap,
-    Module, OpId, OperationState, Pass, PassContext, PassError, PassOutcome, QuantParams, Severity, Type,
+    IntType, Module, OpId, OperationState, Pass, PassContext, PassError, PassOutcome, QuantParams, Severity, Type,
     TypeData, ValueDef, ValueId,
 };
 use std::sync::Arc;
@@ -83,7 +92,8 @@ impl Pass for InsertFakeq {
          statistics through a range method (`method`), widened to contain 0, for `activation-type` \
          and `activation-scheme`. The constant weight of every op whose activations are quantized \
          gets a `qnn.fake_quant` too (`weight-type`, `weight-scheme`, per channel by default). \
-         Biases stay float.\n\n\
+         Biases stay float. An observer with `storage = \"iN\"` (from a `qnn.cast_hint`) is quantized \
+         to that storage, and the op producing its value gets `min(N, 8)`-bit weights.\n\n\
          ```\n\
          %o = qnn.observe(%x) {max = 2.0 : f32, min = -1.0 : f32, samples = 4} ...\n\
          // -> %o = qnn.fake_quant(%x) {type = !qnn.uniform<i8:f32, 0.0117647061:-43>} ...\n\
@@ -161,8 +171,10 @@ impl Pass for InsertFakeq {
         if !errors.is_empty() {
             return Err(Diagnostics(errors).into());
         }
-        // Ops whose activations are quantized, found before the observers go.
+        // Ops whose activations are quantized, and the weight storage of
+        // those whose output has a storage hint, found before the observers go.
         let quantized_ops = quantized_ops(cx.ctx, module);
+        let hinted_weights = hinted_weight_storage(cx.ctx, module, &observers);
         let mut means_of: FxHashMap<ValueId, Vec<f64>> = FxHashMap::default();
 
         let mut activations = 0u64;
@@ -218,7 +230,14 @@ impl Pass for InsertFakeq {
             let Some(q) = quantizable(cx.ctx, module, op).cloned() else { continue };
             if let Some(w) = q.weight.filter(|&w| w < module.num_operands(op)) {
                 let axis = if config.per_channel { q.weight_channel_axis } else { None };
-                let weight = WeightPlan { scheme: &config.weight, axis, mse: config.weight_mse };
+                let hinted = hinted_weights.get(&op).map(|&storage| config.weight_scheme_for(storage));
+                let scheme = hinted.as_ref().unwrap_or(&config.weight);
+                let mse = match config.weight_method {
+                    WeightMethod::Mse => true,
+                    WeightMethod::Minmax => false,
+                    WeightMethod::Auto => scheme.storage.width < AUTO_MSE_BELOW_BITS,
+                };
+                let weight = WeightPlan { scheme, axis, mse };
                 match fake_quantize_operand(cx.ctx, module, op, w, &weight, &mut cache) {
                     Ok(true) => {
                         weights += 1;
@@ -260,8 +279,19 @@ struct Config {
     method: Arc<dyn RangeMethod>,
     percentile: f64,
     per_channel: bool,
-    weight_mse: bool,
+    weight_method: WeightMethod,
     bias_correction: bool,
+    narrow_range: bool,
+    reduce_range: bool,
+}
+
+/// The `weight-method` option.
+#[derive(Clone, Copy)]
+enum WeightMethod {
+    Mse,
+    Minmax,
+    /// mse below [`AUTO_MSE_BELOW_BITS`], minmax from there.
+    Auto,
 }
 
 impl Config {
@@ -274,10 +304,10 @@ impl Config {
         let method = QuantMethods::of(ctx).find_range_method(options.string("method"))?.clone();
         check_percentile(options)?;
         let percentile = options.float("percentile");
-        let weight_mse = match options.string("weight-method") {
-            "mse" => true,
-            "minmax" => false,
-            _ => weight.storage.width < AUTO_MSE_BELOW_BITS,
+        let weight_method = match options.string("weight-method") {
+            "mse" => WeightMethod::Mse,
+            "minmax" => WeightMethod::Minmax,
+            _ => WeightMethod::Auto,
         };
         Ok(Config {
             activation,
@@ -285,10 +315,58 @@ impl Config {
             method,
             percentile,
             per_channel: options.bool("per-channel"),
-            weight_mse,
+            weight_method,
             bias_correction: options.bool("bias-correction"),
+            narrow_range: options.bool("narrow-range"),
+            reduce_range: options.bool("reduce-range"),
         })
     }
+
+    /// The activation scheme for an observer's `storage` hint.
+    fn activation_scheme_for(&self, storage: IntType) -> Scheme {
+        self.activation.with_storage(storage, self.narrow_range)
+    }
+
+    /// The weight scheme of an op whose output is hinted `output` storage:
+    /// `min(N, 8)` bits, `weight-type`'s signedness, scheme and range options.
+    fn weight_scheme_for(&self, output: IntType) -> Scheme {
+        let storage = IntType { width: output.width.min(8), signedness: self.weight.storage.signedness };
+        let mut scheme = self.weight.with_storage(storage, self.narrow_range);
+        if self.reduce_range {
+            scheme.reduce_range();
+        }
+        scheme
+    }
+}
+
+/// The `storage` attribute of observer `op`, if it has one; a value that is
+/// not a storage (iN or uN, N from 2 to 16) is an error.
+fn observer_storage(ctx: &Context, module: &Module, op: OpId) -> Result<Option<IntType>, String> {
+    let Some(attr) = module.op_attr(ctx, op, STORAGE) else { return Ok(None) };
+    match ctx.attr_as_str(attr).and_then(storage_kind) {
+        Some(storage) => Ok(Some(storage)),
+        None => Err(format!("'{STORAGE}' must be a storage type iN or uN with N from 2 to 16, like \"i16\"")),
+    }
+}
+
+/// The weight storage hint of each op whose result (after its chain of relu
+/// or clip) an observer with a `storage` attribute observes.
+fn hinted_weight_storage(ctx: &Context, module: &Module, observers: &[OpId]) -> FxHashMap<OpId, IntType> {
+    let mut hinted = FxHashMap::default();
+    for &op in observers {
+        let Ok(Some(storage)) = observer_storage(ctx, module, op) else { continue };
+        let mut def = module.defining_op(module.operand(op, 0));
+        while !def.is_none()
+            && module.num_operands(def) > 0
+            && ctx.op_def(module.op_name(def)).is_some_and(|d| d.interfaces.get::<FusedActivation>().is_some())
+        {
+            def = module.defining_op(module.operand(def, 0));
+        }
+        if !def.is_none() && quantizable(ctx, module, def).is_some_and(|q| q.weight.is_some()) {
+            hinted.insert(def, storage);
+        }
+    }
+    hinted
 }
 
 /// What replaces an observer of a float value.
@@ -319,7 +397,8 @@ fn observer_plan(
             config.method.name()
         ));
     }
-    let scheme = &config.activation;
+    let hinted = observer_storage(ctx, module, op)?.map(|storage| config.activation_scheme_for(storage));
+    let scheme = hinted.as_ref().unwrap_or(&config.activation);
     let target = RangeTarget {
         qmin: scheme.qmin,
         qmax: scheme.qmax,
@@ -384,7 +463,7 @@ fn quantized_ops(ctx: &Context, module: &Module) -> Vec<OpId> {
         .walk_preorder(module.root())
         .filter(|&op| {
             let Some(q) = quantizable(ctx, module, op) else { return false };
-            if is_skipped(ctx, module, op) {
+            if is_skipped(ctx, module, op) || output_kept_float(ctx, module, op) {
                 return false;
             }
             let activations = q.activation_operands(module.num_operands(op));
@@ -396,6 +475,33 @@ fn quantized_ops(ctx: &Context, module: &Module) -> Vec<OpId> {
             !real.is_empty() && activations.iter().all(|&i| quantized_value(module.operand(op, i)))
         })
         .collect()
+}
+
+/// Whether `op`'s result, or the result of the relu or clip chain that is its
+/// only user, is kept float by a `qnn.cast_hint {kind = "float"}`: the layer
+/// then computes in float, with float weights.
+fn output_kept_float(ctx: &Context, module: &Module, op: OpId) -> bool {
+    let mut value = match module.results(op).collect::<Vec<_>>()[..] {
+        [result] => result,
+        _ => return false,
+    };
+    loop {
+        let next = users(module, value);
+        if next.iter().any(|&u| is_kept_float(ctx, module, u)) {
+            return true;
+        }
+        match next[..] {
+            [user]
+                if module.num_results(user) == 1
+                    && ctx
+                        .op_def(module.op_name(user))
+                        .is_some_and(|d| d.interfaces.get::<FusedActivation>().is_some()) =>
+            {
+                value = module.result(user, 0)
+            }
+            _ => return false,
+        }
+    }
 }
 
 /// How a constant operand is quantized.

@@ -19,6 +19,17 @@
 //!   hand) or by `qnn.observe` (already observed: the pass is idempotent);
 //! - a value produced or used by `qnn.cast_hint {kind = "float"}` (kept float).
 //!
+//! **Storage hints.** A `qnn.cast_hint {kind = "iN"}` or `{kind = "uN"}` (N from
+//! 2 to 16) asks for that storage for the hinted value. The pass removes the
+//! hint (it is the identity) and records its kind as the attribute
+//! `storage = "iN"` of the observer of the value, or of the observer after the
+//! relu or clip chain that fuses into the value's producer (a hint between a
+//! conv and its relu means the relu's result). `insert-fakeq` quantizes that
+//! value to that storage, and the weights of the op producing it to
+//! `min(N, 8)` bits (`docs/quantization.md` §13). A hint on a value no
+//! quantized op reads or writes has no effect: the pass warns at it. Two hints
+//! asking different storages of one value are an error.
+//!
 //! Options narrow what is quantized: `skip=[names]` leaves ops whose location
 //! names one of `names` alone, and `ops=[op names]` quantizes only ops of
 //! those kinds. The pass records each such decision in the IR, as the unit
@@ -42,7 +53,8 @@
 
 use super::methods::QuantMethods;
 use super::util::{
-    is_float_tensor, is_kept_float, is_skipped, loc_names, op_named, quantizable, runs_on_integers, users, SKIP,
+    hinted_storage, is_float_tensor, is_kept_float, is_skipped, loc_names, op_named, quantizable,
+    runs_on_integers, storage_text, users, SKIP, STORAGE,
 };
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::interfaces::{FusedActivation, LookupActivation};
@@ -50,8 +62,8 @@ use qopt_ir_core::pass::pipeline::nearest_name;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, OptionValue, PassOptions};
 use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
-    Attribute, Context, FxHashSet, Location, Module, OpId, OpName, OperationState, Pass, PassContext,
-    PassError, PassOutcome, Traits, ValueDef, ValueId,
+    Attribute, Context, Diagnostic, Diagnostics, FxHashMap, FxHashSet, IntType, Location, Module, OpId, OpName,
+    OperationState, Pass, PassContext, PassError, PassOutcome, Severity, Traits, ValueDef, ValueId,
 };
 
 /// The `insert-observers` pass; see the module docs.
@@ -79,7 +91,10 @@ impl Pass for InsertObservers {
         "Inserts one `qnn.observe` on each function argument and on each activation operand and \
          result of an op with the QuantizableOp interface (a result used only by a relu or clip is \
          observed after it). Weights, biases, constants, values already fake-quantized or observed, \
-         and values marked `qnn.cast_hint {kind = \"float\"}` are left alone. Ops that `skip` names \
+         and values marked `qnn.cast_hint {kind = \"float\"}` are left alone. A hint \
+         `qnn.cast_hint {kind = \"i16\"}` (any iN or uN, N from 2 to 16) is removed and recorded as \
+         `storage = \"i16\"` on the observer of its value (after a fused relu or clip), which \
+         `insert-fakeq` then quantizes to that storage. Ops that `skip` names \
          or `ops` leaves out get the unit attribute `qnn.skip` (with the relu or clip after them), \
          which every quantization pass honours, so they stay float to the end; ops already carrying \
          it are left alone. `calibrate` fills the observers with statistics; `insert-fakeq` turns them \
@@ -120,14 +135,17 @@ impl Pass for InsertObservers {
         let observe = cx.ctx.op_name(qnn_op::OBSERVE);
         let funcs: Vec<OpId> =
             module.top_level_ops().filter(|&op| module.op_name(op) == OpName::FUNC).collect();
-        let (mut inserted, mut skipped) = (0u64, 0u64);
+        let (mut inserted, mut skipped, mut hinted, mut removed_hints) = (0u64, 0u64, 0u64, 0u64);
         for func in funcs {
             if module.num_regions(func) == 0 {
                 continue;
             }
             let region = module.region(func, 0);
             let Some(body) = module.blocks(region).next() else { continue };
+            let mut hints = remove_storage_hints(cx.ctx, module, body)?;
             skipped += mark_skipped(cx.ctx, module, body, &config);
+            resolve_targets(cx.ctx, module, &mut hints);
+            let mut wanted = hinted_values(&hints)?;
             let func_name = module
                 .op_attr(cx.ctx, func, "sym_name")
                 .and_then(|a| cx.ctx.attr_as_str(a))
@@ -138,20 +156,40 @@ impl Pass for InsertObservers {
                     ValueDef::Result { op, .. } => module.op_loc(op),
                     ValueDef::BlockArg { index, .. } => cx.ctx.name_loc(&format!("{func_name}.arg{index}")),
                 };
-                let attrs = match mean_axis(cx.ctx, module, value) {
+                let mut attrs = match mean_axis(cx.ctx, module, value) {
                     Some(axis) => {
                         let axis = cx.ctx.i64_attr(axis as i64);
                         cx.ctx.dict_set(attrs, "mean_axis", axis)
                     }
                     None => attrs,
                 };
+                if let Some(storage) = wanted.remove(&value) {
+                    let text = cx.ctx.string_attr(&storage_text(storage));
+                    attrs = cx.ctx.dict_set(attrs, STORAGE, text);
+                    hinted += 1;
+                }
                 insert_observer(module, value, body, observe, attrs, loc);
                 inserted += 1;
             }
+            hinted += hint_existing_observers(cx.ctx, module, &mut wanted);
+            for hint in &hints {
+                if wanted.contains_key(&hint.target) {
+                    let kind = storage_text(hint.storage);
+                    cx.warn(Diagnostic {
+                        message: format!(
+                            "qnn.cast_hint {{kind = \"{kind}\"}} has no effect: no quantized op reads or writes \
+                             this value"
+                        ),
+                        ..hint.at.clone()
+                    });
+                }
+            }
+            removed_hints += hints.len() as u64;
         }
         cx.add_stat("observers", inserted);
         cx.add_stat("skipped-ops", skipped);
-        Ok(PassOutcome::from_changed(inserted + skipped > 0))
+        cx.add_stat("storage-hints", hinted);
+        Ok(PassOutcome::from_changed(inserted + skipped + removed_hints > 0))
     }
 }
 
@@ -270,6 +308,94 @@ fn mark_skipped(ctx: &mut Context, module: &mut Module, body: qopt_ir_core::Bloc
         }
     }
     marked
+}
+
+/// A `qnn.cast_hint {kind = "iN" | "uN"}` taken out of the data flow.
+struct StorageHint {
+    /// A diagnostic at the (removed) hint, for its message to be filled in.
+    at: Diagnostic,
+    /// The hinted value.
+    value: ValueId,
+    /// The value whose observer gets the storage: the hinted value, or the
+    /// result of the relu or clip chain that fuses into its producer
+    /// ([`resolve_targets`]).
+    target: ValueId,
+    storage: IntType,
+}
+
+/// Removes every storage hint of `body`, routing its users to the hinted
+/// value (a hint is the identity), so no hint separates a producer from its
+/// relu or its consumers; returns them, each targeting its value.
+fn remove_storage_hints(
+    ctx: &Context,
+    module: &mut Module,
+    body: qopt_ir_core::BlockId,
+) -> Result<Vec<StorageHint>, PassError> {
+    let ops: Vec<OpId> = module.block_ops(body).collect();
+    let mut hints = Vec::new();
+    for op in ops {
+        let Some(storage) = hinted_storage(ctx, module, op) else { continue };
+        let at = Diagnostic::at_op(ctx, module, op, Severity::Warning, "");
+        let (value, result) = (module.operand(op, 0), module.result(op, 0));
+        module.replace_all_uses(result, value);
+        module.erase_op(op).map_err(|e| format!("cannot remove a storage hint: {e:?}"))?;
+        hints.push((at, value, storage));
+    }
+    Ok(hints.into_iter().map(|(at, value, storage)| StorageHint { at, value, target: value, storage }).collect())
+}
+
+/// Moves each hint's target past the relu or clip chain fused into the
+/// value's producer, once every hint is out of the way and the skipped ops
+/// are marked (a skipped relu stays out of the chain).
+fn resolve_targets(ctx: &Context, module: &Module, hints: &mut [StorageHint]) {
+    for hint in hints {
+        hint.target = after_fused_activations(ctx, module, hint.value);
+    }
+}
+
+/// The storage each hinted value asks for; two different storages for one
+/// value are an error at the second hint.
+fn hinted_values(hints: &[StorageHint]) -> Result<FxHashMap<ValueId, IntType>, PassError> {
+    let mut wanted: FxHashMap<ValueId, IntType> = FxHashMap::default();
+    let mut errors = Vec::new();
+    for hint in hints {
+        match wanted.insert(hint.target, hint.storage) {
+            Some(other) if other != hint.storage => errors.push(Diagnostic {
+                severity: Severity::Error,
+                message: format!(
+                    "this value is hinted both \"{}\" and \"{}\"; keep one qnn.cast_hint",
+                    storage_text(other),
+                    storage_text(hint.storage)
+                ),
+                ..hint.at.clone()
+            }),
+            _ => {}
+        }
+    }
+    if errors.is_empty() {
+        Ok(wanted)
+    } else {
+        Err(Diagnostics(errors).into())
+    }
+}
+
+/// Records the storage of each value in `wanted` that an observer already in
+/// the IR observes (the pass runs again on observed IR) on that observer,
+/// and takes it out of `wanted`. Returns how many it recorded.
+fn hint_existing_observers(ctx: &mut Context, module: &mut Module, wanted: &mut FxHashMap<ValueId, IntType>) -> u64 {
+    let mut recorded = 0;
+    let values: Vec<ValueId> = wanted.keys().copied().collect();
+    for value in values {
+        let observer = users(module, value).into_iter().find(|&u| op_named(ctx, module, u, qnn_op::OBSERVE));
+        if let (Some(observer), Some(storage)) = (observer, wanted.get(&value).copied()) {
+            let text = ctx.string_attr(&storage_text(storage));
+            let attrs = ctx.dict_set(module.op_attrs(observer), STORAGE, text);
+            module.set_op_attrs(observer, attrs);
+            wanted.remove(&value);
+            recorded += 1;
+        }
+    }
+    recorded
 }
 
 /// The only user of `value`, if it is a fused activation (relu, clip) with one result.

@@ -48,6 +48,18 @@ impl Scheme {
         })
     }
 
+    /// This scheme with another storage, over the whole range of that storage
+    /// (less the most negative value for signed storage when `narrow`), with
+    /// the same symmetry and power-of-two rule: what a `storage` hint makes of
+    /// `activation-type` or `weight-type`.
+    pub fn with_storage(&self, storage: IntType, narrow: bool) -> Scheme {
+        let (mut qmin, qmax) = (storage.min_value() as i64, storage.max_value() as i64);
+        if narrow && storage.signedness == Signedness::Signless {
+            qmin += 1;
+        }
+        Scheme { storage, qmin, qmax, symmetric: self.symmetric, power_of_two: self.power_of_two }
+    }
+
     /// Keeps half the storage range, one bit less: `[−2^(N−2), 2^(N−2) − 1]`
     /// for signed storage (one more at the bottom dropped with narrow range),
     /// `[0, 2^(N−1) − 1]` for unsigned.
@@ -125,5 +137,33 @@ impl Scheme {
         };
         scheme.symmetric = zero_point == scheme.symmetric_zero_point() && zero_point != scheme.qmin;
         scheme
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Scheme;
+    use qopt_ir_core::{IntType, Signedness};
+
+    /// The i8 asymmetric scheme, as insert-fakeq's defaults make it.
+    fn i8_asymmetric() -> Scheme {
+        let storage = IntType { width: 8, signedness: Signedness::Signless };
+        Scheme { storage, qmin: -128, qmax: 127, symmetric: false, power_of_two: false }
+    }
+
+    #[test]
+    fn another_storage_spans_its_whole_range_with_the_same_rules() {
+        let i16 = IntType { width: 16, signedness: Signedness::Signless };
+        let wide = i8_asymmetric().with_storage(i16, false);
+        assert_eq!((wide.qmin, wide.qmax, wide.symmetric), (-32768, 32767, false));
+        // [0, 6] in 65535 steps: the zero point sits at the bottom.
+        let (scale, zero_point) = wide.params(0.0, 6.0);
+        assert_eq!((scale as f32, zero_point), (6.0f32 / 65535.0, -32768));
+        let narrow =
+            i8_asymmetric().with_storage(IntType { width: 4, signedness: Signedness::Signless }, true);
+        assert_eq!((narrow.qmin, narrow.qmax), (-7, 7));
+        let unsigned =
+            i8_asymmetric().with_storage(IntType { width: 4, signedness: Signedness::Unsigned }, true);
+        assert_eq!((unsigned.qmin, unsigned.qmax), (0, 15));
     }
 }

@@ -1,12 +1,15 @@
 //! Queries the quantization passes share: which ops are quantizable, which
-//! values are kept float, which ops the user skipped, the users of a value,
-//! the names in a location, and the per-channel blocks of a tensor's values.
+//! values are kept float or hinted to another storage, which ops the user
+//! skipped, the users of a value, the names in a location, and the
+//! per-channel blocks of a tensor's values.
 
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::interfaces::QuantizableOp;
-use qopt_ir_core::{Context, FxHashSet, Location, LocationData, Module, OpId, Type, TypeData, ValueId};
+use qopt_ir_core::{
+    Context, FxHashSet, IntType, Location, LocationData, Module, OpId, Signedness, Type, TypeData, ValueId,
+};
 
 /// Whether `op` is the op named `name`.
 pub fn op_named(ctx: &Context, module: &Module, op: OpId, name: &str) -> bool {
@@ -56,6 +59,42 @@ pub fn is_float_tensor(ctx: &Context, ty: Type) -> bool {
 pub fn is_kept_float(ctx: &Context, module: &Module, op: OpId) -> bool {
     op_named(ctx, module, op, qnn_op::CAST_HINT)
         && module.op_attr(ctx, op, "kind").and_then(|k| ctx.attr_as_str(k)) == Some("float")
+}
+
+/// The storage a `qnn.cast_hint` kind names: `"iN"` (signed) or `"uN"`
+/// (unsigned) with N from 2 to 16, the widths `insert-fakeq` quantizes to.
+/// Any other kind (`"float"`, `"activation"`, ...) is not a storage.
+pub fn storage_kind(kind: &str) -> Option<IntType> {
+    let (signedness, bits) = match kind.split_at_checked(1)? {
+        ("i", bits) => (Signedness::Signless, bits),
+        ("u", bits) => (Signedness::Unsigned, bits),
+        _ => return None,
+    };
+    if !bits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let width: u8 = bits.parse().ok().filter(|w| (2..=16).contains(w))?;
+    Some(IntType { width, signedness })
+}
+
+/// The storage `op` asks for when it is `qnn.cast_hint {kind = "iN" | "uN"}`.
+pub fn hinted_storage(ctx: &Context, module: &Module, op: OpId) -> Option<IntType> {
+    if !op_named(ctx, module, op, qnn_op::CAST_HINT) {
+        return None;
+    }
+    module.op_attr(ctx, op, "kind").and_then(|k| ctx.attr_as_str(k)).and_then(storage_kind)
+}
+
+/// The attribute of a `qnn.observe` that fixes the storage of the value it
+/// observes (`"i16"`, `"i4"`, ...), overriding `insert-fakeq`'s
+/// `activation-type`: `insert-observers` moves a storage `qnn.cast_hint` of
+/// the observed value here, and a person may write it.
+pub const STORAGE: &str = "storage";
+
+/// The text of a storage, as a hint kind and [`STORAGE`] spell it: `i16`, `u8`.
+pub fn storage_text(storage: IntType) -> String {
+    let sign = if storage.signedness == Signedness::Unsigned { 'u' } else { 'i' };
+    format!("{sign}{}", storage.width)
 }
 
 /// The unit attribute that keeps an op float through every quantization
@@ -114,4 +153,24 @@ fn channel_runs(shape: &[usize], axis: usize) -> (usize, usize) {
     let channels = shape.get(axis).copied().unwrap_or(1).max(1);
     let inner = shape.get(axis + 1..).map_or(1, |d| d.iter().product::<usize>()).max(1);
     (channels, inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{storage_kind, storage_text};
+    use qopt_ir_core::{IntType, Signedness};
+
+    #[test]
+    fn storage_kinds_are_signed_or_unsigned_with_2_to_16_bits() {
+        let signed = |width| Some(IntType { width, signedness: Signedness::Signless });
+        assert_eq!(storage_kind("i16"), signed(16));
+        assert_eq!(storage_kind("i4"), signed(4));
+        assert_eq!(storage_kind("u8"), Some(IntType { width: 8, signedness: Signedness::Unsigned }));
+        for other in ["float", "activation", "i1", "i17", "i32", "i", "u", "i+8", "i08x", "f16", ""] {
+            assert_eq!(storage_kind(other), None, "{other}");
+        }
+        for kind in ["i2", "i8", "i16", "u4", "u16"] {
+            assert_eq!(storage_text(storage_kind(kind).unwrap()), kind);
+        }
+    }
 }

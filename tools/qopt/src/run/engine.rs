@@ -6,10 +6,19 @@
 //! driver (plain runs, `--batch`, `--bench`, `--compare`) works with either.
 //! Compiled code exposes only the function's outputs: a `--compare` whose
 //! other model is compiled compares outputs only.
+//!
+//! A model with quantized values stored in other than 8 bits (the i16 and i4
+//! regions of mixed precision, `docs/quantization.md` §13), which the x86
+//! backend does not compile yet, runs in the interpreter instead, after one
+//! notice on standard error listing the ops the backend refused
+//! ([`Compiled::new_or_fallback`]).
 
 use super::model::Model;
-use qopt_codegen_x86::{compile, JitModule, Lowerings, Target, TargetCpu, Workspace};
+use qopt_codegen_x86::{
+    compile, CodegenError, CodegenErrorKind, JitModule, Lowerings, Target, TargetCpu, Workspace,
+};
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
+use qopt_ir_core::TypeData;
 
 /// The `--backend` choice.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -28,16 +37,46 @@ pub(crate) struct Compiled {
 }
 
 impl Compiled {
-    /// Compiles function `func` of `model` for `cpu`, which this CPU must run.
-    pub fn new(model: &Model, func: &str, cpu: TargetCpu) -> Result<Compiled, String> {
+    /// Compiles function `func` of `model` for `cpu`, which this CPU must
+    /// run; or `None` when the backend refuses ops and the
+    /// model stores quantized values in other than 8 bits (i16, i4: mixed
+    /// precision): the caller runs the interpreter, and this prints one
+    /// notice naming the refused ops and their locations.
+    pub fn new_or_fallback(model: &Model, func: &str, cpu: TargetCpu) -> Result<Option<Compiled>, String> {
+        match Compiled::build(model, func, cpu) {
+            Ok(compiled) => Ok(Some(compiled)),
+            Err(e) if e.kind == CodegenErrorKind::Unsupported && has_non_byte_storage(model) => {
+                eprintln!(
+                    "note: {}: the x86 backend does not compile quantized values stored in other than 8 bits \
+                     (mixed precision) yet; running the model in the interpreter instead. {}",
+                    model.name, e.message
+                );
+                Ok(None)
+            }
+            Err(e) => Err(format!("{}: {e}", model.name)),
+        }
+    }
+
+    /// Compiles, without naming the model in errors.
+    fn build(model: &Model, func: &str, cpu: TargetCpu) -> Result<Compiled, CodegenError> {
         let start = std::time::Instant::now();
-        let fail = |e: qopt_codegen_x86::CodegenError| format!("{}: {e}", model.name);
-        let target = Target::for_running(cpu).map_err(fail)?;
-        let program =
-            compile(&model.ctx, &model.module, func, &Lowerings::builtin(), &target).map_err(fail)?;
-        let jit = JitModule::new(program).map_err(fail)?;
+        let target = Target::for_running(cpu)?;
+        let program = compile(&model.ctx, &model.module, func, &Lowerings::builtin(), &target)?;
+        let jit = JitModule::new(program)?;
         Ok(Compiled { jit, compile_time: start.elapsed() })
     }
+}
+
+/// Whether an op of `model` produces a tensor of quantized values stored in
+/// other than 8 bits (32-bit biases aside).
+fn has_non_byte_storage(model: &Model) -> bool {
+    let (ctx, module) = (&model.ctx, &model.module);
+    module.walk_preorder(module.root()).any(|op| {
+        module.results(op).any(|r| match ctx.type_data(ctx.element_type(module.value_type(r))) {
+            TypeData::Quant(q) => !matches!(q.storage.width, 8 | 32),
+            _ => false,
+        })
+    })
 }
 
 /// One worker's way of running the function.

@@ -245,7 +245,7 @@ impl RunDriver {
     ) -> Result<(String, Option<ExpectReport>), Failure> {
         let compiled = match cli.backend {
             Backend::Interp => None,
-            Backend::X86 => Some(Compiled::new(model, &sig.func, cli.target_cpu)?),
+            Backend::X86 => Compiled::new_or_fallback(model, &sig.func, cli.target_cpu)?,
         };
         let mut workers = self.engines(cli, model, compiled.as_ref(), samples.chunks());
         let progress = Progress::new(samples.chunks(), "batches");
@@ -332,7 +332,7 @@ impl RunDriver {
         let (a, b) = (pair.reference, pair.other);
         let compiled = match cli.backend {
             Backend::Interp => None,
-            Backend::X86 => Some(Compiled::new(b, &pair.other_sig.func, cli.target_cpu)?),
+            Backend::X86 => Compiled::new_or_fallback(b, &pair.other_sig.func, cli.target_cpu)?,
         };
         let others = self.engines(cli, b, compiled.as_ref(), samples.chunks());
         let mut workers: Vec<_> = others

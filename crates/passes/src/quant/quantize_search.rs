@@ -1,0 +1,1023 @@
+//! `quantize-search{data=... max-drop=... labels=...|reference=...}`:
+//! automatic mixed precision. It measures how much each quantized value
+//! ("site": a layer's output with the layer's weights, or a function
+//! argument) costs alone, then keeps the fewest most sensitive sites wide
+//! (i16 by default) until the quantized model's metric is within `max-drop`
+//! of the float model's, and writes its decisions as `qnn.cast_hint` ops that
+//! `quantize` replays.
+//!
+//! **Scheme.** The pass takes the options of `insert-observers`, `calibrate`
+//! and `insert-fakeq` and runs those passes itself, on clones of the module,
+//! so every measurement uses the scheme `quantize` with the same options will
+//! build. Measurements run the fake-quant model: `qnn.fake_quant` computes
+//! exactly the rounding and clamping the integer ops do, so it predicts the
+//! integer model up to the requantize rounding of each layer's output stage
+//! (the README's table shows the two within 0.1 dB), at a fraction of the cost.
+//!
+//! **Steps** (the module is changed only at the end):
+//! 1. the float model's outputs on the evaluation data (`eval-data`, default
+//!    `data`; `batches` limits both): the reference for the SQNR, and for the
+//!    metric unless `labels` or `reference` is given;
+//! 2. the fully quantized model (calibrated on `data`) and its metric;
+//! 3. per site, the model with only that site quantized (every other
+//!    `qnn.fake_quant` removed, every other layer's bias back to its float
+//!    value): SQNR against the float outputs and the metric;
+//! 4. sites sorted from most to least sensitive (worst metric alone, then
+//!    lowest SQNR alone); bisection finds the fewest leading sites that,
+//!    widened to `wide`, bring the drop to at most `max-drop`, re-measuring
+//!    the whole model for each candidate; then each chosen site, least
+//!    sensitive first, is dropped again when the model still meets the
+//!    target without it;
+//! 5. a `qnn.cast_hint {kind = wide}` after each chosen value, located at
+//!    its producer (the ONNX node after `qimport`).
+//!
+//! The metric is top-1 accuracy against `labels` (int64 or int32 class
+//! indices, one per sample), else top-1 agreement with `reference` (a `.npy`
+//! of outputs, one row per sample), else top-1 agreement with the float
+//! model. The drop is the float model's metric minus the candidate's. Hints
+//! already in the module are kept and their values are not searched. The
+//! sensitivity table goes to standard error as a note, and to `report` as
+//! JSON (written atomically). Statistics: `sites`, `widened-sites`,
+//! `evaluations`.
+
+use super::calibrate::{CalibrationData, DataSettings};
+use super::util::{loc_names, op_named, quantizable, storage_kind, users, STORAGE};
+use super::{Calibrate, InsertFakeq, InsertObservers};
+use qopt_dialect_qnn::op_names as qnn_op;
+use qopt_interp::npy::read_npy_file;
+use qopt_interp::{DType, Interpreter, KernelRegistry, Tensor};
+use qopt_ir_core::interfaces::FusedActivation;
+use qopt_ir_core::pass::pipeline::parse_pipeline;
+use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::{
+    BadOptionValue, Context, Diagnostic, FxHashMap, Module, OpId, OperationState, Pass, PassContext, PassError,
+    PassOutcome, Severity, SrcPos, ValueDef, ValueId,
+};
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Instant;
+
+/// The `quantize-search` pass; see the module docs.
+pub struct QuantizeSearch;
+
+/// The options this pass adds to those of the passes it runs.
+const OWN_OPTIONS: [&str; 6] = ["eval-data", "labels", "reference", "max-drop", "wide", "report"];
+
+/// The passes whose options the search takes, in pipeline order.
+fn scheme_passes() -> [(&'static str, Box<dyn Pass>); 3] {
+    [
+        ("insert-observers", Box::new(InsertObservers)),
+        ("calibrate", Box::new(Calibrate)),
+        ("insert-fakeq", Box::new(InsertFakeq)),
+    ]
+}
+
+/// `max-drop` as a fraction: `"0.1%"` is 0.001, a plain number is a fraction
+/// (`"0.001"`); it must be in [0, 1).
+pub fn parse_max_drop(text: &str) -> Result<f64, String> {
+    let trimmed = text.trim();
+    let (number, scale) = match trimmed.strip_suffix('%') {
+        Some(percent) => (percent.trim(), 0.01),
+        None => (trimmed, 1.0),
+    };
+    let value = number
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .map(|v| v * scale)
+        .ok_or_else(|| format!("'max-drop' must be a percentage like 0.1% or a fraction like 0.001, got '{text}'"))?;
+    if !(0.0..1.0).contains(&value) {
+        return Err(format!("'max-drop' must be at least 0 and below 100%, got '{text}'"));
+    }
+    Ok(value)
+}
+
+impl Pass for QuantizeSearch {
+    fn name(&self) -> &'static str {
+        "quantize-search"
+    }
+
+    fn summary(&self) -> &'static str {
+        "automatic mixed precision: keep the fewest most sensitive values wide (qnn.cast_hint) within max-drop"
+    }
+
+    /// The pass only adds `qnn.cast_hint` ops (`cast-hint-is-identity`).
+    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
+        Some(qopt_ir_core::equivalence::Relation::Exact)
+    }
+
+    fn description(&self) -> &'static str {
+        "Runs on the float model (after `fold-bn`). With the options of `insert-observers`, `calibrate` \
+         and `insert-fakeq`, it measures on clones of the module: the float model's outputs on the \
+         evaluation data (`eval-data`, default `data`), the fully quantized model (fake-quant), and for \
+         each quantized value (a layer's output with the layer's weights, or an argument) the model \
+         with that value alone quantized: SQNR against the float outputs and the metric (accuracy \
+         with `labels`, else top-1 agreement with `reference` or with the float model). It then \
+         bisects over the values sorted by sensitivity for the fewest that, kept `wide` (i16, i8 or \
+         float), bring the metric's drop to at most `max-drop` (`0.1%` or `0.001`), re-measuring the \
+         whole model each time, drops again any chosen value the target does not need, and writes \
+         a `qnn.cast_hint {kind = wide}` after each chosen value, which `quantize` with the same \
+         options replays. The sensitivity table is printed as a note and written to `report` as \
+         JSON.\n\n\
+         ```\n\
+         %y = fp.conv2d(%x, %w, %b) ... loc(\"/conv1/Conv\")\n\
+         // -> %y = fp.conv2d(...); %h = qnn.cast_hint(%y) {kind = \"i16\"} ... loc(\"/conv1/Conv\")\n\
+         ```"
+    }
+
+    fn options(&self) -> Vec<OptionSpec> {
+        let mut options: Vec<OptionSpec> = Vec::new();
+        for (_, pass) in scheme_passes() {
+            for spec in pass.options() {
+                if !options.iter().any(|o| o.name == spec.name) {
+                    options.push(spec);
+                }
+            }
+        }
+        options.extend([
+            OptionSpec::new("eval-data", OptionKind::String, "")
+                .help("samples the metric is measured on (default: data), a .npy, .npz or directory"),
+            OptionSpec::new("labels", OptionKind::String, "")
+                .help("class indices of the evaluation samples (.npy of int64 or int32): the metric is accuracy"),
+            OptionSpec::new("reference", OptionKind::String, "").help(
+                "reference outputs of the evaluation samples (.npy, one row per sample): the metric is top-1 \
+                 agreement with them (default: agreement with the float model)",
+            ),
+            OptionSpec::new("max-drop", OptionKind::String, "1%")
+                .help("the largest drop of the metric from the float model's: a percentage (0.1%) or a fraction"),
+            OptionSpec::new("wide", OptionKind::Enum(&["i16", "i8", "float"]), "i16")
+                .help("what a sensitive value is kept as: i16 (W8A16 layers), i8 (over a narrower scheme), or float"),
+            OptionSpec::new("report", OptionKind::String, "")
+                .help("write the sensitivity table and the decisions to this JSON file"),
+        ]);
+        options
+    }
+
+    fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
+        for (_, pass) in scheme_passes() {
+            pass.check_options(options)?;
+        }
+        parse_max_drop(options.string("max-drop")).map_err(|e| BadOptionValue::new("max-drop", e))?;
+        if !options.string("labels").is_empty() && !options.string("reference").is_empty() {
+            return Err(BadOptionValue::new(
+                "reference",
+                "give 'labels' (accuracy) or 'reference' (agreement), not both",
+            ));
+        }
+        Ok(())
+    }
+
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        module: &mut Module,
+        options: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        let mut started = Instant::now();
+        let settings = Settings::read(options)?;
+        let sub_options = SchemeOptions::read(options)?;
+        let evaluation = Evaluation::open(cx.ctx, module, &settings)?;
+        let mut search = Search { settings: &settings, scheme: &sub_options, evaluation, evaluations: 0 };
+
+        // 1. The float model.
+        let float_outputs = search.evaluation.outputs(cx.ctx, module)?;
+        let target = search.evaluation.target(&float_outputs)?;
+        let float_metric = target.metric(&float_outputs);
+        search.evaluation.float = Some(float_outputs);
+
+        // 2. Calibrated once: observers are identities, so their statistics
+        // do not depend on which values end up quantized.
+        let mut observed = module.clone();
+        run_pass(cx, &InsertObservers, &mut observed, &sub_options.observers, true)?;
+        run_pass(cx, &Calibrate, &mut observed, &sub_options.calibrate, true)?;
+        let sites = find_sites(cx.ctx, &observed);
+        let mut quantized = observed.clone();
+        run_pass(cx, &InsertFakeq, &mut quantized, &sub_options.fakeq, true)?;
+        let full = search.measure(cx.ctx, &quantized, &target)?;
+
+        cx.add_phase("float-and-quantized", started.elapsed());
+        started = Instant::now();
+
+        // 3. Each site alone.
+        let owners = fake_quant_owners(cx.ctx, &quantized, &sites);
+        let mut rows = Vec::with_capacity(sites.len());
+        for (index, site) in sites.iter().enumerate() {
+            let alone = only_site(cx.ctx, module, &quantized, &owners, index, site);
+            rows.push(search.measure(cx.ctx, &alone, &target)?);
+        }
+
+        cx.add_phase("sensitivity", started.elapsed());
+        started = Instant::now();
+
+        // 4. Most sensitive first; bisect for the fewest, then prune.
+        let mut order: Vec<usize> = (0..sites.len()).collect();
+        order.sort_by(|&a, &b| {
+            rows[a].metric.total_cmp(&rows[b].metric).then(rows[a].sqnr_db.total_cmp(&rows[b].sqnr_db))
+        });
+        let meets = |m: &Measurement| float_metric - m.metric <= settings.max_drop + 1e-12;
+        let mut chosen: Vec<usize> = Vec::new();
+        let mut result = full.clone();
+        let mut reached = meets(&full);
+        if !reached && !order.is_empty() {
+            let all = search.widened(cx, module, &observed, &sites, &order, &target)?;
+            if meets(&all) {
+                let (mut failing, mut passing, mut at_passing) = (0usize, order.len(), all);
+                while passing - failing > 1 {
+                    let middle = (failing + passing) / 2;
+                    let m = search.widened(cx, module, &observed, &sites, &order[..middle], &target)?;
+                    if meets(&m) {
+                        (passing, at_passing) = (middle, m);
+                    } else {
+                        failing = middle;
+                    }
+                }
+                chosen = order[..passing].to_vec();
+                result = at_passing;
+                for position in (0..chosen.len()).rev() {
+                    if chosen.len() == 1 {
+                        break;
+                    }
+                    let mut fewer = chosen.clone();
+                    fewer.remove(position);
+                    let m = search.widened(cx, module, &observed, &sites, &fewer, &target)?;
+                    if meets(&m) {
+                        (chosen, result) = (fewer, m);
+                    }
+                }
+                reached = true;
+            } else {
+                cx.warn(Diagnostic::warning(
+                    None,
+                    SrcPos::NONE,
+                    format!(
+                        "even with all {} quantized values kept {}, the {} drops by {} (max-drop {}); every value is \
+                         hinted",
+                        order.len(),
+                        settings.wide,
+                        target.name(),
+                        percent(float_metric - all.metric),
+                        percent(settings.max_drop)
+                    ),
+                ));
+                chosen = order.clone();
+                result = all;
+            }
+        }
+
+        cx.add_phase("search", started.elapsed());
+
+        // 5. The hints.
+        for &index in &chosen {
+            insert_hint(cx.ctx, module, &sites[index], &settings.wide);
+        }
+
+        let report = Report {
+            settings: &settings,
+            target: &target,
+            samples: search.evaluation.samples(),
+            float_metric,
+            full: &full,
+            result: &result,
+            reached,
+            sites: &sites,
+            rows: &rows,
+            order: &order,
+            chosen: &chosen,
+            evaluations: search.evaluations,
+        };
+        if !settings.report.is_empty() {
+            let json = report.json();
+            qopt_ir_core::write_file_atomically(Path::new(&settings.report), |out| out.write_all(json.as_bytes()))
+                .map_err(|e| format!("cannot write the report '{}': {e}", settings.report))?;
+        }
+        cx.warn(Diagnostic { severity: Severity::Note, ..Diagnostic::warning(None, SrcPos::NONE, report.text()) });
+        cx.add_stat("sites", sites.len() as u64);
+        cx.add_stat("widened-sites", chosen.len() as u64);
+        cx.add_stat("evaluations", search.evaluations);
+        Ok(PassOutcome::from_changed(!chosen.is_empty()))
+    }
+}
+
+/// The pass's own options, checked.
+struct Settings {
+    data: DataSettings,
+    eval_data: String,
+    labels: String,
+    reference: String,
+    max_drop: f64,
+    wide: String,
+    report: String,
+    threads: usize,
+}
+
+impl Settings {
+    fn read(options: &PassOptions) -> Result<Settings, PassError> {
+        let data = DataSettings::read(options)?;
+        let eval_data = match options.string("eval-data") {
+            "" => data.data.clone(),
+            path => path.to_string(),
+        };
+        let threads = match usize::try_from(options.int("threads")) {
+            Ok(0) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            Ok(n) => n,
+            Err(_) => return Err(format!("'threads' must be at least 0, got {}", options.int("threads")).into()),
+        };
+        Ok(Settings {
+            data,
+            eval_data,
+            labels: options.string("labels").to_string(),
+            reference: options.string("reference").to_string(),
+            max_drop: parse_max_drop(options.string("max-drop"))?,
+            wide: options.string("wide").to_string(),
+            report: options.string("report").to_string(),
+            threads,
+        })
+    }
+}
+
+/// The options of each pass the search runs: those of the search's options
+/// given explicitly that the pass declares.
+struct SchemeOptions {
+    observers: PassOptions,
+    calibrate: PassOptions,
+    fakeq: PassOptions,
+}
+
+impl SchemeOptions {
+    fn read(options: &PassOptions) -> Result<SchemeOptions, PassError> {
+        let [(o, observers), (c, calibrate), (f, fakeq)] = scheme_passes();
+        let resolve = |name: &str, pass: &dyn Pass| -> Result<PassOptions, PassError> {
+            let specs = pass.options();
+            let given: Vec<String> = options
+                .iter()
+                .filter(|(key, _)| {
+                    options.is_explicit(key) && !OWN_OPTIONS.contains(key) && specs.iter().any(|s| s.name == *key)
+                })
+                .map(|(key, value)| format!("{key}={value}"))
+                .collect();
+            let text = format!("{name}{{{}}}", given.join(" "));
+            let elements = parse_pipeline(&text).map_err(|e| format!("options for {name}: {e}"))?;
+            let [element] = &elements[..] else { return Err(format!("options for {name}: not one pass").into()) };
+            element.resolve_options(&specs).map_err(|e| format!("options for {name}: {e}").into())
+        };
+        Ok(SchemeOptions {
+            observers: resolve(o, observers.as_ref())?,
+            calibrate: resolve(c, calibrate.as_ref())?,
+            fakeq: resolve(f, fakeq.as_ref())?,
+        })
+    }
+}
+
+/// Runs `pass` on `module`; its warnings are passed on when `forward` (the
+/// first, fully quantized run: what `quantize` would warn about).
+fn run_pass(
+    cx: &mut PassContext<'_>,
+    pass: &dyn Pass,
+    module: &mut Module,
+    options: &PassOptions,
+    forward: bool,
+) -> Result<(), PassError> {
+    let warnings = {
+        let mut inner = PassContext::new(cx.ctx);
+        pass.run(&mut inner, module, options)?;
+        inner.warnings().to_vec()
+    };
+    if forward {
+        warnings.into_iter().for_each(|w| cx.warn(w));
+    }
+    Ok(())
+}
+
+/// One quantized value the search may keep wide.
+struct Site {
+    /// The observed value (a layer's output after its relu or clip, or an argument).
+    value: ValueId,
+    /// Its observer in the calibrated module.
+    observer: OpId,
+    /// The op computing it (through its fused relu or clip), if not an argument.
+    producer: Option<OpId>,
+    /// The producer's location name (the ONNX node), or `<func>.argN`.
+    name: String,
+    /// The producer's op name, or `argument`.
+    op: String,
+}
+
+/// The observers of the calibrated module, in program order, except those
+/// with a `storage` already (the user's hints, kept as they are).
+fn find_sites(ctx: &Context, observed: &Module) -> Vec<Site> {
+    observed
+        .walk_preorder(observed.root())
+        .filter(|&op| op_named(ctx, observed, op, qnn_op::OBSERVE) && observed.num_operands(op) == 1)
+        .filter(|&op| observed.op_attr(ctx, op, STORAGE).is_none())
+        .map(|observer| {
+            let value = observed.operand(observer, 0);
+            let producer = producer_of(ctx, observed, value);
+            let loc = producer.map_or(observed.op_loc(observer), |p| observed.op_loc(p));
+            let name = loc_names(ctx, loc).first().map_or_else(|| "?".to_string(), |n| n.to_string());
+            let op = producer.map_or("argument", |p| ctx.op_name_str(observed.op_name(p))).to_string();
+            Site { value, observer, producer, name, op }
+        })
+        .collect()
+}
+
+/// The op computing `value`, through the relu or clip ops fused into it.
+fn producer_of(ctx: &Context, module: &Module, value: ValueId) -> Option<OpId> {
+    let mut def = module.defining_op(value);
+    while !def.is_none()
+        && module.num_operands(def) > 0
+        && ctx.op_def(module.op_name(def)).is_some_and(|d| d.interfaces.get::<FusedActivation>().is_some())
+    {
+        def = module.defining_op(module.operand(def, 0));
+    }
+    (!def.is_none()).then_some(def)
+}
+
+/// The site each `qnn.fake_quant` of the fully quantized module belongs to:
+/// an activation's is the site of its value, a weight's or constant
+/// operand's that of the op using it; `None` for the others.
+fn fake_quant_owners(ctx: &Context, quantized: &Module, sites: &[Site]) -> Vec<(OpId, Option<usize>)> {
+    let by_value: FxHashMap<ValueId, usize> = sites.iter().enumerate().map(|(i, s)| (s.value, i)).collect();
+    let by_producer: FxHashMap<OpId, usize> =
+        sites.iter().enumerate().filter_map(|(i, s)| s.producer.map(|p| (p, i))).collect();
+    quantized
+        .walk_preorder(quantized.root())
+        .filter(|&op| op_named(ctx, quantized, op, qnn_op::FAKE_QUANT))
+        .map(|fq| {
+            let owner = by_value.get(&quantized.operand(fq, 0)).copied().or_else(|| {
+                users(quantized, quantized.result(fq, 0)).into_iter().find_map(|u| by_producer.get(&u).copied())
+            });
+            (fq, owner)
+        })
+        .collect()
+}
+
+/// The fully quantized module with only site `index` quantized: every other
+/// fake quant removed, and every other layer's bias back to the float
+/// model's (bias correction changed it for the weights now float).
+fn only_site(
+    ctx: &Context,
+    float: &Module,
+    quantized: &Module,
+    owners: &[(OpId, Option<usize>)],
+    index: usize,
+    site: &Site,
+) -> Module {
+    let mut alone = quantized.clone();
+    for &(fq, owner) in owners {
+        if owner != Some(index) {
+            let (input, output) = (alone.operand(fq, 0), alone.result(fq, 0));
+            alone.replace_all_uses(output, input);
+            // Unused now, and an identity: erasing cannot fail.
+            let _ = alone.erase_op(fq);
+        }
+    }
+    let layers: Vec<OpId> = float.walk_preorder(float.root()).collect();
+    for op in layers {
+        if Some(op) == site.producer || quantizable(ctx, float, op).and_then(|q| q.bias).is_none() {
+            continue;
+        }
+        restore_constant_operands(float, &mut alone, op);
+    }
+    alone
+}
+
+/// Gives `op` of `alone` (a quantized clone of `float`) the operands it has
+/// in `float` where those are constants: bias correction replaced its bias
+/// (erasing the old constant, or adding a bias it did not have). An erased
+/// constant is recreated before `op`; other operands stay as they are.
+fn restore_constant_operands(float: &Module, alone: &mut Module, op: OpId) {
+    let mut operands: Vec<ValueId> = alone.operands(op).collect();
+    operands.truncate(float.num_operands(op));
+    for (i, slot) in operands.iter_mut().enumerate() {
+        let original = float.operand(op, i);
+        let def = float.defining_op(original);
+        if def.is_none() || *slot == original || float.num_operands(def) != 0 || float.num_results(def) != 1 {
+            continue;
+        }
+        if alone.is_erased(def) {
+            let state = OperationState::new(float.op_name(def))
+                .results(&[float.value_type(original)])
+                .attrs(float.op_attrs(def))
+                .loc(float.op_loc(def));
+            let copy = alone.create_op(state);
+            alone.insert_op_before(op, copy);
+            *slot = alone.result(copy, 0);
+        } else {
+            *slot = original;
+        }
+    }
+    alone.set_operands(op, &operands);
+}
+
+/// Puts `qnn.cast_hint {kind}` after `site`'s value in `module` and routes
+/// the value's other uses through it.
+fn insert_hint(ctx: &mut Context, module: &mut Module, site: &Site, kind: &str) {
+    let value = site.value;
+    let ty = module.value_type(value);
+    let name = ctx.op_name(qnn_op::CAST_HINT);
+    let attrs = {
+        let kind = ctx.string_attr(kind);
+        ctx.dict_attr(&[("kind", kind)])
+    };
+    // Located at the layer (the ONNX node), as the sensitivity table names it.
+    let def = module.value_def(value);
+    let loc = match def {
+        ValueDef::Result { op, .. } => module.op_loc(site.producer.unwrap_or(op)),
+        ValueDef::BlockArg { .. } => ctx.name_loc(&site.name),
+    };
+    let hint = module.create_op(OperationState::new(name).operands(&[value]).results(&[ty]).attrs(attrs).loc(loc));
+    match def {
+        ValueDef::Result { op, .. } => module.insert_op_after(op, hint),
+        ValueDef::BlockArg { block, .. } => {
+            let first = module.first_op(block);
+            if first.is_none() {
+                module.append_op(block, hint);
+            } else {
+                module.insert_op_before(first, hint);
+            }
+        }
+    }
+    let result = module.result(hint, 0);
+    module.replace_uses_where(value, result, |u| u.op != hint);
+}
+
+/// A model's score on the evaluation data.
+#[derive(Clone)]
+struct Measurement {
+    /// The metric, as a fraction (accuracy or agreement).
+    metric: f64,
+    /// Output SQNR against the float model, in dB (infinite when equal).
+    sqnr_db: f64,
+}
+
+/// The evaluation samples, read once, and the float outputs.
+struct Evaluation {
+    func: String,
+    /// The arguments of each interpreter call.
+    calls: Vec<Vec<Tensor>>,
+    per_call: usize,
+    threads: usize,
+    float: Option<Outputs>,
+    labels: String,
+    reference: String,
+}
+
+/// The first result of a function over every call, flattened per sample.
+struct Outputs {
+    values: Vec<f64>,
+    per_sample: usize,
+}
+
+impl Outputs {
+    fn samples(&self) -> usize {
+        self.values.len() / self.per_sample.max(1)
+    }
+
+    fn rows(&self) -> std::slice::ChunksExact<'_, f64> {
+        self.values.chunks_exact(self.per_sample.max(1))
+    }
+}
+
+/// What the metric compares the top-1 class with.
+enum Target {
+    /// Accuracy: one class index per sample.
+    Labels(Vec<i64>),
+    /// Agreement: the reference's top-1 class per sample; `float` when the
+    /// reference is the float model.
+    Agreement { classes: Vec<usize>, float: bool },
+}
+
+impl Target {
+    fn name(&self) -> &'static str {
+        match self {
+            Target::Labels(_) => "accuracy",
+            Target::Agreement { .. } => "top-1 agreement",
+        }
+    }
+
+    fn metric(&self, outputs: &Outputs) -> f64 {
+        let predicted = outputs.rows().map(argmax);
+        let hits = match self {
+            Target::Labels(labels) => predicted.zip(labels).filter(|(p, &l)| *p as i64 == l).count(),
+            Target::Agreement { classes, .. } => predicted.zip(classes).filter(|(p, c)| p == *c).count(),
+        };
+        hits as f64 / outputs.samples().max(1) as f64
+    }
+}
+
+/// The index of the largest value (the first of equals).
+fn argmax(row: &[f64]) -> usize {
+    row.iter().enumerate().fold((0, f64::NEG_INFINITY), |best, (i, &v)| if v > best.1 { (i, v) } else { best }).0
+}
+
+impl Evaluation {
+    /// Reads the evaluation samples for `module`'s function.
+    fn open(ctx: &Context, module: &Module, settings: &Settings) -> Result<Evaluation, PassError> {
+        let data = &settings.data;
+        let opened = CalibrationData::open(ctx, module, &data.func, &settings.eval_data, data.batch_size)?;
+        let (count, _) = opened.calls(data.batches);
+        let calls = (0..count)
+            .map(|call| opened.dataset.read_call(call).map_err(|e| e.to_string()))
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(Evaluation {
+            func: data.func.clone(),
+            calls,
+            per_call: opened.per_call,
+            threads: settings.threads,
+            float: None,
+            labels: settings.labels.clone(),
+            reference: settings.reference.clone(),
+        })
+    }
+
+    fn samples(&self) -> usize {
+        self.calls.len() * self.per_call
+    }
+
+    /// The metric's target, checked against the float outputs' shape.
+    fn target(&self, float: &Outputs) -> Result<Target, PassError> {
+        let samples = float.samples();
+        if float.per_sample < 2 {
+            return Err(format!(
+                "the first result of @{} has {} value(s) per sample; top-1 metrics need at least 2 classes",
+                self.func, float.per_sample
+            )
+            .into());
+        }
+        if !self.labels.is_empty() {
+            let raw = read_npy_file(&self.labels).map_err(|e| format!("'labels' ({}): {e}", self.labels))?;
+            let labels: Vec<i64> = match raw.dtype {
+                DType::I64 => raw.to_vec::<i64>().map_err(|e| format!("'labels' ({}): {e}", self.labels))?,
+                DType::I32 => raw
+                    .to_vec::<i32>()
+                    .map_err(|e| format!("'labels' ({}): {e}", self.labels))?
+                    .into_iter()
+                    .map(i64::from)
+                    .collect(),
+                other => {
+                    return Err(format!(
+                        "'labels' ({}) holds {}; class indices must be int64 or int32",
+                        self.labels,
+                        other.name()
+                    )
+                    .into())
+                }
+            };
+            if labels.len() < samples {
+                return Err(format!(
+                    "'labels' ({}) has {} entries, fewer than the {samples} evaluation samples",
+                    self.labels,
+                    labels.len()
+                )
+                .into());
+            }
+            if let Some((i, l)) =
+                labels.iter().take(samples).enumerate().find(|(_, &l)| l < 0 || l as usize >= float.per_sample)
+            {
+                return Err(format!(
+                    "'labels' ({}) entry {i} is {l}, not a class of the {} outputs per sample",
+                    self.labels, float.per_sample
+                )
+                .into());
+            }
+            return Ok(Target::Labels(labels[..samples].to_vec()));
+        }
+        if !self.reference.is_empty() {
+            let raw =
+                read_npy_file(&self.reference).map_err(|e| format!("'reference' ({}): {e}", self.reference))?;
+            let values = Tensor::from_raw(&raw).map_err(|e| format!("'reference' ({}): {e}", self.reference))?;
+            let values = values.to_f64_vec();
+            if values.len() < samples * float.per_sample {
+                return Err(format!(
+                    "'reference' ({}) has {} values, fewer than {samples} samples of {} outputs",
+                    self.reference,
+                    values.len(),
+                    float.per_sample
+                )
+                .into());
+            }
+            if values.iter().any(|v| !v.is_finite()) {
+                return Err(format!("'reference' ({}) holds NaN or infinity", self.reference).into());
+            }
+            let classes = values.chunks_exact(float.per_sample).take(samples).map(argmax).collect();
+            return Ok(Target::Agreement { classes, float: false });
+        }
+        Ok(Target::Agreement { classes: float.rows().map(argmax).collect(), float: true })
+    }
+
+    /// Runs `module`'s function over every call (on `threads` workers, each
+    /// a contiguous share of the calls, joined in call order).
+    fn outputs(&self, ctx: &Context, module: &Module) -> Result<Outputs, PassError> {
+        let standard;
+        let kernels = match KernelRegistry::of(ctx) {
+            Some(k) => k,
+            None => {
+                standard = KernelRegistry::standard();
+                &standard
+            }
+        };
+        let mut prepared = Interpreter::new(ctx, module, kernels);
+        prepared.prepare(&self.func).map_err(|e| e.to_string())?;
+        let workers = self.threads.clamp(1, self.calls.len().max(1));
+        let share = self.calls.len().div_ceil(workers).max(1);
+        let parts: Vec<Result<Vec<Vec<f64>>, String>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .calls
+                .chunks(share)
+                .map(|calls| {
+                    let mut interp = prepared.fork();
+                    let func = &self.func;
+                    scope.spawn(move || {
+                        calls
+                            .iter()
+                            .map(|inputs| {
+                                let results = interp.run(func, inputs).map_err(|e| e.to_string())?;
+                                let first = results.first().ok_or_else(|| format!("@{func} returns nothing"))?;
+                                if !matches!(first.dtype(), DType::F32 | DType::F64) {
+                                    return Err(format!(
+                                        "the first result of @{func} is {}; the search compares float outputs",
+                                        first.describe()
+                                    ));
+                                }
+                                Ok(first.to_f64_vec())
+                            })
+                            .collect()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+        });
+        let mut values = Vec::new();
+        let mut per_call_len = None;
+        for part in parts {
+            for call in part? {
+                if *per_call_len.get_or_insert(call.len()) != call.len() {
+                    return Err(format!("the first result of @{} changes size between calls", self.func).into());
+                }
+                values.extend(call);
+            }
+        }
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(format!("the model computes NaN or infinity (output value {i}) on the evaluation data").into());
+        }
+        let per_sample = per_call_len.unwrap_or(0) / self.per_call.max(1);
+        Ok(Outputs { values, per_sample })
+    }
+}
+
+/// The measurements of one search.
+struct Search<'a> {
+    settings: &'a Settings,
+    scheme: &'a SchemeOptions,
+    evaluation: Evaluation,
+    evaluations: u64,
+}
+
+impl Search<'_> {
+    /// The metric and SQNR of `module`.
+    fn measure(&mut self, ctx: &Context, module: &Module, target: &Target) -> Result<Measurement, PassError> {
+        let outputs = self.evaluation.outputs(ctx, module)?;
+        self.evaluations += 1;
+        let float = self.evaluation.float.as_ref().expect("the float outputs come first");
+        let (signal, noise) = float
+            .values
+            .iter()
+            .zip(&outputs.values)
+            .fold((0.0, 0.0), |(s, n), (&r, &o)| (s + r * r, n + (o - r) * (o - r)));
+        let sqnr_db = if noise == 0.0 { f64::INFINITY } else { 10.0 * (signal / noise).log10() };
+        Ok(Measurement { metric: target.metric(&outputs), sqnr_db })
+    }
+
+    /// The measurement of the model quantized with `chosen` sites kept wide:
+    /// storage widths through the calibrated module's observers (what
+    /// `insert-observers` makes of the hints), float through the hints and
+    /// the whole scheme again (a float value changes what is observed).
+    fn widened(
+        &mut self,
+        cx: &mut PassContext<'_>,
+        float: &Module,
+        observed: &Module,
+        sites: &[Site],
+        chosen: &[usize],
+        target: &Target,
+    ) -> Result<Measurement, PassError> {
+        let mut candidate = if storage_kind(&self.settings.wide).is_some() {
+            let mut candidate = observed.clone();
+            let kind = cx.ctx.string_attr(&self.settings.wide);
+            for &i in chosen {
+                let attrs = cx.ctx.dict_set(candidate.op_attrs(sites[i].observer), STORAGE, kind);
+                candidate.set_op_attrs(sites[i].observer, attrs);
+            }
+            candidate
+        } else {
+            let mut candidate = float.clone();
+            for &i in chosen {
+                insert_hint(cx.ctx, &mut candidate, &sites[i], &self.settings.wide);
+            }
+            run_pass(cx, &InsertObservers, &mut candidate, &self.scheme.observers, false)?;
+            run_pass(cx, &Calibrate, &mut candidate, &self.scheme.calibrate, false)?;
+            candidate
+        };
+        run_pass(cx, &InsertFakeq, &mut candidate, &self.scheme.fakeq, false)?;
+        self.measure(cx.ctx, &candidate, target)
+    }
+}
+
+/// `fraction` as a percentage with two decimals.
+fn percent(fraction: f64) -> String {
+    format!("{:.2} %", 100.0 * fraction)
+}
+
+/// A decibel figure with two decimals, `inf` when exact.
+fn decibels(db: f64) -> String {
+    if db.is_finite() {
+        format!("{db:.2} dB")
+    } else {
+        "inf dB".to_string()
+    }
+}
+
+/// What the search found, for the note and the JSON report.
+struct Report<'a> {
+    settings: &'a Settings,
+    target: &'a Target,
+    samples: usize,
+    float_metric: f64,
+    full: &'a Measurement,
+    result: &'a Measurement,
+    reached: bool,
+    sites: &'a [Site],
+    rows: &'a [Measurement],
+    order: &'a [usize],
+    chosen: &'a [usize],
+    evaluations: u64,
+}
+
+impl Report<'_> {
+    fn metric_text(&self) -> String {
+        match self.target {
+            Target::Labels(_) => format!("accuracy against {}", self.settings.labels),
+            Target::Agreement { float: true, .. } => "top-1 agreement with the float model".to_string(),
+            Target::Agreement { float: false, .. } => format!("top-1 agreement with {}", self.settings.reference),
+        }
+    }
+
+    fn decision(&self, index: usize) -> &str {
+        if self.chosen.contains(&index) {
+            &self.settings.wide
+        } else {
+            "quantized"
+        }
+    }
+
+    /// The table, most sensitive first.
+    fn text(&self) -> String {
+        let mut out = format!(
+            "quantize-search: {} on {} samples of {}: float {}, quantized {} (drop {}, SQNR {}), max-drop {}\n",
+            self.metric_text(),
+            self.samples,
+            self.settings.eval_data,
+            percent(self.float_metric),
+            percent(self.full.metric),
+            percent(self.float_metric - self.full.metric),
+            decibels(self.full.sqnr_db),
+            percent(self.settings.max_drop),
+        );
+        let width = self.sites.iter().map(|s| s.name.len()).max().unwrap_or(5).max(5);
+        let op_width = self.sites.iter().map(|s| s.op.len()).max().unwrap_or(2).max(2);
+        let _ = writeln!(out, "  rank  {:width$}  {:op_width$}  SQNR alone  metric alone  decision", "layer", "op");
+        for (rank, &i) in self.order.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  {:>4}  {:width$}  {:op_width$}  {:>10}  {:>12}  {}",
+                rank + 1,
+                self.sites[i].name,
+                self.sites[i].op,
+                decibels(self.rows[i].sqnr_db),
+                percent(self.rows[i].metric),
+                self.decision(i),
+            );
+        }
+        let _ = write!(
+            out,
+            "kept {} of {} values {}: {} {} (drop {}, SQNR {}){}; {} evaluations",
+            self.chosen.len(),
+            self.sites.len(),
+            self.settings.wide,
+            self.target.name(),
+            percent(self.result.metric),
+            percent(self.float_metric - self.result.metric),
+            decibels(self.result.sqnr_db),
+            if self.reached { "" } else { ", max-drop not reached" },
+            self.evaluations,
+        );
+        out
+    }
+
+    fn json(&self) -> String {
+        let number = |v: f64| if v.is_finite() { format!("{v}") } else { "null".to_string() };
+        let mut out = String::from("{\n");
+        let _ = writeln!(out, "  \"metric\": {},", json_string(&self.metric_text()));
+        let _ = writeln!(out, "  \"eval_data\": {},", json_string(&self.settings.eval_data));
+        let _ = writeln!(out, "  \"samples\": {},", self.samples);
+        let _ = writeln!(out, "  \"max_drop\": {},", number(self.settings.max_drop));
+        let _ = writeln!(out, "  \"wide\": {},", json_string(&self.settings.wide));
+        let _ = writeln!(out, "  \"float_metric\": {},", number(self.float_metric));
+        let _ = writeln!(
+            out,
+            "  \"quantized\": {{\"metric\": {}, \"sqnr_db\": {}}},",
+            number(self.full.metric),
+            number(self.full.sqnr_db)
+        );
+        let _ = writeln!(
+            out,
+            "  \"result\": {{\"metric\": {}, \"sqnr_db\": {}, \"reached\": {}}},",
+            number(self.result.metric),
+            number(self.result.sqnr_db),
+            self.reached
+        );
+        let _ = writeln!(out, "  \"evaluations\": {},", self.evaluations);
+        out.push_str("  \"layers\": [\n");
+        for (rank, &i) in self.order.iter().enumerate() {
+            let _ = write!(
+                out,
+                "    {{\"rank\": {}, \"layer\": {}, \"op\": {}, \"sqnr_db_alone\": {}, \"metric_alone\": {}, \
+                 \"decision\": {}}}",
+                rank + 1,
+                json_string(&self.sites[i].name),
+                json_string(&self.sites[i].op),
+                number(self.rows[i].sqnr_db),
+                number(self.rows[i].metric),
+                json_string(self.decision(i)),
+            );
+            out.push_str(if rank + 1 < self.order.len() { ",\n" } else { "\n" });
+        }
+        out.push_str("  ]\n}\n");
+        out
+    }
+}
+
+/// `text` as a JSON string literal.
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{argmax, json_string, parse_max_drop, Outputs, Target};
+
+    /// Three samples of three classes: top-1 classes 2, 0, 1.
+    fn outputs() -> Outputs {
+        Outputs { values: vec![0.1, 0.2, 0.9, 5.0, -1.0, 4.0, 0.0, 0.5, 0.25], per_sample: 3 }
+    }
+
+    #[test]
+    fn accuracy_counts_top1_hits_against_labels() {
+        assert_eq!(Target::Labels(vec![2, 0, 1]).metric(&outputs()), 1.0);
+        assert_eq!(Target::Labels(vec![2, 1, 0]).metric(&outputs()), 1.0 / 3.0);
+        assert_eq!(Target::Labels(vec![0, 1, 2]).metric(&outputs()), 0.0);
+    }
+
+    #[test]
+    fn agreement_compares_top1_classes() {
+        let same = Target::Agreement { classes: vec![2, 0, 1], float: true };
+        assert_eq!(same.metric(&outputs()), 1.0);
+        let one_off = Target::Agreement { classes: vec![2, 2, 1], float: false };
+        assert_eq!(one_off.metric(&outputs()), 2.0 / 3.0);
+    }
+
+    #[test]
+    fn max_drop_reads_percentages_and_fractions() {
+        assert_eq!(parse_max_drop("0.1%").unwrap(), 0.1 * 0.01);
+        assert_eq!(parse_max_drop(" 2 % ").unwrap(), 0.02);
+        assert_eq!(parse_max_drop("0.001").unwrap(), 0.001);
+        assert_eq!(parse_max_drop("0").unwrap(), 0.0);
+        for bad in ["", "%", "abc", "-1%", "100%", "1.5", "nan", "inf%"] {
+            assert!(parse_max_drop(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn argmax_takes_the_first_of_equals() {
+        assert_eq!(argmax(&[0.0, 3.0, 3.0, -1.0]), 1);
+        assert_eq!(argmax(&[-5.0]), 0);
+    }
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(json_string("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
+    }
+}
