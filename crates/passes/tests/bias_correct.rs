@@ -9,6 +9,8 @@
 //!   biases of `bias-correct` alone (the float model adds back what the fast
 //!   correction subtracted), and correcting again changes nothing.
 
+// Each test binary uses part of the shared helpers (this one not `repo`).
+#[allow(dead_code)]
 mod common;
 
 use common::rng::Rng;
@@ -148,7 +150,13 @@ fn chain(w1: &[f32], w2: &[f32], b2: &[f32], quantized: bool) -> String {
 }
 
 /// Per channel (axis 1) of each result, the mean over samples of quantized − float.
-fn mean_errors(ctx: &Context, quant: &Module, float: &Module, data: &[f32], sample: &[usize]) -> Vec<Vec<f64>> {
+fn mean_errors(
+    ctx: &Context,
+    quant: &Module,
+    float: &Module,
+    data: &[f32],
+    sample: &[usize],
+) -> Vec<Vec<f64>> {
     let kernels = KernelRegistry::standard();
     let len: usize = sample.iter().product();
     let mut sums: Vec<Vec<f64>> = Vec::new();
@@ -232,6 +240,11 @@ fn fast_then_empirical_equals_empirical_and_a_rerun_changes_nothing() {
         }
     }
     for (without, with) in biases[0].iter().flatten().zip(biases[1].iter().flatten()) {
-        assert!((without - with).abs() < 1e-5, "fast + empirical {:?} vs empirical {:?}", biases[1], biases[0]);
+        assert!(
+            (without - with).abs() < 1e-5,
+            "fast + empirical {:?} vs empirical {:?}",
+            biases[1],
+            biases[0]
+        );
     }
 }

@@ -27,8 +27,9 @@
 
 use qopt_ir_core::{dense_values_f64, AttrData, Attribute, Context, DenseElements, Module, OpId};
 
-/// The attribute's name.
-pub const BIAS_CORRECTION: &str = "qnn.bias_correction";
+/// The attribute's name (the `fp` dialect declares it an annotation of its
+/// weighted ops, so the equivalence checker ignores it).
+pub const BIAS_CORRECTION: &str = qopt_dialect_fp::attrs::BIAS_CORRECTION;
 
 /// The contents of [`BIAS_CORRECTION`] (see the module docs).
 #[derive(Clone, Debug, PartialEq)]
@@ -134,8 +135,10 @@ impl BiasRecord {
 /// does: the records describe float biases of the fake-quant model, which
 /// the integer model no longer has). Returns how many were removed.
 pub fn drop_records(ctx: &mut Context, module: &mut Module) -> usize {
-    let ops: Vec<OpId> =
-        module.walk_preorder(module.root()).filter(|&op| module.op_attr(ctx, op, BIAS_CORRECTION).is_some()).collect();
+    let ops: Vec<OpId> = module
+        .walk_preorder(module.root())
+        .filter(|&op| module.op_attr(ctx, op, BIAS_CORRECTION).is_some())
+        .collect();
     for &op in &ops {
         let attrs = ctx.dict_remove(module.op_attrs(op), BIAS_CORRECTION);
         module.set_op_attrs(op, attrs);

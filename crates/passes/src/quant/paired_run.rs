@@ -116,7 +116,10 @@ impl<'a> PairedRun<'a> {
                 break;
             }
             if name == "func.call" {
-                return Err(RunFailure::at(op, "calls are not supported here; the model must be one function"));
+                return Err(RunFailure::at(
+                    op,
+                    "calls are not supported here; the model must be one function",
+                ));
             }
             if module.num_regions(op) > 0 {
                 return Err(RunFailure::at(op, "ops with regions are not supported here"));
@@ -144,10 +147,14 @@ impl<'a> PairedRun<'a> {
         let (ctx, module) = (self.ctx, self.module);
         let batches = inputs.len();
         let mut values: FxHashMap<ValueId, Pair> = FxHashMap::default();
-        let mut per_arg: Vec<Vec<Tensor>> = (0..self.args.len()).map(|_| Vec::with_capacity(batches)).collect();
+        let mut per_arg: Vec<Vec<Tensor>> =
+            (0..self.args.len()).map(|_| Vec::with_capacity(batches)).collect();
         for batch in inputs {
             if batch.len() != self.args.len() {
-                return Err(RunFailure { op: None, message: "a batch has the wrong number of inputs".into() });
+                return Err(RunFailure {
+                    op: None,
+                    message: "a batch has the wrong number of inputs".into(),
+                });
             }
             per_arg.iter_mut().zip(batch).for_each(|(arg, t)| arg.push(t));
         }
@@ -168,7 +175,8 @@ impl<'a> PairedRun<'a> {
                 let value = module.result(op, 0);
                 let pair = values.get_mut(&value).ok_or_else(|| RunFailure::at(op, "no result"))?;
                 let float = pair.float.clone();
-                let (Batches::PerBatch(quant), Batches::PerBatch(float)) = (Arc::make_mut(&mut pair.quant), &*float)
+                let (Batches::PerBatch(quant), Batches::PerBatch(float)) =
+                    (Arc::make_mut(&mut pair.quant), &*float)
                 else {
                     return Err(RunFailure::at(op, "its result does not depend on the data"));
                 };
@@ -214,15 +222,24 @@ impl<'a> PairedRun<'a> {
         }
         let operands = module
             .operands(op)
-            .map(|v| values.get(&v).cloned().ok_or_else(|| RunFailure::at(op, "uses a value defined outside the function")))
+            .map(|v| {
+                values
+                    .get(&v)
+                    .cloned()
+                    .ok_or_else(|| RunFailure::at(op, "uses a value defined outside the function"))
+            })
             .collect::<Result<Vec<Pair>, _>>()?;
         let quant_operands: Vec<&Batches> = operands.iter().map(|p| &*p.quant).collect();
         let quant = self.run_kernel(op, &quant_operands, batches)?;
         let name = ctx.op_name_str(module.op_name(op));
         if name == qnn_op::FAKE_QUANT {
             // The float model does not quantize.
-            let float = operands.first().map(|p| p.float.clone()).ok_or_else(|| RunFailure::at(op, "no operand"))?;
-            return Ok(quant.into_iter().map(|q| Pair { quant: Arc::new(q), float: float.clone() }).collect());
+            let float =
+                operands.first().map(|p| p.float.clone()).ok_or_else(|| RunFailure::at(op, "no operand"))?;
+            return Ok(quant
+                .into_iter()
+                .map(|q| Pair { quant: Arc::new(q), float: float.clone() })
+                .collect());
         }
         let same = float_operand.is_none() && operands.iter().all(|p| Arc::ptr_eq(&p.quant, &p.float));
         if same {
@@ -244,15 +261,25 @@ impl<'a> PairedRun<'a> {
             })
             .collect();
         let float = self.run_kernel(op, &float_operands, batches)?;
-        Ok(quant.into_iter().zip(float).map(|(q, f)| Pair { quant: Arc::new(q), float: Arc::new(f) }).collect())
+        Ok(quant
+            .into_iter()
+            .zip(float)
+            .map(|(q, f)| Pair { quant: Arc::new(q), float: Arc::new(f) })
+            .collect())
     }
 
     /// Runs `op`'s kernel on every batch of `operands` (once when none
     /// depends on the data), returning each result over the batches.
-    fn run_kernel(&self, op: OpId, operands: &[&Batches], batches: usize) -> Result<Vec<Batches>, RunFailure> {
+    fn run_kernel(
+        &self,
+        op: OpId,
+        operands: &[&Batches],
+        batches: usize,
+    ) -> Result<Vec<Batches>, RunFailure> {
         let (ctx, module) = (self.ctx, self.module);
         let name = ctx.op_name_str(module.op_name(op));
-        let kernel = self.kernels.get(name).ok_or_else(|| RunFailure::at(op, format!("no kernel runs '{name}'")))?;
+        let kernel =
+            self.kernels.get(name).ok_or_else(|| RunFailure::at(op, format!("no kernel runs '{name}'")))?;
         let operand_types: Vec<Type> = module.operands(op).map(|v| module.value_type(v)).collect();
         let result_types: Vec<Type> = module.results(op).map(|v| module.value_type(v)).collect();
         let attrs = module.op_attrs(op);
@@ -269,7 +296,8 @@ impl<'a> PairedRun<'a> {
             return Ok(call(0)?.into_iter().map(Batches::Constant).collect());
         }
         let per_batch = self.map_batches(batches, &call)?;
-        let mut columns: Vec<Vec<Tensor>> = (0..result_types.len()).map(|_| Vec::with_capacity(batches)).collect();
+        let mut columns: Vec<Vec<Tensor>> =
+            (0..result_types.len()).map(|_| Vec::with_capacity(batches)).collect();
         for results in per_batch {
             columns.iter_mut().zip(results).for_each(|(column, t)| column.push(t));
         }
@@ -298,7 +326,8 @@ impl<'a> PairedRun<'a> {
             handles
                 .into_iter()
                 .map(|h| {
-                    h.join().unwrap_or_else(|_| Err(RunFailure { op: None, message: "a worker panicked".into() }))
+                    h.join()
+                        .unwrap_or_else(|_| Err(RunFailure { op: None, message: "a worker panicked".into() }))
                 })
                 .collect()
         });
