@@ -248,3 +248,46 @@ fn fast_then_empirical_equals_empirical_and_a_rerun_changes_nothing() {
         );
     }
 }
+
+#[test]
+fn a_conv_with_a_folded_batch_norm_has_no_mean_error_after_correction() {
+    // conv (no bias) → batch norm: fold-bn gives the conv the batch norm's
+    // shift as its bias, which bias-correct then corrects; the float model
+    // is the original, with the batch norm.
+    let mut rng = Rng(23);
+    let w = rng.vec_f32(3 * 2 * 9, -1.0, 1.0);
+    let text = format!(
+        "func.func @main(%x: tensor<1x2x4x4xf32>) -> tensor<1x3x4x4xf32> {{
+  %w = fp.constant() {{value = dense<{}> : tensor<3x2x3x3xf32>}} : () -> tensor<3x2x3x3xf32>
+  %c = fp.conv2d(%x, %w) {{pad = [1, 1, 1, 1]}} : (tensor<1x2x4x4xf32>, tensor<3x2x3x3xf32>) -> tensor<1x3x4x4xf32>
+  %scale = fp.constant() {{value = dense<[1.5, 0.5, -2.0]> : tensor<3xf32>}} : () -> tensor<3xf32>
+  %shift = fp.constant() {{value = dense<[0.25, -1.0, 0.5]> : tensor<3xf32>}} : () -> tensor<3xf32>
+  %mean = fp.constant() {{value = dense<[0.1, -0.2, 0.3]> : tensor<3xf32>}} : () -> tensor<3xf32>
+  %var = fp.constant() {{value = dense<[1.0, 2.0, 0.5]> : tensor<3xf32>}} : () -> tensor<3xf32>
+  %z = fp.batch_norm(%c, %scale, %shift, %mean, %var) {{epsilon = 0.001 : f32}} : (tensor<1x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<1x3x4x4xf32>
+  func.return %z : tensor<1x3x4x4xf32>
+}}",
+        nested(&w, &[3, 2, 3, 3])
+    );
+    let samples = 16;
+    let sample = [1, 2, 4, 4];
+    let data = rng.vec_f32(samples * 32, -0.5, 2.0);
+    let path = write_data("bn", &[samples, 1, 2, 4, 4], data.clone());
+    let data_option = format!("data=\"{}\"", path.display());
+
+    let mut ctx = context();
+    let float = parse(&mut ctx, &text);
+    let mut quant = parse(&mut ctx, &text);
+    let front = format!("fold-bn,insert-observers,calibrate{{{data_option}}},insert-fakeq{{weight-type=i4 bias-correction=false}}");
+    run_pipeline(&mut ctx, &mut quant, &front);
+    let before = mean_errors(&ctx, &quant, &float, &data, &sample);
+    assert!(before[0].iter().any(|e| e.abs() > 1e-2), "nothing to correct: {before:?}");
+    run_pipeline(&mut ctx, &mut quant, &format!("bias-correct{{{data_option}}}"));
+    let after = mean_errors(&ctx, &quant, &float, &data, &sample);
+    // The output is the conv's result behind its output fake_quant: what
+    // remains is that rounding's mean, far below the weights' error.
+    let largest_before = before[0].iter().fold(0.0f64, |m, e| m.max(e.abs()));
+    for (c, e) in after[0].iter().enumerate() {
+        assert!(e.abs() < 0.1 * largest_before, "channel {c}: mean error {e} after, {before:?} before");
+    }
+}
