@@ -23,6 +23,17 @@
 use qopt_ir_core::{attr_to_string, AttrData, Attribute, Context, OpView};
 use smallvec::SmallVec;
 
+/// The attribute in which bias correction records, on a conv or dense, what
+/// it subtracted from the bias and the means it measured (`qopt-passes`,
+/// `quant/bias_record.rs`).
+pub const BIAS_CORRECTION: &str = "qnn.bias_correction";
+
+/// [`BIAS_CORRECTION`] records facts and never changes the op's values, so the
+/// weighted ops declare it an annotation: the equivalence checker leaves it out
+/// of their identity, and a pass may add or drop it.
+pub const BIAS_CORRECTION_RECORD: qopt_ir_core::interfaces::Annotations =
+    qopt_ir_core::interfaces::Annotations(&[BIAS_CORRECTION]);
+
 /// Integers read from an integer array attribute.
 pub type IntArray = SmallVec<[i64; 4]>;
 

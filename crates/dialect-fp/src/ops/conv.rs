@@ -46,6 +46,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .operands(Arity::Range(2, 3))
                 .traits(Traits::PURE)
                 .interface(QuantizableOp::weighted(0, 1, Some(2), 0))
+                .interface(crate::attrs::BIAS_CORRECTION_RECORD)
                 .interface(AttributeDefaults(|ctx| attrs::ConvAttrs::default_attributes(ctx, 2))),
         ),
         super::with_signature::<Conv<1>>(
@@ -62,6 +63,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .operands(Arity::Range(2, 3))
                 .traits(Traits::PURE)
                 .interface(QuantizableOp::weighted(0, 1, Some(2), 0))
+                .interface(crate::attrs::BIAS_CORRECTION_RECORD)
                 .interface(AttributeDefaults(|ctx| attrs::ConvAttrs::default_attributes(ctx, 1))),
         ),
         super::with_signature::<ConvTranspose<2>>(

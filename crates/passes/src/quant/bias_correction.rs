@@ -16,7 +16,11 @@
 //! and groups count exactly and any weighted op with a kernel is corrected,
 //! and W_q comes from the `qnn.fake_quant` kernel: the correction uses the
 //! semantics the model is run with, not a copy of them.
+//!
+//! What was subtracted is added to the op's `qnn.bias_correction` record
+//! (`bias_record.rs`), so `bias-correct` can rebuild the float bias.
 
+use super::bias_record::BiasRecord;
 use super::util::{channel_blocks, channel_blocks_mut, op_named};
 use crate::fp_constants::{create_constant, dense, erase_if_unused_constant};
 use qopt_dialect_qnn::op_names as qnn_op;
@@ -47,7 +51,28 @@ pub(crate) fn correct_bias(
     if shift.iter().all(|&s| s == 0.0) {
         return Ok(false);
     }
+    let mut record = BiasRecord::load(ctx, module, op, shift.len())?;
+    subtract_from_bias(ctx, module, op, q, &shift)?;
+    record.correction.iter_mut().zip(&shift).for_each(|(c, s)| *c += s);
+    record.store(ctx, module, op)?;
+    Ok(true)
+}
 
+/// Subtracts `shift` (one value per output channel) from the constant bias
+/// of `op`, adding a bias operand if it has none. The new bias constant has
+/// the old one's type and location (the op's, for a new bias).
+pub(crate) fn subtract_from_bias(
+    ctx: &mut Context,
+    module: &mut Module,
+    op: OpId,
+    q: &QuantizableOp,
+    shift: &[f64],
+) -> Result<(), String> {
+    let Some(b) = q.bias else { return Err("the op has no bias operand".into()) };
+    let operands = module.num_operands(op);
+    if b > operands {
+        return Err("the op lacks operands before its bias".into());
+    }
     let result_ty = module.value_type(module.result(op, 0));
     let elem = ctx.element_type(result_ty);
     let (old_bias, values) = if b < operands {
@@ -65,7 +90,7 @@ pub(crate) fn correct_bias(
     if values.len() != shift.len() {
         return Err(format!("the bias has {} values for {} output channels", values.len(), shift.len()));
     }
-    let corrected: Vec<f64> = values.iter().zip(&shift).map(|(v, s)| v - s).collect();
+    let corrected: Vec<f64> = values.iter().zip(shift).map(|(v, s)| v - s).collect();
     let bias_ty = match old_bias {
         Some(v) => module.value_type(v),
         None => ctx.tensor_type(&[shift.len() as i64], elem),
@@ -90,7 +115,7 @@ pub(crate) fn correct_bias(
             module.set_operands(op, &all);
         }
     }
-    Ok(true)
+    Ok(())
 }
 
 /// `W_q − W` for a weight operand `fake_quant(W)` with constant `W`, as f32.

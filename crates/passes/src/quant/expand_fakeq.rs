@@ -5,7 +5,9 @@
 //! Exact: `fake_quant` is defined as that composition
 //! (`docs/quant-semantics.md` §3.4), so the pass preserves semantics. The new
 //! ops keep the fake_quant's location, so layer-by-layer comparison and the
-//! later passes still name the ONNX node.
+//! later passes still name the ONNX node. The `qnn.bias_correction` records
+//! of bias correction (`bias_record.rs`) are removed: they describe the float
+//! biases of the fake-quant model.
 //!
 //! ```text
 //! %y = qnn.fake_quant(%x) {type = !qnn.uniform<i8:f32, 0.05:0>} : (tensor<8xf32>) -> tensor<8xf32>
@@ -14,6 +16,7 @@
 //! %y = qnn.dequantize(%q) : (tensor<8x!qnn.uniform<i8:f32, 0.05:0>>) -> tensor<8xf32>
 //! ```
 
+use super::bias_record::drop_records;
 use super::util::op_named;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::pass::PassOptions;
@@ -94,8 +97,10 @@ impl Pass for ExpandFakeq {
             module.replace_all_uses(module.result(op, 0), module.result(d, 0));
             module.erase_op(op).map_err(|e| format!("cannot remove a fake_quant: {e:?}"))?;
         }
+        // The float-bias records of bias correction end with the fake-quant model.
+        let records = drop_records(cx.ctx, module);
         cx.add_stat("expanded-fake-quants", plans.len() as u64);
-        Ok(PassOutcome::from_changed(!plans.is_empty()))
+        Ok(PassOutcome::from_changed(!plans.is_empty() || records > 0))
     }
 }
 

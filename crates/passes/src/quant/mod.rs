@@ -16,11 +16,13 @@
 //! the [`qopt_ir_core::Context`] the passes run with.
 
 mod bias_correction;
+mod bias_record;
 mod channel_means;
 mod fuse_patterns;
 mod histogram;
 mod methods;
 mod observers;
+mod paired_run;
 mod quantize_pipeline;
 mod ranges;
 mod scheme;
@@ -57,6 +59,7 @@ quant_passes! {
     calibrate::Calibrate,
     collect_calibration_data::CollectCalibrationData,
     insert_fakeq::InsertFakeq,
+    bias_correct::BiasCorrect,
     propagate_qparams::PropagateQparams,
     expand_fakeq::ExpandFakeq,
     quantize_constants::QuantizeConstants,

@@ -1,0 +1,369 @@
+//! `bias-correct{data=PATH}`: empirical bias correction (AIMET's empirical
+//! and NNCF's bias correction), on the fake-quant model after `insert-fakeq`.
+//!
+//! For each conv or dense whose weight is fake-quantized (in the order of the
+//! function body, which is a topological order), over the calibration data:
+//!
+//! ```text
+//! e_c = mean over samples and positions of ( y_q[c] − y_f[c] )
+//! b'_c = b_c − e_c
+//! ```
+//!
+//! where `y_q` is the layer's result in the fake-quant model (quantized
+//! weights, quantized activations, and the biases of the layers before it
+//! already corrected) and `y_f` its result in the float model (every
+//! `qnn.fake_quant` the identity, float biases). Layers are corrected in
+//! order, so each layer's error is measured with every earlier correction in
+//! place: the correction of a layer also takes back the mean error its input
+//! still carries. A layer without a bias gets one; a depthwise or grouped conv
+//! is run by its kernel like any other; a bias that `fold-bn` folded is an
+//! ordinary bias here.
+//!
+//! **Statistics in the IR.** The means are recorded on the layer as
+//! `qnn.bias_correction = {correction, float_mean, quant_mean, samples}`
+//! (`bias_record.rs`; both means with the float bias, so they do not depend
+//! on the correction). A layer that already holds the means is not measured
+//! again: its correction is `quant_mean − float_mean`, so a rerun changes
+//! nothing, hand-edited means are applied as written, and removing the
+//! means measures the layer again. `correction` also holds what
+//! `insert-fakeq`'s fast bias correction subtracted, which the float model
+//! adds back.
+//!
+//! **Running.** One op-major pass over the network ([`PairedRun`]): each op
+//! runs on every batch in both models before the next op, so a layer's
+//! correction is known before any later layer runs, and the network is run
+//! once, not once per layer. Memory holds the live activations of every
+//! sample (twice where the models differ); `batches=N` limits the samples.
+//! When every layer holds its means, no data is read.
+//!
+//! Errors (nothing is changed): a missing or unreadable data file, samples
+//! that do not fit the function's arguments, a record of the wrong size, an
+//! op without a kernel, a non-finite mean (at the layer). Statistics:
+//! `layers-measured`, `biases-corrected`, `calibration-samples`.
+//!
+//! ```text
+//! // before (after insert-fakeq{bias-correction=false})
+//! %y = fp.conv2d(%xq, %wq, %b) : ...
+//! // after bias-correct{data=calib.npy}
+//! %y = fp.conv2d(%xq, %wq, %b2) {qnn.bias_correction = {correction = dense<[0.012, -0.003]> : tensor<2xf64>,
+//!        float_mean = dense<[...]> : tensor<2xf64>, quant_mean = dense<[...]> : tensor<2xf64>, samples = 500}} : ...
+//! ```
+
+use super::bias_correction::subtract_from_bias;
+use super::bias_record::{BiasRecord, MeasuredMeans};
+use super::calibrate::{check_counts, DataSettings};
+use super::paired_run::{PairedRun, RunFailure, VisitedResult};
+use super::util::{channel_blocks, channel_blocks_mut, is_skipped, op_named, quantizable};
+use qopt_dialect_qnn::op_names as qnn_op;
+use qopt_interp::{KernelRegistry, Tensor};
+use qopt_ir_core::interfaces::QuantizableOp;
+use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::{
+    constant_value, AttrData, BadOptionValue, Context, Diagnostic, Diagnostics, FxHashMap, FxHashSet, Module,
+    OpId, Pass, PassContext, PassError, PassOutcome, Severity,
+};
+use std::time::Instant;
+
+/// The `bias-correct` pass; see the module docs.
+pub struct BiasCorrect;
+
+impl Pass for BiasCorrect {
+    fn name(&self) -> &'static str {
+        "bias-correct"
+    }
+
+    fn summary(&self) -> &'static str {
+        "empirical bias correction: subtract each quantized layer's mean output error on the data from its bias"
+    }
+
+    fn description(&self) -> &'static str {
+        "Runs the calibration data through the fake-quant model and the float model (every \
+         `qnn.fake_quant` the identity) op by op, and for each conv or dense with a fake-quantized \
+         weight, in order, subtracts from its bias the per-channel mean of (quantized result − float \
+         result), so later layers are measured with the earlier corrections in place. Layers without \
+         a bias get one. The measured means are kept on the layer (`qnn.bias_correction`); a layer \
+         that holds them is not measured again, so a rerun changes nothing and edited means are \
+         applied as written. Run it after `insert-fakeq`.\n\n\
+         ```\n\
+         %y = fp.conv2d(%xq, %wq, %b) ...\n\
+         // -> %y = fp.conv2d(%xq, %wq, %b2) {qnn.bias_correction = {correction = ..., float_mean = ..., \
+         quant_mean = ..., samples = 500}} ...\n\
+         ```"
+    }
+
+    fn options(&self) -> Vec<OptionSpec> {
+        let mut options = DataSettings::options(
+            "calibration data: a .npy, an .npz (one member per argument) or a directory of them",
+        );
+        options.push(OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)"));
+        options
+    }
+
+    fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
+        check_counts(options, &["batches", "batch-size", "threads"])
+    }
+
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        module: &mut Module,
+        options: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        let settings = DataSettings::read(options)?;
+        let threads = match usize::try_from(options.int("threads")).unwrap_or(0) {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        };
+        let func = match module.lookup_symbol(cx.ctx, &settings.func) {
+            Some(op) if module.op_name(op) == qopt_ir_core::OpName::FUNC => op,
+            _ => return Err(format!("there is no function @{} to correct (set 'func')", settings.func).into()),
+        };
+        let layers = find_layers(cx, module, func)?;
+        if layers.is_empty() {
+            cx.warn(Diagnostic::warning(
+                None,
+                qopt_ir_core::SrcPos::NONE,
+                "bias-correct found no conv or dense with a fake-quantized weight; run insert-fakeq first",
+            ));
+            return Ok(PassOutcome::Unchanged);
+        }
+        let mut measured: FxHashMap<OpId, MeasuredMeans> = FxHashMap::default();
+        let mut samples = 0;
+        if layers.iter().any(|l| l.record.measured.is_none()) {
+            // Owned: the run borrows the context immutably while the kernels live in it.
+            let kernels = KernelRegistry::of(cx.ctx).cloned().unwrap_or_else(KernelRegistry::standard);
+            let start = Instant::now();
+            let (ctx, m) = (&*cx.ctx, &*module);
+            let data = settings.open(ctx, m)?;
+            let (calls, leftover) = data.calls(settings.batches);
+            let inputs = (0..calls)
+                .map(|call| data.dataset.read(call * data.per_call, data.per_call))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?;
+            samples = calls * data.per_call;
+            let read = start.elapsed();
+            let start = Instant::now();
+            measured = measure(ctx, m, &kernels, func, &layers, inputs, threads)?;
+            cx.add_phase("read-data", read);
+            cx.add_phase("run-samples", start.elapsed());
+            leftover.into_iter().for_each(|w| cx.warn(w));
+        }
+
+        let mut corrected = 0u64;
+        let measured_now = measured.len() as u64;
+        for layer in layers {
+            let mut record = layer.record;
+            if let Some(means) = measured.remove(&layer.op) {
+                record.measured = Some(means);
+            }
+            let Some(means) = &record.measured else { continue };
+            let target = means.error();
+            let delta: Vec<f64> = target.iter().zip(&record.correction).map(|(t, c)| t - c).collect();
+            if delta.iter().any(|&d| d != 0.0) {
+                subtract_from_bias(cx.ctx, module, layer.op, &layer.q, &delta)
+                    .map_err(|e| at_op(cx.ctx, module, layer.op, e))?;
+                corrected += 1;
+            }
+            record.correction = target;
+            record.store(cx.ctx, module, layer.op).map_err(|e| at_op(cx.ctx, module, layer.op, e))?;
+        }
+        cx.add_stat("layers-measured", measured_now);
+        cx.add_stat("biases-corrected", corrected);
+        cx.add_stat("calibration-samples", samples as u64);
+        Ok(PassOutcome::from_changed(corrected > 0 || measured_now > 0))
+    }
+}
+
+/// A conv or dense to correct.
+struct Layer {
+    op: OpId,
+    q: QuantizableOp,
+    /// The result's channel axis.
+    axis: usize,
+    /// Output channels.
+    channels: usize,
+    /// What the IR already records about its bias.
+    record: BiasRecord,
+}
+
+fn at_op(ctx: &Context, module: &Module, op: OpId, message: impl Into<String>) -> PassError {
+    Diagnostic::at_op(ctx, module, op, Severity::Error, message.into()).into()
+}
+
+/// The layers of `func`'s body to correct, in body order: ops with a
+/// weight and a bias position whose weight is fake-quantized, not marked
+/// `qnn.skip`. One that cannot be corrected (a bias that is not a constant,
+/// an unknown or dynamic channel count) gets a warning; a malformed record
+/// is an error.
+fn find_layers(cx: &mut PassContext<'_>, module: &Module, func: OpId) -> Result<Vec<Layer>, PassError> {
+    let ctx = &*cx.ctx;
+    let mut layers = Vec::new();
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+    let Some(entry) = (module.num_regions(func) == 1).then(|| module.blocks(module.region(func, 0)).next()).flatten()
+    else {
+        return Err(format!("@{} has no body", ctx.op_name_str(module.op_name(func))).into());
+    };
+    for op in module.block_ops(entry) {
+        let Some(q) = quantizable(ctx, module, op) else { continue };
+        let (Some(w), Some(b)) = (q.weight, q.bias) else { continue };
+        let operands = module.num_operands(op);
+        if w >= operands || is_skipped(ctx, module, op) || module.num_results(op) == 0 {
+            continue;
+        }
+        let weight_def = module.defining_op(module.operand(op, w));
+        if weight_def.is_none() || !op_named(ctx, module, weight_def, qnn_op::FAKE_QUANT) {
+            continue;
+        }
+        let dims = ctx.tensor_shape(module.value_type(module.result(op, 0))).unwrap_or(&[]).to_vec();
+        let axis = q.channel_axis_for_rank(dims.len());
+        let problem = match axis.map(|a| dims[a]) {
+            _ if b > operands => Some("the op lacks operands before its bias".to_string()),
+            _ if b < operands && constant_value(ctx, module, module.operand(op, b)).is_none() => {
+                Some("its bias is not a constant".to_string())
+            }
+            None => Some("its result has no channel axis".to_string()),
+            Some(c) if c <= 0 => Some("its result has a dynamic channel count".to_string()),
+            Some(_) => None,
+        };
+        if let Some(problem) = problem {
+            warnings.push((op, format!("bias not corrected: {problem}")));
+            continue;
+        }
+        let (axis, channels) = match axis {
+            Some(a) => (a, dims[a] as usize),
+            None => continue,
+        };
+        match BiasRecord::load(ctx, module, op, channels) {
+            Ok(record) => layers.push(Layer { op, q: q.clone(), axis, channels, record }),
+            Err(e) => errors.push(Diagnostic::at_op(ctx, module, op, Severity::Error, e)),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(Diagnostics(errors).into());
+    }
+    for (op, message) in warnings {
+        cx.warn_at(module, op, message);
+    }
+    Ok(layers)
+}
+
+/// Runs the data through both models and returns, for each layer without
+/// recorded means, its measured means (with the float bias); every layer's
+/// correction is applied to its fake-quant results before later ops run.
+fn measure(
+    ctx: &Context,
+    module: &Module,
+    kernels: &KernelRegistry,
+    func: OpId,
+    layers: &[Layer],
+    inputs: Vec<Vec<Tensor>>,
+    threads: usize,
+) -> Result<FxHashMap<OpId, MeasuredMeans>, PassError> {
+    let located = |f: RunFailure| -> PassError {
+        match f.op {
+            Some(op) => at_op(ctx, module, op, f.message),
+            None => f.message.into(),
+        }
+    };
+    let run = PairedRun::new(ctx, module, kernels, func, threads).map_err(located)?;
+    let by_op: FxHashMap<OpId, &Layer> = layers.iter().map(|l| (l.op, l)).collect();
+    let watched: FxHashSet<OpId> = by_op.keys().copied().collect();
+    // The float model runs each corrected layer with its float bias.
+    let mut float_biases = FxHashMap::default();
+    for layer in layers.iter().filter(|l| l.record.correction.iter().any(|&c| c != 0.0)) {
+        let b = layer.q.bias.unwrap_or(usize::MAX);
+        if b >= module.num_operands(layer.op) {
+            return Err(at_op(ctx, module, layer.op, "'qnn.bias_correction' records a correction but the op has no bias"));
+        }
+        let float_bias = float_bias(ctx, module, layer, b).map_err(|e| at_op(ctx, module, layer.op, e))?;
+        float_biases.insert(layer.op, (b, float_bias));
+    }
+    let mut measured = FxHashMap::default();
+    let mut visit = |op: OpId, result: VisitedResult<'_>| -> Result<(), RunFailure> {
+        let Some(layer) = by_op.get(&op) else { return Ok(()) };
+        let fail = |message: String| RunFailure { op: Some(op), message };
+        let quant_mean = channel_means(result.quant, layer.axis, layer.channels).map_err(fail)?;
+        let float_mean = channel_means(result.float, layer.axis, layer.channels).map_err(fail)?;
+        if let Some(c) = quant_mean.iter().chain(&float_mean).position(|v| !v.is_finite()) {
+            return Err(fail(format!(
+                "the mean of output channel {} is not finite on the calibration data",
+                c % layer.channels
+            )));
+        }
+        let correction = &layer.record.correction;
+        let means = match &layer.record.measured {
+            Some(recorded) => recorded.clone(),
+            None => {
+                let samples = result.quant.iter().map(|t| t.shape().first().copied().unwrap_or(1)).sum::<usize>();
+                let means = MeasuredMeans {
+                    // Measured with the stored bias; add back what it lacks of the float bias.
+                    quant_mean: quant_mean.iter().zip(correction).map(|(q, c)| q + c).collect(),
+                    float_mean,
+                    samples: samples as i64,
+                };
+                measured.insert(op, means.clone());
+                means
+            }
+        };
+        // Later layers see this layer with its corrected bias.
+        let delta: Vec<f64> = means.error().iter().zip(correction).map(|(t, c)| t - c).collect();
+        for tensor in result.quant.iter_mut() {
+            shift_channels(tensor, layer.axis, &delta).map_err(fail)?;
+        }
+        Ok(())
+    };
+    run.run(inputs, &watched, &float_biases, &mut visit).map_err(located)?;
+    Ok(measured)
+}
+
+/// The float model's bias of `layer`: its constant bias plus its recorded correction.
+fn float_bias(ctx: &Context, module: &Module, layer: &Layer, b: usize) -> Result<Tensor, String> {
+    let attr = constant_value(ctx, module, module.operand(layer.op, b)).ok_or("the bias is not a constant")?;
+    let AttrData::Dense(d) = ctx.attr_data(attr) else { return Err("the bias is not a dense constant".into()) };
+    let bias = Tensor::from_dense(ctx, d).map_err(|e| e.message)?;
+    if bias.len() != layer.channels {
+        return Err(format!("the bias has {} values for {} output channels", bias.len(), layer.channels));
+    }
+    let values = bias.to_f64_vec().iter().zip(&layer.record.correction).map(|(b, c)| (b + c) as f32).collect();
+    Tensor::from_f32(bias.shape(), values).map_err(|e| e.message)
+}
+
+/// Per channel on `axis`, the mean over every other axis of all `tensors`
+/// (summed per tensor, then in order, in f64).
+fn channel_means(tensors: &[Tensor], axis: usize, channels: usize) -> Result<Vec<f64>, String> {
+    let mut sums = vec![0.0f64; channels];
+    let mut count = 0usize;
+    for tensor in tensors {
+        let shape = tensor.shape();
+        if shape.get(axis) != Some(&channels) {
+            return Err(format!("a result of shape {shape:?} does not have {channels} channels on axis {axis}"));
+        }
+        let Some(values) = tensor.as_f32().and_then(|a| a.as_slice()) else {
+            return Err(format!("the result is a {} tensor, not a contiguous f32 one", tensor.dtype()));
+        };
+        let mut tensor_sums = vec![0.0f64; channels];
+        for (channel, run) in channel_blocks(values, shape, axis) {
+            tensor_sums[channel] += run.iter().map(|&v| f64::from(v)).sum::<f64>();
+        }
+        sums.iter_mut().zip(tensor_sums).for_each(|(s, t)| *s += t);
+        count += values.len() / channels.max(1);
+    }
+    let count = count.max(1) as f64;
+    Ok(sums.into_iter().map(|s| s / count).collect())
+}
+
+/// Subtracts `delta[c]` from every value of channel `c` (on `axis`) of `tensor`.
+fn shift_channels(tensor: &mut Tensor, axis: usize, delta: &[f64]) -> Result<(), String> {
+    if delta.iter().all(|&d| d == 0.0) {
+        return Ok(());
+    }
+    let shape = tensor.shape().to_vec();
+    let Tensor::F32(array) = tensor else { return Err("the result is not an f32 tensor".into()) };
+    let Some(values) = array.as_slice_mut() else { return Err("the result is not contiguous".into()) };
+    for (channel, run) in channel_blocks_mut(values, &shape, axis) {
+        let d = delta[channel] as f32;
+        run.iter_mut().for_each(|v| *v -= d);
+    }
+    Ok(())
+}
