@@ -52,6 +52,7 @@ macro_rules! quant_passes {
 
 quant_passes! {
     fold_bn::FoldBn,
+    equalize::Equalize,
     insert_observers::InsertObservers,
     calibrate::Calibrate,
     collect_calibration_data::CollectCalibrationData,
