@@ -212,7 +212,9 @@ pub fn rules() -> Vec<EquivRule> {
     for axis in [1, -1] {
         rules.push(
             real(
-                if axis == 1 { "relu-of-positive-channel-scale-is-scaled-relu" } else {
+                if axis == 1 {
+                    "relu-of-positive-channel-scale-is-scaled-relu"
+                } else {
                     "relu-of-positive-feature-scale-is-scaled-relu"
                 },
                 format!("(fp.relu ?a ?t (chan-mul ?x ?s {axis}))"),

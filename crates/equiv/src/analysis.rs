@@ -362,8 +362,11 @@ fn approx_union(
 }
 
 /// Unites the class `id` of the computed value `computed` with the class
-/// `other` of another computed value when they are within the tolerance, in
-/// f32 ulps at each element's magnitude or the larger bound on its terms.
+/// `other` of another computed value when they are within twice the
+/// tolerance, in f32 ulps at each element's magnitude or the larger bound on
+/// its terms: each was computed from IR constants rounded on its own side
+/// (the tolerance an IR constant gets against a computed value), so their
+/// distance is bounded by the sum.
 fn approx_union_computed(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id, computed: &Constant, other: Id) {
     if egraph.find(other) == egraph.find(id) {
         return;
@@ -381,7 +384,7 @@ fn approx_union_computed(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id, comp
         (Some(m), None) | (None, Some(m)) => Some(m.clone()),
         (None, None) => None,
     };
-    let limit = egraph.analysis.ulps;
+    let limit = egraph.analysis.ulps.saturating_mul(2);
     if let Some(ulps) =
         ulp_distance(&computed.value, &theirs.value, Precision::F32, limit, magnitude.as_ref())
     {

@@ -39,7 +39,8 @@ pub fn evaluate(f: Builtin, operands: &[Arc<Tensor>], axis: Option<i64>) -> Opti
             let ranges: Vec<f64> = a
                 .axis_iter(Axis(axis))
                 .map(|lane| {
-                    let range = lane.iter().fold(0.0f64, |m, x| if x.is_nan() { f64::NAN } else { m.max(x.abs()) });
+                    let range =
+                        lane.iter().fold(0.0f64, |m, x| if x.is_nan() { f64::NAN } else { m.max(x.abs()) });
                     if range == 0.0 {
                         1.0
                     } else {

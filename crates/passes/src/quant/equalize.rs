@@ -532,3 +532,143 @@ fn replace_clip_by_relu(ctx: &mut Context, module: &mut Module, clip: OpId) -> R
     rewriter.erase_op(clip).map_err(|e| format!("{e:?}"))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{channel_ranges, equalize_pairs, pair_scales, Layer, Pair};
+    use crate::test_ir::{test_context, TestIr};
+    use qopt_interp::{Interpreter, KernelRegistry, Tensor};
+    use qopt_ir_core::{parse_module, OpId};
+
+    /// Deterministic values in [-1, 1) scaled per channel of axis 0 by
+    /// factors spanning three orders of magnitude, so ranges differ.
+    fn weights(shape: &[usize], seed: u64) -> Vec<f64> {
+        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let per_channel: usize = shape[1..].iter().product();
+        (0..shape.iter().product::<usize>())
+            .map(|i| {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let unit = ((state >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0;
+                let channel = i / per_channel;
+                unit * 10f64.powf(((channel * 7 + seed as usize) % 4) as f64 - 1.5)
+            })
+            .collect()
+    }
+
+    /// `values` of `shape` as `.qir` dense text, nested by dimension (built
+    /// from the innermost dimension out, without recursion).
+    fn nested(values: &[f64], shape: &[usize]) -> String {
+        let mut items: Vec<String> = values.iter().map(|v| format!("{:?}", *v as f32)).collect();
+        for &d in shape.iter().rev() {
+            items = items.chunks(d).map(|c| format!("[{}]", c.join(", "))).collect();
+        }
+        items.remove(0)
+    }
+
+    fn layer(shape: &[usize], seed: u64) -> Layer {
+        Layer {
+            op: OpId::NONE,
+            weight_shape: shape.to_vec(),
+            weight: weights(shape, seed),
+            bias: Some(vec![0.5; shape[0]]),
+            changed: false,
+        }
+    }
+
+    #[test]
+    fn pair_scales_meet_at_the_geometric_mean_and_keep_zero_channels() {
+        let s = pair_scales(&[1.0, 4.0, 0.0, 2.0, 9.0], &[4.0, 1.0, 3.0, 0.0, 1.0]);
+        assert_eq!(s, [0.5, 2.0, 1.0, 1.0, 3.0]);
+        // r1 / s and r2 · s are both sqrt(r1 · r2).
+        assert_eq!(9.0 / s[4], 3.0);
+        assert_eq!(channel_ranges(&[1.0, -3.0, 0.5, 0.25, 0.0, -0.0], &[3, 2], 0), [3.0, 0.5, 0.0]);
+        assert_eq!(channel_ranges(&[1.0, -3.0, 0.5, 0.25, 0.0, -0.0], &[3, 2], 1), [1.0, 3.0]);
+    }
+
+    /// conv (8 out) → depthwise (8) → conv (5 out of 8 in): after the sweeps
+    /// every pair's ranges agree (to the tolerance), and the all-zero channel
+    /// stays zero (its scale is 1, nothing divides by 0).
+    #[test]
+    fn sweeps_make_every_pairs_ranges_equal() {
+        let mut layers = vec![layer(&[8, 3, 3, 3], 1), layer(&[8, 1, 3, 3], 2), layer(&[5, 8, 1, 1], 3)];
+        // Channel 3 of the first conv is all zero.
+        let inner = 27;
+        layers[0].weight[3 * inner..4 * inner].iter_mut().for_each(|w| *w = 0.0);
+        let pairs = [Pair { first: 0, second: 1, input_axis: 0 }, Pair { first: 1, second: 2, input_axis: 1 }];
+        let ranges = |layers: &[Layer], p: &Pair| {
+            let (a, b) = (&layers[p.first], &layers[p.second]);
+            (channel_ranges(&a.weight, &a.weight_shape, 0), channel_ranges(&b.weight, &b.weight_shape, p.input_axis))
+        };
+        let (sweeps, change) = equalize_pairs(&mut layers, &pairs, 1000, 1e-9);
+        assert!(sweeps > 1 && change <= 1e-9, "{sweeps} sweeps, {change}");
+        for p in &pairs {
+            let (r1, r2) = ranges(&layers, p);
+            for (c, (a, b)) in r1.iter().zip(&r2).enumerate() {
+                if *a == 0.0 {
+                    continue;
+                }
+                assert!((a - b).abs() <= 1e-7 * a.max(*b), "pair {p:?} channel {c}: {a} vs {b}");
+            }
+        }
+        assert_eq!(channel_ranges(&layers[0].weight, &[8, 27], 0)[3], 0.0);
+    }
+
+    /// Runs `equalize` on `text` and returns the new module's text and stats.
+    fn equalized(text: &str) -> (String, u64) {
+        let mut ctx = test_context();
+        qopt_dialect_fp::register(&mut ctx).unwrap();
+        let module = parse_module(&mut ctx, text.as_bytes(), "input.qir").unwrap();
+        let out = TestIr { ctx, module }.run("equalize").unwrap();
+        let pairs = out.stat("equalized-pairs");
+        (out.ir, pairs)
+    }
+
+    fn run(text: &str, x: &Tensor) -> Vec<f64> {
+        let mut ctx = test_context();
+        qopt_dialect_fp::register(&mut ctx).unwrap();
+        let module = parse_module(&mut ctx, text.as_bytes(), "input.qir").unwrap();
+        let kernels = KernelRegistry::standard();
+        let mut interp = Interpreter::new(&ctx, &module, &kernels);
+        interp.run("f", std::slice::from_ref(x)).unwrap().remove(0).to_f64_vec()
+    }
+
+    /// A conv → relu → depthwise (padded) → relu → conv chain with biases and
+    /// channel ranges three orders of magnitude apart, run by the interpreter
+    /// before and after on a pseudo-random input: the outputs agree to float
+    /// rounding, while the weights did change.
+    #[test]
+    fn the_equalized_model_computes_what_the_original_did() {
+        let (w1, wd, w3) = (weights(&[6, 2, 3, 3], 4), weights(&[6, 1, 3, 3], 5), weights(&[4, 6, 1, 1], 6));
+        let b = |n: usize, seed: u64| weights(&[n, 1], seed);
+        let text = format!(
+            r#"func.func @f(%x: tensor<1x2x6x6xf32>) -> tensor<1x4x4x4xf32> {{
+  %w1 = fp.constant() {{value = dense<{}> : tensor<6x2x3x3xf32>}} : () -> tensor<6x2x3x3xf32>
+  %b1 = fp.constant() {{value = dense<{}> : tensor<6xf32>}} : () -> tensor<6xf32>
+  %wd = fp.constant() {{value = dense<{}> : tensor<6x1x3x3xf32>}} : () -> tensor<6x1x3x3xf32>
+  %bd = fp.constant() {{value = dense<{}> : tensor<6xf32>}} : () -> tensor<6xf32>
+  %w3 = fp.constant() {{value = dense<{}> : tensor<4x6x1x1xf32>}} : () -> tensor<4x6x1x1xf32>
+  %h1 = fp.conv2d(%x, %w1, %b1) : (tensor<1x2x6x6xf32>, tensor<6x2x3x3xf32>, tensor<6xf32>) -> tensor<1x6x4x4xf32>
+  %r1 = fp.relu(%h1) : (tensor<1x6x4x4xf32>) -> tensor<1x6x4x4xf32>
+  %h2 = fp.conv2d(%r1, %wd, %bd) {{groups = 6, pad = [1, 1, 1, 1]}} : (tensor<1x6x4x4xf32>, tensor<6x1x3x3xf32>, tensor<6xf32>) -> tensor<1x6x4x4xf32>
+  %r2 = fp.relu(%h2) : (tensor<1x6x4x4xf32>) -> tensor<1x6x4x4xf32>
+  %y = fp.conv2d(%r2, %w3) : (tensor<1x6x4x4xf32>, tensor<4x6x1x1xf32>) -> tensor<1x4x4x4xf32>
+  func.return %y : tensor<1x4x4x4xf32>
+}}
+"#,
+            nested(&w1, &[6, 2, 3, 3]),
+            nested(&b(6, 7).iter().map(|v| v * 0.1).collect::<Vec<_>>(), &[6]),
+            nested(&wd, &[6, 1, 3, 3]),
+            nested(&b(6, 8).iter().map(|v| v * 0.1).collect::<Vec<_>>(), &[6]),
+            nested(&w3, &[4, 6, 1, 1]),
+        );
+        let (after, pairs) = equalized(&text);
+        assert_eq!(pairs, 2);
+        assert_ne!(after, text);
+        let x = Tensor::from_f32(&[1, 2, 6, 6], weights(&[1, 72], 9).iter().map(|&v| v as f32).collect()).unwrap();
+        let (before, after) = (run(&text, &x), run(&after, &x));
+        let scale = before.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        assert!(scale > 0.0);
+        let worst = before.iter().zip(&after).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        assert!(worst <= 1e-5 * scale, "worst difference {worst} at output scale {scale}");
+    }
+}
