@@ -182,7 +182,7 @@ mod tests {
     #[test]
     fn channel_ranges_are_largest_magnitudes_and_one_for_zero_channels() {
         let w = t(&[3, 2], vec![1.0, -3.0, 0.0, 0.0, 0.5, 0.25]);
-        let rows = evaluate(Builtin::ChanAbsMax, &[w.clone()], Some(0)).unwrap();
+        let rows = evaluate(Builtin::ChanAbsMax, std::slice::from_ref(&w), Some(0)).unwrap();
         assert_eq!(rows.shape(), [3]);
         assert_eq!(rows.to_f64_vec(), [3.0, 1.0, 0.5]);
         let columns = evaluate(Builtin::ChanAbsMax, &[w], Some(-1)).unwrap();

@@ -386,7 +386,7 @@ fn read_layer(ctx: &Context, module: &Module, op: OpId) -> Result<Layer, String>
     }
     let (weight_shape, weight) = read_constant(ctx, module, module.operand(op, 1))
         .ok_or_else(|| format!("the weight of {name} is not a float constant of static shape"))?;
-    if weight_shape.len() < 2 || weight_shape.iter().any(|&d| d == 0) {
+    if weight_shape.len() < 2 || weight_shape.contains(&0) {
         return Err(format!("the weight of {name} is empty or has rank below 2"));
     }
     if weight.iter().any(|w| !w.is_finite()) {
