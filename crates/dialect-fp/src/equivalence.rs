@@ -46,6 +46,71 @@ fn linear_in_weight_and_bias(op: &'static str, weight_axis: i64, when: &str, rul
     ]);
 }
 
+/// What `equalize` needs: a layer's output channels rescaled by a positive
+/// vector, undone in the next layer's input channels. The checker does not
+/// know the pass's scales; it brings both models to one normal form of its
+/// own instead, where every output channel of a layer with a constant weight
+/// has the range (largest magnitude) 1:
+///
+/// - `layer(x, w, b) = chan-mul(layer(x, w / r, b / r), r)` with `r` the
+///   weight's per-output-channel range (1 for an all-zero channel), exact
+///   over the reals for any `r > 0`;
+/// - `relu(s · x) = s · relu(x)` for `s > 0` (not for a clip: `min(6, s·x)`
+///   is not `s · min(6, x)`);
+/// - `layer(s · x, w, b) = layer(x, w · s, b)` with `s` along the weight's
+///   input-channel axis (zero padding stays zero; depthwise: each output
+///   channel reads its own input channel, so along the output axis).
+///
+/// A rescaled pair `w1 / s`, `w2 · s` then reaches `w1 / r1` and `w2 · r1`
+/// from both sides, equal up to the rounding of the stored weights.
+/// `activation_axis` is the channel axis of the layer's output and input
+/// (1 for NC..., -1 for a dense's features); `input_axis` the weight's
+/// input-channel axis; `when` limits the input-scaling rule to the layers
+/// it is true of.
+fn rescaling(
+    op: &'static str,
+    activation_axis: i64,
+    input_axis: i64,
+    when: &str,
+    name: &str,
+    rules: &mut Vec<EquivRule>,
+) {
+    let real = |name: String, lhs: String, rhs: String| EquivRule::new(Relation::Real, name, lhs, rhs);
+    let short = op.trim_start_matches("fp.");
+    let range = "(chan-absmax ?w 0)";
+    if name.is_empty() {
+        rules.extend([
+            real(
+                format!("{short}-is-its-range-normalized-form-times-range"),
+                format!("({op} ?a ?t ?x ?w ?b)"),
+                format!("(chan-mul ({op} ?a ?t ?x (chan-div ?w {range} 0) (/ ?b {range})) {range} {activation_axis})"),
+            )
+            .when("(is-constant ?w)"),
+            real(
+                format!("{short}-without-bias-is-its-range-normalized-form-times-range"),
+                format!("({op} ?a ?t ?x ?w)"),
+                format!("(chan-mul ({op} ?a ?t ?x (chan-div ?w {range} 0)) {range} {activation_axis})"),
+            )
+            .when("(is-constant ?w)"),
+        ]);
+    }
+    let kind = if name.is_empty() { short.to_string() } else { format!("{short}-{name}") };
+    rules.extend([
+        real(
+            format!("{kind}-of-channel-scaled-input-scales-weight-inputs"),
+            format!("({op} ?a ?t (chan-mul ?x ?s {activation_axis}) ?w ?b)"),
+            format!("({op} ?a ?t ?x (chan-mul ?w ?s {input_axis}) ?b)"),
+        )
+        .when(when.to_string()),
+        real(
+            format!("{kind}-without-bias-of-channel-scaled-input-scales-weight-inputs"),
+            format!("({op} ?a ?t (chan-mul ?x ?s {activation_axis}) ?w)"),
+            format!("({op} ?a ?t ?x (chan-mul ?w ?s {input_axis}))"),
+        )
+        .when(when.to_string()),
+    ]);
+}
+
 /// The rules (see the module docs).
 pub fn rules() -> Vec<EquivRule> {
     let exact = |name, lhs, rhs| EquivRule::new(Relation::Exact, name, lhs, rhs);
@@ -137,6 +202,26 @@ pub fn rules() -> Vec<EquivRule> {
     ));
     for op in ["fp.conv2d", "fp.conv1d", "fp.dense"] {
         linear_in_weight_and_bias(op, 0, "", &mut rules);
+    }
+    // Positive per-channel scales through a layer and a relu (`equalize`).
+    rescaling("fp.conv2d", 1, 1, "(lacks-attr ?a groups)", "", &mut rules);
+    rescaling("fp.conv2d", 1, 0, "(depthwise ?a ?w)", "depthwise", &mut rules);
+    rescaling("fp.conv1d", 1, 1, "(lacks-attr ?a groups)", "", &mut rules);
+    rescaling("fp.conv1d", 1, 0, "(depthwise ?a ?w)", "depthwise", &mut rules);
+    rescaling("fp.dense", -1, 1, "", "", &mut rules);
+    for axis in [1, -1] {
+        rules.push(
+            real(
+                if axis == 1 {
+                    "relu-of-positive-channel-scale-is-scaled-relu"
+                } else {
+                    "relu-of-positive-feature-scale-is-scaled-relu"
+                },
+                format!("(fp.relu ?a ?t (chan-mul ?x ?s {axis}))"),
+                format!("(chan-mul (fp.relu ?a ?t ?x) ?s {axis})"),
+            )
+            .when("(all-positive ?s)"),
+        );
     }
     // Weights C_in × C_out/groups × k...: with one group (the default, left
     // out of the node), axis 1 holds the output channels.

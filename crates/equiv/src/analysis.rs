@@ -241,7 +241,7 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
                     .iter()
                     .map(|&c| egraph[c].data.constant.as_ref())
                     .collect();
-                let axis = children.get(2).and_then(|&c| int_leaf(egraph, c));
+                let axis = children.get(builtins::value_arity(*f)).and_then(|&c| int_leaf(egraph, c));
                 let constant = operands.and_then(|ops| {
                     let values: Vec<Arc<Tensor>> = ops.iter().map(|k| k.value.clone()).collect();
                     let value = builtins::evaluate(*f, &values, axis)?;
@@ -322,10 +322,18 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
             return;
         }
         let shape = constant.value.shape().to_vec();
-        egraph.analysis.computed_floats.entry(shape.clone()).or_default().push(id);
+        let earlier = egraph.analysis.computed_floats.entry(shape.clone()).or_default();
+        let earlier_computed = earlier.clone();
+        earlier.push(id);
         let candidates = egraph.analysis.ir_float_leaves.get(&shape).cloned().unwrap_or_default();
         for (key, leaf) in candidates {
             approx_union(egraph, id, &constant, key, leaf);
+        }
+        // Two values the checker computed from different IR constants (a
+        // normal form reached from both sides of a rescaling, `equalize`)
+        // differ by the rounding of those constants: matched in f32 ulps.
+        for other in earlier_computed {
+            approx_union_computed(egraph, id, &constant, other);
         }
     }
 }
@@ -350,6 +358,40 @@ fn approx_union(
         analysis.max_ulps_used = analysis.max_ulps_used.max(ulps);
         analysis.approx_matches += 1;
         egraph.union(id, leaf);
+    }
+}
+
+/// Unites the class `id` of the computed value `computed` with the class
+/// `other` of another computed value when they are within twice the
+/// tolerance, in f32 ulps at each element's magnitude or the larger bound on
+/// its terms: each was computed from IR constants rounded on its own side
+/// (the tolerance an IR constant gets against a computed value), so their
+/// distance is bounded by the sum.
+fn approx_union_computed(egraph: &mut EGraph<Node, EqAnalysis<'_>>, id: Id, computed: &Constant, other: Id) {
+    if egraph.find(other) == egraph.find(id) {
+        return;
+    }
+    let Some(theirs) = egraph[other].data.constant.clone() else { return };
+    if theirs.from_ir {
+        return;
+    }
+    let magnitude = match (computed.magnitude.as_deref(), theirs.magnitude.as_deref()) {
+        (Some(a), Some(b)) if a.shape() == b.shape() => {
+            let larger: Vec<f64> = a.to_f64_vec().iter().zip(b.to_f64_vec()).map(|(x, y)| x.max(y)).collect();
+            ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(a.shape()), larger).ok().map(Tensor::F64)
+        }
+        (Some(_), Some(_)) => return,
+        (Some(m), None) | (None, Some(m)) => Some(m.clone()),
+        (None, None) => None,
+    };
+    let limit = egraph.analysis.ulps.saturating_mul(2);
+    if let Some(ulps) =
+        ulp_distance(&computed.value, &theirs.value, Precision::F32, limit, magnitude.as_ref())
+    {
+        let analysis = &mut egraph.analysis;
+        analysis.max_ulps_used = analysis.max_ulps_used.max(ulps);
+        analysis.approx_matches += 1;
+        egraph.union(id, other);
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 /// How many leading children of `f` are values (the rest are integer leaves).
 pub fn value_arity(f: Builtin) -> usize {
     match f {
-        Builtin::Sqrt => 1,
+        Builtin::Sqrt | Builtin::ChanAbsMax => 1,
         _ => 2,
     }
 }
@@ -34,17 +34,30 @@ pub fn evaluate(f: Builtin, operands: &[Arc<Tensor>], axis: Option<i64>) -> Opti
                 _ => &a / &b,
             }
         }
-        Builtin::ChanMul | Builtin::ChanAdd => {
+        Builtin::ChanAbsMax => {
+            let axis = channel_axis(a.ndim(), axis?)?;
+            let ranges: Vec<f64> = a
+                .axis_iter(Axis(axis))
+                .map(|lane| {
+                    let range =
+                        lane.iter().fold(0.0f64, |m, x| if x.is_nan() { f64::NAN } else { m.max(x.abs()) });
+                    if range == 0.0 {
+                        1.0
+                    } else {
+                        range
+                    }
+                })
+                .collect();
+            ndarray::Array1::from(ranges).into_dyn()
+        }
+        Builtin::ChanMul | Builtin::ChanAdd | Builtin::ChanDiv => {
             let v = as_f64(&operands[1])?;
-            let rank = a.ndim() as i64;
-            let axis = axis?;
-            let axis = if axis < 0 { axis + rank } else { axis };
-            if !(0..rank).contains(&axis) || v.ndim() > 1 {
+            let axis = channel_axis(a.ndim(), axis?)?;
+            if v.ndim() > 1 {
                 return None;
             }
             let len = v.len();
             let v = v.into_shape_with_order(IxDyn(&[len])).ok()?;
-            let axis = axis as usize;
             let n = a.shape()[axis];
             if v.len() != n && v.len() != 1 {
                 return None;
@@ -52,16 +65,23 @@ pub fn evaluate(f: Builtin, operands: &[Arc<Tensor>], axis: Option<i64>) -> Opti
             let mut out = a;
             for (i, mut lane) in out.axis_iter_mut(Axis(axis)).enumerate() {
                 let s = v[[if v.len() == 1 { 0 } else { i }]];
-                if f == Builtin::ChanMul {
-                    lane.mapv_inplace(|x| x * s);
-                } else {
-                    lane.mapv_inplace(|x| x + s);
+                match f {
+                    Builtin::ChanMul => lane.mapv_inplace(|x| x * s),
+                    Builtin::ChanDiv => lane.mapv_inplace(|x| x / s),
+                    _ => lane.mapv_inplace(|x| x + s),
                 }
             }
             out
         }
     };
     Some(Tensor::F64(value))
+}
+
+/// `axis` of a rank-`rank` value, negative from the back, if it is one.
+fn channel_axis(rank: usize, axis: i64) -> Option<usize> {
+    let rank = rank as i64;
+    let axis = if axis < 0 { axis + rank } else { axis };
+    (0..rank).contains(&axis).then_some(axis as usize)
 }
 
 /// A bound on the magnitudes of the terms each element of `f`'s value was
@@ -97,6 +117,9 @@ pub fn magnitude(
         Builtin::Div => evaluate(Builtin::Div, &[bound(0)?, absolute(1)?], axis),
         Builtin::ChanMul => evaluate(Builtin::ChanMul, &[bound(0)?, bound(1)?], axis),
         Builtin::ChanAdd => evaluate(Builtin::ChanAdd, &[bound(0)?, bound(1)?], axis),
+        Builtin::ChanDiv => evaluate(Builtin::ChanDiv, &[bound(0)?, absolute(1)?], axis),
+        // A largest magnitude is one of its terms' own: nothing to carry.
+        Builtin::ChanAbsMax => None,
     }
 }
 
@@ -149,7 +172,21 @@ mod tests {
         assert_eq!(scaled.to_f64_vec(), [10.0, 20.0, 300.0, 400.0]);
         let shifted = evaluate(Builtin::ChanAdd, &[x.clone(), t(&[2], vec![1.0, -1.0])], Some(-2)).unwrap();
         assert_eq!(shifted.to_f64_vec(), [2.0, 3.0, 2.0, 3.0]);
-        assert!(evaluate(Builtin::ChanMul, &[x, t(&[3], vec![1.0; 3])], Some(1)).is_none());
+        assert!(evaluate(Builtin::ChanMul, &[x.clone(), t(&[3], vec![1.0; 3])], Some(1)).is_none());
+        let divided = evaluate(Builtin::ChanDiv, &[x, t(&[2], vec![2.0, 4.0])], Some(1)).unwrap();
+        assert_eq!(divided.to_f64_vec(), [0.5, 1.0, 0.75, 1.0]);
+    }
+
+    /// Each index of the axis gets its largest magnitude; an all-zero
+    /// channel gets 1, so dividing by the ranges never divides by 0.
+    #[test]
+    fn channel_ranges_are_largest_magnitudes_and_one_for_zero_channels() {
+        let w = t(&[3, 2], vec![1.0, -3.0, 0.0, 0.0, 0.5, 0.25]);
+        let rows = evaluate(Builtin::ChanAbsMax, std::slice::from_ref(&w), Some(0)).unwrap();
+        assert_eq!(rows.shape(), [3]);
+        assert_eq!(rows.to_f64_vec(), [3.0, 1.0, 0.5]);
+        let columns = evaluate(Builtin::ChanAbsMax, &[w], Some(-1)).unwrap();
+        assert_eq!(columns.to_f64_vec(), [1.0, 3.0]);
     }
 }
 #[cfg(test)]

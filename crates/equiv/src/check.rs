@@ -86,8 +86,11 @@ impl Check {
     pub fn summary(&self, ulps: u32) -> String {
         let relation = if self.relation.tolerates_rounding() {
             format!(
-                "{} (float constants within {ulps} ulps; {} matched, largest {})",
-                self.relation, self.approx_matches, self.max_ulps
+                "{} (float constants within {ulps} ulps, two computed ones {}; {} matched, largest {})",
+                self.relation,
+                ulps.saturating_mul(2),
+                self.approx_matches,
+                self.max_ulps
             )
         } else {
             self.relation.to_string()

@@ -49,11 +49,17 @@ pub enum Builtin {
     ChanMul,
     /// `(chan-add x v AXIS)`: `x` plus the vector `v` along `AXIS`.
     ChanAdd,
+    /// `(chan-div x v AXIS)`: `x` divided by the vector `v` along `AXIS`.
+    ChanDiv,
+    /// `(chan-absmax x AXIS)`: the vector of each index of `AXIS`'s largest
+    /// magnitude in `x`, 1 where that is 0 (a positive scale for every
+    /// channel: a layer's weight range, `equalize`'s normal form).
+    ChanAbsMax,
 }
 
 impl Builtin {
     /// Every builtin, for parsing.
-    pub const ALL: [Builtin; 7] = [
+    pub const ALL: [Builtin; 9] = [
         Builtin::Add,
         Builtin::Sub,
         Builtin::Mul,
@@ -61,6 +67,8 @@ impl Builtin {
         Builtin::Sqrt,
         Builtin::ChanMul,
         Builtin::ChanAdd,
+        Builtin::ChanDiv,
+        Builtin::ChanAbsMax,
     ];
 
     /// The name in rule text.
@@ -73,6 +81,8 @@ impl Builtin {
             Builtin::Sqrt => "sqrt",
             Builtin::ChanMul => "chan-mul",
             Builtin::ChanAdd => "chan-add",
+            Builtin::ChanDiv => "chan-div",
+            Builtin::ChanAbsMax => "chan-absmax",
         }
     }
 
@@ -80,8 +90,8 @@ impl Builtin {
     pub fn arity(self) -> usize {
         match self {
             Builtin::Sqrt => 1,
-            Builtin::Add | Builtin::Sub | Builtin::Mul | Builtin::Div => 2,
-            Builtin::ChanMul | Builtin::ChanAdd => 3,
+            Builtin::Add | Builtin::Sub | Builtin::Mul | Builtin::Div | Builtin::ChanAbsMax => 2,
+            Builtin::ChanMul | Builtin::ChanAdd | Builtin::ChanDiv => 3,
         }
     }
 }

@@ -22,7 +22,11 @@
 //! type `?t`), `(is-splat ?c NUMBER)` (every element of constant `?c`
 //! equals the number) and `(dim-is ?x AXIS SIZE)` (value `?x` is a tensor
 //! whose dimension `AXIS`, negative from the back, has the static size
-//! `SIZE`: a weight's kernel size).
+//! `SIZE`: a weight's kernel size), `(is-constant ?c)` (the class has a
+//! known value), `(all-positive ?c)` (a known value whose every element is
+//! finite and > 0: a scale that commutes with relu) and `(depthwise ?a ?w)`
+//! (attribute `groups` of `?a` equals weight `?w`'s dimension 0, and its
+//! dimension 1 is 1: output channel `c` reads input channel `c` only).
 //!
 //! An op node a rule builds gets the op's identity as its attribute child,
 //! like an op of the IR ([`identity_attrs`]: declared defaults and
@@ -148,6 +152,9 @@ enum Condition {
     DimIs(Var, i64, i64),
     IsNear(Var, f64),
     AttrNear(Var, String, f64),
+    IsConstant(Var),
+    AllPositive(Var),
+    Depthwise(Var, Var),
 }
 
 impl Condition {
@@ -156,13 +163,16 @@ impl Condition {
             Condition::SameType(a, b)
             | Condition::ClipSaturates(a, b)
             | Condition::Covers(a, b)
-            | Condition::SameElement(a, b) => vec![*a, *b],
+            | Condition::SameElement(a, b)
+            | Condition::Depthwise(a, b) => vec![*a, *b],
             Condition::IsSplat(a, _)
             | Condition::HasAttr(a, _)
             | Condition::LacksAttr(a, _)
             | Condition::AttrIs(a, ..)
             | Condition::ZeroPointAtMin(a)
             | Condition::NotQuantized(a)
+            | Condition::IsConstant(a)
+            | Condition::AllPositive(a)
             | Condition::DimIs(a, ..)
             | Condition::IsNear(a, _)
             | Condition::AttrNear(a, ..) => vec![*a],
@@ -425,6 +435,9 @@ fn conditions(text: &str) -> Result<Vec<Condition>, String> {
                 ["not-quantized", x] => Ok(Condition::NotQuantized(var(x)?)),
                 ["is-near", c, v] => Ok(Condition::IsNear(var(c)?, number(v)?)),
                 ["attr-near", a, name, v] => Ok(Condition::AttrNear(var(a)?, name.to_string(), number(v)?)),
+                ["is-constant", c] => Ok(Condition::IsConstant(var(c)?)),
+                ["all-positive", c] => Ok(Condition::AllPositive(var(c)?)),
+                ["depthwise", a, w] => Ok(Condition::Depthwise(var(a)?, var(w)?)),
                 ["dim-is", x, axis, size] => {
                     let int =
                         |a: &str| a.parse::<i64>().map_err(|_| format!("dim-is takes integers, found '{a}'"));
@@ -560,6 +573,16 @@ impl RuleApplier {
             Condition::SameElement(x, t) => quant_vocab::same_element(egraph, subst[*x], subst[*t]),
             Condition::NotQuantized(x) => quant_vocab::not_quantized(egraph, subst[*x]),
             Condition::DimIs(x, axis, size) => dim_is(egraph, subst[*x], *axis, *size),
+            Condition::IsConstant(c) => egraph[subst[*c]].data.constant.is_some(),
+            Condition::AllPositive(c) => egraph[subst[*c]].data.constant.as_ref().is_some_and(|k| {
+                !k.value.is_empty() && k.value.to_f64_vec().iter().all(|&x| x > 0.0 && x.is_finite())
+            }),
+            Condition::Depthwise(a, w) => {
+                let groups = attr(egraph, a, "groups")
+                    .and_then(|g| egraph.analysis.ctx.attr_as_int(g))
+                    .and_then(|g| i64::try_from(g).ok());
+                groups.is_some_and(|g| dim_is(egraph, subst[*w], 0, g) && dim_is(egraph, subst[*w], 1, 1))
+            }
         })
     }
 }

@@ -73,6 +73,7 @@ fn the_standard_passes_are_proven_on_their_golden_cases() {
         ("quantize-constants.qir", "quantize-constants", Relation::Requantization),
         ("fuse.qir", "fuse", Relation::Requantization),
         ("recognize-hard-swish.qir", "recognize-hard-swish", Relation::Real),
+        ("equalize.qir", "equalize", Relation::Real),
     ] {
         let outcomes = check_cases(file, pass, relation);
         assert!(!outcomes.is_empty(), "{file}: no case");
@@ -500,4 +501,78 @@ func.func @main(%x: tensor<8xf32>) -> tensor<8xf32> {
     let wrong = parse_module(&mut ctx, chain("2.0").as_bytes(), "hs.qir").unwrap();
     let result = check(&mut ctx, &wrong, &after, Relation::Real, &Limits::default());
     assert!(matches!(result.outcome, Outcome::Failed(_)), "{}", result.summary(4));
+}
+
+/// dense → relu → dense with `w1`, `b1` and `w2` (2×2 each) spelled out.
+fn dense_pair(w1: &str, b1: &str, w2: &str) -> String {
+    format!(
+        r#"
+func.func @main(%x: tensor<3x2xf32>) -> tensor<3x2xf32> {{
+  %w1 = fp.constant() {{value = dense<{w1}> : tensor<2x2xf32>}} : () -> tensor<2x2xf32>
+  %b1 = fp.constant() {{value = dense<{b1}> : tensor<2xf32>}} : () -> tensor<2xf32>
+  %w2 = fp.constant() {{value = dense<{w2}> : tensor<2x2xf32>}} : () -> tensor<2x2xf32>
+  %h = fp.dense(%x, %w1, %b1) : (tensor<3x2xf32>, tensor<2x2xf32>, tensor<2xf32>) -> tensor<3x2xf32> loc("fc1")
+  %r = fp.relu(%h) : (tensor<3x2xf32>) -> tensor<3x2xf32> loc("relu1")
+  %y = fp.dense(%r, %w2) : (tensor<3x2xf32>, tensor<2x2xf32>) -> tensor<3x2xf32> loc("fc2")
+  func.return %y : tensor<3x2xf32>
+}}
+"#
+    )
+}
+
+/// The real `equalize` is proven on a dense pair (r1 = [1, 4], r2 = [4, 1],
+/// s = [0.5, 2]); what a broken one would write is caught: the second
+/// weight scaled along its output axis instead of its input axis, and a
+/// negative scale (s = [-0.5, 2]) through the relu, which a purely linear
+/// pair would allow but relu does not.
+#[test]
+fn equalize_is_proven_and_a_wrong_axis_or_a_negative_scale_is_caught() {
+    let mut ctx = context();
+    let before_text = dense_pair("[[1.0, 0.5], [-4.0, 2.0]]", "[1.0, 8.0]", "[[4.0, 1.0], [-2.0, 0.5]]");
+    let before = parse_module(&mut ctx, before_text.as_bytes(), "pair.qir").unwrap();
+    let mut real = before.clone();
+    run(&mut ctx, &mut real, "equalize");
+    let result = check(&mut ctx, &before, &real, Relation::Real, &Limits::default());
+    assert_eq!(result.outcome, Outcome::Proven, "{}", result.summary(4));
+    // What the real pass writes: rows of w1 and b1 divided by s, columns of w2 times s.
+    let right = dense_pair("[[2.0, 1.0], [-2.0, 1.0]]", "[2.0, 4.0]", "[[2.0, 2.0], [-1.0, 1.0]]");
+    let right = parse_module(&mut ctx, right.as_bytes(), "pair.qir").unwrap();
+    assert_eq!(check(&mut ctx, &before, &right, Relation::Real, &Limits::default()).outcome, Outcome::Proven);
+    for (what, w1, b1, w2) in [
+        // Rows of w2 times s instead of its columns.
+        ("the wrong axis of w2", "[[2.0, 1.0], [-2.0, 1.0]]", "[2.0, 4.0]", "[[2.0, 0.5], [-4.0, 1.0]]"),
+        // s = [-0.5, 2]: w1 row 0 and b1[0] negated, w2 column 0 negated.
+        (
+            "a negative scale through relu",
+            "[[-2.0, -1.0], [-2.0, 1.0]]",
+            "[-2.0, 4.0]",
+            "[[-2.0, 2.0], [1.0, 1.0]]",
+        ),
+    ] {
+        let after = parse_module(&mut ctx, dense_pair(w1, b1, w2).as_bytes(), "pair.qir").unwrap();
+        let result = check(&mut ctx, &before, &after, Relation::Real, &Limits::default());
+        let Outcome::Failed(f) = result.outcome else {
+            panic!("{what} was not caught: {}", result.summary(4))
+        };
+        // At one of the pair's layers (the checker names the first it cannot match).
+        let at = loc_name(&ctx, &after, f.after_op);
+        assert!(at.contains("fc1") || at.contains("fc2"), "{what}: {at}");
+    }
+}
+
+/// `relu6-to-relu=true` changes the model (the clip becomes a relu): the
+/// checker does not prove it; without it the clip pair is left alone and
+/// the run is proven.
+#[test]
+fn equalize_relu6_to_relu_is_not_proven() {
+    let text = golden("equalize-relu6-to-relu.qir");
+    let mut ctx = context();
+    let before = parse_module(&mut ctx, text.as_bytes(), "equalize-relu6-to-relu.qir").unwrap();
+    let mut changed = before.clone();
+    run(&mut ctx, &mut changed, "equalize{relu6-to-relu=true}");
+    let result = check(&mut ctx, &before, &changed, Relation::Real, &Limits::default());
+    assert!(matches!(result.outcome, Outcome::Failed(_)), "{}", result.summary(4));
+    let mut kept = before.clone();
+    run(&mut ctx, &mut kept, "equalize");
+    assert_eq!(check(&mut ctx, &before, &kept, Relation::Real, &Limits::default()).outcome, Outcome::Proven);
 }

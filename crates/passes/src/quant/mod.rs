@@ -54,6 +54,7 @@ macro_rules! quant_passes {
 
 quant_passes! {
     fold_bn::FoldBn,
+    equalize::Equalize,
     quantize_search::QuantizeSearch,
     insert_observers::InsertObservers,
     calibrate::Calibrate,
