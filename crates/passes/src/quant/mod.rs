@@ -15,10 +15,12 @@
 //! Observers and range methods are open registries ([`QuantMethods`]), found in
 //! the [`qopt_ir_core::Context`] the passes run with.
 
+mod adaround;
 mod bias_correction;
 mod channel_means;
 mod fuse_patterns;
 mod histogram;
+mod layer_inputs;
 mod methods;
 mod observers;
 mod quantize_pipeline;
@@ -56,6 +58,7 @@ quant_passes! {
     calibrate::Calibrate,
     collect_calibration_data::CollectCalibrationData,
     insert_fakeq::InsertFakeq,
+    round_weights::RoundWeights,
     propagate_qparams::PropagateQparams,
     expand_fakeq::ExpandFakeq,
     quantize_constants::QuantizeConstants,
