@@ -152,7 +152,8 @@ impl ChannelRounding {
     pub fn new(problem: &ChannelProblem) -> ChannelRounding {
         let (lo, hi) = problem.levels;
         let k = problem.target.len();
-        let (mut base, mut free, mut v) = (Vec::with_capacity(k), Vec::with_capacity(k), Vec::with_capacity(k));
+        let (mut base, mut free, mut v) =
+            (Vec::with_capacity(k), Vec::with_capacity(k), Vec::with_capacity(k));
         for &t in &problem.target {
             let f = t.floor();
             if f >= lo as f64 && f < hi as f64 {
@@ -214,7 +215,15 @@ impl ChannelRounding {
     }
 
     /// Adam steps for iterations `from..to` of a schedule of `total`.
-    pub fn run(&mut self, m: &[f64], target: &[f64], schedule: &Schedule, from: usize, to: usize, total: usize) {
+    pub fn run(
+        &mut self,
+        m: &[f64],
+        target: &[f64],
+        schedule: &Schedule,
+        from: usize,
+        to: usize,
+        total: usize,
+    ) {
         for t in from..to {
             let beta = schedule.beta(t, total);
             let (_, gradient) = self.loss_and_gradient(m, target, beta, schedule.regularization);
@@ -269,9 +278,13 @@ pub(crate) struct LayerOutcome {
     pub iterations: usize,
 }
 
-/// Iterations timed before the rest of a layer's schedule is fitted to its
-/// time budget; at most a fifth of the schedule, so they are in its warm-up.
+/// Iterations per timed block before the rest of a layer's schedule is
+/// fitted to its time budget (at most a fifth of the schedule is timed, so
+/// the timed iterations are in its warm-up).
 const PROBE_ITERATIONS: usize = 20;
+
+/// The wall time after which the timing stops.
+const PROBE_SECONDS: f64 = 0.25;
 
 /// The projected optimization time below which a layer runs its whole
 /// schedule whatever its share of the budget.
@@ -279,7 +292,8 @@ const MIN_LAYER_SECONDS: f64 = 1.0;
 
 /// Optimizes every channel of `layer` on `threads` threads. With a `budget`,
 /// the first iterations are timed and the schedule is shortened (to no fewer
-/// than five times the timed iterations) so the layer fits it.
+/// than five times the timed iterations, so they stay in its warm-up) so the
+/// layer fits it.
 pub(crate) fn optimize_layer(
     layer: &LayerProblem,
     schedule: &Schedule,
@@ -288,21 +302,31 @@ pub(crate) fn optimize_layer(
 ) -> LayerOutcome {
     let mut states: Vec<ChannelRounding> = layer.channels.iter().map(ChannelRounding::new).collect();
     let total = schedule.iterations;
-    let probe = PROBE_ITERATIONS.min(total / 5);
+    // Time blocks of iterations until PROBE_SECONDS have passed (so one
+    // preemption on a busy machine does not skew the estimate) or a fifth of
+    // the schedule (its warm-up, which a shorter schedule keeps) is done.
     let start = Instant::now();
-    run_parallel(layer, &mut states, schedule, 0, probe, total, threads);
+    let mut done = 0;
+    while done < total / 5 {
+        let next = (done + PROBE_ITERATIONS).min(total / 5);
+        run_parallel(layer, &mut states, schedule, done, next, total, threads);
+        done = next;
+        if start.elapsed().as_secs_f64() >= PROBE_SECONDS {
+            break;
+        }
+    }
     let mut iterations = total;
     if let Some(budget) = budget {
-        let per_iteration = start.elapsed().as_secs_f64() / probe.max(1) as f64;
+        let per_iteration = start.elapsed().as_secs_f64() / done.max(1) as f64;
         let projected = per_iteration * total as f64;
         // A layer that takes less than MIN_LAYER_SECONDS is never cut: its
         // share of the budget is too small to time reliably.
         if projected > budget.as_secs_f64() && projected > MIN_LAYER_SECONDS {
             let fitted = (budget.as_secs_f64() / per_iteration.max(1e-12)) as usize;
-            iterations = fitted.clamp(5 * probe, total);
+            iterations = fitted.clamp(5 * done, total);
         }
     }
-    run_parallel(layer, &mut states, schedule, probe, iterations, iterations, threads);
+    run_parallel(layer, &mut states, schedule, done, iterations, iterations, threads);
     let channels = layer
         .channels
         .iter()
@@ -316,7 +340,12 @@ pub(crate) fn optimize_layer(
             if chosen < nearest_error {
                 ChannelOutcome { levels, error: chosen, nearest_error, unsettled }
             } else {
-                ChannelOutcome { levels: problem.nearest.clone(), error: nearest_error, nearest_error, unsettled }
+                ChannelOutcome {
+                    levels: problem.nearest.clone(),
+                    error: nearest_error,
+                    nearest_error,
+                    unsettled,
+                }
             }
         })
         .collect();
@@ -353,7 +382,8 @@ fn run_parallel(
 mod tests {
     use super::*;
 
-    const SCHEDULE: Schedule = Schedule { iterations: 1000, warmup: 0.2, regularization: 0.01, learning_rate: 0.01 };
+    const SCHEDULE: Schedule =
+        Schedule { iterations: 1000, warmup: 0.2, regularization: 0.1, learning_rate: 0.01 };
 
     /// Round half to even, clamped.
     fn nearest(target: &[f64], (lo, hi): (i64, i64)) -> Vec<i64> {
@@ -378,8 +408,9 @@ mod tests {
         for _ in 0..rows {
             // Inputs in a 3-dimensional subspace plus a little noise: strongly correlated.
             let z = [next(), next(), next()];
-            let x: Vec<f64> =
-                (0..k).map(|i| z[0] * basis[i] + z[1] * basis[k + i] + z[2] * basis[2 * k + i] + 0.05 * next()).collect();
+            let x: Vec<f64> = (0..k)
+                .map(|i| z[0] * basis[i] + z[1] * basis[k + i] + z[2] * basis[2 * k + i] + 0.05 * next())
+                .collect();
             for i in 0..k {
                 for j in 0..k {
                     m[i * k + j] += x[i] * x[j] / rows as f64;
@@ -419,10 +450,11 @@ mod tests {
 
     #[test]
     fn a_constructed_case_where_nearest_is_wrong() {
-        // Two weights at 0.4 of a step, always multiplied by the same input:
-        // nearest rounding (0, 0) errs by −0.8 on their sum, rounding one up gives +0.2.
+        // Two weights at 0.45 and 0.35 of a step, always multiplied by the
+        // same input: nearest rounding (0, 0) errs by −0.8 on their sum
+        // (error 0.64), rounding one up gives +0.2 (error 0.04).
         let m = vec![1.0, 1.0, 1.0, 1.0];
-        let target = vec![0.4, 0.4];
+        let target = vec![0.45, 0.35];
         let problem = ChannelProblem { nearest: vec![0, 0], target, levels: (-8, 7), group: 0 };
         let layer = LayerProblem { metrics: vec![m], channels: vec![problem] };
         let outcome = optimize_layer(&layer, &SCHEDULE, 1, None);
@@ -473,7 +505,7 @@ mod tests {
         }
         for beta in [None, Some(20.0), Some(3.5)] {
             let (_, gradient) = state.loss_and_gradient(m, &problem.target, beta, 0.05);
-            for i in 0..state.v.len() {
+            for (i, &analytic) in gradient.iter().enumerate() {
                 let step = 1e-6;
                 let mut plus = state.clone();
                 plus.v[i] += step;
@@ -482,15 +514,24 @@ mod tests {
                 let numeric = (plus.loss_and_gradient(m, &problem.target, beta, 0.05).0
                     - minus.loss_and_gradient(m, &problem.target, beta, 0.05).0)
                     / (2.0 * step);
-                let scale = gradient[i].abs().max(1e-3);
-                assert!((numeric - gradient[i]).abs() / scale < 1e-5, "β {beta:?}, V[{i}]: {numeric} vs {}", gradient[i]);
+                let scale = analytic.abs().max(1e-3);
+                assert!(
+                    (numeric - gradient[i]).abs() / scale < 1e-5,
+                    "β {beta:?}, V[{i}]: {numeric} vs {}",
+                    gradient[i]
+                );
             }
         }
     }
 
     #[test]
     fn starts_at_the_float_weights() {
-        let problem = ChannelProblem { target: vec![0.25, -1.75, 3.0], nearest: vec![0, -2, 3], levels: (-8, 7), group: 0 };
+        let problem = ChannelProblem {
+            target: vec![0.25, -1.75, 3.0],
+            nearest: vec![0, -2, 3],
+            levels: (-8, 7),
+            group: 0,
+        };
         let soft = ChannelRounding::new(&problem).soft_levels();
         for (s, t) in soft.iter().zip(&problem.target) {
             assert!((s - t).abs() < 1e-12, "{s} vs {t}");

@@ -82,10 +82,10 @@ impl Window {
                 dilation: [1, u(a.dilation[0])?],
             }
         };
-        if weight.iter().any(|&d| d == 0) {
+        if weight.contains(&0) {
             return Err(format!("the convolution weight has an empty dimension: {weight:?}"));
         }
-        if groups == 0 || weight[0] % groups != 0 {
+        if groups == 0 || !weight[0].is_multiple_of(groups) {
             return Err(format!("{} output channels do not split into {groups} groups", weight[0]));
         }
         Ok(Some(window))
@@ -125,7 +125,12 @@ impl LayerInputs {
     /// No patches yet.
     pub fn new(window: Window) -> LayerInputs {
         let (k, groups) = (window.taps(), window.groups());
-        LayerInputs { window, patches: 0, gram: vec![vec![0.0; k * k]; groups], sums: vec![vec![0.0; k]; groups] }
+        LayerInputs {
+            window,
+            patches: 0,
+            gram: vec![vec![0.0; k * k]; groups],
+            sums: vec![vec![0.0; k]; groups],
+        }
     }
 
     /// Adds the patches of one input tensor (C-order `values` of `shape`).
@@ -173,7 +178,16 @@ impl LayerInputs {
                 for sample in values.chunks_exact(c * h * w).take(n) {
                     for g in 0..groups {
                         let planes = &sample[g * group_channels * h * w..(g + 1) * group_channels * h * w];
-                        unfold(planes, &mut patches, [group_channels, h, w], kernel, [oh, ow], stride, pad, dilation);
+                        unfold(
+                            planes,
+                            &mut patches,
+                            [group_channels, h, w],
+                            kernel,
+                            [oh, ow],
+                            stride,
+                            pad,
+                            dilation,
+                        );
                         accumulate(&mut self.gram[g], &mut self.sums[g], &patches, k, columns);
                     }
                 }

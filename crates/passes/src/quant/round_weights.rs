@@ -553,6 +553,10 @@ fn layer_at(
     }))
 }
 
+/// What one chunk of calls produced: per layer, its inputs' statistics; or an
+/// error, at the layer (by index) when one is to blame.
+type ChunkResult = Result<Vec<LayerInputs>, (Option<usize>, String)>;
+
 /// Each layer's input statistics over the calibration data.
 fn collect_inputs(
     ctx: &Context,
@@ -605,7 +609,7 @@ fn collect_inputs(
     // Rounds of one chunk per thread, merged in chunk order: memory stays at
     // `threads` partial sums, and the result does not depend on the thread count.
     for round in (0..chunks).step_by(settings.threads.max(1)) {
-        let results: Vec<Result<Vec<LayerInputs>, (Option<usize>, String)>> = std::thread::scope(|scope| {
+        let results: Vec<ChunkResult> = std::thread::scope(|scope| {
             let handles: Vec<_> = (round..chunks.min(round + settings.threads.max(1)))
                 .map(|chunk| {
                     let (mut interp, empty, by_result, by_arg) = (prepared.fork(), &empty, &by_result, &by_arg);
