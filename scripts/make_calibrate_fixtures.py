@@ -43,6 +43,13 @@ def main():
     write("calib-f64.npy", six[:12], (3, 4), "<f8")
     write("calib-shape.npy", [0.0] * 15, (3, 5))
     write("calib-empty.npy", [], (0, 4))
+    # round-weights' golden: 16 samples of 4 correlated values,
+    # [a, b, c, a + b + c/2] with small dyadic a, b, c (exact in f32).
+    rows = []
+    for i in range(16):
+        a, b, c = ((i * 5) % 7 - 3) / 2.0, ((i * 3) % 5 - 2) / 2.0, ((i * 7) % 11 - 5) / 4.0
+        rows += [a, b, c, a + b + c / 2.0]
+    write("round-x4.npy", rows, (16, 4))
     # Two arguments in one archive, by name.
     with zipfile.ZipFile(os.path.join(OUT, "calib-args.npz"), "w") as z:
         z.writestr("arg0.npy", npy_bytes(six, (6, 4)))

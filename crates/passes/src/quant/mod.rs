@@ -15,11 +15,13 @@
 //! Observers and range methods are open registries ([`QuantMethods`]), found in
 //! the [`qopt_ir_core::Context`] the passes run with.
 
+mod adaround;
 mod bias_correction;
 mod bias_record;
 mod channel_means;
 mod fuse_patterns;
 mod histogram;
+mod layer_inputs;
 mod methods;
 mod observers;
 mod paired_run;
@@ -60,6 +62,7 @@ quant_passes! {
     calibrate::Calibrate,
     collect_calibration_data::CollectCalibrationData,
     insert_fakeq::InsertFakeq,
+    round_weights::RoundWeights,
     bias_correct::BiasCorrect,
     propagate_qparams::PropagateQparams,
     expand_fakeq::ExpandFakeq,
