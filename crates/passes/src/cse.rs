@@ -86,11 +86,14 @@ struct OpKey {
     result_types: SmallVec<[Type; 2]>,
 }
 
-/// A block being visited: the next op to look at, and the keys this block added.
+/// A block being visited: the next op to look at, and the ops whose keys this
+/// block added (their keys are computed again on leaving the block: they
+/// cannot have changed, since only later ops' results are replaced, and
+/// keeping ops rather than keys halves the pass's memory).
 struct Frame {
     next: OpId,
     scope: u32,
-    added: Vec<OpKey>,
+    added: Vec<OpId>,
 }
 
 /// The key of `op` in `scope` if it may be merged at all.
@@ -124,8 +127,11 @@ fn eliminate_common_subexpressions(ctx: &Context, module: &mut Module) -> u64 {
         let op = frame.next;
         if op.is_none() {
             // The block is done: what it added is out of scope for later blocks.
-            for key in std::mem::take(&mut frame.added) {
-                known.remove(&key);
+            let scope = frame.scope;
+            for added in std::mem::take(&mut frame.added) {
+                if let Some(key) = op_key(ctx, module, added, scope) {
+                    known.remove(&key);
+                }
             }
             frames.pop();
             continue;
@@ -140,8 +146,8 @@ fn eliminate_common_subexpressions(ctx: &Context, module: &mut Module) -> u64 {
                     }
                 }
                 None => {
-                    known.insert(key.clone(), op);
-                    frame.added.push(key);
+                    known.insert(key, op);
+                    frame.added.push(op);
                 }
             }
             continue;

@@ -67,11 +67,28 @@ impl<'a> Golden<'a> {
             std::env::temp_dir().join(format!("qopt-golden-{}-{}", std::process::id(), sanitize(&name)));
         let scratch_text = scratch.to_string_lossy().into_owned();
         let pid = format!("-{}-", std::process::id());
-        let clean = |text: String| {
+        let clean_line = |text: &str| {
             let text = text.replace(&absolute, &name).replace(&scratch_text, "<reproducer-dir>");
             let text =
                 if directory.is_empty() { text } else { text.replace(&directory, &relative_directory) };
             text.replace(&pid, "-<pid>-")
+        };
+        // A caret under a line that held an absolute path moves left with the
+        // text before it, so snapshots do not depend on where the repository is.
+        let clean = |text: String| {
+            let lines: Vec<&str> = text.split('\n').collect();
+            let cleaned: Vec<String> = lines
+                .iter()
+                .enumerate()
+                .map(|(i, line)| match (line.strip_suffix('^'), i.checked_sub(1)) {
+                    (Some(indent), Some(above)) if indent.bytes().all(|b| b == b' ') => {
+                        let prefix: String = lines[above].chars().take(indent.len()).collect();
+                        format!("{}^", " ".repeat(clean_line(&prefix).chars().count()))
+                    }
+                    _ => clean_line(line),
+                })
+                .collect();
+            cleaned.join("\n")
         };
         let mut snapshot = String::new();
         let mut all_stderr = String::new();
