@@ -13,10 +13,12 @@
 //! the earlier ops of its block and of every enclosing block (before the op that
 //! holds it), so a value computed outside a region is reused inside it. The blocks
 //! of one region do not see each other, and an [`Traits::ISOLATED_FROM_ABOVE`] op
-//! (a function) starts an empty scope. The scoped hash table is one map whose keys
-//! carry the isolation scope, plus a stack of frames (one per block being visited)
-//! that remember which keys they added; popping a frame removes them. The walk
-//! over the region tree is that explicit stack, never recursion.
+//! (a function) starts an empty scope. The scoped hash table is one map from the
+//! hash of a key (which carries the isolation scope) to the ops that have it;
+//! keys are computed again from the ops when candidates are compared, so an
+//! entry costs an op id, not a copy of the key. A stack of frames (one per block
+//! being visited) remembers which ops each block added; popping a frame removes
+//! them. The walk over the region tree is that explicit stack, never recursion.
 //!
 //! Statistic: `eliminated` (ops erased).
 //!
@@ -32,10 +34,11 @@
 
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
-    Attribute, BlockId, Context, FxHashMap, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome,
+    Attribute, BlockId, Context, FxHashMap, FxHasher, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome,
     Traits, Type, ValueId,
 };
 use smallvec::SmallVec;
+use std::hash::{Hash, Hasher};
 
 /// The `cse` pass; see the module docs.
 pub struct Cse;
@@ -86,10 +89,46 @@ struct OpKey {
     result_types: SmallVec<[Type; 2]>,
 }
 
-/// A block being visited: the next op to look at, and the ops whose keys this
-/// block added (their keys are computed again on leaving the block: they
-/// cannot have changed, since only later ops' results are replaced, and
-/// keeping ops rather than keys halves the pass's memory).
+/// The ops seen so far in scope, by the hash of their keys. An op's key cannot
+/// change while it is in the table: only later ops' results are replaced.
+#[derive(Default)]
+struct KnownOps {
+    by_hash: FxHashMap<u64, SmallVec<[(OpId, u32); 1]>>,
+}
+
+impl KnownOps {
+    fn hash(key: &OpKey) -> u64 {
+        let mut hasher = FxHasher::default();
+        key.hash(&mut hasher);
+        hasher.finish()
+    }
+
+    /// An earlier op whose key is `key`.
+    fn find(&self, ctx: &Context, module: &Module, key: &OpKey) -> Option<OpId> {
+        let candidates = self.by_hash.get(&Self::hash(key))?;
+        candidates
+            .iter()
+            .find(|&&(op, scope)| op_key(ctx, module, op, scope).as_ref() == Some(key))
+            .map(|&(op, _)| op)
+    }
+
+    fn insert(&mut self, key: &OpKey, op: OpId) {
+        self.by_hash.entry(Self::hash(key)).or_default().push((op, key.scope));
+    }
+
+    fn remove(&mut self, key: &OpKey, op: OpId) {
+        let hash = Self::hash(key);
+        if let Some(ops) = self.by_hash.get_mut(&hash) {
+            ops.retain(|(o, _)| *o != op);
+            if ops.is_empty() {
+                self.by_hash.remove(&hash);
+            }
+        }
+    }
+}
+
+/// A block being visited: the next op to look at, and the ops this block
+/// added to the table.
 struct Frame {
     next: OpId,
     scope: u32,
@@ -117,7 +156,7 @@ fn op_key(ctx: &Context, module: &Module, op: OpId, scope: u32) -> Option<OpKey>
 
 /// Runs CSE over the whole module; returns how many ops were erased.
 fn eliminate_common_subexpressions(ctx: &Context, module: &mut Module) -> u64 {
-    let mut known: FxHashMap<OpKey, OpId> = FxHashMap::default();
+    let mut known = KnownOps::default();
     let mut frames: Vec<Frame> = Vec::new();
     let mut next_scope = 0u32;
     let mut eliminated = 0u64;
@@ -130,7 +169,7 @@ fn eliminate_common_subexpressions(ctx: &Context, module: &mut Module) -> u64 {
             let scope = frame.scope;
             for added in std::mem::take(&mut frame.added) {
                 if let Some(key) = op_key(ctx, module, added, scope) {
-                    known.remove(&key);
+                    known.remove(&key, added);
                 }
             }
             frames.pop();
@@ -139,14 +178,14 @@ fn eliminate_common_subexpressions(ctx: &Context, module: &mut Module) -> u64 {
         frame.next = module.next_op(op);
         let scope = frame.scope;
         if let Some(key) = op_key(ctx, module, op, scope) {
-            match known.get(&key) {
-                Some(&earlier) => {
+            match known.find(ctx, module, &key) {
+                Some(earlier) => {
                     if replace_with(module, op, earlier) {
                         eliminated += 1;
                     }
                 }
                 None => {
-                    known.insert(key, op);
+                    known.insert(&key, op);
                     frame.added.push(op);
                 }
             }
