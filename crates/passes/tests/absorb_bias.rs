@@ -109,7 +109,8 @@ fn chain_model(rng: &mut Rng) -> String {
     text += "  %r1 = fp.relu(%c1) : (tensor<1x4x5x5xf32>) -> tensor<1x4x5x5xf32>\n";
     text += "  %c2 = fp.conv2d(%r1, %wd, %bd) {groups = 4} : (tensor<1x4x5x5xf32>, tensor<4x1x2x2xf32>, tensor<4xf32>) -> tensor<1x4x4x4xf32>\n";
     text += "  %r2 = fp.relu(%c2) : (tensor<1x4x4x4xf32>) -> tensor<1x4x4x4xf32>\n";
-    text += "  %y = fp.conv2d(%r2, %w3) : (tensor<1x4x4x4xf32>, tensor<3x4x1x1xf32>) -> tensor<1x3x4x4xf32>\n";
+    text +=
+        "  %y = fp.conv2d(%r2, %w3) : (tensor<1x4x4x4xf32>, tensor<3x4x1x1xf32>) -> tensor<1x3x4x4xf32>\n";
     text += "  func.return %y : tensor<1x3x4x4xf32>\n}\n";
     text
 }
@@ -129,13 +130,20 @@ fn outputs_are_unchanged_on_the_calibration_samples() {
     run_pipeline(&mut ctx, &mut module, &format!("absorb-bias{{data=\"{}\"}}", path.display()));
 
     let convs = ops_named(&ctx, &module, "fp.conv2d");
-    let (b1_before, b1_after) = (constant_operand(&ctx, &original, ops_named(&ctx, &original, "fp.conv2d")[0], 2), constant_operand(&ctx, &module, convs[0], 2));
+    let (b1_before, b1_after) = (
+        constant_operand(&ctx, &original, ops_named(&ctx, &original, "fp.conv2d")[0], 2),
+        constant_operand(&ctx, &module, convs[0], 2),
+    );
     let minima = recorded_minima(&ctx, &module, convs[0]);
     let mut lowered = 0;
     for c in 0..4 {
         let moved = b1_before[c] - b1_after[c];
         let expected = minima[c].max(0.0);
-        assert!((moved - expected).abs() <= 1e-5 * (1.0 + expected), "channel {c}: moved {moved}, minimum {}", minima[c]);
+        assert!(
+            (moved - expected).abs() <= 1e-5 * (1.0 + expected),
+            "channel {c}: moved {moved}, minimum {}",
+            minima[c]
+        );
         lowered += usize::from(moved > 0.0);
     }
     assert!(lowered >= 2, "the example absorbs on too few channels: {minima:?}");
@@ -147,7 +155,8 @@ fn outputs_are_unchanged_on_the_calibration_samples() {
     let before = outputs(&ctx, &original, &data, &shape);
     let after = outputs(&ctx, &module, &data, &shape);
     let scale = before.iter().flatten().fold(0.0f64, |m, v| m.max(v.abs()));
-    let worst = before.iter().flatten().zip(after.iter().flatten()).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    let worst =
+        before.iter().flatten().zip(after.iter().flatten()).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
     assert!(worst <= 1e-5 * scale, "worst difference {worst} at output scale {scale}");
 
     // Far below the calibrated range, relu cuts where the absorbed model does not.
@@ -187,7 +196,9 @@ fn biases_match_an_independent_computation() {
     let h: Vec<f64> = data
         .chunks(3)
         .flat_map(|x| {
-            (0..4).map(|c| f64::from(b1[c]) + (0..3).map(|i| f64::from(w1[c * 3 + i]) * f64::from(x[i])).sum::<f64>())
+            (0..4).map(|c| {
+                f64::from(b1[c]) + (0..3).map(|i| f64::from(w1[c * 3 + i]) * f64::from(x[i])).sum::<f64>()
+            })
         })
         .collect();
     let minima = column_minima(&h, 4);
@@ -195,15 +206,24 @@ fn biases_match_an_independent_computation() {
     for fraction in [1.0, 0.5] {
         let a: Vec<f64> = minima.iter().map(|&m| fraction * m.max(0.0)).collect();
         let want_b1: Vec<f64> = (0..4).map(|c| f64::from(b1[c]) - a[c]).collect();
-        let want_b2: Vec<f64> =
-            (0..2).map(|o| f64::from(b2[o]) + (0..4).map(|c| f64::from(w2[o * 4 + c]) * a[c]).sum::<f64>()).collect();
+        let want_b2: Vec<f64> = (0..2)
+            .map(|o| f64::from(b2[o]) + (0..4).map(|c| f64::from(w2[o * 4 + c]) * a[c]).sum::<f64>())
+            .collect();
         let mut ctx = context();
         let mut module = parse(&mut ctx, &text);
-        run_pipeline(&mut ctx, &mut module, &format!("absorb-bias{{data=\"{}\" fraction={fraction}}}", path.display()));
+        run_pipeline(
+            &mut ctx,
+            &mut module,
+            &format!("absorb-bias{{data=\"{}\" fraction={fraction}}}", path.display()),
+        );
         let dense = ops_named(&ctx, &module, "fp.dense");
-        let (got_b1, got_b2) = (constant_operand(&ctx, &module, dense[0], 2), constant_operand(&ctx, &module, dense[1], 2));
+        let (got_b1, got_b2) =
+            (constant_operand(&ctx, &module, dense[0], 2), constant_operand(&ctx, &module, dense[1], 2));
         for (got, want) in got_b1.iter().zip(&want_b1).chain(got_b2.iter().zip(&want_b2)) {
-            assert!((got - want).abs() < 1e-5, "fraction {fraction}: b1 {got_b1:?} b2 {got_b2:?}, expected {want_b1:?} {want_b2:?}");
+            assert!(
+                (got - want).abs() < 1e-5,
+                "fraction {fraction}: b1 {got_b1:?} b2 {got_b2:?}, expected {want_b1:?} {want_b2:?}"
+            );
         }
     }
 
@@ -231,13 +251,15 @@ fn biases_match_an_independent_computation() {
         .collect();
     let a: Vec<f64> = minima.iter().map(|m| m.max(0.0)).collect();
     assert!(a.iter().filter(|&&v| v > 0.0).count() == 2, "{minima:?}");
-    let want_b2: Vec<f64> =
-        (0..2).map(|o| (0..3).map(|c| a[c] * (0..4).map(|k| f64::from(w2[(o * 3 + c) * 4 + k])).sum::<f64>()).sum()).collect();
+    let want_b2: Vec<f64> = (0..2)
+        .map(|o| (0..3).map(|c| a[c] * (0..4).map(|k| f64::from(w2[(o * 3 + c) * 4 + k])).sum::<f64>()).sum())
+        .collect();
     let mut ctx = context();
     let mut module = parse(&mut ctx, &text);
     run_pipeline(&mut ctx, &mut module, &format!("absorb-bias{{data=\"{}\"}}", path.display()));
     let convs = ops_named(&ctx, &module, "fp.conv2d");
-    let (got_b1, got_b2) = (constant_operand(&ctx, &module, convs[0], 2), constant_operand(&ctx, &module, convs[1], 2));
+    let (got_b1, got_b2) =
+        (constant_operand(&ctx, &module, convs[0], 2), constant_operand(&ctx, &module, convs[1], 2));
     for c in 0..3 {
         assert!((got_b1[c] - (f64::from(b1[c]) - a[c])).abs() < 1e-6, "b1 {got_b1:?}, a {a:?}");
     }
@@ -262,4 +284,25 @@ fn a_rerun_changes_nothing() {
     assert_eq!(module_to_string(&ctx, &module), once, "a rerun without data");
     run_pipeline(&mut ctx, &mut module, &with_data);
     assert_eq!(module_to_string(&ctx, &module), once, "a rerun with data");
+}
+
+/// The records describe the float model: `expand-fakeq` drops them, so
+/// integer ops never carry them.
+#[test]
+fn expand_fakeq_drops_the_records() {
+    let mut rng = Rng(29);
+    let text = chain_model(&mut rng);
+    let samples = 4;
+    let path = write_data("expand", &[samples, 1, 2, 5, 5], rng.vec_f32(samples * 50, 0.0, 1.0));
+    let data = format!("data=\"{}\"", path.display());
+    let mut ctx = context();
+    let mut module = parse(&mut ctx, &text);
+    run_pipeline(
+        &mut ctx,
+        &mut module,
+        &format!("absorb-bias{{{data}}},insert-observers,calibrate{{{data}}},insert-fakeq"),
+    );
+    assert!(module_to_string(&ctx, &module).contains("qnn.bias_absorption"));
+    run_pipeline(&mut ctx, &mut module, "expand-fakeq");
+    assert!(!module_to_string(&ctx, &module).contains("qnn.bias_absorption"));
 }

@@ -52,7 +52,12 @@ impl AbsorptionRecord {
 
     /// The record on `op`, or [`AbsorptionRecord::none`] without one; an
     /// error when it is malformed or its vectors do not have `channels` values.
-    pub fn load(ctx: &Context, module: &Module, op: OpId, channels: usize) -> Result<AbsorptionRecord, String> {
+    pub fn load(
+        ctx: &Context,
+        module: &Module,
+        op: OpId,
+        channels: usize,
+    ) -> Result<AbsorptionRecord, String> {
         let Some(dict) = module.op_attr(ctx, op, BIAS_ABSORPTION) else {
             return Ok(AbsorptionRecord::none(channels));
         };
@@ -79,7 +84,9 @@ impl AbsorptionRecord {
         };
         let absorbed = vector("absorbed")?.unwrap_or_else(|| vec![0.0; channels]);
         if let Some(bad) = absorbed.iter().find(|&&a| a < 0.0) {
-            return Err(format!("'{BIAS_ABSORPTION}': 'absorbed' holds {bad}, but absorbed amounts are at least 0"));
+            return Err(format!(
+                "'{BIAS_ABSORPTION}': 'absorbed' holds {bad}, but absorbed amounts are at least 0"
+            ));
         }
         let samples = match ctx.dict_get(dict, "samples") {
             None => None,
@@ -121,4 +128,19 @@ fn vector_attr(ctx: &mut Context, values: &[f64]) -> Result<Attribute, String> {
     let f64_ty = ctx.common().f64;
     let ty = ctx.tensor_type(&[values.len() as i64], f64_ty);
     Ok(ctx.dense_attr(DenseElements::from_f64(ctx, ty, values)?))
+}
+
+/// Removes every [`BIAS_ABSORPTION`] record of `module` (`expand-fakeq`
+/// does: the minima describe float pre-activations, which the integer model
+/// no longer has). Returns how many were removed.
+pub fn drop_records(ctx: &mut Context, module: &mut Module) -> usize {
+    let ops: Vec<OpId> = module
+        .walk_preorder(module.root())
+        .filter(|&op| module.op_attr(ctx, op, BIAS_ABSORPTION).is_some())
+        .collect();
+    for &op in &ops {
+        let attrs = ctx.dict_remove(module.op_attrs(op), BIAS_ABSORPTION);
+        module.set_op_attrs(op, attrs);
+    }
+    ops.len()
 }
