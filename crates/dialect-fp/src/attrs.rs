@@ -28,11 +28,17 @@ use smallvec::SmallVec;
 /// `quant/bias_record.rs`).
 pub const BIAS_CORRECTION: &str = "qnn.bias_correction";
 
-/// [`BIAS_CORRECTION`] records facts and never changes the op's values, so the
-/// weighted ops declare it an annotation: the equivalence checker leaves it out
-/// of their identity, and a pass may add or drop it.
+/// The attribute in which `absorb-bias` records, on the first conv or dense of
+/// a pair, the per-channel minima of its result it measured and what it moved
+/// out of its bias (`qopt-passes`, `quant/absorption_record.rs`).
+pub const BIAS_ABSORPTION: &str = "qnn.bias_absorption";
+
+/// [`BIAS_CORRECTION`] and [`BIAS_ABSORPTION`] record facts and never change
+/// the op's values, so the weighted ops declare them annotations: the
+/// equivalence checker leaves them out of their identity, and a pass may add
+/// or drop them.
 pub const BIAS_CORRECTION_RECORD: qopt_ir_core::interfaces::Annotations =
-    qopt_ir_core::interfaces::Annotations(&[BIAS_CORRECTION]);
+    qopt_ir_core::interfaces::Annotations(&[BIAS_CORRECTION, BIAS_ABSORPTION]);
 
 /// Integers read from an integer array attribute.
 pub type IntArray = SmallVec<[i64; 4]>;

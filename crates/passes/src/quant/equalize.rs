@@ -179,17 +179,17 @@ impl Pass for Equalize {
     }
 }
 
-/// The interned names of the ops the pass reads.
-struct Names {
+/// The interned names of the ops the pass (and `absorb-bias`) reads.
+pub(super) struct Names {
     conv2d: OpName,
     conv1d: OpName,
     dense: OpName,
-    relu: OpName,
-    clip: OpName,
+    pub(super) relu: OpName,
+    pub(super) clip: OpName,
 }
 
 impl Names {
-    fn new(ctx: &mut Context) -> Names {
+    pub(super) fn new(ctx: &mut Context) -> Names {
         Names {
             conv2d: ctx.op_name(fp_op::CONV2D),
             conv1d: ctx.op_name(fp_op::CONV1D),
@@ -199,7 +199,7 @@ impl Names {
         }
     }
 
-    fn is_layer(&self, module: &Module, op: OpId) -> bool {
+    pub(super) fn is_layer(&self, module: &Module, op: OpId) -> bool {
         let name = module.op_name(op);
         name == self.conv2d || name == self.conv1d || name == self.dense
     }
@@ -320,7 +320,7 @@ fn find_pairs(cx: &mut PassContext<'_>, module: &Module, names: &Names, relu6_to
 }
 
 /// Where a layer's result leads.
-enum Follow {
+pub(super) enum Follow {
     /// To this layer's activation operand, through this relu or clip if any.
     Layer(OpId, Option<OpId>),
     /// The result, or the relu or clip after it, has several users.
@@ -331,7 +331,7 @@ enum Follow {
 
 /// Follows `value` through at most one `fp.relu` or `fp.clip` with one user
 /// to a layer that reads it as its activation (operand 0), and only there.
-fn follow(module: &Module, names: &Names, value: ValueId) -> Follow {
+pub(super) fn follow(module: &Module, names: &Names, value: ValueId) -> Follow {
     let mut value = value;
     let mut between = None;
     loop {
@@ -356,7 +356,7 @@ fn follow(module: &Module, names: &Names, value: ValueId) -> Follow {
 
 /// The weight axis of `second` that holds its input channels: 1 with one
 /// group (or a dense), 0 for a depthwise convolution.
-fn second_input_axis(ctx: &Context, module: &Module, second: OpId) -> Result<usize, String> {
+pub(super) fn second_input_axis(ctx: &Context, module: &Module, second: OpId) -> Result<usize, String> {
     if op_named(ctx, module, second, fp_op::DENSE) {
         return Ok(1);
     }
@@ -406,7 +406,7 @@ fn read_layer(ctx: &Context, module: &Module, op: OpId) -> Result<Layer, String>
 }
 
 /// The shape and values of the float constant `v`.
-fn read_constant(ctx: &Context, module: &Module, v: ValueId) -> Option<(Vec<usize>, Vec<f64>)> {
+pub(super) fn read_constant(ctx: &Context, module: &Module, v: ValueId) -> Option<(Vec<usize>, Vec<f64>)> {
     let attr = constant_value(ctx, module, v)?;
     let AttrData::Dense(d) = ctx.attr_data(attr) else { return None };
     let elem = ctx.element_type(d.ty);

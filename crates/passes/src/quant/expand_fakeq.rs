@@ -6,8 +6,9 @@
 //! (`docs/quant-semantics.md` §3.4), so the pass preserves semantics. The new
 //! ops keep the fake_quant's location, so layer-by-layer comparison and the
 //! later passes still name the ONNX node. The `qnn.bias_correction` records
-//! of bias correction (`bias_record.rs`) are removed: they describe the float
-//! biases of the fake-quant model.
+//! of bias correction (`bias_record.rs`) and the `qnn.bias_absorption`
+//! records of `absorb-bias` (`absorption_record.rs`) are removed: they
+//! describe the float biases and pre-activations of the fake-quant model.
 //!
 //! ```text
 //! %y = qnn.fake_quant(%x) {type = !qnn.uniform<i8:f32, 0.05:0>} : (tensor<8xf32>) -> tensor<8xf32>
@@ -16,6 +17,7 @@
 //! %y = qnn.dequantize(%q) : (tensor<8x!qnn.uniform<i8:f32, 0.05:0>>) -> tensor<8xf32>
 //! ```
 
+use super::absorption_record;
 use super::bias_record::drop_records;
 use super::util::op_named;
 use qopt_dialect_qnn::op_names as qnn_op;
@@ -97,8 +99,8 @@ impl Pass for ExpandFakeq {
             module.replace_all_uses(module.result(op, 0), module.result(d, 0));
             module.erase_op(op).map_err(|e| format!("cannot remove a fake_quant: {e:?}"))?;
         }
-        // The float-bias records of bias correction end with the fake-quant model.
-        let records = drop_records(cx.ctx, module);
+        // The float-bias records of bias correction and absorption end with the fake-quant model.
+        let records = drop_records(cx.ctx, module) + absorption_record::drop_records(cx.ctx, module);
         cx.add_stat("expanded-fake-quants", plans.len() as u64);
         Ok(PassOutcome::from_changed(!plans.is_empty() || records > 0))
     }

@@ -15,6 +15,7 @@
 //! Observers and range methods are open registries ([`QuantMethods`]), found in
 //! the [`qopt_ir_core::Context`] the passes run with.
 
+mod absorption_record;
 mod adaround;
 mod bias_correction;
 mod bias_record;
@@ -57,6 +58,7 @@ macro_rules! quant_passes {
 quant_passes! {
     fold_bn::FoldBn,
     equalize::Equalize,
+    absorb_bias::AbsorbBias,
     quantize_search::QuantizeSearch,
     insert_observers::InsertObservers,
     calibrate::Calibrate,
