@@ -9,6 +9,11 @@
 //! pipeline `quantize` runs them all, after the generic `recognize-gelu`.
 //! `collect-calibration-data` reads data like `calibrate` but only writes the
 //! function boundaries it sees to an `.npz`, for a backend's own quantizer.
+//! Beyond min-max, optional passes slot into that order: `equalize` and
+//! `absorb-bias` on the float model, `quantize-search` (mixed precision, as
+//! `qnn.cast_hint` ops the later passes read), and after `insert-fakeq`,
+//! `round-weights` (adaptive rounding) and `bias-correct` (empirical bias
+//! correction).
 //!
 //! Every pass reads only the IR it is given: all statistics and decisions live
 //! in attributes, so a user can stop after any pass, edit the `.qir`, and go on.
