@@ -65,7 +65,7 @@
 
 use super::absorption_record::{AbsorptionRecord, MeasuredMinima};
 use super::bias_correction::subtract_from_bias;
-use super::calibrate::{check_counts, DataSettings};
+use super::calibrate::{check_counts, CallInputs, DataSettings};
 use super::equalize::{follow, read_constant, second_input_axis, Follow, Names};
 use super::paired_run::{PairedRun, RunFailure, VisitedResult};
 use super::util::{channel_blocks, is_skipped, quantizable};
@@ -175,13 +175,8 @@ impl Pass for AbsorbBias {
             let kernels = KernelRegistry::of(cx.ctx).cloned().unwrap_or_else(KernelRegistry::standard);
             let start = Instant::now();
             let (ctx, m) = (&*cx.ctx, &*module);
-            let data = settings.open(ctx, m)?;
-            let (calls, leftover) = data.calls(settings.batches);
-            let inputs = (0..calls)
-                .map(|call| data.dataset.read(call * data.per_call, data.per_call))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| e.to_string())?;
-            samples = calls * data.per_call;
+            let CallInputs { inputs, samples: read, leftover } = settings.open(ctx, m)?.read_calls(settings.batches)?;
+            samples = read;
             let read = start.elapsed();
             let start = Instant::now();
             measured = measure(ctx, m, &kernels, func, &unmeasured, inputs, threads)?;

@@ -20,7 +20,8 @@
 //! `absorbed` is never negative; [`AbsorptionRecord::load`] refuses anything
 //! else with a message naming the field.
 
-use qopt_ir_core::{dense_values_f64, AttrData, Attribute, Context, DenseElements, Module, OpId};
+use super::bias_record::channel_field;
+use qopt_ir_core::{AttrData, Attribute, Context, DenseElements, Module, OpId};
 
 /// The attribute's name (the `fp` dialect declares it an annotation of its
 /// weighted ops, so the equivalence checker ignores it).
@@ -64,24 +65,7 @@ impl AbsorptionRecord {
         if !matches!(ctx.attr_data(dict), AttrData::Dict(_)) {
             return Err(format!("'{BIAS_ABSORPTION}' must be a dictionary"));
         }
-        let vector = |name: &str| -> Result<Option<Vec<f64>>, String> {
-            let Some(attr) = ctx.dict_get(dict, name) else { return Ok(None) };
-            let values = match ctx.attr_data(attr) {
-                AttrData::Dense(d) => dense_values_f64(ctx, d, ctx.element_type(d.ty)),
-                _ => None,
-            }
-            .ok_or_else(|| format!("'{BIAS_ABSORPTION}': '{name}' must be a dense float tensor"))?;
-            if values.len() != channels {
-                return Err(format!(
-                    "'{BIAS_ABSORPTION}': '{name}' has {} values for {channels} output channels",
-                    values.len()
-                ));
-            }
-            if let Some(bad) = values.iter().find(|v| !v.is_finite()) {
-                return Err(format!("'{BIAS_ABSORPTION}': '{name}' holds {bad}"));
-            }
-            Ok(Some(values))
-        };
+        let vector = |name: &str| channel_field(ctx, BIAS_ABSORPTION, dict, name, channels);
         let absorbed = vector("absorbed")?.unwrap_or_else(|| vec![0.0; channels]);
         if let Some(bad) = absorbed.iter().find(|&&a| a < 0.0) {
             return Err(format!(

@@ -51,7 +51,7 @@
 
 use super::bias_correction::subtract_from_bias;
 use super::bias_record::{BiasRecord, MeasuredMeans};
-use super::calibrate::{check_counts, DataSettings};
+use super::calibrate::{check_counts, CallInputs, DataSettings};
 use super::paired_run::{PairedRun, RunFailure, VisitedResult};
 use super::util::{channel_blocks, channel_blocks_mut, is_skipped, op_named, quantizable};
 use qopt_dialect_qnn::op_names as qnn_op;
@@ -134,13 +134,8 @@ impl Pass for BiasCorrect {
             let kernels = KernelRegistry::of(cx.ctx).cloned().unwrap_or_else(KernelRegistry::standard);
             let start = Instant::now();
             let (ctx, m) = (&*cx.ctx, &*module);
-            let data = settings.open(ctx, m)?;
-            let (calls, leftover) = data.calls(settings.batches);
-            let inputs = (0..calls)
-                .map(|call| data.dataset.read(call * data.per_call, data.per_call))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| e.to_string())?;
-            samples = calls * data.per_call;
+            let CallInputs { inputs, samples: read, leftover } = settings.open(ctx, m)?.read_calls(settings.batches)?;
+            samples = read;
             let read = start.elapsed();
             let start = Instant::now();
             measured = measure(ctx, m, &kernels, func, &layers, inputs, threads)?;

@@ -73,24 +73,7 @@ impl BiasRecord {
         if !matches!(ctx.attr_data(dict), AttrData::Dict(_)) {
             return Err(format!("'{BIAS_CORRECTION}' must be a dictionary"));
         }
-        let vector = |name: &str| -> Result<Option<Vec<f64>>, String> {
-            let Some(attr) = ctx.dict_get(dict, name) else { return Ok(None) };
-            let values = match ctx.attr_data(attr) {
-                AttrData::Dense(d) => dense_values_f64(ctx, d, ctx.element_type(d.ty)),
-                _ => None,
-            }
-            .ok_or_else(|| format!("'{BIAS_CORRECTION}': '{name}' must be a dense float tensor"))?;
-            if values.len() != channels {
-                return Err(format!(
-                    "'{BIAS_CORRECTION}': '{name}' has {} values for {channels} output channels",
-                    values.len()
-                ));
-            }
-            if let Some(bad) = values.iter().find(|v| !v.is_finite()) {
-                return Err(format!("'{BIAS_CORRECTION}': '{name}' holds {bad}"));
-            }
-            Ok(Some(values))
-        };
+        let vector = |name: &str| channel_field(ctx, BIAS_CORRECTION, dict, name, channels);
         let correction = vector("correction")?.unwrap_or_else(|| vec![0.0; channels]);
         let samples = match ctx.dict_get(dict, "samples") {
             None => None,
@@ -151,4 +134,32 @@ fn vector_attr(ctx: &mut Context, values: &[f64]) -> Result<Attribute, String> {
     let f64_ty = ctx.common().f64;
     let ty = ctx.tensor_type(&[values.len() as i64], f64_ty);
     Ok(ctx.dense_attr(DenseElements::from_f64(ctx, ty, values)?))
+}
+
+/// Field `name` of the record attribute `record` (the dictionary `dict`): a
+/// dense float tensor of one finite value per output channel, or `None` when
+/// the field is absent.
+pub(super) fn channel_field(
+    ctx: &Context,
+    record: &str,
+    dict: Attribute,
+    name: &str,
+    channels: usize,
+) -> Result<Option<Vec<f64>>, String> {
+    let Some(attr) = ctx.dict_get(dict, name) else { return Ok(None) };
+    let values = match ctx.attr_data(attr) {
+        AttrData::Dense(d) => dense_values_f64(ctx, d, ctx.element_type(d.ty)),
+        _ => None,
+    }
+    .ok_or_else(|| format!("'{record}': '{name}' must be a dense float tensor"))?;
+    if values.len() != channels {
+        return Err(format!(
+            "'{record}': '{name}' has {} values for {channels} output channels",
+            values.len()
+        ));
+    }
+    if let Some(bad) = values.iter().find(|v| !v.is_finite()) {
+        return Err(format!("'{record}': '{name}' holds {bad}"));
+    }
+    Ok(Some(values))
 }

@@ -345,8 +345,17 @@ fn arg_specs(
     Ok(specs)
 }
 
+/// What [`CalibrationData::read_calls`] reads: each call's inputs, the
+/// samples they hold, and the warning about samples left over.
+pub(super) struct CallInputs {
+    pub inputs: Vec<Vec<Tensor>>,
+    pub samples: usize,
+    pub leftover: Option<Diagnostic>,
+}
+
 /// A function's calibration data set, opened against its arguments: what
-/// `calibrate` and `collect-calibration-data` run over.
+/// `calibrate`, `collect-calibration-data`, `bias-correct`, `absorb-bias` and
+/// `round-weights` run over.
 pub(super) struct CalibrationData {
     /// The samples, streamed.
     pub dataset: Dataset,
@@ -395,6 +404,17 @@ impl CalibrationData {
             )
         });
         (calls, warning)
+    }
+
+    /// The inputs of the calls [`calls`](Self::calls) allows, read into memory
+    /// (for passes that run every sample through the model at once).
+    pub fn read_calls(&self, batches: usize) -> Result<CallInputs, PassError> {
+        let (calls, leftover) = self.calls(batches);
+        let inputs = (0..calls)
+            .map(|call| self.dataset.read(call * self.per_call, self.per_call))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        Ok(CallInputs { inputs, samples: calls * self.per_call, leftover })
     }
 }
 
