@@ -776,15 +776,18 @@ fn reshape(cx: &FoldCx<'_>) -> Folded {
             d => dims.push(usize::try_from(d).map_err(|_| Fail::Error(format!("invalid shape entry {d}")))?),
         }
     }
-    let known: usize = dims.iter().product();
+    let cannot = || Fail::Error(format!("cannot reshape {:?} to {target:?}", x.dims));
+    // Target sizes come from the model: their product may overflow.
+    let elements = |dims: &[usize]| dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    let known = elements(&dims).ok_or_else(cannot)?;
     if let Some(i) = infer {
         if known == 0 || x.len() % known != 0 {
-            return Err(Fail::Error(format!("cannot reshape {:?} to {target:?}", x.dims)));
+            return Err(cannot());
         }
         dims[i] = x.len() / known;
     }
-    if dims.iter().product::<usize>() != x.len() {
-        return Err(Fail::Error(format!("cannot reshape {:?} to {target:?}", x.dims)));
+    if elements(&dims) != Some(x.len()) {
+        return Err(cannot());
     }
     Ok(vec![x.reshaped(dims)])
 }

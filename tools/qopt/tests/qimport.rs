@@ -202,3 +202,19 @@ fn an_output_over_the_model_is_refused() {
     assert_eq!(std::fs::read(&model).unwrap(), before, "the model is untouched");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Inputs the fuzzers found crashes with (`tests/onnx/fuzz-regressions`):
+/// each is now a clean import error, exit 1.
+#[test]
+fn fuzz_regressions_are_errors_not_crashes() {
+    let dir = repo("tests/onnx/fuzz-regressions");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let out = qimport(&[path.to_str().unwrap(), "-o", "/dev/null"]);
+        assert_eq!(out.status.code(), Some(1), "{}: {}", path.display(), text(&out.stderr));
+        assert!(text(&out.stderr).starts_with("qimport: error: "), "{}", text(&out.stderr));
+        checked += 1;
+    }
+    assert!(checked > 0, "no regression inputs in {dir}");
+}
