@@ -20,8 +20,8 @@
 //! `absorbed` is never negative; [`AbsorptionRecord::load`] refuses anything
 //! else with a message naming the field.
 
-use super::bias_record::channel_field;
-use qopt_ir_core::{AttrData, Attribute, Context, DenseElements, Module, OpId};
+use super::bias_record::{channel_field, drop_record_attrs, vector_attr};
+use qopt_ir_core::{AttrData, Context, Module, OpId};
 
 /// The attribute's name (the `fp` dialect declares it an annotation of its
 /// weighted ops, so the equivalence checker ignores it).
@@ -107,24 +107,9 @@ impl AbsorptionRecord {
     }
 }
 
-/// `values` as a `tensor<Nxf64>` dense attribute.
-fn vector_attr(ctx: &mut Context, values: &[f64]) -> Result<Attribute, String> {
-    let f64_ty = ctx.common().f64;
-    let ty = ctx.tensor_type(&[values.len() as i64], f64_ty);
-    Ok(ctx.dense_attr(DenseElements::from_f64(ctx, ty, values)?))
-}
-
 /// Removes every [`BIAS_ABSORPTION`] record of `module` (`expand-fakeq`
 /// does: the minima describe float pre-activations, which the integer model
 /// no longer has). Returns how many were removed.
 pub fn drop_records(ctx: &mut Context, module: &mut Module) -> usize {
-    let ops: Vec<OpId> = module
-        .walk_preorder(module.root())
-        .filter(|&op| module.op_attr(ctx, op, BIAS_ABSORPTION).is_some())
-        .collect();
-    for &op in &ops {
-        let attrs = ctx.dict_remove(module.op_attrs(op), BIAS_ABSORPTION);
-        module.set_op_attrs(op, attrs);
-    }
-    ops.len()
+    drop_record_attrs(ctx, module, BIAS_ABSORPTION)
 }

@@ -118,19 +118,23 @@ impl BiasRecord {
 /// does: the records describe float biases of the fake-quant model, which
 /// the integer model no longer has). Returns how many were removed.
 pub fn drop_records(ctx: &mut Context, module: &mut Module) -> usize {
-    let ops: Vec<OpId> = module
-        .walk_preorder(module.root())
-        .filter(|&op| module.op_attr(ctx, op, BIAS_CORRECTION).is_some())
-        .collect();
+    drop_record_attrs(ctx, module, BIAS_CORRECTION)
+}
+
+/// Removes the attribute `name` from every op of `module` that has it;
+/// returns how many ops had it. Shared by the measurement records.
+pub(super) fn drop_record_attrs(ctx: &mut Context, module: &mut Module, name: &str) -> usize {
+    let ops: Vec<OpId> =
+        module.walk_preorder(module.root()).filter(|&op| module.op_attr(ctx, op, name).is_some()).collect();
     for &op in &ops {
-        let attrs = ctx.dict_remove(module.op_attrs(op), BIAS_CORRECTION);
+        let attrs = ctx.dict_remove(module.op_attrs(op), name);
         module.set_op_attrs(op, attrs);
     }
     ops.len()
 }
 
 /// `values` as a `tensor<Nxf64>` dense attribute.
-fn vector_attr(ctx: &mut Context, values: &[f64]) -> Result<Attribute, String> {
+pub(super) fn vector_attr(ctx: &mut Context, values: &[f64]) -> Result<Attribute, String> {
     let f64_ty = ctx.common().f64;
     let ty = ctx.tensor_type(&[values.len() as i64], f64_ty);
     Ok(ctx.dense_attr(DenseElements::from_f64(ctx, ty, values)?))
