@@ -21,6 +21,9 @@ use super::epilogue::{channel_records, globals};
 use super::gemm::{emit_gemm, pack_weights, split_table, GemmPlaces, GemmShape};
 use super::im2col::{emit_pack, emit_pad, pack_tables, ImageShape, PackPlaces, Window};
 use super::layer::{Accumulation, ConvGemmChoice, KernelOptions, Layer};
+use super::winograd::{
+    emit_input_transform, emit_output_transform, transformed_weights, OutputTransformPlaces, WinogradShape,
+};
 use crate::abi::{KernelCode, Place, BUFFER_ALIGN};
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::lower::{Emit, LowerOp, OpLowering, Plan};
@@ -151,15 +154,32 @@ enum ConvGemm {
     Positions(GemmShape),
     /// Output channels in the lanes ([`channel_gemm`](super::channel_gemm)).
     Channels(ChannelGemmShape),
+    /// Winograd F(2×2, 3×3) ([`winograd`](super::winograd)): its own image,
+    /// input transform, GEMM and output transform.
+    Winograd(WinogradShape),
 }
+
+/// Winograd is chosen by default for `vpmaddwd` layers whose transformed
+/// multiplies are at most this fraction of the direct ones (its transforms
+/// and the sums' round trip through memory cost the rest).
+const WINOGRAD_MAX_RELATIVE_COST: f64 = 1.2;
 
 impl ConvGemm {
     /// The GEMM `choice` names, by default the one that computes the fewest
-    /// lanes per useful multiply-accumulate.
-    fn choose(positions: GemmShape, choice: ConvGemmChoice) -> ConvGemm {
+    /// lanes per useful multiply-accumulate; Winograd where `winograd`
+    /// applies and the choice forces it, or by default on the exact path
+    /// when it saves enough multiplies.
+    fn choose(positions: GemmShape, winograd: Option<WinogradShape>, choice: ConvGemmChoice) -> ConvGemm {
+        if let Some(w) = winograd {
+            let cheaper = positions.accumulation == Accumulation::Words
+                && w.relative_cost() <= WINOGRAD_MAX_RELATIVE_COST;
+            if choice == ConvGemmChoice::Winograd || (choice == ConvGemmChoice::Cheapest && cheaper) {
+                return ConvGemm::Winograd(w);
+            }
+        }
         let channels = ChannelGemmShape::of(&positions);
         let channel_lanes = match choice {
-            ConvGemmChoice::Cheapest => channels.waste() < positions.waste(),
+            ConvGemmChoice::Cheapest | ConvGemmChoice::Winograd => channels.waste() < positions.waste(),
             ConvGemmChoice::PositionLanes => false,
             ConvGemmChoice::ChannelLanes => true,
         };
@@ -170,11 +190,16 @@ impl ConvGemm {
         }
     }
 
-    /// The shape of the panels the pack kernel writes for it.
-    fn panels(&self) -> GemmShape {
+    /// Scratch bytes after the image: the panels, and Winograd's sums.
+    fn scratch_bytes(&self) -> usize {
+        let panels = |p: &GemmShape| (p.panels() * p.splits * p.panel_bytes()).next_multiple_of(BUFFER_ALIGN);
         match self {
-            ConvGemm::Positions(shape) => *shape,
-            ConvGemm::Channels(shape) => shape.panels,
+            ConvGemm::Positions(shape) => panels(shape),
+            ConvGemm::Channels(shape) => panels(&shape.panels),
+            ConvGemm::Winograd(shape) => {
+                shape.panel_bytes().next_multiple_of(BUFFER_ALIGN)
+                    + shape.sum_bytes().next_multiple_of(BUFFER_ALIGN)
+            }
         }
     }
 }
@@ -186,13 +211,13 @@ impl ConvPlan {
         let relu = op.name() == qnn_op::CONV2D_RELU;
         let layer = Layer::read(op, relu, geometry.out_channels, geometry.group_inputs() * kh * kw)?;
         let depthwise = geometry.is_depthwise();
-        let accumulation = if depthwise {
+        let mut accumulation = if depthwise {
             Accumulation::Words
         } else {
             Accumulation::choose(op.target, options, layer.rows())
         };
         op.target.require(&accumulation.needed_features(), op.name())?;
-        let image = ImageShape {
+        let mut image = ImageShape {
             batches: geometry.batches,
             channels: geometry.channels,
             height: geometry.height,
@@ -218,18 +243,19 @@ impl ConvPlan {
                     geometry.positions(),
                     layer.depth,
                 ),
+                WinogradShape::plan(&geometry, &layer, &image),
                 options.conv_gemm,
             )
         });
+        if let Some(ConvGemm::Winograd(w)) = gemm {
+            accumulation = Accumulation::Words;
+            image = w.image;
+        }
         Ok(ConvPlan { geometry, layer, accumulation, image, gemm })
     }
 
     fn scratch_bytes(&self) -> usize {
-        let panels = self.gemm.map_or(0, |g| {
-            let panels = g.panels();
-            panels.panels() * panels.splits * panels.panel_bytes()
-        });
-        self.image.scratch_bytes() + panels.next_multiple_of(BUFFER_ALIGN)
+        self.image.scratch_bytes() + self.gemm.map_or(0, |g| g.scratch_bytes())
     }
 
     fn output_is_empty(&self) -> bool {
@@ -318,6 +344,17 @@ impl OpLowering for Conv2dLowering {
             return Ok(());
         };
 
+        if let ConvGemm::Winograd(shape) = gemm {
+            let panels = offset(scratch, plan.image.scratch_bytes())?;
+            let sums = offset(panels, shape.panel_bytes().next_multiple_of(BUFFER_ALIGN))?;
+            return emit_winograd(
+                &plan,
+                &shape,
+                &records,
+                WinogradPlaces { image: image_place, panels, sums, output },
+                out,
+            );
+        }
         let window = Window {
             kernel: g.kernel,
             stride: g.stride,
@@ -326,7 +363,11 @@ impl OpLowering for Conv2dLowering {
             group_inputs: g.group_inputs(),
         };
         let panels = offset(scratch, plan.image.scratch_bytes())?;
-        let panel_shape = gemm.panels();
+        let panel_shape = match gemm {
+            ConvGemm::Positions(shape) => shape,
+            ConvGemm::Channels(shape) => shape.panels,
+            ConvGemm::Winograd(_) => unreachable!("returned above"),
+        };
         let (tables, blocks_at) = pack_tables(&plan.image, &window, &panel_shape);
         let tables = out.rodata(&tables);
         out.kernel(KernelCode {
@@ -348,6 +389,7 @@ impl OpLowering for Conv2dLowering {
         match gemm {
             ConvGemm::Positions(shape) => emit_position_gemm(&plan, &shape, &records, panels, output, out),
             ConvGemm::Channels(shape) => emit_channel_lanes_gemm(&plan, &shape, &init, panels, output, out),
+            ConvGemm::Winograd(_) => unreachable!("returned above"),
         }
     }
 }
@@ -369,7 +411,7 @@ fn emit_position_gemm(
     output: Place,
     out: &mut Emit<'_>,
 ) -> Result<(), CodegenError> {
-    let mut blob = pack_weights(&plan.layer, gemm);
+    let mut blob = pack_weights(|c| plan.layer.row(c), gemm);
     let records_at = append_aligned(&mut blob, records);
     let globals_at = append_aligned(&mut blob, &globals(&plan.layer));
     let splits_at = append_aligned(&mut blob, &split_table(gemm));
@@ -416,6 +458,78 @@ fn emit_channel_lanes_gemm(
             "{}; 4 positions × 16 channels per tile (channels in lanes)",
             plan.accumulation.describe()
         ),
+    });
+    Ok(())
+}
+
+/// The scratch and output places of a Winograd conv's kernels.
+#[derive(Copy, Clone, Debug)]
+struct WinogradPlaces {
+    image: Place,
+    panels: Place,
+    sums: Place,
+    output: Place,
+}
+
+/// The input transform, GEMM and output transform of a Winograd conv
+/// (the pad kernel is emitted already).
+fn emit_winograd(
+    plan: &ConvPlan,
+    shape: &WinogradShape,
+    records: &[u8],
+    places: WinogradPlaces,
+    out: &mut Emit<'_>,
+) -> Result<(), CodegenError> {
+    const NAME: &str = "winograd F(2×2,3×3)";
+    let g = &plan.geometry;
+    out.kernel(KernelCode {
+        code: emit_input_transform(shape, places.image, places.panels)?,
+        work: g.batches * g.channels.div_ceil(2),
+        work_item: "pair of input channels",
+        strategy: format!(
+            "{NAME} input transform: {}×{} tiles, 8 tiles × 2 channels per vector",
+            shape.tiles[0], shape.tiles[1]
+        ),
+    });
+    let weights = transformed_weights(&plan.layer, g.channels);
+    let gemm = &shape.gemm;
+    let mut blob = pack_weights(|c| &weights[c * g.channels..(c + 1) * g.channels], gemm);
+    let splits_at = append_aligned(&mut blob, &split_table(gemm));
+    let rodata = out.rodata(&blob);
+    let gemm_places = GemmPlaces {
+        panels: places.panels,
+        output: places.sums,
+        rodata,
+        records: 0,
+        globals: 0,
+        splits: splits_at,
+    };
+    out.kernel(KernelCode {
+        code: emit_gemm(&plan.layer, gemm, gemm_places)?,
+        work: gemm.items(),
+        work_item: "panel of tiles of one tap",
+        strategy: format!(
+            "{NAME} GEMM: vpmaddwd exact on i16 transforms (any 8-bit weights; every channel proves |Σ| < 2^29); \
+             {} channels × {} tiles per tile, 16 taps",
+            gemm.rows,
+            gemm.block_width()
+        ),
+    });
+    let mut blob = records.to_vec();
+    let globals_at = append_aligned(&mut blob, &globals(&plan.layer));
+    let rodata = out.rodata(&blob);
+    let transform_places = OutputTransformPlaces {
+        sums: places.sums,
+        output: places.output,
+        rodata,
+        records: 0,
+        globals: globals_at,
+    };
+    out.kernel(KernelCode {
+        code: emit_output_transform(&plan.layer, shape, transform_places)?,
+        work: g.batches * g.out_channels,
+        work_item: "output channel plane",
+        strategy: format!("{NAME} output transform: Aᵀ M A / 4, bias, requantize; 8 tiles per vector"),
     });
     Ok(())
 }

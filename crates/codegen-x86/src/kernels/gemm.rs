@@ -85,6 +85,20 @@ pub(crate) struct GemmShape {
     /// (the short tile goes with the last), so that layers with few
     /// positions still give threads enough items.
     pub splits: usize,
+    /// What the epilogue writes.
+    pub output: GemmOutput,
+}
+
+/// What a conv GEMM's epilogue writes.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub(crate) enum GemmOutput {
+    /// Requantized bytes, `positions` per channel, from accumulators that
+    /// start at each channel's `init`.
+    Requantized,
+    /// The raw i32 sums from zero, every lane of every block stored (a
+    /// channel's row is `blocks · block_width` dwords); Winograd's
+    /// transform-domain products ([`winograd`](super::winograd)).
+    Sums,
 }
 
 impl GemmShape {
@@ -126,7 +140,30 @@ impl GemmShape {
             vectors,
             rows,
             splits,
+            output: GemmOutput::Requantized,
         }
+    }
+
+    /// Elements of one output channel's row: the positions, or every lane
+    /// of every block for [`GemmOutput::Sums`].
+    pub fn output_row(&self) -> usize {
+        match self.output {
+            GemmOutput::Requantized => self.positions,
+            GemmOutput::Sums => self.blocks() * self.block_width(),
+        }
+    }
+
+    /// Bytes per output element: 1, or 4 for [`GemmOutput::Sums`].
+    pub fn output_element_bytes(&self) -> usize {
+        match self.output {
+            GemmOutput::Requantized => 1,
+            GemmOutput::Sums => 4,
+        }
+    }
+
+    /// Bytes of one output channel's row.
+    fn output_row_bytes(&self) -> usize {
+        self.output_row() * self.output_element_bytes()
     }
 
     /// The relative cost per useful multiply-accumulate: lanes computed over
@@ -173,9 +210,10 @@ impl GemmShape {
     }
 }
 
-/// The weights of `layer` packed in the tile layout of the module doc, for
-/// `shape` (channels `g · group_channels + c`).
-pub(crate) fn pack_weights(layer: &Layer, shape: &GemmShape) -> Vec<u8> {
+/// The weights whose channel `c`'s centered taps are `row(c)`, packed in
+/// the tile layout of the module doc for `shape` (channels
+/// `g · group_channels + c`).
+pub(crate) fn pack_weights<'w>(row: impl Fn(usize) -> &'w [i32], shape: &GemmShape) -> Vec<u8> {
     let taps = shape.accumulation.taps_per_unit();
     let mut out = Vec::with_capacity(shape.groups * shape.group_weight_bytes());
     for g in 0..shape.groups {
@@ -184,8 +222,7 @@ pub(crate) fn pack_weights(layer: &Layer, shape: &GemmShape) -> Vec<u8> {
             let rows = shape.rows.min(shape.group_channels - first);
             for unit in 0..shape.units {
                 for r in 0..rows {
-                    let row = layer.row(g * shape.group_channels + first + r);
-                    push_unit(&mut out, row, unit, taps);
+                    push_unit(&mut out, row(g * shape.group_channels + first + r), unit, taps);
                 }
             }
             first += rows;
@@ -266,7 +303,11 @@ pub(crate) fn emit_gemm(
 ) -> Result<Vec<u8>, CodegenError> {
     let blocks = shape.blocks();
     let block_width = shape.block_width();
-    let last_block_len = shape.positions - (blocks - 1) * block_width;
+    let last_block_len = match shape.output {
+        GemmOutput::Requantized => shape.positions - (blocks - 1) * block_width,
+        GemmOutput::Sums => block_width,
+    };
+    let row_bytes = shape.output_row_bytes();
     let out_channels = shape.groups * shape.group_channels;
     emit_item_kernel(&[(PANELS, places.panels), (OUTPUT, places.output), (BLOB, places.rodata)], &mut |a| {
         // i → (panel, split): the split in r11 until the tiles start.
@@ -282,11 +323,11 @@ pub(crate) fn emit_gemm(
         a.add(PANEL, PANELS)?;
         // p → (n, g, block); r8 = block, r9 = g, rax = n.
         split_index(a, rax, &[(blocks, r8), (shape.groups, r9)])?;
-        // out = output + n·O·P + g·Og·P + block·width
+        // out = output + (n·O·P + g·Og·P + block·width) elements, P the row
         a.mov(OUT_TILE, OUTPUT)?;
-        add_multiple(a, OUT_TILE, rax, out_channels * shape.positions, r10)?;
-        add_multiple(a, OUT_TILE, r9, shape.group_channels * shape.positions, r10)?;
-        add_multiple(a, OUT_TILE, r8, block_width, r10)?;
+        add_multiple(a, OUT_TILE, rax, out_channels * row_bytes, r10)?;
+        add_multiple(a, OUT_TILE, r9, shape.group_channels * row_bytes, r10)?;
+        add_multiple(a, OUT_TILE, r8, block_width * shape.output_element_bytes(), r10)?;
         // weights and records of group g
         multiply_by(a, WEIGHT_TILE, r9, shape.group_weight_bytes())?;
         a.add(WEIGHT_TILE, BLOB)?;
@@ -328,7 +369,7 @@ fn emit_tiles(
         a.mov(eax, row(0))?;
         a.mov(r8d, row(2))?;
         a.mov(r11d, row(1))?; // TILES_LEFT, last: it was SPLIT
-        add_multiple(a, OUT_TILE, rax, shape.rows * shape.positions, r9)?;
+        add_multiple(a, OUT_TILE, rax, shape.rows * shape.output_row_bytes(), r9)?;
         add_multiple(a, WEIGHT_TILE, rax, shape.rows * shape.units * 4, r9)?;
         add_multiple(a, RECORD_TILE, rax, shape.rows * CHANNEL_RECORD, r9)?;
         a.test(TILES_LEFT, TILES_LEFT)?;
@@ -340,7 +381,7 @@ fn emit_tiles(
         let mut tile = a.create_label();
         a.set_label(&mut tile)?;
         emit_microkernel(a, layer, shape, places, shape.rows, store_len)?;
-        super::add_constant(a, OUT_TILE, shape.rows * shape.positions, r10)?;
+        super::add_constant(a, OUT_TILE, shape.rows * shape.output_row_bytes(), r10)?;
         super::add_constant(a, WEIGHT_TILE, shape.rows * shape.units * 4, r10)?;
         super::add_constant(a, RECORD_TILE, shape.rows * CHANNEL_RECORD, r10)?;
         a.dec(TILES_LEFT)?;
@@ -384,7 +425,12 @@ fn emit_microkernel(
     }
 
     for r in 0..rows {
-        a.vpbroadcastd(acc(r, 0), dword_ptr(RECORD_TILE + (r * CHANNEL_RECORD + CHANNEL_INIT)))?;
+        match shape.output {
+            GemmOutput::Requantized => {
+                a.vpbroadcastd(acc(r, 0), dword_ptr(RECORD_TILE + (r * CHANNEL_RECORD + CHANNEL_INIT)))?
+            }
+            GemmOutput::Sums => a.vpxor(acc(r, 0), acc(r, 0), acc(r, 0))?,
+        }
         for v in 1..vectors {
             a.vmovdqa(acc(r, v), acc(r, 0))?;
         }
@@ -414,6 +460,15 @@ fn emit_microkernel(
     let cursors = [(ACT_CURSOR, unit_bytes), (WEIGHT_CURSOR, rows * 4)];
     emit_reduction(a, (shape.units, UNROLL), UNITS_LEFT, &cursors, &step)?;
 
+    if shape.output == GemmOutput::Sums {
+        let row_bytes = shape.output_row_bytes();
+        for r in 0..rows {
+            for v in 0..vectors {
+                a.vmovdqu(ymmword_ptr(OUT_TILE + (r * row_bytes + 32 * v)), acc(r, v))?;
+            }
+        }
+        return Ok(());
+    }
     // Epilogue: ymm12 odd lanes, ymm13 scratch, ymm14 the low bound.
     let (odd, scratch, low) = (ymm12, ymm13, ymm14);
     load_low_bound(a, layer, low, BLOB, places.globals)?;

@@ -65,6 +65,10 @@ pub enum ConvGemmChoice {
     PositionLanes,
     /// Output channels in the lanes (`channel_gemm.rs`).
     ChannelLanes,
+    /// Winograd F(2×2, 3×3) (`winograd.rs`) wherever it applies (3×3,
+    /// stride 1, one group), whatever the weights; the cheapest GEMM
+    /// elsewhere.
+    Winograd,
 }
 
 impl Default for KernelOptions {

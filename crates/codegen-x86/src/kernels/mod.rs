@@ -64,6 +64,7 @@ pub(crate) mod resize;
 pub(crate) mod rows;
 #[cfg(test)]
 pub(crate) mod testing;
+pub(crate) mod winograd;
 
 #[cfg(test)]
 mod tests;

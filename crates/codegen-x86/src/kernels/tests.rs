@@ -482,6 +482,25 @@ fn conv_case() -> impl Strategy<Value = Case> {
         )
 }
 
+/// A random 3×3 stride-1 conv2d of one group: what Winograd takes, with
+/// tile rows and columns that end in every phase (odd and even outputs,
+/// partial 16-column groups) and odd and even channel counts.
+fn winograd_case() -> impl Strategy<Value = Case> {
+    (
+        (1usize..3, 1usize..12, 1usize..20, 1usize..14, 1usize..40),
+        proptest::array::uniform4(0usize..3),
+        common(),
+    )
+        .prop_filter_map("the window must fit", |((n, c, o, h, w), pad, common)| {
+            if h + pad[0] + pad[2] < 3 || w + pad[1] + pad[3] < 3 {
+                return None;
+            }
+            let (oh, ow) = (h + pad[0] + pad[2] - 2, w + pad[1] + pad[3] - 2);
+            let attrs = vec![format!("pad = [{}, {}, {}, {}]", pad[0], pad[1], pad[2], pad[3])];
+            Some(build(&common, "conv", attrs, vec![n, c, h, w], vec![o, c, 3, 3], vec![n, o, oh, ow], o))
+        })
+}
+
 /// A random dense: rows (rank 1 to 3 inputs), K and O around the tile sizes.
 fn dense_case() -> impl Strategy<Value = Case> {
     (
@@ -514,6 +533,15 @@ proptest! {
                 let exact = KernelOptions::EXACT_WORDS_ONLY.with_conv_gemm(choice);
                 check(&case, &Conv2dLowering { options: exact }, &cuts);
             }
+        }
+    }
+
+    #[test]
+    fn winograd_conv2d_matches_the_interpreter(case in winograd_case(), cuts in cuts()) {
+        if avx2_here("winograd_conv2d_matches_the_interpreter") {
+            let options = KernelOptions::default().with_conv_gemm(ConvGemmChoice::Winograd);
+            let chosen = check(&case, &Conv2dLowering { options }, &cuts);
+            prop_assert!(chosen.starts_with("winograd"), "{}", chosen);
         }
     }
 
@@ -607,6 +635,8 @@ fn resnet_layer_speed() {
         return;
     }
     let exact = Conv2dLowering { options: KernelOptions::EXACT_WORDS_ONLY };
+    let winograd =
+        Conv2dLowering { options: KernelOptions::EXACT_WORDS_ONLY.with_conv_gemm(ConvGemmChoice::Winograd) };
     let default = Conv2dLowering::default();
     let layers = [
         (3, 64, 224, 7, 2),
@@ -619,7 +649,11 @@ fn resnet_layer_speed() {
     ];
     for (c, o, hw, k, stride) in layers {
         let name = format!("{c}→{o} {k}×{k}/{stride} {hw}×{hw}");
-        time_layer(&format!("{name} vpmaddwd"), &resnet_layer(c, o, hw, k, stride, false), &exact, 20);
+        let full_range = resnet_layer(c, o, hw, k, stride, false);
+        time_layer(&format!("{name} vpmaddwd"), &full_range, &exact, 20);
+        if k == 3 && stride == 1 {
+            time_layer(&format!("{name} winograd"), &full_range, &winograd, 20);
+        }
         time_layer(&format!("{name} small weights"), &resnet_layer(c, o, hw, k, stride, true), &default, 20);
     }
     // Depthwise 3×3 (MobileNet-sized) and the classifier's GEMV.
