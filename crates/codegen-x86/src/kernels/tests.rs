@@ -492,7 +492,8 @@ fn winograd_case() -> impl Strategy<Value = Case> {
         common(),
     )
         .prop_filter_map("the window must fit", |((n, c, o, h, w), pad, common)| {
-            if h + pad[0] + pad[2] < 3 || w + pad[1] + pad[3] < 3 {
+            // One channel in and out is depthwise, which has its own kernel.
+            if h + pad[0] + pad[2] < 3 || w + pad[1] + pad[3] < 3 || c + o == 2 {
                 return None;
             }
             let (oh, ow) = (h + pad[0] + pad[2] - 2, w + pad[1] + pad[3] - 2);

@@ -39,8 +39,11 @@
 //!    interleaved into 16 bytes each.
 //!
 //! Tiles are numbered `q = ty·TX + tx` with `TX` the tile columns rounded up
-//! to 8, so that every vector of 8 tiles lies on one tile row; the tiles
-//! past the output compute on padding and are never stored.
+//! to 8, so that every vector of 8 tiles lies on one tile row, or to 4 for
+//! outputs at most 8 wide (a 7×7 map), whose vectors then stack two tile
+//! rows ("stacked": each tile row of a vector is read and written as one
+//! 8-byte half). The tiles past the output compute on padding and are never
+//! stored.
 
 use super::conv::ConvGeometry;
 use super::epilogue::{
@@ -59,6 +62,8 @@ use iced_x86::code_asm::*;
 pub(crate) const TAPS: usize = 16;
 /// Tiles per vector of the transforms.
 const TILE_VECTOR: usize = 8;
+/// Tile columns of a stacked shape: two tile rows per vector.
+const STACKED_COLUMNS: usize = TILE_VECTOR / 2;
 /// The bound on `|Y|` that makes `4·Y` fit i32 ([`exact_for`]).
 const SUM_BOUND: i64 = 1 << 29;
 
@@ -76,7 +81,8 @@ pub(crate) struct WinogradShape {
     pub out_channels: usize,
     /// `[OH, OW]`.
     pub output: [usize; 2],
-    /// `[TY, TX]`: tile rows, and tile columns rounded up to 8.
+    /// `[TY, TX]`: tile rows (rounded up to even when stacked), and tile
+    /// columns rounded up to 8 (or 4 when stacked).
     pub tiles: [usize; 2],
     /// The padded u8 image the input transform reads.
     pub image: ImageShape,
@@ -102,7 +108,11 @@ impl WinogradShape {
         if g.batches * g.channels * g.out_channels * oh * ow == 0 || !exact_for(layer) {
             return None;
         }
-        let tiles = [oh.div_ceil(2), ow.div_ceil(2).next_multiple_of(TILE_VECTOR)];
+        let tiles = if ow <= 2 * STACKED_COLUMNS {
+            [oh.div_ceil(2).next_multiple_of(2), STACKED_COLUMNS]
+        } else {
+            [oh.div_ceil(2), ow.div_ceil(2).next_multiple_of(TILE_VECTOR)]
+        };
         let (hp, wp) = (2 * tiles[0] + 2, 2 * tiles[1] + 2);
         let bottom = hp.checked_sub(g.height + g.pad[0])?;
         let right = wp.checked_sub(g.width + g.pad[1])?;
@@ -136,6 +146,20 @@ impl WinogradShape {
     pub fn relative_cost(&self) -> f64 {
         let [oh, ow] = self.output;
         (TAPS * self.tiles[0] * self.tiles[1]) as f64 / (9 * oh * ow) as f64
+    }
+
+    /// Whether a vector of 8 tiles holds two tile rows of 4.
+    pub fn stacked(&self) -> bool {
+        self.tiles[1] == STACKED_COLUMNS
+    }
+
+    /// Tile rows per vector of 8 tiles.
+    fn rows_per_vector(&self) -> usize {
+        if self.stacked() {
+            2
+        } else {
+            1
+        }
     }
 
     /// Bytes between the panels of consecutive taps.
@@ -247,12 +271,13 @@ pub(crate) fn emit_input_transform(
             a.set_label(&mut even)?;
         }
         a.xor(TILE, TILE)?;
-        a.mov(ROWS_LEFT, rows as u64)?;
+        let per_vector = shape.rows_per_vector();
+        a.mov(ROWS_LEFT, (rows / per_vector) as u64)?;
         let mut row = a.create_label();
         a.set_label(&mut row)?;
         a.mov(COLUMN_FIRST, ROW_FIRST)?;
         a.mov(COLUMN_SECOND, ROW_SECOND)?;
-        a.mov(GROUPS_LEFT, (columns / TILE_VECTOR) as u64)?;
+        a.mov(GROUPS_LEFT, (columns * per_vector / TILE_VECTOR) as u64)?;
         let mut group = a.create_label();
         a.set_label(&mut group)?;
         // destination = base + (q / width)·panel + ((q % width) / 8)·32
@@ -266,14 +291,14 @@ pub(crate) fn emit_input_transform(
             a.add(DESTINATION, rax)?;
         }
         a.add(DESTINATION, PANEL_BASE)?;
-        emit_tile_vector(a, wp, tap_stride)?;
+        emit_tile_vector(a, wp, shape.stacked(), tap_stride)?;
         a.add(TILE, TILE_VECTOR as i32)?;
         a.add(COLUMN_FIRST, (2 * TILE_VECTOR) as i32)?;
         a.add(COLUMN_SECOND, (2 * TILE_VECTOR) as i32)?;
         a.dec(GROUPS_LEFT)?;
         a.jnz(group)?;
-        super::add_constant(a, ROW_FIRST, 2 * wp, rax)?;
-        super::add_constant(a, ROW_SECOND, 2 * wp, rax)?;
+        super::add_constant(a, ROW_FIRST, 2 * per_vector * wp, rax)?;
+        super::add_constant(a, ROW_SECOND, 2 * per_vector * wp, rax)?;
         a.dec(ROWS_LEFT)?;
         a.jnz(row)?;
         Ok(())
@@ -281,11 +306,14 @@ pub(crate) fn emit_input_transform(
 }
 
 /// Loads row `r` of the 8 tiles at the column cursors as `d[r][s]`, s = 0..3,
-/// each an i16 pair (first channel, second channel) per tile. Clobbers `tmp`.
+/// each an i16 pair (first channel, second channel) per tile. Clobbers `tmp`
+/// (and xmm12–13 when `stacked`: the second tile row's 8 bytes come from
+/// two image rows further down).
 fn load_tile_row(
     a: &mut CodeAssembler,
     r: usize,
     wp: usize,
+    stacked: bool,
     d: [AsmRegisterYmm; 4],
     tmp: AsmRegisterYmm,
 ) -> Result<(), CodegenError> {
@@ -293,8 +321,17 @@ fn load_tile_row(
         // Columns 2·tile + 2·half and + 1: the word of bytes (even, odd).
         let at = r * wp + 2 * half;
         let (even, odd) = (d[2 * half], d[2 * half + 1]);
-        a.vpmovzxwd(even, xmmword_ptr(COLUMN_FIRST + at))?;
-        a.vpmovzxwd(tmp, xmmword_ptr(COLUMN_SECOND + at))?;
+        if stacked {
+            for (cursor, bytes) in [(COLUMN_FIRST, xmm12), (COLUMN_SECOND, xmm13)] {
+                a.vmovq(bytes, qword_ptr(cursor + at))?;
+                a.vpinsrq(bytes, bytes, qword_ptr(cursor + (at + 2 * wp)), 1)?;
+            }
+            a.vpmovzxwd(even, xmm12)?;
+            a.vpmovzxwd(tmp, xmm13)?;
+        } else {
+            a.vpmovzxwd(even, xmmword_ptr(COLUMN_FIRST + at))?;
+            a.vpmovzxwd(tmp, xmmword_ptr(COLUMN_SECOND + at))?;
+        }
         a.vpslld(tmp, tmp, 16)?;
         a.vpblendw(even, even, tmp, 0xAA)?;
         a.vpsrlw(odd, even, 8)?;
@@ -305,13 +342,18 @@ fn load_tile_row(
 
 /// `V = Bᵀ d B` of the 8 tiles at the column cursors, each of the 16 taps
 /// stored at `DESTINATION + t · tap_stride`.
-fn emit_tile_vector(a: &mut CodeAssembler, wp: usize, tap_stride: usize) -> Result<(), CodegenError> {
+fn emit_tile_vector(
+    a: &mut CodeAssembler,
+    wp: usize,
+    stacked: bool,
+    tap_stride: usize,
+) -> Result<(), CodegenError> {
     let d1 = [ymm0, ymm1, ymm2, ymm3];
     let d2 = [ymm4, ymm5, ymm6, ymm7];
     let f = [ymm8, ymm9, ymm10, ymm11];
     let (v, tmp) = (ymm12, ymm13);
-    load_tile_row(a, 1, wp, d1, tmp)?;
-    load_tile_row(a, 2, wp, d2, tmp)?;
+    load_tile_row(a, 1, wp, stacked, d1, tmp)?;
+    load_tile_row(a, 2, wp, stacked, d2, tmp)?;
     // Row i of Bᵀ d: f = d1 + d2 (i = 1), d2 − d1 (i = 2), d0 − d2 (i = 0),
     // d1 − d3 (i = 3); then V[i][·] = f Bᵀ.
     for s in 0..4 {
@@ -322,12 +364,12 @@ fn emit_tile_vector(a: &mut CodeAssembler, wp: usize, tap_stride: usize) -> Resu
         a.vpsubw(f[s], d2[s], d1[s])?;
     }
     store_transformed_row(a, 2, f, v, tap_stride)?;
-    load_tile_row(a, 0, wp, f, tmp)?;
+    load_tile_row(a, 0, wp, stacked, f, tmp)?;
     for s in 0..4 {
         a.vpsubw(f[s], f[s], d2[s])?;
     }
     store_transformed_row(a, 0, f, v, tap_stride)?;
-    load_tile_row(a, 3, wp, f, tmp)?;
+    load_tile_row(a, 3, wp, stacked, f, tmp)?;
     for s in 0..4 {
         a.vpsubw(f[s], d1[s], f[s])?;
     }
@@ -391,7 +433,6 @@ pub(crate) fn emit_output_transform(
 ) -> Result<Vec<u8>, CodegenError> {
     let o_count = shape.out_channels;
     let [oh, ow] = shape.output;
-    let tile_columns = shape.tiles[1];
     emit_item_kernel(&[(SUMS, places.sums), (OUTPUT, places.output), (BLOB, places.rodata)], &mut |a| {
         split_index(a, ITEM, &[(o_count, r8)])?;
         // sums of (n, tap 0, o); output plane (n, o); record of o
@@ -405,53 +446,60 @@ pub(crate) fn emit_output_transform(
         super::add_constant(a, RECORD, places.records, r10)?;
         a.vpbroadcastd(ymm13, dword_ptr(RECORD + CHANNEL_INIT))?;
         load_low_bound(a, layer, ymm14, BLOB, places.globals)?;
-        let full_rows = oh / 2;
-        let groups = tile_columns / TILE_VECTOR;
+        // A band is the output rows of one vector's tile rows: 2, or 4
+        // when stacked; the last band may hold fewer.
+        let band = 2 * shape.rows_per_vector();
+        let (full_bands, last_rows) = (oh / band, oh % band);
         let (full_groups, last_len) = (ow / 16, ow % 16);
-        let skipped = groups - full_groups - usize::from(last_len > 0);
-        let tile_row = |a: &mut CodeAssembler, both: bool| -> Result<(), CodegenError> {
+        let band_of = |a: &mut CodeAssembler, rows: usize| -> Result<(), CodegenError> {
             a.mov(OUT_CURSOR, OUT_ROW)?;
-            if full_groups > 0 {
-                let mut group = a.create_label();
-                a.mov(r10, full_groups as u64)?;
-                a.set_label(&mut group)?;
-                emit_output_group(a, layer, shape, places, 16, both)?;
+            if shape.stacked() {
+                emit_output_group(a, layer, shape, places, ow, rows)?;
                 a.add(SUM_CURSOR, (4 * TILE_VECTOR) as i32)?;
-                a.add(OUT_CURSOR, 16)?;
-                a.dec(r10)?;
-                a.jnz(group)?;
+            } else {
+                if full_groups > 0 {
+                    let mut group = a.create_label();
+                    a.mov(r10, full_groups as u64)?;
+                    a.set_label(&mut group)?;
+                    emit_output_group(a, layer, shape, places, 16, rows)?;
+                    a.add(SUM_CURSOR, (4 * TILE_VECTOR) as i32)?;
+                    a.add(OUT_CURSOR, 16)?;
+                    a.dec(r10)?;
+                    a.jnz(group)?;
+                }
+                if last_len > 0 {
+                    emit_output_group(a, layer, shape, places, last_len, rows)?;
+                    a.add(SUM_CURSOR, (4 * TILE_VECTOR) as i32)?;
+                }
             }
-            if last_len > 0 {
-                emit_output_group(a, layer, shape, places, last_len, both)?;
-                a.add(SUM_CURSOR, (4 * TILE_VECTOR) as i32)?;
-            }
-            super::add_constant(a, SUM_CURSOR, 4 * TILE_VECTOR * skipped, r10)?;
-            super::add_constant(a, OUT_ROW, 2 * ow, r10)
+            super::add_constant(a, OUT_ROW, band * ow, r10)
         };
-        if full_rows > 0 {
+        if full_bands > 0 {
             let mut row = a.create_label();
-            a.mov(rcx, full_rows as u64)?;
+            a.mov(rcx, full_bands as u64)?;
             a.set_label(&mut row)?;
-            tile_row(a, true)?;
+            band_of(a, band)?;
             a.dec(rcx)?;
             a.jnz(row)?;
         }
-        if oh % 2 == 1 {
-            tile_row(a, false)?;
+        if last_rows > 0 {
+            band_of(a, last_rows)?;
         }
         Ok(())
     })
 }
 
-/// The outputs of the 8 tiles at `SUM_CURSOR`: `len` bytes of output row
-/// `2·ty` at `OUT_CURSOR`, and of row `2·ty + 1` when `both`.
+/// The outputs of the 8 tiles at `SUM_CURSOR`, the first `rows` rows of
+/// their band at `OUT_CURSOR`, `len` bytes each: output rows `2·ty` and
+/// `2·ty + 1` of 16 columns, or when stacked rows `2·ty` to `2·ty + 3` of
+/// (at most) 8 columns.
 fn emit_output_group(
     a: &mut CodeAssembler,
     layer: &Layer,
     shape: &WinogradShape,
     places: OutputTransformPlaces,
     len: usize,
-    both: bool,
+    rows: usize,
 ) -> Result<(), CodegenError> {
     let stride = shape.tap_sum_stride();
     let m = |t: usize| ymmword_ptr(SUM_CURSOR + t * stride);
@@ -479,9 +527,11 @@ fn emit_output_group(
     let requantizer = channel_requantizer(layer, RECORD, 0, BLOB, places.globals, ymm14);
     let unsigned = layer.output.element == crate::buffer::ElementType::U8;
     let (odd, scratch) = (ymm11, ymm12);
-    let outputs: &[(AsmRegisterYmm, AsmRegisterYmm, usize)] =
-        if both { &[(y00, y01, 0), (y10, y11, 1)] } else { &[(y00, y01, 0)] };
-    for &(even_columns, odd_columns, row) in outputs {
+    let ow = shape.output[1];
+    // (even columns, odd columns, output row within the tile)
+    let tile_rows: &[(AsmRegisterYmm, AsmRegisterYmm, usize)] =
+        if rows == 1 { &[(y00, y01, 0)] } else { &[(y00, y01, 0), (y10, y11, 1)] };
+    for &(even_columns, odd_columns, row) in tile_rows {
         let (even_bytes, odd_bytes) = (xmm1, xmm2);
         for (y, bytes) in [(even_columns, even_bytes), (odd_columns, odd_bytes)] {
             a.vpsrad(y, y, 2)?;
@@ -490,7 +540,17 @@ fn emit_output_group(
             pack_8(a, y, bytes, xmm_of(scratch), unsigned)?;
         }
         a.vpunpcklbw(even_bytes, even_bytes, odd_bytes)?;
-        store_bytes(a, even_bytes, OUT_CURSOR, row * shape.output[1], len, STORE_SCRATCH)?;
+        if shape.stacked() {
+            // Bytes 0–7: the first tile row's output row; 8–15: the second's,
+            // two output rows down.
+            if row + 2 < rows {
+                a.vpsrldq(odd_bytes, even_bytes, 8)?;
+                store_bytes(a, odd_bytes, OUT_CURSOR, (row + 2) * ow, len, STORE_SCRATCH)?;
+            }
+            store_bytes(a, even_bytes, OUT_CURSOR, row * ow, len, STORE_SCRATCH)?;
+        } else {
+            store_bytes(a, even_bytes, OUT_CURSOR, row * ow, len, STORE_SCRATCH)?;
+        }
     }
     Ok(())
 }
