@@ -166,6 +166,12 @@ enum ConvGemm {
 /// (`resnet_layer_speed`).
 const WINOGRAD_MAX_RELATIVE_COST: f64 = 1.2;
 
+/// The fewest input and output channels for which Winograd is chosen by
+/// default: its input transform is amortized over the output channels and
+/// its output transform over the input channels (mnist_mbv2's 1-channel
+/// stem ran 5× slower with it).
+const WINOGRAD_MIN_CHANNELS: usize = 16;
+
 impl ConvGemm {
     /// The GEMM `choice` names, by default the one that computes the fewest
     /// lanes per useful multiply-accumulate; Winograd where `winograd`
@@ -175,7 +181,8 @@ impl ConvGemm {
         if let Some(w) = winograd {
             let avx2_only =
                 matches!(positions.accumulation, Accumulation::Words | Accumulation::UnsignedBytes);
-            let cheaper = avx2_only && w.relative_cost() <= WINOGRAD_MAX_RELATIVE_COST;
+            let amortized = w.channels.min(w.out_channels) >= WINOGRAD_MIN_CHANNELS;
+            let cheaper = avx2_only && amortized && w.relative_cost() <= WINOGRAD_MAX_RELATIVE_COST;
             if choice == ConvGemmChoice::Winograd || (choice == ConvGemmChoice::Cheapest && cheaper) {
                 return ConvGemm::Winograd(w);
             }

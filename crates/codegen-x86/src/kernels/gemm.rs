@@ -30,6 +30,9 @@
 //!   for r: requantize acc[r][·] in registers, pack, store 8·vectors bytes
 //! ```
 //!
+//! With [`GemmOutput::Sums`] (Winograd's transform-domain products) the
+//! accumulators start at zero and are stored as they are, every lane.
+//!
 //! The multiply-accumulate is `vpmaddwd t, wb, act; vpaddd acc, t`, or
 //! `vpmaddubsw t, act, wb; vpmaddwd t, ones; vpaddd acc, t`, or
 //! `vpdpbusd acc, act, wb`. The last block of positions may be partial: its

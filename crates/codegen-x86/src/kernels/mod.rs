@@ -20,6 +20,8 @@
 //! - [`gemm`]: the register-blocked conv GEMM (channels × positions), and
 //!   [`channel_gemm`] with channels in the lanes for layers with few
 //!   positions.
+//! - [`winograd`]: exact Winograd F(2×2, 3×3) for 3×3 stride-1 convs, its
+//!   transforms around [`gemm`] (which then writes raw i32 sums).
 //! - [`conv`], [`depthwise`], [`dense`]: the lowerings.
 //! - [`copy`]: a plain byte copy, which the module compiler uses to return
 //!   an input or a constant in an output buffer.
