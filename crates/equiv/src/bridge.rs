@@ -180,8 +180,10 @@ pub fn add_function(
             let id = egraph.add(Node::Op { name, result: i as u32, children });
             values.insert(r, id);
         }
-        if let (1, Some(&id)) = (module.num_results(op), values.get(&module.result(op, 0))) {
-            assume_recorded_range(egraph, module, op, id);
+        if module.num_results(op) == 1 {
+            if let Some(&id) = values.get(&module.result(op, 0)) {
+                assume_recorded_range(egraph, module, op, id);
+            }
         }
     }
     Ok(Added { values, results, effects, ops })
