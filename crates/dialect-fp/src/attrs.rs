@@ -36,9 +36,35 @@ pub const BIAS_ABSORPTION: &str = "qnn.bias_absorption";
 /// [`BIAS_CORRECTION`] and [`BIAS_ABSORPTION`] record facts and never change
 /// the op's values, so the weighted ops declare them annotations: the
 /// equivalence checker leaves them out of their identity, and a pass may add
-/// or drop them.
+/// or drop them. (The checker reads [`BIAS_ABSORPTION`]'s minima separately,
+/// through [`recorded_minima`], under `calibrated-range` only.)
 pub const BIAS_CORRECTION_RECORD: qopt_ir_core::interfaces::Annotations =
     qopt_ir_core::interfaces::Annotations(&[BIAS_CORRECTION, BIAS_ABSORPTION]);
+
+/// The range [`BIAS_ABSORPTION`] records for a weighted op's result along
+/// `axis` (1 for the convolutions, −1 for `fp.dense`): the equivalence
+/// checker assumes it under the `calibrated-range` relation.
+pub const fn recorded_minima(axis: i64) -> qopt_ir_core::interfaces::RecordedRange {
+    qopt_ir_core::interfaces::RecordedRange { axis, read: read_bias_absorption }
+}
+
+/// `channel_min` and `absorbed` (zeros when absent) of the op's
+/// [`BIAS_ABSORPTION`] record: `channel_min` was measured with the original
+/// bias, the stored one plus `absorbed`. `None` without a record, without
+/// `channel_min`, or when a field is not a dense float vector of finite
+/// values as long as the others (`absorb-bias` refuses such a record too).
+fn read_bias_absorption(ctx: &Context, attrs: Attribute) -> Option<qopt_ir_core::interfaces::ChannelMinima> {
+    let record = ctx.dict_get(attrs, BIAS_ABSORPTION)?;
+    let field = |name: &str| -> Option<Option<Vec<f64>>> {
+        let Some(attr) = ctx.dict_get(record, name) else { return Some(None) };
+        let AttrData::Dense(d) = ctx.attr_data(attr) else { return None };
+        let values = qopt_ir_core::dense_values_f64(ctx, d, ctx.element_type(d.ty))?;
+        values.iter().all(|v| v.is_finite()).then_some(Some(values))
+    };
+    let min = field("channel_min")??;
+    let offset = field("absorbed")?.unwrap_or_else(|| vec![0.0; min.len()]);
+    (offset.len() == min.len()).then_some(qopt_ir_core::interfaces::ChannelMinima { min, offset })
+}
 
 /// Integers read from an integer array attribute.
 pub type IntArray = SmallVec<[i64; 4]>;

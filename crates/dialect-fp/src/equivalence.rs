@@ -111,6 +111,46 @@ fn rescaling(
     ]);
 }
 
+/// A layer fed a per-channel shift of its input, `layer(x + s, w, b)`, is the
+/// layer on `x` with the bias `b + Σ_{c,k} w[o,c,k] · s[c]`: every tap reads
+/// the shift, so `when` must keep the rule to layers without padding (a pad
+/// reads 0, not `s`). `activation_axis` is the input's channel axis and
+/// `input_axis` the weight's (0 for a depthwise conv, whose output channel
+/// `c` reads input channel `c` only). Exact over the reals; what
+/// `absorb-bias` puts into layer2's bias.
+fn shifted_input(
+    op: &'static str,
+    activation_axis: i64,
+    input_axis: i64,
+    when: &str,
+    name: &str,
+    rules: &mut Vec<EquivRule>,
+) {
+    let short = op.trim_start_matches("fp.");
+    let kind = if name.is_empty() { short.to_string() } else { format!("{short}-{name}") };
+    let into_bias = format!("(chan-sum (chan-mul ?w ?s {input_axis}) 0)");
+    // Constant weights, bias and shift only: the new bias is then a constant,
+    // never an expression other rules would keep rewriting.
+    let when = format!("{when} (is-constant ?w) (is-constant ?s)");
+    let real = |name: String, lhs: String, rhs: String, extra: &str| {
+        EquivRule::new(Relation::Real, name, lhs, rhs).when(format!("{when}{extra}"))
+    };
+    rules.extend([
+        real(
+            format!("{kind}-of-channel-shifted-input-shifts-bias"),
+            format!("({op} ?a ?t (chan-add ?x ?s {activation_axis}) ?w ?b)"),
+            format!("({op} ?a ?t ?x ?w (+ ?b {into_bias}))"),
+            " (is-constant ?b)",
+        ),
+        real(
+            format!("{kind}-without-bias-of-channel-shifted-input-gets-a-bias"),
+            format!("({op} ?a ?t (chan-add ?x ?s {activation_axis}) ?w)"),
+            format!("({op} ?a ?t ?x ?w {into_bias})"),
+            "",
+        ),
+    ]);
+}
+
 /// The rules (see the module docs).
 pub fn rules() -> Vec<EquivRule> {
     let exact = |name, lhs, rhs| EquivRule::new(Relation::Exact, name, lhs, rhs);
@@ -222,6 +262,39 @@ pub fn rules() -> Vec<EquivRule> {
             )
             .when("(all-positive ?s)"),
         );
+    }
+    // A dense layer's features are its last axis whatever the rank: shifts
+    // along it (what `absorb-bias` records for a dense) go into its bias.
+    rules.extend([
+        real(
+            "dense-plus-feature-vector-shifts-bias",
+            "(chan-add (fp.dense ?a ?t ?x ?w ?b) ?s -1)".into(),
+            "(fp.dense ?a ?t ?x ?w (+ ?b ?s))".into(),
+        ),
+        real(
+            "dense-without-bias-plus-feature-vector-is-its-bias",
+            "(chan-add (fp.dense ?a ?t ?x ?w) ?s -1)".into(),
+            "(fp.dense ?a ?t ?x ?w (+ (zeros-of-axis ?w 0) ?s))".into(),
+        ),
+    ]);
+    // A shift of a layer's input channels goes into its bias (`absorb-bias`'s
+    // layer2): no padding, one group or depthwise.
+    shifted_input("fp.conv2d", 1, 1, "(lacks-attr ?a pad) (lacks-attr ?a groups)", "", &mut rules);
+    shifted_input("fp.conv2d", 1, 0, "(lacks-attr ?a pad) (depthwise ?a ?w)", "depthwise", &mut rules);
+    shifted_input("fp.conv1d", 1, 1, "(lacks-attr ?a pad) (lacks-attr ?a groups)", "", &mut rules);
+    shifted_input("fp.conv1d", 1, 0, "(lacks-attr ?a pad) (depthwise ?a ?w)", "depthwise", &mut rules);
+    shifted_input("fp.dense", -1, 1, "", "", &mut rules);
+    // relu(y) = relu(y − p) + p for 0 ≤ p ≤ y, with p the value's recorded
+    // per-channel minimum where positive (`recorded-floor`): true on the
+    // calibrated range only, where the records hold (`absorb-bias`).
+    for (axis, what) in [(1, "channel"), (-1, "feature")] {
+        let floor = format!("(recorded-floor ?y {axis})");
+        rules.push(EquivRule::new(
+            Relation::CalibratedRange,
+            format!("relu-of-value-above-its-recorded-{what}-minimum-is-shifted-relu"),
+            "(fp.relu ?a ?t ?y)".to_string(),
+            format!("(chan-add (fp.relu ?a ?t (chan-add ?y (- 0.0 {floor}) {axis})) {floor} {axis})"),
+        ));
     }
     // Weights C_in × C_out/groups × k...: with one group (the default, left
     // out of the node), axis 1 holds the output channels.

@@ -8,6 +8,11 @@
 //! value also merges with an IR constant of the same shape whose elements are
 //! all within `ulps` of it; the largest distance used is recorded for the
 //! report.
+//!
+//! Under `calibrated-range` a class may also hold per-channel lower bounds
+//! the IR records ([`LowerBound`], put in by the bridge through
+//! [`assume_lower_bound`]); classes that merge keep the larger bound of
+//! each channel, since both hold of the one value.
 
 use crate::builtins;
 use crate::lang::{ConstKey, Node, EFFECT};
@@ -61,6 +66,33 @@ pub struct Constant {
     pub magnitude: Option<Arc<Tensor>>,
 }
 
+/// Per-channel lower bounds of a value that the IR records from calibration
+/// ([`qopt_ir_core::interfaces::RecordedRange`]): over the calibrated range,
+/// every element of channel `c` along `axis` is at least `values[c]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LowerBound {
+    /// The channel axis, counted from the front.
+    pub axis: usize,
+    /// The value's rank (to read an axis counted from the back).
+    pub rank: usize,
+    /// One bound per channel.
+    pub values: Vec<f64>,
+}
+
+impl LowerBound {
+    /// Both bounds of one value: per channel the larger (each holds on the
+    /// calibrated range, so both do). `None` when they do not run along the
+    /// same axis of the same number of channels.
+    fn tightest(&self, other: &LowerBound) -> Option<LowerBound> {
+        let fits =
+            self.axis == other.axis && self.rank == other.rank && self.values.len() == other.values.len();
+        fits.then(|| LowerBound {
+            values: self.values.iter().zip(&other.values).map(|(a, b)| a.max(*b)).collect(),
+            ..self.clone()
+        })
+    }
+}
+
 /// What the analysis knows of a class.
 #[derive(Clone, Debug, Default)]
 pub struct Data {
@@ -71,6 +103,10 @@ pub struct Data {
     /// Whether the value was compared with the IR's constants within the
     /// rounding tolerance already.
     pub approx_done: bool,
+    /// The value's recorded per-channel lower bounds, under a relation that
+    /// assumes them ([`Relation::assumes_recorded_ranges`]; the bridge puts
+    /// them in, [`assume_lower_bound`]).
+    pub lower: Option<Arc<LowerBound>>,
 }
 
 /// The analysis state: the context, kernels, the constant table and the
@@ -107,6 +143,8 @@ pub struct EqAnalysis<'a> {
     pub max_ulps_used: u32,
     /// Approximate matches made.
     pub approx_matches: usize,
+    /// Recorded ranges assumed ([`assume_lower_bound`]).
+    pub ranges_assumed: usize,
 }
 
 impl<'a> EqAnalysis<'a> {
@@ -133,6 +171,7 @@ impl<'a> EqAnalysis<'a> {
             ulps,
             max_ulps_used: 0,
             approx_matches: 0,
+            ranges_assumed: 0,
         }
     }
 }
@@ -224,6 +263,7 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
                     ty: egraph.analysis.const_types.get(key).copied(),
                     constant: value.map(|value| Constant { value, key: *key, from_ir, magnitude: None }),
                     approx_done: from_ir,
+                    lower: None,
                 }
             }
             Node::Attr(_) | Node::Type(_) | Node::Int(_) => Data::default(),
@@ -233,7 +273,7 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
                 // operands...] (the bridge builds them so; rule parsing refuses fewer).
                 let ty = type_leaf(egraph, children[1]);
                 let constant = ty.and_then(|ty| folded(egraph, *name, *result, children, ty));
-                Data { ty, constant, approx_done: false }
+                Data { ty, constant, ..Data::default() }
             }
             Node::Fn { f, children } => {
                 // invariant: rule parsing checks each builtin's arity.
@@ -254,7 +294,7 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
                         .map(Arc::new);
                     Some(Constant { magnitude, ..computed(value) })
                 });
-                Data { ty: None, constant, approx_done: false }
+                Data { constant, ..Data::default() }
             }
         }
     }
@@ -292,6 +332,23 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
                 x.magnitude = magnitude;
             }
             (None, None) => {}
+        }
+        match (&a.lower, b.lower) {
+            (None, Some(l)) => {
+                a.lower = Some(l);
+                changed.0 = true;
+            }
+            (Some(_), None) => changed.1 = true,
+            (Some(x), Some(y)) if **x != *y => match x.tightest(&y) {
+                Some(both) => {
+                    changed.0 |= both != **x;
+                    changed.1 |= both != *y;
+                    a.lower = Some(Arc::new(both));
+                }
+                // Another axis: either holds; the class keeps its own.
+                None => changed.1 = true,
+            },
+            _ => {}
         }
         if a.approx_done != b.approx_done {
             changed.0 |= !a.approx_done;
@@ -336,6 +393,43 @@ impl<'a> egg::Analysis<Node> for EqAnalysis<'a> {
             approx_union_computed(egraph, id, &constant, other);
         }
     }
+}
+
+/// Assumes that over the calibrated range every element of class `id` (of
+/// IR type `ty`) on channel `c` along `axis` (negative from the back) is at
+/// least `values[c]`, beside what the class knows already. Nothing is
+/// assumed, and false returned, under a relation that does not assume
+/// recorded ranges or when the bound does not fit `ty` (no static rank, or
+/// another channel count).
+pub fn assume_lower_bound(
+    egraph: &mut EGraph<Node, EqAnalysis<'_>>,
+    id: Id,
+    ty: Type,
+    axis: i64,
+    values: Vec<f64>,
+) -> bool {
+    if !egraph.analysis.relation.assumes_recorded_ranges() {
+        return false;
+    }
+    let Some(shape) = egraph.analysis.ctx.tensor_shape(ty) else { return false };
+    let rank = shape.len();
+    let Some(axis) =
+        usize::try_from(if axis < 0 { axis + rank as i64 } else { axis }).ok().filter(|&a| a < rank)
+    else {
+        return false;
+    };
+    if usize::try_from(shape[axis]).ok() != Some(values.len()) || values.iter().any(|v| v.is_nan()) {
+        return false;
+    }
+    let bound = LowerBound { axis, rank, values };
+    let id = egraph.find(id);
+    let data = &mut egraph[id].data;
+    let merged = match &data.lower {
+        Some(known) => known.tightest(&bound).unwrap_or_else(|| (**known).clone()),
+        None => bound,
+    };
+    data.lower = Some(Arc::new(merged));
+    true
 }
 
 /// Unites the class `id` of the computed value `value` with the IR constant

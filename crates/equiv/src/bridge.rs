@@ -7,12 +7,17 @@
 //! attribute equal to the default it declares ([`AttributeDefaults`]), so
 //! `fp.conv2d {}` and `fp.conv2d {stride = [1, 1]}` are one node. Rules build
 //! their op nodes through the same function.
+//!
+//! Under `calibrated-range`, an op whose attributes record a range for its
+//! result ([`RecordedRange`]) also gives its class the recorded per-channel
+//! lower bounds, which rules may assume ([`assume_recorded_range`]).
 
-use crate::analysis::{typed_key_of, EqAnalysis, Precision};
-use crate::lang::{Node, EFFECT};
+use crate::analysis::{assume_lower_bound, typed_key_of, EqAnalysis, Precision};
+use crate::lang::{Builtin, Node, EFFECT};
+use crate::rules::add_constant;
 use egg::{EGraph, Id};
 use qopt_interp::Tensor;
-use qopt_ir_core::interfaces::{Annotations, AttributeDefaults};
+use qopt_ir_core::interfaces::{Annotations, AttributeDefaults, ChannelMinima, RecordedRange};
 use qopt_ir_core::{
     AttrData, Attribute, Context, ElementKind, FloatKind, FxHashMap, Module, OpId, OpName, Traits, ValueId,
 };
@@ -175,8 +180,48 @@ pub fn add_function(
             let id = egraph.add(Node::Op { name, result: i as u32, children });
             values.insert(r, id);
         }
+        if module.num_results(op) == 1 {
+            if let Some(&id) = values.get(&module.result(op, 0)) {
+                assume_recorded_range(egraph, module, op, id);
+            }
+        }
     }
     Ok(Added { values, results, effects, ops })
+}
+
+/// Under a relation that assumes the ranges the IR records
+/// ([`Relation::assumes_recorded_ranges`]), what `op`'s attributes record of
+/// its result (class `id`) through the op's [`RecordedRange`]: over the
+/// calibrated range, the result is at least `min − offset` per channel, and
+/// the value the record measured, the node `(chan-add result offset AXIS)`,
+/// at least `min` (`absorb-bias`: the layer with its original bias, which
+/// the rules then find in the model before the pass).
+///
+/// [`Relation::assumes_recorded_ranges`]: qopt_ir_core::equivalence::Relation::assumes_recorded_ranges
+fn assume_recorded_range(egraph: &mut EGraph<Node, EqAnalysis<'_>>, module: &Module, op: OpId, id: Id) {
+    if !egraph.analysis.relation.assumes_recorded_ranges() {
+        return;
+    }
+    let ctx = &*egraph.analysis.ctx;
+    let Some(range) =
+        ctx.op_def(module.op_name(op)).and_then(|d| d.interfaces.get::<RecordedRange>()).copied()
+    else {
+        return;
+    };
+    let Some(ChannelMinima { min, offset }) = (range.read)(ctx, module.op_attrs(op)) else { return };
+    let ty = module.value_type(module.result(op, 0));
+    let stored: Vec<f64> = min.iter().zip(&offset).map(|(m, o)| m - o).collect();
+    if offset.len() != min.len() || !assume_lower_bound(egraph, id, ty, range.axis, stored) {
+        return;
+    }
+    if offset.iter().any(|&o| o != 0.0) {
+        let offset = add_constant(egraph, Tensor::F64(ndarray::Array1::from(offset).into_dyn()));
+        let axis = egraph.add(Node::Int(range.axis));
+        let measured =
+            egraph.add(Node::Fn { f: Builtin::ChanAdd, children: smallvec::smallvec![id, offset, axis] });
+        assume_lower_bound(egraph, measured, ty, range.axis, min);
+    }
+    egraph.analysis.ranges_assumed += 1;
 }
 
 /// The function `call` calls, checked for expansion: a single-block body

@@ -11,7 +11,7 @@ use std::sync::Arc;
 /// How many leading children of `f` are values (the rest are integer leaves).
 pub fn value_arity(f: Builtin) -> usize {
     match f {
-        Builtin::Sqrt | Builtin::ChanAbsMax => 1,
+        Builtin::Sqrt | Builtin::ChanAbsMax | Builtin::ChanSum => 1,
         _ => 2,
     }
 }
@@ -49,6 +49,11 @@ pub fn evaluate(f: Builtin, operands: &[Arc<Tensor>], axis: Option<i64>) -> Opti
                 })
                 .collect();
             ndarray::Array1::from(ranges).into_dyn()
+        }
+        Builtin::ChanSum => {
+            let axis = channel_axis(a.ndim(), axis?)?;
+            let sums: Vec<f64> = a.axis_iter(Axis(axis)).map(|lane| lane.sum()).collect();
+            ndarray::Array1::from(sums).into_dyn()
         }
         Builtin::ChanMul | Builtin::ChanAdd | Builtin::ChanDiv => {
             let v = as_f64(&operands[1])?;
@@ -106,7 +111,7 @@ pub fn magnitude(
     // Products, quotients and roots of values without a bound of their own
     // are bounded by their own magnitude: nothing to carry (and nothing to
     // compute over a layer's weights).
-    let summed = matches!(f, Builtin::Add | Builtin::Sub | Builtin::ChanAdd);
+    let summed = matches!(f, Builtin::Add | Builtin::Sub | Builtin::ChanAdd | Builtin::ChanSum);
     if !summed && magnitudes.iter().all(Option::is_none) {
         return None;
     }
@@ -118,6 +123,8 @@ pub fn magnitude(
         Builtin::ChanMul => evaluate(Builtin::ChanMul, &[bound(0)?, bound(1)?], axis),
         Builtin::ChanAdd => evaluate(Builtin::ChanAdd, &[bound(0)?, bound(1)?], axis),
         Builtin::ChanDiv => evaluate(Builtin::ChanDiv, &[bound(0)?, absolute(1)?], axis),
+        // A sum of its terms' bounds.
+        Builtin::ChanSum => evaluate(Builtin::ChanSum, &[bound(0)?], axis),
         // A largest magnitude is one of its terms' own: nothing to carry.
         Builtin::ChanAbsMax => None,
     }
@@ -187,6 +194,20 @@ mod tests {
         assert_eq!(rows.to_f64_vec(), [3.0, 1.0, 0.5]);
         let columns = evaluate(Builtin::ChanAbsMax, &[w], Some(-1)).unwrap();
         assert_eq!(columns.to_f64_vec(), [1.0, 3.0]);
+    }
+
+    /// Each index of the axis gets the sum over every other axis; its bound
+    /// on the terms sums their magnitudes.
+    #[test]
+    fn channel_sums_add_up_each_index_of_the_axis() {
+        let w = t(&[2, 2, 2], vec![1.0, -3.0, 0.5, 0.5, 2.0, 2.0, -4.0, 1.0]);
+        let outputs = evaluate(Builtin::ChanSum, std::slice::from_ref(&w), Some(0)).unwrap();
+        assert_eq!(outputs.to_f64_vec(), [-1.0, 1.0]);
+        let inputs = evaluate(Builtin::ChanSum, std::slice::from_ref(&w), Some(-2)).unwrap();
+        assert_eq!(inputs.to_f64_vec(), [2.0, -2.0]);
+        assert!(evaluate(Builtin::ChanSum, std::slice::from_ref(&w), Some(3)).is_none());
+        let bound = magnitude(Builtin::ChanSum, &[w], &[None], Some(0)).unwrap();
+        assert_eq!(bound.to_f64_vec(), [5.0, 9.0]);
     }
 }
 #[cfg(test)]

@@ -79,14 +79,23 @@ pub struct Check {
     pub approx_matches: usize,
     /// The largest ulp distance of those matches.
     pub max_ulps: u32,
+    /// Ranges the IR records from calibration that the check assumed
+    /// (under `calibrated-range` only: one per op holding a record).
+    pub ranges_assumed: usize,
 }
 
 impl Check {
     /// One line for a report: relation, outcome, e-nodes, time.
     pub fn summary(&self, ulps: u32) -> String {
+        let ranges = if self.relation.assumes_recorded_ranges() {
+            let plural = if self.ranges_assumed == 1 { "" } else { "s" };
+            format!("{} recorded range{plural} assumed; ", self.ranges_assumed)
+        } else {
+            String::new()
+        };
         let relation = if self.relation.tolerates_rounding() {
             format!(
-                "{} (float constants within {ulps} ulps, two computed ones {}; {} matched, largest {})",
+                "{} ({ranges}float constants within {ulps} ulps, two computed ones {}; {} matched, largest {})",
                 self.relation,
                 ulps.saturating_mul(2),
                 self.approx_matches,
@@ -159,6 +168,7 @@ pub fn check_with_memo(
         time: start.elapsed(),
         approx_matches: 0,
         max_ulps: 0,
+        ranges_assumed: 0,
     };
     let rules_text = registered_rules(ctx);
     let rewrites = match rules::compile(ctx, &rules_text, relation) {
@@ -253,6 +263,7 @@ pub fn check_with_memo(
         time: start.elapsed(),
         approx_matches: analysis.approx_matches,
         max_ulps: analysis.max_ulps_used,
+        ranges_assumed: analysis.ranges_assumed,
     }
 }
 

@@ -55,11 +55,15 @@ pub enum Builtin {
     /// magnitude in `x`, 1 where that is 0 (a positive scale for every
     /// channel: a layer's weight range, `equalize`'s normal form).
     ChanAbsMax,
+    /// `(chan-sum x AXIS)`: the vector of each index of `AXIS`'s sum of `x`
+    /// (a layer's weights times a shift of its input channels, summed over
+    /// its inputs and taps: what the shift adds to each output channel).
+    ChanSum,
 }
 
 impl Builtin {
     /// Every builtin, for parsing.
-    pub const ALL: [Builtin; 9] = [
+    pub const ALL: [Builtin; 10] = [
         Builtin::Add,
         Builtin::Sub,
         Builtin::Mul,
@@ -69,6 +73,7 @@ impl Builtin {
         Builtin::ChanAdd,
         Builtin::ChanDiv,
         Builtin::ChanAbsMax,
+        Builtin::ChanSum,
     ];
 
     /// The name in rule text.
@@ -83,6 +88,7 @@ impl Builtin {
             Builtin::ChanAdd => "chan-add",
             Builtin::ChanDiv => "chan-div",
             Builtin::ChanAbsMax => "chan-absmax",
+            Builtin::ChanSum => "chan-sum",
         }
     }
 
@@ -90,7 +96,12 @@ impl Builtin {
     pub fn arity(self) -> usize {
         match self {
             Builtin::Sqrt => 1,
-            Builtin::Add | Builtin::Sub | Builtin::Mul | Builtin::Div | Builtin::ChanAbsMax => 2,
+            Builtin::Add
+            | Builtin::Sub
+            | Builtin::Mul
+            | Builtin::Div
+            | Builtin::ChanAbsMax
+            | Builtin::ChanSum => 2,
             Builtin::ChanMul | Builtin::ChanAdd | Builtin::ChanDiv => 3,
         }
     }

@@ -10,6 +10,8 @@
 //! interpreter's kernels and the checker's own arithmetic ([`analysis`],
 //! [`builtins`]). The pass is proven when each result of the old function
 //! shares an e-class with the matching result of the new one ([`check`]).
+//! Under `calibrated-range` the analysis also carries the per-channel
+//! minima the IR records from calibration, and rules may assume them.
 //!
 //! `qopt --verify-numerics` is the complement ([`numerics`]): it runs the
 //! module before and after each pass on the same random inputs in the

@@ -14,6 +14,7 @@
 //! | `exact`, `integer-exact` | identical (floats by value: NaN equals NaN, `-0.0` equals `0.0`) |
 //! | `real` | within [`REAL_TOLERANCE`] of each result's largest magnitude |
 //! | `requantization` | nothing: measured, with the difference in steps of the result's quantization grid |
+//! | `calibrated-range` | nothing: measured (random inputs leave the calibrated range the relation holds on) |
 //! | none, but the pass preserves semantics | as `real` |
 //! | none | nothing: the figures are informational |
 //!
@@ -85,6 +86,9 @@ pub enum Criterion {
     /// Not judged: rounding differences compound across layers (see the
     /// module docs); measured and reported.
     Requantization,
+    /// Not judged: the pass keeps the results only on the calibrated range,
+    /// which random inputs leave; measured and reported.
+    CalibratedRange,
     /// Not judged: the pass changes numerics on purpose.
     Informational,
 }
@@ -96,6 +100,7 @@ impl Criterion {
             Some(relation @ (Relation::Exact | Relation::IntegerExact)) => Criterion::Identical(relation),
             Some(Relation::Real) => Criterion::Real { declared: true },
             Some(Relation::Requantization) => Criterion::Requantization,
+            Some(Relation::CalibratedRange) => Criterion::CalibratedRange,
             None if pass.preserves_semantics() => Criterion::Real { declared: false },
             None => Criterion::Informational,
         }
@@ -109,6 +114,9 @@ impl Criterion {
             Criterion::Real { declared: false } => format!("real, assumed (rel ≤ {REAL_TOLERANCE:e})"),
             Criterion::Requantization => {
                 "requantization, measured only (rounding compounds over layers)".to_string()
+            }
+            Criterion::CalibratedRange => {
+                "calibrated-range, measured only (random inputs leave the calibrated range)".to_string()
             }
             Criterion::Informational => "informational (changes numerics on purpose)".to_string(),
         }
@@ -126,7 +134,9 @@ impl Criterion {
             Criterion::Real { .. } => {
                 format!("results within {REAL_TOLERANCE:e} of their largest magnitude")
             }
-            Criterion::Requantization | Criterion::Informational => "nothing".to_string(),
+            Criterion::Requantization | Criterion::CalibratedRange | Criterion::Informational => {
+                "nothing".to_string()
+            }
         }
     }
 
@@ -135,7 +145,7 @@ impl Criterion {
         match self {
             Criterion::Identical(_) => !diff.identical,
             Criterion::Real { .. } => diff.relative > REAL_TOLERANCE,
-            Criterion::Requantization | Criterion::Informational => false,
+            Criterion::Requantization | Criterion::CalibratedRange | Criterion::Informational => false,
         }
     }
 }
@@ -490,6 +500,7 @@ mod tests {
         assert_eq!(criterion("insert-fakeq"), Criterion::Informational);
         assert_eq!(criterion("fuse"), Criterion::Requantization);
         assert_eq!(criterion("quantize-constants"), Criterion::Requantization);
+        assert_eq!(criterion("absorb-bias"), Criterion::CalibratedRange);
     }
 
     #[test]
@@ -501,7 +512,8 @@ mod tests {
         let real = Criterion::Real { declared: true };
         assert!(!real.broken_by(&diff(false, 0.9e-4, None)));
         assert!(real.broken_by(&diff(false, 1.1e-4, None)));
-        for measured_only in [Criterion::Requantization, Criterion::Informational] {
+        for measured_only in [Criterion::Requantization, Criterion::CalibratedRange, Criterion::Informational]
+        {
             assert!(!measured_only.judged());
             assert!(!measured_only.broken_by(&diff(false, f64::INFINITY, Some(9.0))));
         }

@@ -16,6 +16,7 @@
 //! | `(tensor-of ?t ?e)` | the tensor type of `?t`'s shape with element type `?e` |
 //! | `(channel-vector ?c ?t AXIS)` | constant `?c`, which broadcasts against type `?t` along `AXIS` only (or holds one value), as a vector |
 //! | `(zeros-of-axis ?c AXIS)` | a zero vector as long as constant `?c`'s dimension `AXIS` |
+//! | `(recorded-floor ?y AXIS)` | per channel along `AXIS`, value `?y`'s recorded lower bound where positive, else 0 (`calibrated-range`; none without a bound or with none positive) |
 //!
 //! A number with a fraction or exponent (`0.0`, `1e-5`) is an f64 scalar
 //! constant. Conditions (`when`) are `(same-type ?x ?t)` (value `?x` has the
@@ -33,7 +34,7 @@
 //! annotations left out), and a dictionary written in a pattern is compared
 //! the same way.
 
-use crate::analysis::{attr_leaf, key_of, register_ir_float_leaf, type_leaf, EqAnalysis};
+use crate::analysis::{attr_leaf, key_of, register_ir_float_leaf, type_leaf, EqAnalysis, LowerBound};
 use crate::bridge::identity_attrs;
 use crate::lang::{Builtin, Node};
 use crate::quant_vocab;
@@ -116,6 +117,7 @@ enum Macro {
     TensorOf(Box<Template>, Box<Template>),
     ChannelVector(Box<Template>, Box<Template>, i64),
     ZerosOfAxis(Box<Template>, i64),
+    RecordedFloor(Box<Template>, i64),
     /// The quantization vocabulary ([`crate::quant_vocab`]).
     Quant(QuantMacro),
 }
@@ -326,6 +328,11 @@ fn template(ctx: &mut Context, sexp: &Sexp) -> Result<Template, String> {
                     let axis = atom(1)?.parse().map_err(|_| "zeros-of-axis's axis must be an integer")?;
                     Macro::ZerosOfAxis(arg(0)?, axis)
                 }
+                "recorded-floor" => {
+                    want(2)?;
+                    let axis = atom(1)?.parse().map_err(|_| "recorded-floor's axis must be an integer")?;
+                    Macro::RecordedFloor(arg(0)?, axis)
+                }
                 "expressed" => {
                     want(1)?;
                     Macro::Quant(QuantMacro::Expressed(arg(0)?))
@@ -459,7 +466,10 @@ fn template_vars(t: &Template, out: &mut Vec<Var>) {
         Template::Var(v) => out.push(*v),
         Template::Op(_, _, c) | Template::Fn(_, c) => c.iter().for_each(|c| template_vars(c, out)),
         Template::Macro(m) => match m {
-            Macro::AttrF64(a, ..) | Macro::AttrType(a, _) | Macro::ZerosOfAxis(a, _) => template_vars(a, out),
+            Macro::AttrF64(a, ..)
+            | Macro::AttrType(a, _)
+            | Macro::ZerosOfAxis(a, _)
+            | Macro::RecordedFloor(a, _) => template_vars(a, out),
             Macro::TensorOf(a, b) | Macro::ChannelVector(a, b, _) => {
                 template_vars(a, out);
                 template_vars(b, out);
@@ -706,6 +716,11 @@ fn expand(egraph: &mut EGraph<Node, EqAnalysis<'_>>, m: &Macro, subst: &Subst) -
             let n = *value.shape().get(axis)?;
             Some(add_constant(egraph, Tensor::F64(ndarray::Array1::zeros(n).into_dyn())))
         }
+        Macro::RecordedFloor(y, axis) => {
+            let y = leaf(egraph, y)?;
+            let floor = recorded_floor(egraph[y].data.lower.as_deref()?, *axis)?;
+            Some(add_constant(egraph, floor))
+        }
         Macro::Quant(q) => match q {
             QuantMacro::Expressed(v) => {
                 let v = leaf(egraph, v)?;
@@ -753,6 +768,20 @@ fn expand(egraph: &mut EGraph<Node, EqAnalysis<'_>>, m: &Macro, subst: &Subst) -
             }
         },
     }
+}
+
+/// `recorded-floor`: per channel along `axis` (negative from the back), the
+/// recorded lower bound where it is positive and 0 elsewhere, the largest
+/// `p` with `0 ≤ p ≤ x` on every channel; `None` when the bound runs along
+/// another axis or no entry is positive (the shift would be no shift).
+fn recorded_floor(bound: &LowerBound, axis: i64) -> Option<Tensor> {
+    let rank = bound.rank as i64;
+    let axis = if axis < 0 { axis + rank } else { axis };
+    if usize::try_from(axis).ok() != Some(bound.axis) || !bound.values.iter().any(|&m| m > 0.0) {
+        return None;
+    }
+    let floor: Vec<f64> = bound.values.iter().map(|&m| if m > 0.0 { m } else { 0.0 }).collect();
+    Some(Tensor::F64(ndarray::Array1::from(floor).into_dyn()))
 }
 
 /// `c` as a vector along `axis` of a tensor of shape `shape` (dimensions may
@@ -832,6 +861,16 @@ mod tests {
         let half = Tensor::from_f32(&[3, 2], vec![0.5; 6]).unwrap();
         assert_eq!(channel_vector(&half, &[3, 2], 1).unwrap().to_f64_vec(), [0.5]);
         assert!(channel_vector(&row, &[8, 3], 1).is_some());
+    }
+
+    #[test]
+    fn recorded_floors_keep_the_positive_minima_along_their_axis() {
+        let bound = LowerBound { axis: 1, rank: 2, values: vec![-1.5, 0.0, 2.5] };
+        assert_eq!(recorded_floor(&bound, 1).unwrap().to_f64_vec(), [0.0, 0.0, 2.5]);
+        assert_eq!(recorded_floor(&bound, -1).unwrap().to_f64_vec(), [0.0, 0.0, 2.5]);
+        assert!(recorded_floor(&bound, 0).is_none(), "another axis");
+        let nothing = LowerBound { values: vec![-1.0, 0.0, 0.0], ..bound };
+        assert!(recorded_floor(&nothing, 1).is_none(), "no positive minimum: no shift");
     }
 
     #[test]

@@ -37,27 +37,55 @@ pub enum Relation {
     /// Equal up to where the float computation and the integer one round:
     /// `qnn` ops against their definitions as quantize(float op(dequantize)).
     Requantization,
+    /// Equal over the real numbers (and up to [`Relation::Requantization`]'s
+    /// rounding) wherever every value stays within the ranges the IR records
+    /// from calibration (the [`crate::interfaces::RecordedRange`] of an op:
+    /// `absorb-bias`'s per-channel minima), not necessarily elsewhere. The
+    /// records are assumed, not checked against data.
+    ///
+    /// It is the loosest relation. It is not comparable with
+    /// `Requantization` as a claim (one holds everywhere up to rounding, the
+    /// other exactly but on a subset of inputs), but the order must be total
+    /// and decides which rules a check may use: placed before
+    /// `Requantization`, the proofs of `fuse` and `quantize-constants` could
+    /// rest on recorded ranges and would silently stop holding for every
+    /// input. Placed last, only a pass that declares it relies on the
+    /// records, and what it may also use (float rounding, requantization)
+    /// is what a model quantized from those same ranges does anyway.
+    CalibratedRange,
 }
 
 impl Relation {
     /// Every relation, strictest first.
-    pub const ALL: [Relation; 4] =
-        [Relation::Exact, Relation::IntegerExact, Relation::Real, Relation::Requantization];
+    pub const ALL: [Relation; 5] = [
+        Relation::Exact,
+        Relation::IntegerExact,
+        Relation::Real,
+        Relation::Requantization,
+        Relation::CalibratedRange,
+    ];
 
     /// The name used in reports and rule tables (`exact`, `integer-exact`,
-    /// `real`, `requantization`).
+    /// `real`, `requantization`, `calibrated-range`).
     pub fn name(self) -> &'static str {
         match self {
             Relation::Exact => "exact",
             Relation::IntegerExact => "integer-exact",
             Relation::Real => "real",
             Relation::Requantization => "requantization",
+            Relation::CalibratedRange => "calibrated-range",
         }
     }
 
     /// Whether float constants may differ by some ulps under this relation.
     pub fn tolerates_rounding(self) -> bool {
         self >= Relation::Real
+    }
+
+    /// Whether a check under this relation may assume the ranges the IR
+    /// records from calibration ([`Relation::CalibratedRange`] only).
+    pub fn assumes_recorded_ranges(self) -> bool {
+        self >= Relation::CalibratedRange
     }
 }
 
@@ -111,5 +139,27 @@ impl EquivRule {
     /// The same rule, also applied right to left.
     pub fn both_ways(self) -> EquivRule {
         EquivRule { bidirectional: true, ..self }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Relation;
+
+    /// `ALL` lists the relations strictest first, each named once; only the
+    /// loosest assumes the recorded ranges, and every one from `real` on
+    /// tolerates rounding.
+    #[test]
+    fn relations_are_ordered_and_only_calibrated_range_assumes_records() {
+        assert!(Relation::ALL.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(Relation::ALL.last(), Some(&Relation::CalibratedRange));
+        let names: Vec<&str> = Relation::ALL.iter().map(|r| r.name()).collect();
+        assert_eq!(names, ["exact", "integer-exact", "real", "requantization", "calibrated-range"]);
+        let assuming: Vec<Relation> =
+            Relation::ALL.into_iter().filter(|r| r.assumes_recorded_ranges()).collect();
+        assert_eq!(assuming, [Relation::CalibratedRange]);
+        assert!(
+            Relation::CalibratedRange.tolerates_rounding() && !Relation::IntegerExact.tolerates_rounding()
+        );
     }
 }

@@ -148,3 +148,38 @@ impl AttributeDefaults {
         })
     }
 }
+
+/// Per-channel minima a pass recorded for an op's result from calibration
+/// data: for each channel `c` along [`RecordedRange::axis`], every
+/// calibration sample had `result[c] + offset[c] ≥ min[c]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChannelMinima {
+    /// The smallest value seen on each channel, of the result plus `offset`.
+    pub min: Vec<f64>,
+    /// What the minima were measured on top of the result as it stands
+    /// (`absorb-bias`: what it has moved out of the bias since); as long as
+    /// `min`.
+    pub offset: Vec<f64>,
+}
+
+/// How to read the range an op's attributes record for its result
+/// (`absorb-bias`'s `qnn.bias_absorption` on the `fp` conv and dense ops).
+/// The equivalence checker assumes these ranges under the
+/// `calibrated-range` relation ([`crate::equivalence::Relation::CalibratedRange`])
+/// and under no other; a record it cannot read is no assumption.
+///
+/// ```
+/// # use qopt_ir_core::interfaces::{ChannelMinima, RecordedRange};
+/// let range = RecordedRange { axis: 1, read: |_, _| Some(ChannelMinima { min: vec![0.5], offset: vec![0.0] }) };
+/// let mut ctx = qopt_ir_core::Context::new();
+/// let attrs = ctx.dict_attr(&[]);
+/// assert_eq!((range.read)(&ctx, attrs).unwrap().min, [0.5]);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct RecordedRange {
+    /// The result's axis the channels run along, negative from the back (1
+    /// for `N×C×…`, −1 for a dense layer's features).
+    pub axis: i64,
+    /// The record in an op's attribute dictionary, if it holds one.
+    pub read: fn(&crate::Context, crate::Attribute) -> Option<ChannelMinima>,
+}

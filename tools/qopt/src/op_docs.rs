@@ -13,7 +13,7 @@
 //! [`crate::Driver::add_interface_doc`].
 
 use crate::write_file_atomically;
-use qopt_ir_core::interfaces::{FusedActivation, LookupActivation, QuantizableOp};
+use qopt_ir_core::interfaces::{FusedActivation, LookupActivation, QuantizableOp, RecordedRange};
 use qopt_ir_core::{dialect_prefix, Arity, Context, OpDef};
 use std::fmt::Write as _;
 use std::io;
@@ -25,7 +25,7 @@ pub type InterfaceDoc = fn(&OpDef) -> Option<String>;
 
 /// Descriptions of the interfaces in `qopt_ir_core::interfaces`.
 pub const STANDARD_INTERFACE_DOCS: &[InterfaceDoc] =
-    &[quantizable_op_doc, fused_activation_doc, lookup_activation_doc];
+    &[quantizable_op_doc, fused_activation_doc, lookup_activation_doc, recorded_range_doc];
 
 /// Dialects that get no op reference: they are part of the `.qir` format itself
 /// (`docs/qir-syntax.md`).
@@ -210,6 +210,18 @@ fn lookup_activation_doc(def: &OpDef) -> Option<String> {
         "`LookupActivation`: a function of its operand alone; `fuse` tabulates it as `qnn.lookup` for \
          operands of at most 8 bits"
             .to_string()
+    })
+}
+
+/// [`RecordedRange`]: the result's calibrated minima a pass records, which
+/// `--verify-equiv` assumes under `calibrated-range`.
+fn recorded_range_doc(def: &OpDef) -> Option<String> {
+    def.interfaces.get::<RecordedRange>().map(|r| {
+        format!(
+            "`RecordedRange`: per-channel minima of the result (channels on axis {}) recorded from \
+             calibration in an attribute, assumed by `--verify-equiv` under `calibrated-range`",
+            r.axis
+        )
     })
 }
 

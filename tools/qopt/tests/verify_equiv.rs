@@ -1,7 +1,8 @@
 //! `qopt --verify-equiv` on the README's example model: the quantize
 //! pipeline's checked passes are all proven (fuse under the requantization
 //! relation), the others are reported as not checked, the timing report has
-//! each check's time, and the run succeeds.
+//! each check's time, and the run succeeds; `absorb-bias` is proven under
+//! `calibrated-range`.
 
 use std::path::Path;
 use std::process::Command;
@@ -44,6 +45,24 @@ fn the_quantize_pipeline_is_proven_where_it_is_checked() {
     let timed = stderr.lines().filter(|l| l.trim_end().ends_with("verify-equiv")).count();
     assert!(timed >= 9, "{stderr}");
     let _ = std::fs::remove_file(out);
+}
+
+/// `absorb-bias` absorbs 16 channels of digits_mlp's two pairs and is
+/// proven under `calibrated-range`, assuming the two records it wrote.
+#[test]
+fn absorb_bias_is_proven_under_the_calibrated_range_relation() {
+    let pipeline = "--pass=fold-bn,equalize,absorb-bias{data=tests/models/digits_mlp/calib.npy}";
+    let (code, stderr) =
+        qopt(&["examples/digits_mlp.qir", pipeline, "--verify-equiv", "--stats", "-o", "/dev/null"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("16 channels-absorbed"), "{stderr}");
+    let line = stderr.lines().find(|l| l.contains(" absorb-bias ")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        line.contains("absorb-bias          proven: calibrated-range (2 recorded ranges assumed; "),
+        "{line}"
+    );
+    let equalize = stderr.lines().find(|l| l.contains(" equalize ")).unwrap();
+    assert!(equalize.contains("proven: real ("), "{equalize}");
 }
 
 #[test]

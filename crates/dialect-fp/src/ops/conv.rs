@@ -47,6 +47,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .traits(Traits::PURE)
                 .interface(QuantizableOp::weighted(0, 1, Some(2), 0))
                 .interface(crate::attrs::BIAS_CORRECTION_RECORD)
+                .interface(attrs::recorded_minima(1))
                 .interface(AttributeDefaults(|ctx| attrs::ConvAttrs::default_attributes(ctx, 2))),
         ),
         super::with_signature::<Conv<1>>(
@@ -64,6 +65,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .traits(Traits::PURE)
                 .interface(QuantizableOp::weighted(0, 1, Some(2), 0))
                 .interface(crate::attrs::BIAS_CORRECTION_RECORD)
+                .interface(attrs::recorded_minima(1))
                 .interface(AttributeDefaults(|ctx| attrs::ConvAttrs::default_attributes(ctx, 1))),
         ),
         super::with_signature::<ConvTranspose<2>>(

@@ -32,7 +32,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .operands(Arity::Range(2, 3))
                 .traits(Traits::PURE)
                 .interface(QuantizableOp::weighted(0, 1, Some(2), 0).with_channel_axis(Some(-1)))
-                .interface(crate::attrs::BIAS_CORRECTION_RECORD),
+                .interface(crate::attrs::BIAS_CORRECTION_RECORD)
+                .interface(crate::attrs::recorded_minima(-1)),
         ),
         super::with_signature::<MatMul>(
             OpDef::new(names::MATMUL, "matrix product with broadcast batch dimensions (numpy matmul)")

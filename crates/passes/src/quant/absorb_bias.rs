@@ -18,11 +18,16 @@
 //! padding sees every tap of its window inside its input, so the constant
 //! `−a[c]` on every input position comes out as `−W2 · a`. Outputs are
 //! unchanged wherever layer1's outputs stay at or above `a` — on every
-//! calibration sample, and in general only there: the pass is exact on the
-//! calibrated range, not over all reals (so `--verify-equiv` does not check
-//! it). A layer1 whose minimum is negative on a channel moves nothing there.
-//! It lowers the range the activation quantizer of the relu's output must
-//! cover by `a` per channel.
+//! calibration sample, and in general only there: the pass is exact over
+//! the reals on the calibrated range, not everywhere. So it declares the
+//! relation `calibrated-range` ([`Relation::CalibratedRange`]): `--verify-equiv`
+//! proves it assuming the minima it records (below; the `fp` dialect's
+//! rule `relu-of-value-above-its-recorded-channel-minimum-is-shifted-relu`
+//! states `relu(y) = relu(y − p) + p` for `0 ≤ p ≤` the recorded minimum,
+//! and `conv2d-of-channel-shifted-input-shifts-bias` and its kin move the
+//! shift into layer2's bias). A layer1 whose minimum is negative on a
+//! channel moves nothing there. It lowers the range the activation
+//! quantizer of the relu's output must cover by `a` per channel.
 //!
 //! What is not a pair, and what the pass says:
 //!
@@ -70,6 +75,7 @@ use super::equalize::{follow, read_constant, second_input_axis, Follow, Names};
 use super::paired_run::{PairedRun, RunFailure, VisitedResult};
 use super::util::{channel_blocks, is_skipped, quantizable};
 use qopt_interp::{KernelRegistry, Tensor};
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::interfaces::QuantizableOp;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
@@ -97,7 +103,8 @@ impl Pass for AbsorbBias {
          m)`, subtracts `a` from layer1's bias and adds `W2 · a` (summed over input channels and taps; `a[c] · \
          Σ_k W2[c]` for a depthwise layer2) to layer2's. `relu(x − a) + a = relu(x)` for `x ≥ a ≥ 0`, so the \
          model is unchanged wherever layer1's outputs stay at or above their calibrated minima (exact on the \
-         calibrated range only, so `--verify-equiv` does not check it). Pairs with `fp.clip` (ReLU6) between the \
+         calibrated range only: `--verify-equiv` proves it under `calibrated-range`, assuming the recorded \
+         minima). Pairs with `fp.clip` (ReLU6) between the \
          layers, a padded layer2 or shared results are skipped. The minima are recorded on layer1 \
          (`qnn.bias_absorption`); a layer that holds them is not measured again, and when every pair holds \
          them no data is read. Run it after `fold-bn` (and `equalize`), before `insert-observers`.\n\n\
@@ -106,6 +113,13 @@ impl Pass for AbsorbBias {
          // -> %b1' = %b1 − a, %b2' = %b2 + W2 · a, %h {qnn.bias_absorption = {absorbed = ..., channel_min = \
          ..., samples = 500}}\n\
          ```"
+    }
+
+    /// Exact over the reals where layer1's outputs stay at or above the
+    /// minima it records (`qnn.bias_absorption`), so proven under
+    /// `calibrated-range`, which assumes them.
+    fn equivalence(&self) -> Option<Relation> {
+        Some(Relation::CalibratedRange)
     }
 
     fn options(&self) -> Vec<OptionSpec> {

@@ -24,7 +24,9 @@ use super::bias_record::{channel_field, drop_record_attrs, vector_attr};
 use qopt_ir_core::{AttrData, Context, Module, OpId};
 
 /// The attribute's name (the `fp` dialect declares it an annotation of its
-/// weighted ops, so the equivalence checker ignores it).
+/// weighted ops, so the equivalence checker leaves it out of the op's
+/// identity, and reads it as the op's recorded range, which the
+/// `calibrated-range` relation assumes: `qopt_dialect_fp::attrs::recorded_minima`).
 pub const BIAS_ABSORPTION: &str = qopt_dialect_fp::attrs::BIAS_ABSORPTION;
 
 /// The contents of [`BIAS_ABSORPTION`] (see the module docs).
