@@ -240,9 +240,11 @@ pub fn rules() -> Vec<EquivRule> {
         "(fp.dense ?a ?t ?x ?w)".into(),
         "(fp.matmul {} ?t ?x (fp.transpose {perm = [1, 0]} (transposed-type ?w) ?w))".into(),
     ));
-    for op in ["fp.conv2d", "fp.conv1d", "fp.dense"] {
+    for op in ["fp.conv2d", "fp.conv1d"] {
         linear_in_weight_and_bias(op, 0, "", &mut rules);
     }
+    // A dense's output features are on axis 1 only for rank-2 activations.
+    linear_in_weight_and_bias("fp.dense", 0, "(rank-is ?x 2)", &mut rules);
     // Positive per-channel scales through a layer and a relu (`equalize`).
     rescaling("fp.conv2d", 1, 1, "(lacks-attr ?a groups)", "", &mut rules);
     rescaling("fp.conv2d", 1, 0, "(depthwise ?a ?w)", "depthwise", &mut rules);

@@ -152,6 +152,7 @@ enum Condition {
     SameElement(Var, Var),
     NotQuantized(Var),
     DimIs(Var, i64, i64),
+    RankIs(Var, usize),
     IsNear(Var, f64),
     AttrNear(Var, String, f64),
     IsConstant(Var),
@@ -176,6 +177,7 @@ impl Condition {
             | Condition::IsConstant(a)
             | Condition::AllPositive(a)
             | Condition::DimIs(a, ..)
+            | Condition::RankIs(a, _)
             | Condition::IsNear(a, _)
             | Condition::AttrNear(a, ..) => vec![*a],
         }
@@ -454,6 +456,12 @@ fn conditions(text: &str) -> Result<Vec<Condition>, String> {
                     }
                     Ok(Condition::DimIs(var(x)?, int(axis)?, size))
                 }
+                ["rank-is", x, rank] => {
+                    let rank = rank
+                        .parse::<usize>()
+                        .map_err(|_| format!("rank-is takes a count, found '{rank}'"))?;
+                    Ok(Condition::RankIs(var(x)?, rank))
+                }
                 _ => Err(format!("unknown condition {atoms:?}")),
             }
         })
@@ -583,6 +591,11 @@ impl RuleApplier {
             Condition::SameElement(x, t) => quant_vocab::same_element(egraph, subst[*x], subst[*t]),
             Condition::NotQuantized(x) => quant_vocab::not_quantized(egraph, subst[*x]),
             Condition::DimIs(x, axis, size) => dim_is(egraph, subst[*x], *axis, *size),
+            Condition::RankIs(x, rank) => egraph[subst[*x]]
+                .data
+                .ty
+                .and_then(|t| egraph.analysis.ctx.tensor_shape(t))
+                .is_some_and(|shape| shape.len() == *rank),
             Condition::IsConstant(c) => egraph[subst[*c]].data.constant.is_some(),
             Condition::AllPositive(c) => egraph[subst[*c]].data.constant.as_ref().is_some_and(|k| {
                 !k.value.is_empty() && k.value.to_f64_vec().iter().all(|&x| x > 0.0 && x.is_finite())

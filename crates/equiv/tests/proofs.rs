@@ -576,3 +576,39 @@ fn equalize_relu6_to_relu_is_not_proven() {
     run(&mut ctx, &mut kept, "equalize");
     assert_eq!(check(&mut ctx, &before, &kept, Relation::Real, &Limits::default()).outcome, Outcome::Proven);
 }
+
+/// A dense of rank-3 activations keeps its features on axis 2: a scale
+/// along axis 1 (the sequence) is not a scale of its output features, even
+/// when the two axes have the same size.
+#[test]
+fn a_sequence_scale_is_not_folded_into_a_rank_3_dense() {
+    let before = r#"
+func.func @main(%x: tensor<2x2x2xf32>) -> tensor<2x2x2xf32> {
+  %w = fp.constant() {value = dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>} : () -> tensor<2x2xf32>
+  %b = fp.constant() {value = dense<[0.5, -0.5]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %c = fp.constant() {value = dense<[[[2.0], [3.0]]]> : tensor<1x2x1xf32>} : () -> tensor<1x2x1xf32>
+  %y = fp.dense(%x, %w, %b) : (tensor<2x2x2xf32>, tensor<2x2xf32>, tensor<2xf32>) -> tensor<2x2x2xf32>
+  %z = fp.mul(%y, %c) : (tensor<2x2x2xf32>, tensor<1x2x1xf32>) -> tensor<2x2x2xf32> loc("scale")
+  func.return %z : tensor<2x2x2xf32>
+}
+"#;
+    // The scale applied to the output features instead: wrong.
+    let after = r#"
+func.func @main(%x: tensor<2x2x2xf32>) -> tensor<2x2x2xf32> {
+  %w = fp.constant() {value = dense<[[2.0, 4.0], [9.0, 12.0]]> : tensor<2x2xf32>} : () -> tensor<2x2xf32>
+  %b = fp.constant() {value = dense<[1.0, -1.5]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %y = fp.dense(%x, %w, %b) : (tensor<2x2x2xf32>, tensor<2x2xf32>, tensor<2xf32>) -> tensor<2x2x2xf32> loc("scale")
+  func.return %y : tensor<2x2x2xf32>
+}
+"#;
+    let mut ctx = context();
+    let before = parse_module(&mut ctx, before.as_bytes(), "dense3.qir").unwrap();
+    verify(&mut ctx, &before).unwrap();
+    let after = parse_module(&mut ctx, after.as_bytes(), "dense3.qir").unwrap();
+    verify(&mut ctx, &after).unwrap();
+    let outcome = check(&mut ctx, &before, &after, Relation::Real, &Limits::default()).outcome;
+    assert!(
+        !matches!(outcome, Outcome::Proven),
+        "a sequence scale was folded into the features: {outcome:?}"
+    );
+}
