@@ -63,7 +63,8 @@ CONFIGS = {
 # The whole `quantize` pipeline, to integer ops: name -> its options besides data.
 INT_CONFIGS = {
     "int8": "",
-    "int8-ort-exact": ORT_SCHEME + " weight-method=minmax bias-correction=false",
+    "int8-ort-exact": ORT_SCHEME + " weight-method=minmax bias-correction=false bias-correct=false",
+    "int8-no-bias-correct": "bias-correct=false",
     "int8-percentile": "observer=histogram method=percentile",
 }
 CONFIGS.update({name: None for name in INT_CONFIGS})

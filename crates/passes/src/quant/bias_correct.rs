@@ -1,5 +1,6 @@
 //! `bias-correct{data=PATH}`: empirical bias correction (AIMET's empirical
-//! and NNCF's bias correction), on the fake-quant model after `insert-fakeq`.
+//! and NNCF's bias correction), on the fake-quant model after `insert-fakeq`;
+//! the `quantize` pipeline runs it there unless `bias-correct=false`.
 //!
 //! For each conv or dense whose weight is fake-quantized (in the order of the
 //! function body, which is a topological order), over the calibration data:
