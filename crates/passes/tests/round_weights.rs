@@ -13,10 +13,10 @@
 mod common;
 
 use common::{context, repo, run_pipeline};
-use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry, RunReport};
 use qopt_dialect_qnn::fixed_point::{fake_quant_f32, quantize_f32, scale_f32};
 use qopt_dialect_qnn::quant_params::{params_at, storage_range};
 use qopt_interp::Tensor;
+use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry, RunReport};
 use qopt_ir_core::{constant_value, module_to_string, parse_module, AttrData, TypeData};
 
 /// The digits MLP after `pipeline`, printed.
@@ -117,9 +117,11 @@ fn run_with_report(text: &str, pipeline: &str) -> (String, RunReport) {
     let mut module = parse_module(&mut ctx, text.as_bytes(), "model.qir").expect("the model parses");
     let mut registry = PassRegistry::new();
     qopt_passes::register_generic_passes(&mut registry).unwrap();
-    let manager = PassManager::parse(&registry, pipeline).unwrap_or_else(|e| panic!("{pipeline}: {}", e.message));
+    let manager =
+        PassManager::parse(&registry, pipeline).unwrap_or_else(|e| panic!("{pipeline}: {}", e.message));
     let mut inst = Instrumentation { reproducer_dir: None, statistics: true, ..Instrumentation::default() };
-    let report = manager.run(&mut ctx, &mut module, &mut inst).unwrap_or_else(|e| panic!("{pipeline}: {e:?}"));
+    let report =
+        manager.run(&mut ctx, &mut module, &mut inst).unwrap_or_else(|e| panic!("{pipeline}: {e:?}"));
     (module_to_string(&ctx, &module), report)
 }
 
@@ -130,7 +132,10 @@ fn stat(report: &RunReport, name: &str) -> Option<u64> {
 /// The value of the weight constant of type `tensor<{shape}xf32>`.
 fn weight_value(text: &str, shape: &str) -> String {
     let ty = format!(": () -> tensor<{shape}xf32>");
-    let line = text.lines().find(|l| l.contains("fp.constant") && l.contains(&ty)).unwrap_or_else(|| panic!("{shape}"));
+    let line = text
+        .lines()
+        .find(|l| l.contains("fp.constant") && l.contains(&ty))
+        .unwrap_or_else(|| panic!("{shape}"));
     line.split_once("value = ").unwrap().1.split_once(" : ").unwrap().0.to_string()
 }
 

@@ -156,13 +156,26 @@ fn overflow_model() -> String {
     };
     let rows = |rows: usize, cols: usize, value: &mut dyn FnMut(usize, usize) -> f64| {
         let rows: Vec<String> = (0..rows)
-            .map(|r| format!("[{}]", (0..cols).map(|c| format!("{:.4}", value(r, c))).collect::<Vec<_>>().join(", ")))
+            .map(|r| {
+                format!(
+                    "[{}]",
+                    (0..cols).map(|c| format!("{:.4}", value(r, c))).collect::<Vec<_>>().join(", ")
+                )
+            })
             .collect();
         format!("[{}]", rows.join(", "))
     };
     let w1 = rows(300, 8, &mut |_, _| unit());
     let b1: Vec<String> = (0..300).map(|i| if i == 0 { "60.0".into() } else { "0.0".into() }).collect();
-    let w2 = rows(4, 300, &mut |_, c| if c == 0 { 0.001 } else if unit() < 0.0 { -0.3 } else { 0.3 });
+    let w2 = rows(4, 300, &mut |_, c| {
+        if c == 0 {
+            0.001
+        } else if unit() < 0.0 {
+            -0.3
+        } else {
+            0.3
+        }
+    });
     format!(
         r#"func.func @main(%x: tensor<1x8xf32>) -> tensor<1x4xf32> {{
   %w1 = fp.constant() {{value = dense<{w1}> : tensor<300x8xf32>}} : () -> tensor<300x8xf32> loc("w1")
@@ -202,13 +215,17 @@ fn the_search_keeps_no_value_wide_whose_accumulator_would_overflow() {
             && row.contains("limit 2147483647"),
         "{row}"
     );
-    assert!(note.contains("kept 2 of 3 values i16 (1 more stayed quantized: as i16 they could overflow"), "{note}");
+    assert!(
+        note.contains("kept 2 of 3 values i16 (1 more stayed quantized: as i16 they could overflow"),
+        "{note}"
+    );
     assert!(note.contains("(1 more could overflow an accumulator)"), "{note}");
     assert!(note.contains("1 overflow-skipped-sites"), "{note}");
     let json = std::fs::read_to_string(&report).unwrap();
     let fc1 = json.lines().find(|l| l.contains(r#""layer": "fc1""#)).unwrap_or_else(|| panic!("{json}"));
     assert!(
-        fc1.contains(r#""overflow": {"layer": "fc2", "channel": "#) && fc1.contains(r#""limit": 2147483647}"#),
+        fc1.contains(r#""overflow": {"layer": "fc2", "channel": "#)
+            && fc1.contains(r#""limit": 2147483647}"#),
         "{fc1}"
     );
     let hinted_text = std::fs::read_to_string(&hinted).unwrap();

@@ -91,8 +91,16 @@ fn expand(options: &PassOptions) -> String {
         passes.push(with_options(bias_correct.0, &bias_correct.1));
     }
     passes.extend(
-        ["propagate-qparams", "expand-fakeq", "quantize-constants", "fuse", "canonicalize", "dce", "quant-lint"]
-            .map(str::to_string),
+        [
+            "propagate-qparams",
+            "expand-fakeq",
+            "quantize-constants",
+            "fuse",
+            "canonicalize",
+            "dce",
+            "quant-lint",
+        ]
+        .map(str::to_string),
     );
     passes.join(",")
 }
