@@ -13,7 +13,10 @@
 //! `calibrate`, `insert-fakeq` and `bias-correct` (`data` required); each
 //! option given is passed to every one of those passes that declares it. The
 //! pipeline's own option `bias-correct` (default `true`) leaves the
-//! `bias-correct` pass out when `false`. `--list-passes` prints the
+//! `bias-correct` pass out when `false`; `bias-correct`'s `skip-unsupported`
+//! defaults to `true` here, so a model its paired run cannot follow (calls,
+//! ops with regions) gets a warning from it and is quantized without it, as
+//! before the pass joined the pipeline. `--list-passes` prints the
 //! expansion, so running the listed passes one by one (saving in between) is
 //! the same job.
 //!
@@ -22,6 +25,7 @@
 //! brought mnist_mbv2 to ONNX Runtime's accuracy, for about two interpreter
 //! runs over the calibration data (5.5 s on mnist_mbv2's 500 samples).
 
+use super::bias_correct::SKIP_UNSUPPORTED;
 use super::{BiasCorrect, Calibrate, InsertFakeq, InsertObservers};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{NamedPipeline, Pass};
@@ -45,7 +49,12 @@ pub fn quantize_pipeline() -> NamedPipeline {
     for (_, specs) in configurable() {
         for spec in specs {
             if !options.iter().any(|o| o.name == spec.name) {
-                options.push(if spec.name == "data" { spec.required() } else { spec });
+                options.push(match spec.name {
+                    "data" => spec.required(),
+                    // A model bias-correct cannot run keeps the rest of the pipeline.
+                    SKIP_UNSUPPORTED => OptionSpec { default: "true", ..spec },
+                    _ => spec,
+                });
             }
         }
     }
@@ -64,20 +73,25 @@ pub fn quantize_pipeline() -> NamedPipeline {
 }
 
 /// The pipeline text for `options`: each explicit option goes to the passes
-/// that declare it; `bias-correct=false` leaves that pass out.
+/// that declare it; `bias-correct=false` leaves that pass out, and
+/// `bias-correct` always gets `skip-unsupported` (whose default differs
+/// from the pass's).
 fn expand(options: &PassOptions) -> String {
-    let with_options = |pass: &str, specs: &[OptionSpec]| {
-        let given: Vec<String> = options
+    let given = |specs: &[OptionSpec]| -> Vec<String> {
+        options
             .iter()
             .filter(|(name, _)| options.is_explicit(name) && specs.iter().any(|s| s.name == *name))
             .map(|(name, value)| format!("{name}={value}"))
-            .collect();
+            .collect()
+    };
+    let text = |pass: &str, given: Vec<String>| {
         if given.is_empty() {
             pass.to_string()
         } else {
             format!("{pass}{{{}}}", given.join(" "))
         }
     };
+    let with_options = |pass: &str, specs: &[OptionSpec]| text(pass, given(specs));
     let [observers, calibrate, fakeq, bias_correct] = configurable();
     let mut passes = vec![
         "recognize-gelu".to_string(),
@@ -88,7 +102,11 @@ fn expand(options: &PassOptions) -> String {
         with_options(fakeq.0, &fakeq.1),
     ];
     if options.bool(BIAS_CORRECT) {
-        passes.push(with_options(bias_correct.0, &bias_correct.1));
+        let mut bias_options = given(&bias_correct.1);
+        if !options.is_explicit(SKIP_UNSUPPORTED) {
+            bias_options.push(format!("{SKIP_UNSUPPORTED}={}", options.bool(SKIP_UNSUPPORTED)));
+        }
+        passes.push(text(bias_correct.0, bias_options));
     }
     passes.extend(
         [
@@ -137,13 +155,21 @@ mod tests {
         let default = expansion("quantize{data=c.npy threads=1 per-channel=false}");
         assert!(
             default.contains(
-                "calibrate{data=c.npy threads=1},insert-fakeq{per-channel=false},bias-correct{data=c.npy threads=1},\
-                 propagate-qparams"
+                "calibrate{data=c.npy threads=1},insert-fakeq{per-channel=false},\
+                 bias-correct{data=c.npy threads=1 skip-unsupported=true},propagate-qparams"
             ),
             "{default}"
         );
         let on = expansion("quantize{data=c.npy bias-correct=true}");
-        assert!(on.contains("insert-fakeq,bias-correct{data=c.npy},propagate-qparams"), "{on}");
+        assert!(
+            on.contains("insert-fakeq,bias-correct{data=c.npy skip-unsupported=true},propagate-qparams"),
+            "{on}"
+        );
+        let strict = expansion("quantize{data=c.npy skip-unsupported=false}");
+        assert!(
+            strict.contains("insert-fakeq,bias-correct{data=c.npy skip-unsupported=false},propagate"),
+            "{strict}"
+        );
         let off = expansion("quantize{data=c.npy bias-correct=false}");
         assert!(!off.contains("bias-correct"), "{off}");
         assert!(off.contains("insert-fakeq,propagate-qparams"), "{off}");
