@@ -4,7 +4,7 @@ ONNX Runtime's int8 figures.
 
 usage: scripts/.venv/bin/python scripts/quant_eval.py
            [--models digits_mlp,digits_cnn,resnet_tiny,mnist_mbv2,resnet18ish]
-           [--configs ort-exact,defaults,weight-mse,hist-percentile,hist-entropy,hist-mse,...]
+           [--configs ort-exact,defaults,weight-mse,hist-percentile,hist-entropy,hist-mse,...|beyond]
            [--ort-methods MinMax,Percentile,Entropy] [--layers [--worst N]] [--json OUT.json | --json -]
            [--wait-for-passes SECONDS]
 
@@ -12,6 +12,9 @@ The model math is done by the qopt binaries only (numpy computes the metrics):
   qimport model.onnx -o fp.qir
   qopt fp.qir --pass='fold-bn,insert-observers{...},calibrate{data=calib.npy},insert-fakeq{...}' -o fq.qir
   qrun fq.qir --input test.npy --batch -o out.npz          (one member: [samples, classes])
+The configurations of the README's "Beyond min-max" table (`--configs beyond`) add passes before
+`insert-observers` (equalize, quantize-search), after `insert-fakeq` (bias-correct, round-weights), the
+integer lowering, or a second qopt run on the first one's output (quantize-search, then quantize).
 For each configuration: top-1 accuracy vs test_labels.npy (where present), top-1 agreement with
 ref_fp32.npy (ONNX Runtime's float outputs) and SQNR = 10·log10(Σ ref² / Σ (out − ref)²) over all
 test outputs. The same metrics are computed for ref_ort_int8.npy (ONNX Runtime's QDQ model,
@@ -36,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -63,10 +67,38 @@ CONFIGS = {
 # The whole `quantize` pipeline, to integer ops: name -> its options besides data.
 INT_CONFIGS = {
     "int8": "",
-    "int8-ort-exact": ORT_SCHEME + " weight-method=minmax bias-correction=false",
+    "int8-ort-exact": ORT_SCHEME + " weight-method=minmax bias-correction=false bias-correct=false",
+    "int8-no-bias-correct": "bias-correct=false",
     "int8-percentile": "observer=histogram method=percentile",
 }
 CONFIGS.update({name: None for name in INT_CONFIGS})
+
+# The README's "Beyond min-max" rows: name -> the qopt runs, each on the previous one's output
+# (the first on fp.qir); DATA stands for data=<calibration file>.
+INT_TAIL = "propagate-qparams,expand-fakeq,quantize-constants,fuse,canonicalize,dce,quant-lint"
+PER_TENSOR = "insert-fakeq{per-channel=false weight-method=minmax bias-correction=false}"
+W4_MINMAX = "insert-fakeq{weight-type=i4 weight-method=minmax bias-correction=false}"
+CAL = "insert-observers,calibrate{DATA}"
+BEYOND_CONFIGS = {
+    # int8 per-tensor weights, min-max, no bias correction: ONNX Runtime's per-tensor algorithm
+    "pt-minmax": [f"fold-bn,{CAL},{PER_TENSOR}"],
+    "pt-equalize": [f"fold-bn,equalize,{CAL},{PER_TENSOR}"],
+    "pt-equalize-relu6": [f"fold-bn,equalize{{relu6-to-relu=true}},{CAL},{PER_TENSOR}"],
+    "pt-equalize-bias-correct": [f"fold-bn,equalize,{CAL},{PER_TENSOR},bias-correct{{DATA}}"],
+    "pt-equalize-bias-correct-int": [f"fold-bn,equalize,{CAL},{PER_TENSOR},bias-correct{{DATA}},{INT_TAIL}"],
+    # W4A8 per-channel
+    "w4-minmax": [f"fold-bn,{CAL},{W4_MINMAX}"],
+    "w4-mse": [f"fold-bn,{CAL},insert-fakeq{{weight-type=i4}}"],
+    "w4-round-weights": [f"fold-bn,{CAL},insert-fakeq{{weight-type=i4}},round-weights{{DATA}}"],
+    "w4-round-weights-int": [f"fold-bn,{CAL},insert-fakeq{{weight-type=i4}},round-weights{{DATA}},{INT_TAIL}"],
+    # int8 per-channel: mixed precision searched on the calibration data, replayed by quantize
+    "int8-search": ["fold-bn,quantize-search{DATA max-drop=0.1%}", "quantize{DATA}"],
+}
+CONFIGS.update({name: None for name in BEYOND_CONFIGS})
+# --configs beyond: the table's qopt rows, in its order.
+BEYOND = ["pt-minmax", "pt-equalize", "pt-equalize-relu6", "pt-equalize-bias-correct",
+          "pt-equalize-bias-correct-int", "w4-minmax", "w4-mse", "w4-round-weights", "w4-round-weights-int",
+          "int8", "int8-no-bias-correct", "int8-search"]
 
 DEFAULT_CONFIGS = ["ort-exact", "defaults", "weight-mse", "hist-percentile", "hist-entropy", "hist-mse"]
 
@@ -75,10 +107,29 @@ README_ORT = {"digits_mlp": (98.32, 41.2), "digits_cnn": (98.49, 31.4), "resnet_
               "mnist_mbv2": (97.90, 28.9)}
 
 
-def config_pipeline(calib: Path, cfg: str) -> str:
+def config_steps(calib: Path, cfg: str) -> list[str]:
+    """The pipelines of `cfg`, one per qopt run."""
     if cfg in INT_CONFIGS:
-        return f"quantize{{data={calib} {INT_CONFIGS[cfg]}}}".replace(" }", "}")
-    return pipeline(calib, *CONFIGS[cfg])
+        return [f"quantize{{data={calib} {INT_CONFIGS[cfg]}}}".replace(" }", "}")]
+    if cfg in BEYOND_CONFIGS:
+        return [step.replace("DATA", f"data={calib}") for step in BEYOND_CONFIGS[cfg]]
+    return [pipeline(calib, *CONFIGS[cfg])]
+
+
+def pass_names(step: str) -> set[str]:
+    """The pass names of a pipeline, options left out."""
+    names, depth, name = set(), 0, ""
+    for ch in step + ",":
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif depth == 0 and ch == ",":
+            names.add(name.strip())
+            name = ""
+        elif depth == 0:
+            name += ch
+    return names
 
 
 def pipeline(calib: Path, obs_opts: str, fq_opts: str) -> str:
@@ -187,10 +238,18 @@ def eval_model(name: str, bins, args) -> dict:
             layers["ORT QDQ (qrun)"] = compare_layers(bins, fp_ref, ort_qir, test)
     for cfg in args.configs:
         fq = work / f"fq_{cfg}.qir"
-        cmd = [bins["qopt"], fp, f"--pass={config_pipeline(calib, cfg)}", "-o", fq]
-        res["commands"].append(C.fmt_cmd(cmd))
+        steps = config_steps(calib, cfg)
+        seconds = 0.0
         try:
-            C.run(cmd)
+            source = fp
+            for i, step in enumerate(steps):
+                target = fq if i + 1 == len(steps) else work / f"fq_{cfg}.step{i}.qir"
+                cmd = [bins["qopt"], source, f"--pass={step}", "-o", target]
+                res["commands"].append(C.fmt_cmd(cmd))
+                start = time.perf_counter()
+                C.run(cmd)
+                seconds += time.perf_counter() - start
+                source = target
             out = qrun_outputs(bins, fq, test, work / f"out_{cfg}.npz")
         except RuntimeError as e:
             err = str(e).split("--- stderr ---")[-1].strip().splitlines()
@@ -198,6 +257,7 @@ def eval_model(name: str, bins, args) -> dict:
             C.log(f"{name} {cfg}: FAILED: {res['rows'][cfg]['error']}")
             continue
         res["rows"][cfg] = metrics(out, ref, labels)
+        res["rows"][cfg]["qopt_seconds"] = seconds
         if args.layers:
             layers[cfg] = compare_layers(bins, fp_ref, fq, test)
     if layers:
@@ -234,17 +294,18 @@ def layer_table(name: str, layers: dict, worst: int) -> str:
 
 
 def table(report: dict) -> str:
-    lines = ["| model | config | accuracy | agreement with fp32 | SQNR dB | ORT int8 accuracy / SQNR |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| model | config | accuracy | agreement with fp32 | SQNR dB | qopt s | ORT int8 accuracy / SQNR |",
+             "|---|---|---|---|---|---|---|"]
     for name, r in report["models"].items():
         ort = r["rows"].get("ORT int8 (ref_ort_int8.npy)")
         ort_cell = f"{pct(ort['accuracy'])} / {db(ort['sqnr_db'])}" if ort else "—"
         for cfg, m in r["rows"].items():
             if "error" in m:
-                lines.append(f"| {name} | {cfg} | error: {m['error'][:90]} | | | {ort_cell} |")
+                lines.append(f"| {name} | {cfg} | error: {m['error'][:90]} | | | | {ort_cell} |")
                 continue
+            secs = f"{m['qopt_seconds']:.1f}" if "qopt_seconds" in m else ""
             lines.append(f"| {name} | {cfg} | {pct(m['accuracy'])} | {pct(m['agreement'])} | {db(m['sqnr_db'])} | "
-                         f"{ort_cell} |")
+                         f"{secs} | {ort_cell} |")
     readme = [f"{n}: measured {db(r['rows']['ORT int8 (ref_ort_int8.npy)']['sqnr_db'])} dB vs README "
               f"{README_ORT[n][1]} dB" + (f", accuracy {pct(r['rows']['ORT int8 (ref_ort_int8.npy)']['accuracy'])} "
                                          f"vs README {README_ORT[n][0]} %" if README_ORT[n][0] else "")
@@ -271,7 +332,7 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
-                    help="comma-separated, from: " + ", ".join(CONFIGS))
+                    help="comma-separated, from: " + ", ".join(CONFIGS) + "; 'beyond' stands for " + ",".join(BEYOND))
     ap.add_argument("--ort-methods", default="",
                     help="also quantize with ORT's quantize_static using these calibration methods "
                          "(e.g. Percentile,Entropy,Distribution; needs onnxruntime) and run the result with qrun")
@@ -284,16 +345,18 @@ def main() -> int:
     ap.add_argument("--wait-for-passes", type=float, default=0, metavar="SECONDS",
                     help="if qopt lacks a pass, rebuild and poll every SECONDS until it has them")
     args = ap.parse_args()
-    args.configs = args.configs.split(",")
+    args.configs = [c for part in args.configs.split(",") for c in (BEYOND if part == "beyond" else [part])]
     args.ort_methods = [m for m in args.ort_methods.split(",") if m]
     for c in args.configs:
         if c not in CONFIGS:
             ap.error(f"unknown config {c!r}; known: {', '.join(CONFIGS)}")
 
-    C.wait_for_passes(args.bin_dir, {"fold-bn", "insert-observers", "calibrate", "insert-fakeq"},
-                      args.wait_for_passes, rebuild=args.wait_for_passes > 0)
+    needed = {"fold-bn", "insert-observers", "calibrate", "insert-fakeq"}
+    for c in args.configs:
+        needed |= {n for step in config_steps(Path("calib.npy"), c) for n in pass_names(step)} - {"quantize"}
+    C.wait_for_passes(args.bin_dir, needed, args.wait_for_passes, rebuild=args.wait_for_passes > 0)
     bins = C.binaries(args.bin_dir)
-    report = {"configs": {c: config_pipeline(Path("calib.npy"), c) for c in args.configs}, "models": {}}
+    report = {"configs": {c: " then ".join(config_steps(Path("calib.npy"), c)) for c in args.configs}, "models": {}}
     for name in args.models.split(","):
         C.log(f"== {name}")
         report["models"][name] = eval_model(name, bins, args)

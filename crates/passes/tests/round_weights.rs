@@ -6,7 +6,9 @@
 //!   equals `W'` bit for bit, and `W'/s − zp` is an integer in the storage range;
 //! - it changes the rounding of some weights (and so the constants);
 //! - the same run twice, and one thread against two, give the same bytes;
-//! - running it again on its own output changes nothing.
+//! - running it again on its own output changes nothing;
+//! - `max-gram-mb` splits the data pass without changing the result, and a
+//!   layer whose Gram matrix alone is above it keeps nearest rounding.
 
 mod common;
 
@@ -14,6 +16,7 @@ use common::{context, repo, run_pipeline};
 use qopt_dialect_qnn::fixed_point::{fake_quant_f32, quantize_f32, scale_f32};
 use qopt_dialect_qnn::quant_params::{params_at, storage_range};
 use qopt_interp::Tensor;
+use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry, RunReport};
 use qopt_ir_core::{constant_value, module_to_string, parse_module, AttrData, TypeData};
 
 /// The digits MLP after `pipeline`, printed.
@@ -106,4 +109,71 @@ fn a_second_run_changes_nothing() {
     let once = run_text(&nearest, &round_weights(""));
     let twice = run_text(&once, &round_weights(""));
     assert_eq!(once, twice);
+}
+
+/// Runs `pipeline` on `text` with statistics; the result printed, and the report.
+fn run_with_report(text: &str, pipeline: &str) -> (String, RunReport) {
+    let mut ctx = context();
+    let mut module = parse_module(&mut ctx, text.as_bytes(), "model.qir").expect("the model parses");
+    let mut registry = PassRegistry::new();
+    qopt_passes::register_generic_passes(&mut registry).unwrap();
+    let manager =
+        PassManager::parse(&registry, pipeline).unwrap_or_else(|e| panic!("{pipeline}: {}", e.message));
+    let mut inst = Instrumentation { reproducer_dir: None, statistics: true, ..Instrumentation::default() };
+    let report =
+        manager.run(&mut ctx, &mut module, &mut inst).unwrap_or_else(|e| panic!("{pipeline}: {e:?}"));
+    (module_to_string(&ctx, &module), report)
+}
+
+fn stat(report: &RunReport, name: &str) -> Option<u64> {
+    report.statistics.iter().flat_map(|(_, stats)| stats).find(|(n, _)| *n == name).map(|&(_, v)| v)
+}
+
+/// The value of the weight constant of type `tensor<{shape}xf32>`.
+fn weight_value(text: &str, shape: &str) -> String {
+    let ty = format!(": () -> tensor<{shape}xf32>");
+    let line = text
+        .lines()
+        .find(|l| l.contains("fp.constant") && l.contains(&ty))
+        .unwrap_or_else(|| panic!("{shape}"));
+    line.split_once("value = ").unwrap().1.split_once(" : ").unwrap().0.to_string()
+}
+
+/// The digits MLP's Gram matrices (with the patch sums) take 33,280 bytes
+/// (fc1, K = 64), 132,096 (fc2, K = 128) and 33,280 (fc3): under 0.14 MB no
+/// two neighbours share a pass, so three data passes collect them, and the
+/// rounding is the same bytes as with one pass.
+#[test]
+fn a_gram_limit_splits_the_data_pass_without_changing_the_result() {
+    let nearest = run(&fake_quant_model(4));
+    let (one, report) = run_with_report(&nearest, &round_weights("threads=2"));
+    assert_eq!(stat(&report, "data-passes"), Some(1));
+    let (three, report) = run_with_report(&nearest, &round_weights("threads=2 max-gram-mb=0.14"));
+    assert_eq!(stat(&report, "data-passes"), Some(3));
+    assert_eq!(stat(&report, "layers-over-gram-limit"), None);
+    assert_eq!(one, three);
+}
+
+/// Under 0.1 MB fc2's matrix (132,096 bytes) does not fit alone: fc2 keeps
+/// the weights nearest rounding reads (the constant is not rewritten), with
+/// a warning at the layer; fc1 and fc3 share one pass and are rounded.
+#[test]
+fn a_layer_above_the_gram_limit_keeps_nearest_rounding() {
+    let nearest = run(&fake_quant_model(4));
+    let (rounded, report) = run_with_report(&nearest, &round_weights("threads=2 max-gram-mb=0.1"));
+    assert_eq!(stat(&report, "data-passes"), Some(1));
+    assert_eq!(stat(&report, "layers-over-gram-limit"), Some(1));
+    assert_eq!(stat(&report, "layers-rounded"), Some(2));
+    assert_eq!(weight_value(&rounded, "64x128"), weight_value(&nearest, "64x128"));
+    assert_ne!(weight_value(&rounded, "128x64"), weight_value(&nearest, "128x64"));
+    assert_ne!(weight_value(&rounded, "10x64"), weight_value(&nearest, "10x64"));
+    let [warning] = &report.warnings[..] else { panic!("{:?}", report.warnings) };
+    assert!(
+        warning.message.contains(
+            "its input statistics take 132096 bytes (1 group(s) of a 128×128 Gram matrix and a sum of 128, f64), \
+             above max-gram-mb=0.1"
+        ),
+        "{}",
+        warning.message
+    );
 }

@@ -5,7 +5,9 @@
 //! back to the interpreter with one notice; `qcompile` lists the ops it
 //! cannot compile. The model and data are the quantize-search golden test's
 //! (`scripts/make_search_fixtures.py`): fc1's output has one channel 30 times
-//! the range of the others, so i8 loses it and i16 keeps it.
+//! the range of the others, so i8 loses it and i16 keeps it. A second model
+//! is the same trap before a 300-input layer, whose i32 accumulator i16
+//! inputs would overflow: the search must leave that value i8.
 
 use qopt_interp::npy;
 use std::path::{Path, PathBuf};
@@ -15,8 +17,8 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qopt-mixed-precision-{}", std::process::id()));
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("qopt-mixed-precision-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -60,7 +62,7 @@ fn float_model(dir: &Path) -> PathBuf {
 
 #[test]
 fn searched_hints_replay_into_a_lint_clean_mixed_model_that_runs() {
-    let dir = scratch();
+    let dir = scratch("replay");
     let data = path(&repo().join("tests/passes/data/search-x8.npy"));
     let float = float_model(&dir);
     let (hinted, mixed, int8, report) =
@@ -134,5 +136,126 @@ fn searched_hints_replay_into_a_lint_clean_mixed_model_that_runs() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("2 ops the backend does not handle"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// x (8) → fc1 (8 → 300, bias 60 on channel 0) → relu → fc2 (300 → 4): as
+/// in the first model, relu1's channel 0 spans ~60 while the others span
+/// ~2, so i8 steps lose the others and the search would keep relu1 i16. But
+/// fc2 multiplies 300 inputs by weights of ±0.3 (±127 at 8 bits; the input
+/// from channel 0 by 0.001, 0 at 8 bits): with relu1 at i16 (|x − zp| up to
+/// 65535) its accumulator reaches 299·127·65535 ≈ 2.49e9 > 2^31 − 1.
+fn overflow_model() -> String {
+    let mut state = 0x2545_F491_4F6C_DD1D_u64;
+    let mut unit = || {
+        // xorshift64, mapped to [-0.5, 0.5)
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+    };
+    let rows = |rows: usize, cols: usize, value: &mut dyn FnMut(usize, usize) -> f64| {
+        let rows: Vec<String> = (0..rows)
+            .map(|r| {
+                format!(
+                    "[{}]",
+                    (0..cols).map(|c| format!("{:.4}", value(r, c))).collect::<Vec<_>>().join(", ")
+                )
+            })
+            .collect();
+        format!("[{}]", rows.join(", "))
+    };
+    let w1 = rows(300, 8, &mut |_, _| unit());
+    let b1: Vec<String> = (0..300).map(|i| if i == 0 { "60.0".into() } else { "0.0".into() }).collect();
+    let w2 = rows(4, 300, &mut |_, c| {
+        if c == 0 {
+            0.001
+        } else if unit() < 0.0 {
+            -0.3
+        } else {
+            0.3
+        }
+    });
+    format!(
+        r#"func.func @main(%x: tensor<1x8xf32>) -> tensor<1x4xf32> {{
+  %w1 = fp.constant() {{value = dense<{w1}> : tensor<300x8xf32>}} : () -> tensor<300x8xf32> loc("w1")
+  %b1 = fp.constant() {{value = dense<[{}]> : tensor<300xf32>}} : () -> tensor<300xf32> loc("b1")
+  %w2 = fp.constant() {{value = dense<{w2}> : tensor<4x300xf32>}} : () -> tensor<4x300xf32> loc("w2")
+  %b2 = fp.constant() {{value = dense<[0.0, 0.0, 0.0, 0.0]> : tensor<4xf32>}} : () -> tensor<4xf32> loc("b2")
+  %y1 = fp.dense(%x, %w1, %b1) : (tensor<1x8xf32>, tensor<300x8xf32>, tensor<300xf32>) -> tensor<1x300xf32> loc("fc1")
+  %r1 = fp.relu(%y1) : (tensor<1x300xf32>) -> tensor<1x300xf32> loc("relu1")
+  %y2 = fp.dense(%r1, %w2, %b2) : (tensor<1x300xf32>, tensor<4x300xf32>, tensor<4xf32>) -> tensor<1x4xf32> loc("fc2")
+  func.return %y2 : tensor<1x4xf32>
+}}
+"#,
+        b1.join(", ")
+    )
+}
+
+/// `quantize-search` leaves quantized (i8) a value whose i16 form would let
+/// a layer's i32 accumulator overflow, says so in its table and report, and
+/// its hints replay into a model `quant-lint` passes; also under 4-bit
+/// weights, where the overflow needs the reading layer hinted too. With a 64-bit
+/// accumulator the same search keeps that value i16, and `quant-lint`
+/// (32 bits) reports the overflow: the check is what kept it out.
+#[test]
+fn the_search_keeps_no_value_wide_whose_accumulator_would_overflow() {
+    let dir = scratch("overflow");
+    let data = path(&repo().join("tests/passes/data/search-x8.npy"));
+    let float = dir.join("float.qir");
+    std::fs::write(&float, overflow_model()).unwrap();
+    let (hinted, report) = (dir.join("hinted.qir"), dir.join("report.json"));
+    let search = format!("--pass=quantize-search{{data={data} max-drop=0 report={}}}", path(&report));
+    let out = tool(env!("CARGO_BIN_EXE_qopt"), &[&path(&float), &search, "--stats", "-o", &path(&hinted)]);
+    let note = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{note}");
+    let row = note.lines().find(|l| l.contains(" fc1 ")).unwrap_or_else(|| panic!("{note}"));
+    assert!(
+        row.contains("quantized: i16 could overflow the i32 accumulator of fc2")
+            && row.contains("limit 2147483647"),
+        "{row}"
+    );
+    assert!(
+        note.contains("kept 2 of 3 values i16 (1 more stayed quantized: as i16 they could overflow"),
+        "{note}"
+    );
+    assert!(note.contains("(1 more could overflow an accumulator)"), "{note}");
+    assert!(note.contains("1 overflow-skipped-sites"), "{note}");
+    let json = std::fs::read_to_string(&report).unwrap();
+    let fc1 = json.lines().find(|l| l.contains(r#""layer": "fc1""#)).unwrap_or_else(|| panic!("{json}"));
+    assert!(
+        fc1.contains(r#""overflow": {"layer": "fc2", "channel": "#)
+            && fc1.contains(r#""limit": 2147483647}"#),
+        "{fc1}"
+    );
+    let hinted_text = std::fs::read_to_string(&hinted).unwrap();
+    for hint in hinted_text.lines().filter(|l| l.contains("qnn.cast_hint")) {
+        assert!(!hint.ends_with(r#"loc("fc1")"#), "relu1 hinted i16:\n{hinted_text}");
+    }
+    let lint = "--pass=quantize{data=DATA},quant-lint{werror=true}".replace("DATA", &data);
+    run(env!("CARGO_BIN_EXE_qopt"), &[&path(&hinted), &lint, "-o", &path(&dir.join("mixed.qir"))]);
+
+    // 4-bit weights: relu1 at i16 alone leaves fc2 within i32 (299·7·65535),
+    // but a hinted fc2 gets 8-bit weights, and both together overflow; the
+    // search checks a value with the layers reading it at 8-bit weights.
+    let search4 = format!("--pass=quantize-search{{data={data} max-drop=0 weight-type=i4}}");
+    let hinted4 = dir.join("hinted4.qir");
+    let note = run(env!("CARGO_BIN_EXE_qopt"), &[&path(&float), &search4, "-o", &path(&hinted4)]);
+    let row = note.lines().find(|l| l.contains(" fc1 ")).unwrap_or_else(|| panic!("{note}"));
+    assert!(row.contains("quantized: i16 could overflow the i32 accumulator of fc2"), "{row}");
+    let lint4 = "--pass=quantize{data=DATA weight-type=i4},quant-lint{werror=true}".replace("DATA", &data);
+    run(env!("CARGO_BIN_EXE_qopt"), &[&path(&hinted4), &lint4, "-o", &path(&dir.join("mixed4.qir"))]);
+
+    // A 64-bit accumulator: relu1 is the first value kept i16, and the
+    // model quant-lint checks for i32 overflows at fc2.
+    let wide = dir.join("wide.qir");
+    let search64 = format!("--pass=quantize-search{{data={data} max-drop=0 accumulator-bits=64}}");
+    let note = run(env!("CARGO_BIN_EXE_qopt"), &[&path(&float), &search64, "-o", &path(&wide)]);
+    let row = note.lines().find(|l| l.contains(" fc1 ")).unwrap_or_else(|| panic!("{note}"));
+    assert!(row.trim_end().ends_with(" i16"), "{row}");
+    let quantize = format!("--pass=quantize{{data={data}}}");
+    let stderr = run(env!("CARGO_BIN_EXE_qopt"), &[&path(&wide), &quantize, "-o", &path(&dir.join("w.qir"))]);
+    assert!(stderr.contains("the i32 accumulator can overflow"), "{stderr}");
+    assert!(stderr.contains(r#"loc("fc2")"#), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,5 +1,6 @@
 //! `bias-correct{data=PATH}`: empirical bias correction (AIMET's empirical
-//! and NNCF's bias correction), on the fake-quant model after `insert-fakeq`.
+//! and NNCF's bias correction), on the fake-quant model after `insert-fakeq`;
+//! the `quantize` pipeline runs it there unless `bias-correct=false`.
 //!
 //! For each conv or dense whose weight is fake-quantized (in the order of the
 //! function body, which is a topological order), over the calibration data:
@@ -38,7 +39,10 @@
 //!
 //! Errors (nothing is changed): a missing or unreadable data file, samples
 //! that do not fit the function's arguments, a record of the wrong size, an
-//! op without a kernel, a non-finite mean (at the layer). Statistics:
+//! op without a kernel, a non-finite mean (at the layer); calls, ops with
+//! regions or several blocks (at the op). With `skip-unsupported=true`
+//! (what `quantize` passes) the last group and a missing kernel are a
+//! warning instead, and the module is left as it is. Statistics:
 //! `layers-measured`, `biases-corrected`, `calibration-samples`.
 //!
 //! ```text
@@ -66,6 +70,10 @@ use std::time::Instant;
 
 /// The `bias-correct` pass; see the module docs.
 pub struct BiasCorrect;
+
+/// The option that turns a function outside the paired run's scope into a
+/// warning (the `quantize` pipeline sets it).
+pub(crate) const SKIP_UNSUPPORTED: &str = "skip-unsupported";
 
 impl Pass for BiasCorrect {
     fn name(&self) -> &'static str {
@@ -96,6 +104,10 @@ impl Pass for BiasCorrect {
             "calibration data: a .npy, an .npz (one member per argument) or a directory of them",
         );
         options.push(OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)"));
+        options.push(OptionSpec::new(SKIP_UNSUPPORTED, OptionKind::Bool, "false").help(
+            "a function the paired run cannot follow (calls, ops with regions, several blocks, an op without a \
+             kernel) gets a warning and is left as it is, instead of an error",
+        ));
         options
     }
 
@@ -132,6 +144,16 @@ impl Pass for BiasCorrect {
         if layers.iter().any(|l| l.record.measured.is_none()) {
             // Owned: the run borrows the context immutably while the kernels live in it.
             let kernels = KernelRegistry::of(cx.ctx).cloned().unwrap_or_else(KernelRegistry::standard);
+            if options.bool(SKIP_UNSUPPORTED) {
+                if let Err(failure) = PairedRun::new(cx.ctx, module, &kernels, func, threads) {
+                    let message = format!("bias-correct leaves the model as it is: {}", failure.message);
+                    match failure.op {
+                        Some(op) => cx.warn_at(module, op, message),
+                        None => cx.warn(Diagnostic::warning(None, qopt_ir_core::SrcPos::NONE, message)),
+                    }
+                    return Ok(PassOutcome::Unchanged);
+                }
+            }
             let start = Instant::now();
             let (ctx, m) = (&*cx.ctx, &*module);
             let CallInputs { inputs, samples: read, leftover } = settings.open(ctx, m)?.read_calls(settings.batches)?;

@@ -13,7 +13,7 @@
 //! `absorb-bias` on the float model, `quantize-search` (mixed precision, as
 //! `qnn.cast_hint` ops the later passes read), and after `insert-fakeq`,
 //! `round-weights` (adaptive rounding) and `bias-correct` (empirical bias
-//! correction).
+//! correction, which `quantize` runs by default).
 //!
 //! Every pass reads only the IR it is given: all statistics and decisions live
 //! in attributes, so a user can stop after any pass, edit the `.qir`, and go on.

@@ -567,8 +567,6 @@ impl Lint<'_> {
         }
     }
 
-    /// The worst |accumulator| of a quantized conv or dense per output
-    /// channel, against `bits`.
     /// Which multiply the x86 backend uses for a conv or dense with constant
     /// quantized weights on AVX2 without VNNI; counts it and returns the
     /// note for `x86-schemes`.
@@ -628,6 +626,8 @@ impl Lint<'_> {
         Some(Diagnostic::at_op(self.ctx, self.module, op, Severity::Note, message))
     }
 
+    /// Warns where the worst |accumulator| of a quantized conv or dense
+    /// exceeds a signed `bits`-bit accumulator ([`accumulator_overflow`]).
     fn accumulator(&mut self, op: OpId, bits: u32) {
         let name = self.name(op);
         if !matches!(name, qnn_op::CONV2D | qnn_op::CONV2D_RELU | qnn_op::DENSE | qnn_op::DENSE_RELU)
@@ -636,75 +636,97 @@ impl Lint<'_> {
             return;
         }
         let (x, w) = (self.module.operand(op, 0), self.module.operand(op, 1));
-        let (Some(qx), Some(qw)) = (
-            quant_element(self.ctx, self.module.value_type(x)),
-            quant_element(self.ctx, self.module.value_type(w)),
-        ) else {
-            return;
-        };
-        let zp_x = i128::from(params(qx).first().map_or(0, |p| p.zero_point));
-        let max_x = (i128::from(qx.storage_max) - zp_x).abs().max((i128::from(qx.storage_min) - zp_x).abs());
-        let w_params = params(qw);
-        let Some(w_shape) = self.ctx.tensor_shape(self.module.value_type(w)) else { return };
-        let channels = w_shape.first().copied().unwrap_or(1).max(1) as usize;
-        // Per channel Σ_k |w_k − zp_w[c]|: exact from a constant weight, else
-        // K times the widest |w − zp_w| the type allows.
-        let per_channel: Vec<i128> = match constant_value(self.ctx, self.module, w)
-            .map(|a| self.ctx.attr_data(a))
-            .and_then(|d| if let AttrData::Dense(d) = d { dense_values_i128(self.ctx, d) } else { None })
+        let bias = self.module.operands(op).nth(2);
+        if let Some(AccumulatorOverflow { channel, bound, limit }) =
+            accumulator_overflow(self.ctx, self.module, x, w, bias, bits)
         {
-            Some(values) if !values.is_empty() => {
-                let per = values.len() / channels;
-                values
-                    .chunks(per.max(1))
-                    .enumerate()
-                    .map(|(c, row)| {
-                        let zp = i128::from(w_params[c.min(w_params.len() - 1)].zero_point);
-                        row.iter().map(|&v| (v - zp).abs()).sum()
-                    })
-                    .collect()
-            }
-            _ => {
-                let k: i128 = w_shape.iter().skip(1).map(|&d| i128::from(d.max(0))).product();
-                let widest = w_params
-                    .iter()
-                    .map(|p| {
-                        let zp = i128::from(p.zero_point);
-                        (i128::from(qw.storage_max) - zp).abs().max((i128::from(qw.storage_min) - zp).abs())
-                    })
-                    .max()
-                    .unwrap_or(0);
-                vec![k * widest; channels]
-            }
-        };
-        let bias: Vec<i128> = self
-            .module
-            .operands(op)
-            .nth(2)
-            .and_then(|b| constant_value(self.ctx, self.module, b))
-            .and_then(|a| {
-                if let AttrData::Dense(d) = self.ctx.attr_data(a) {
-                    dense_values_i128(self.ctx, d)
-                } else {
-                    None
-                }
-            })
-            .unwrap_or_default();
-        let limit = (1i128 << (bits - 1)) - 1;
-        let worst = per_channel
-            .iter()
-            .enumerate()
-            .map(|(c, &s)| (c, s * max_x + bias.get(c).map_or(0, |b| b.abs())))
-            .max_by_key(|&(_, v)| v);
-        if let Some((c, bound)) = worst.filter(|&(_, v)| v > limit) {
             self.warn(
                 op,
                 format!(
-                    "the i{bits} accumulator can overflow: output channel {c} reaches |acc| ≤ {bound} \
+                    "the i{bits} accumulator can overflow: output channel {channel} reaches |acc| ≤ {bound} \
                      (limit {limit})"
                 ),
                 "use narrower activations or weights (activation-type, weight-type), or split the layer",
             );
         }
     }
+}
+
+/// The worst output channel of a conv or dense whose signed accumulator can
+/// overflow (see [`accumulator_overflow`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AccumulatorOverflow {
+    /// The output channel with the largest bound.
+    pub channel: usize,
+    /// Its worst case |accumulator|: `Σ_k |w_k − zp_w[c]| · max|x − zp_x| + |b[c]|`.
+    pub bound: i128,
+    /// The largest value the accumulator holds, `2^(bits−1) − 1`.
+    pub limit: i128,
+}
+
+/// Whether a conv or dense reading `x` (of a quantized type) with weight `w`
+/// (quantized, per tensor or per output channel) and the optional integer
+/// `bias` can overflow a signed `bits`-bit accumulator: per output channel,
+/// `Σ_k |w_k − zp_w[c]| · max|x − zp_x| + |b[c]|`, exact from a constant
+/// weight, else K times the widest `|w − zp_w|` the type allows; a bias that
+/// is not an integer constant counts as 0. `None` when it cannot overflow or
+/// `x` or `w` is not quantized. `quant-lint` reports it on `qnn.conv2d` and
+/// `qnn.dense`; `quantize-search` checks its candidates with it.
+pub(crate) fn accumulator_overflow(
+    ctx: &Context,
+    module: &Module,
+    x: ValueId,
+    w: ValueId,
+    bias: Option<ValueId>,
+    bits: u32,
+) -> Option<AccumulatorOverflow> {
+    let qx = quant_element(ctx, module.value_type(x))?;
+    let qw = quant_element(ctx, module.value_type(w))?;
+    let zp_x = i128::from(params(qx).first().map_or(0, |p| p.zero_point));
+    let max_x = (i128::from(qx.storage_max) - zp_x).abs().max((i128::from(qx.storage_min) - zp_x).abs());
+    let w_params = params(qw);
+    let w_shape = ctx.tensor_shape(module.value_type(w))?;
+    let channels = w_shape.first().copied().unwrap_or(1).max(1) as usize;
+    // Per channel Σ_k |w_k − zp_w[c]|: exact from a constant weight, else
+    // K times the widest |w − zp_w| the type allows.
+    let per_channel: Vec<i128> = match constant_value(ctx, module, w)
+        .map(|a| ctx.attr_data(a))
+        .and_then(|d| if let AttrData::Dense(d) = d { dense_values_i128(ctx, d) } else { None })
+    {
+        Some(values) if !values.is_empty() => {
+            let per = values.len() / channels;
+            values
+                .chunks(per.max(1))
+                .enumerate()
+                .map(|(c, row)| {
+                    let zp = i128::from(w_params.get(c).or(w_params.last()).map_or(0, |p| p.zero_point));
+                    row.iter().map(|&v| (v - zp).abs()).sum()
+                })
+                .collect()
+        }
+        _ => {
+            let k: i128 = w_shape.iter().skip(1).map(|&d| i128::from(d.max(0))).product();
+            let widest = w_params
+                .iter()
+                .map(|p| {
+                    let zp = i128::from(p.zero_point);
+                    (i128::from(qw.storage_max) - zp).abs().max((i128::from(qw.storage_min) - zp).abs())
+                })
+                .max()
+                .unwrap_or(0);
+            vec![k * widest; channels]
+        }
+    };
+    let bias: Vec<i128> = bias
+        .and_then(|b| constant_value(ctx, module, b))
+        .and_then(|a| if let AttrData::Dense(d) = ctx.attr_data(a) { dense_values_i128(ctx, d) } else { None })
+        .unwrap_or_default();
+    let limit = (1i128 << (bits.clamp(2, 127) - 1)) - 1;
+    per_channel
+        .iter()
+        .enumerate()
+        .map(|(channel, &s)| (channel, s * max_x + bias.get(channel).map_or(0, |b| b.abs())))
+        .max_by_key(|&(_, v)| v)
+        .filter(|&(_, bound)| bound > limit)
+        .map(|(channel, bound)| AccumulatorOverflow { channel, bound, limit })
 }

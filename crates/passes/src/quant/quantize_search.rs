@@ -18,7 +18,9 @@
 //! 1. the float model's outputs on the evaluation data (`eval-data`, default
 //!    `data`; `batches` limits both): the reference for the SQNR, and for the
 //!    metric unless `labels` or `reference` is given;
-//! 2. the fully quantized model (calibrated on `data`) and its metric;
+//! 2. the fully quantized model (calibrated on `data`) and its metric; with a
+//!    storage `wide` (i16, i8), the sites whose wide form could overflow the
+//!    accumulator (below) are left out of the search;
 //! 3. per site, the model with only that site quantized (every other
 //!    `qnn.fake_quant` removed, every other layer's bias back to its float
 //!    value): SQNR against the float outputs and the metric;
@@ -31,6 +33,21 @@
 //! 5. a `qnn.cast_hint {kind = wide}` after each chosen value, located at
 //!    its producer (the ONNX node after `qimport`).
 //!
+//! **Accumulators.** A wide activation multiplies into the accumulator of
+//! every conv and dense reading it: an i16 input with 8-bit weights stays
+//! within i32 only while `Σ|w|·max|x| + |b|` does. Each candidate is lowered
+//! as `quantize` lowers it (`insert-fakeq`, `propagate-qparams`,
+//! `expand-fakeq`, `quantize-constants`) and `quant-lint`'s bound
+//! ([`accumulator_overflow`], `accumulator-bits`, default 32) is computed for
+//! every layer. A site is skipped when widening it alone makes a layer's
+//! bound exceed the accumulator where the scheme without wide sites does not;
+//! under weights narrower than the wide layers' (`weight-type=i4`, wide
+//! i16: a hinted layer gets 8-bit weights) also when it does so with every
+//! layer's weights at the wide width, since the layers reading it may be
+//! chosen too. When every site wide overflows nothing new, no site is
+//! checked alone. Skipped sites are in the table and report with the layer
+//! and bound; statistic `overflow-skipped-sites`.
+//!
 //! The metric is top-1 accuracy against `labels` (int64 or int32 class
 //! indices, one per sample), else top-1 agreement with `reference` (a `.npy`
 //! of outputs, one row per sample), else top-1 agreement with the float
@@ -38,11 +55,12 @@
 //! already in the module are kept and their values are not searched. The
 //! sensitivity table goes to standard error as a note, and to `report` as
 //! JSON (written atomically). Statistics: `sites`, `widened-sites`,
-//! `evaluations`.
+//! `overflow-skipped-sites`, `evaluations`.
 
 use super::calibrate::{CalibrationData, DataSettings};
-use super::util::{loc_names, op_named, quantizable, storage_kind, users, STORAGE};
-use super::{Calibrate, InsertFakeq, InsertObservers};
+use super::quant_lint::{accumulator_overflow, AccumulatorOverflow};
+use super::util::{loc_names, op_named, quantizable, storage_kind, storage_text, users, STORAGE};
+use super::{Calibrate, ExpandFakeq, InsertFakeq, InsertObservers, PropagateQparams, QuantizeConstants};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::npy::read_npy_file;
 use qopt_interp::{DType, Interpreter, KernelRegistry, Tensor};
@@ -50,8 +68,8 @@ use qopt_ir_core::interfaces::FusedActivation;
 use qopt_ir_core::pass::pipeline::parse_pipeline;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
-    BadOptionValue, Context, Diagnostic, FxHashMap, Module, OpId, OperationState, Pass, PassContext, PassError,
-    PassOutcome, Severity, SrcPos, ValueDef, ValueId,
+    BadOptionValue, Context, Diagnostic, FxHashMap, IntType, Module, OpId, OperationState, Pass, PassContext,
+    PassError, PassOutcome, Severity, SrcPos, ValueDef, ValueId,
 };
 use std::fmt::Write as _;
 use std::path::Path;
@@ -61,7 +79,8 @@ use std::time::Instant;
 pub struct QuantizeSearch;
 
 /// The options this pass adds to those of the passes it runs.
-const OWN_OPTIONS: [&str; 6] = ["eval-data", "labels", "reference", "max-drop", "wide", "report"];
+const OWN_OPTIONS: [&str; 7] =
+    ["eval-data", "labels", "reference", "max-drop", "wide", "report", "accumulator-bits"];
 
 /// The passes whose options the search takes, in pipeline order.
 fn scheme_passes() -> [(&'static str, Box<dyn Pass>); 3] {
@@ -115,7 +134,8 @@ impl Pass for QuantizeSearch {
          with `labels`, else top-1 agreement with `reference` or with the float model). It then \
          bisects over the values sorted by sensitivity for the fewest that, kept `wide` (i16, i8 or \
          float), bring the metric's drop to at most `max-drop` (`0.1%` or `0.001`), re-measuring the \
-         whole model each time, drops again any chosen value the target does not need, and writes \
+         whole model each time, drops again any chosen value the target does not need (a value whose \
+         wide form could overflow a conv or dense accumulator, by quant-lint's bound, is never kept wide), and writes \
          a `qnn.cast_hint {kind = wide}` after each chosen value, which `quantize` with the same \
          options replays. The sensitivity table is printed as a note and written to `report` as \
          JSON.\n\n\
@@ -149,6 +169,10 @@ impl Pass for QuantizeSearch {
                 .help("what a sensitive value is kept as: i16 (W8A16 layers), i8 (over a narrower scheme), or float"),
             OptionSpec::new("report", OptionKind::String, "")
                 .help("write the sensitivity table and the decisions to this JSON file"),
+            OptionSpec::new("accumulator-bits", OptionKind::Int, "32").help(
+                "width of the signed accumulator of conv and dense (as quant-lint's): a value whose wide form \
+                 could overflow it is not kept wide",
+            ),
         ]);
         options
     }
@@ -158,6 +182,13 @@ impl Pass for QuantizeSearch {
             pass.check_options(options)?;
         }
         parse_max_drop(options.string("max-drop")).map_err(|e| BadOptionValue::new("max-drop", e))?;
+        let bits = options.int("accumulator-bits");
+        if !(8..=64).contains(&bits) {
+            return Err(BadOptionValue::new(
+                "accumulator-bits",
+                format!("accumulator-bits must be 8 to 64, got {bits}"),
+            ));
+        }
         if !options.string("labels").is_empty() && !options.string("reference").is_empty() {
             return Err(BadOptionValue::new(
                 "reference",
@@ -198,6 +229,13 @@ impl Pass for QuantizeSearch {
         cx.add_phase("float-and-quantized", started.elapsed());
         started = Instant::now();
 
+        // Sites whose wide form could overflow an accumulator stay out.
+        let overflows = search.overflows(cx, &observed, &sites)?;
+        if storage_kind(&settings.wide).is_some() {
+            cx.add_phase("accumulator-check", started.elapsed());
+            started = Instant::now();
+        }
+
         // 3. Each site alone.
         let owners = fake_quant_owners(cx.ctx, &quantized, &sites);
         let mut rows = Vec::with_capacity(sites.len());
@@ -215,23 +253,25 @@ impl Pass for QuantizeSearch {
             rows[a].metric.total_cmp(&rows[b].metric).then(rows[a].sqnr_db.total_cmp(&rows[b].sqnr_db))
         });
         let meets = |m: &Measurement| float_metric - m.metric <= settings.max_drop + 1e-12;
+        let eligible: Vec<usize> = order.iter().copied().filter(|&i| overflows[i].is_none()).collect();
+        let skipped = order.len() - eligible.len();
         let mut chosen: Vec<usize> = Vec::new();
         let mut result = full.clone();
         let mut reached = meets(&full);
-        if !reached && !order.is_empty() {
-            let all = search.widened(cx, module, &observed, &sites, &order, &target)?;
+        if !reached && !eligible.is_empty() {
+            let all = search.widened(cx, module, &observed, &sites, &eligible, &target)?;
             if meets(&all) {
-                let (mut failing, mut passing, mut at_passing) = (0usize, order.len(), all);
+                let (mut failing, mut passing, mut at_passing) = (0usize, eligible.len(), all);
                 while passing - failing > 1 {
                     let middle = (failing + passing) / 2;
-                    let m = search.widened(cx, module, &observed, &sites, &order[..middle], &target)?;
+                    let m = search.widened(cx, module, &observed, &sites, &eligible[..middle], &target)?;
                     if meets(&m) {
                         (passing, at_passing) = (middle, m);
                     } else {
                         failing = middle;
                     }
                 }
-                chosen = order[..passing].to_vec();
+                chosen = eligible[..passing].to_vec();
                 result = at_passing;
                 for position in (0..chosen.len()).rev() {
                     if chosen.len() == 1 {
@@ -246,22 +286,41 @@ impl Pass for QuantizeSearch {
                 }
                 reached = true;
             } else {
+                let (that_can, hinted) = if skipped > 0 {
+                    (format!(" that can be ({skipped} more could overflow an accumulator)"), "those values are")
+                } else {
+                    (String::new(), "every value is")
+                };
                 cx.warn(Diagnostic::warning(
                     None,
                     SrcPos::NONE,
                     format!(
-                        "even with all {} quantized values kept {}, the {} drops by {} (max-drop {}); every value is \
-                         hinted",
-                        order.len(),
+                        "even with all {} quantized values kept {}{that_can}, the {} drops by {} (max-drop {}); \
+                         {hinted} hinted",
+                        eligible.len(),
                         settings.wide,
                         target.name(),
                         percent(float_metric - all.metric),
                         percent(settings.max_drop)
                     ),
                 ));
-                chosen = order.clone();
+                chosen = eligible.clone();
                 result = all;
             }
+        } else if !reached {
+            cx.warn(Diagnostic::warning(
+                None,
+                SrcPos::NONE,
+                format!(
+                    "the {} drops by {} (max-drop {}), and no quantized value can be kept {}: the {} form of each \
+                     could overflow an accumulator",
+                    target.name(),
+                    percent(float_metric - full.metric),
+                    percent(settings.max_drop),
+                    settings.wide,
+                    settings.wide
+                ),
+            ));
         }
 
         cx.add_phase("search", started.elapsed());
@@ -283,6 +342,7 @@ impl Pass for QuantizeSearch {
             rows: &rows,
             order: &order,
             chosen: &chosen,
+            overflows: &overflows,
             evaluations: search.evaluations,
         };
         if !settings.report.is_empty() {
@@ -293,6 +353,7 @@ impl Pass for QuantizeSearch {
         cx.warn(Diagnostic { severity: Severity::Note, ..Diagnostic::warning(None, SrcPos::NONE, report.text()) });
         cx.add_stat("sites", sites.len() as u64);
         cx.add_stat("widened-sites", chosen.len() as u64);
+        cx.add_stat("overflow-skipped-sites", skipped as u64);
         cx.add_stat("evaluations", search.evaluations);
         Ok(PassOutcome::from_changed(!chosen.is_empty()))
     }
@@ -308,6 +369,7 @@ struct Settings {
     wide: String,
     report: String,
     threads: usize,
+    accumulator_bits: u32,
 }
 
 impl Settings {
@@ -331,6 +393,10 @@ impl Settings {
             wide: options.string("wide").to_string(),
             report: options.string("report").to_string(),
             threads,
+            accumulator_bits: u32::try_from(options.int("accumulator-bits"))
+                .ok()
+                .filter(|b| (8..=64).contains(b))
+                .ok_or_else(|| format!("accumulator-bits must be 8 to 64, got {}", options.int("accumulator-bits")))?,
         })
     }
 }
@@ -341,31 +407,57 @@ struct SchemeOptions {
     observers: PassOptions,
     calibrate: PassOptions,
     fakeq: PassOptions,
+    /// `insert-fakeq`'s options with `weight-type` at the weight width of a
+    /// layer whose output is kept wide, when that is wider than
+    /// `weight-type` (`weight-type=i4`, wide i16: `i8`); `None` otherwise.
+    fakeq_wide_weights: Option<PassOptions>,
 }
 
 impl SchemeOptions {
     fn read(options: &PassOptions) -> Result<SchemeOptions, PassError> {
         let [(o, observers), (c, calibrate), (f, fakeq)] = scheme_passes();
-        let resolve = |name: &str, pass: &dyn Pass| -> Result<PassOptions, PassError> {
+        let given = |pass: &dyn Pass| -> Vec<String> {
             let specs = pass.options();
-            let given: Vec<String> = options
+            options
                 .iter()
                 .filter(|(key, _)| {
                     options.is_explicit(key) && !OWN_OPTIONS.contains(key) && specs.iter().any(|s| s.name == *key)
                 })
                 .map(|(key, value)| format!("{key}={value}"))
-                .collect();
-            let text = format!("{name}{{{}}}", given.join(" "));
-            let elements = parse_pipeline(&text).map_err(|e| format!("options for {name}: {e}"))?;
-            let [element] = &elements[..] else { return Err(format!("options for {name}: not one pass").into()) };
-            element.resolve_options(&specs).map_err(|e| format!("options for {name}: {e}").into())
+                .collect()
+        };
+        let fakeq_given = given(fakeq.as_ref());
+        let fakeq_options = pass_options(f, fakeq.as_ref(), &fakeq_given)?;
+        let weights = storage_kind(fakeq_options.string("weight-type"));
+        let wide_weights = storage_kind(options.string("wide")).zip(weights).and_then(|(wide, weights)| {
+            let hinted = IntType { width: wide.width.min(8), signedness: weights.signedness };
+            (hinted.width > weights.width).then_some(hinted)
+        });
+        let fakeq_wide_weights = match wide_weights {
+            Some(hinted) => {
+                let mut forced: Vec<String> =
+                    fakeq_given.iter().filter(|o| !o.starts_with("weight-type=")).cloned().collect();
+                forced.push(format!("weight-type={}", storage_text(hinted)));
+                Some(pass_options(f, fakeq.as_ref(), &forced)?)
+            }
+            None => None,
         };
         Ok(SchemeOptions {
-            observers: resolve(o, observers.as_ref())?,
-            calibrate: resolve(c, calibrate.as_ref())?,
-            fakeq: resolve(f, fakeq.as_ref())?,
+            observers: pass_options(o, observers.as_ref(), &given(observers.as_ref()))?,
+            calibrate: pass_options(c, calibrate.as_ref(), &given(calibrate.as_ref()))?,
+            fakeq: fakeq_options,
+            fakeq_wide_weights,
         })
     }
+}
+
+/// The options of `pass` (registered as `name`) with `given` (`key=value`
+/// each) and defaults for the rest.
+fn pass_options(name: &str, pass: &dyn Pass, given: &[String]) -> Result<PassOptions, PassError> {
+    let text = if given.is_empty() { name.to_string() } else { format!("{name}{{{}}}", given.join(" ")) };
+    let elements = parse_pipeline(&text).map_err(|e| format!("options for {name}: {e}"))?;
+    let [element] = &elements[..] else { return Err(format!("options for {name}: not one pass").into()) };
+    element.resolve_options(&pass.options()).map_err(|e| format!("options for {name}: {e}").into())
 }
 
 /// Runs `pass` on `module`; its warnings are passed on when `forward` (the
@@ -821,6 +913,110 @@ impl Search<'_> {
         run_pass(cx, &InsertFakeq, &mut candidate, &self.scheme.fakeq, false)?;
         self.measure(cx.ctx, &candidate, target)
     }
+
+    /// For each site, whether its `wide` storage could overflow an
+    /// accumulator (see the module docs): the first layer that overflows
+    /// with it and not without. All `None` for `wide=float`.
+    fn overflows(
+        &self,
+        cx: &mut PassContext<'_>,
+        observed: &Module,
+        sites: &[Site],
+    ) -> Result<Vec<Option<SiteOverflow>>, PassError> {
+        let mut found: Vec<Option<SiteOverflow>> = (0..sites.len()).map(|_| None).collect();
+        if storage_kind(&self.settings.wide).is_none() || sites.is_empty() {
+            return Ok(found);
+        }
+        let every: Vec<usize> = (0..sites.len()).collect();
+        let fakeq = &self.scheme.fakeq;
+        // New overflows: layers in `with` that do not overflow in `without`.
+        let new = |with: Vec<SiteOverflow>, without: &[SiteOverflow]| {
+            with.into_iter().filter(|o| without.iter().all(|w| w.op != o.op)).collect::<Vec<_>>()
+        };
+        let plain = self.lowered_overflows(cx, observed, sites, &[], fakeq)?;
+        let all = self.lowered_overflows(cx, observed, sites, &every, fakeq)?;
+        if new(all, &plain).is_empty() {
+            return Ok(found);
+        }
+        let wide_weights = match &self.scheme.fakeq_wide_weights {
+            Some(options) => Some((options, self.lowered_overflows(cx, observed, sites, &[], options)?)),
+            None => None,
+        };
+        for (index, slot) in found.iter_mut().enumerate() {
+            let mut caused = new(self.lowered_overflows(cx, observed, sites, &[index], fakeq)?, &plain);
+            if caused.is_empty() {
+                if let Some((options, base)) = &wide_weights {
+                    caused = new(self.lowered_overflows(cx, observed, sites, &[index], options)?, base);
+                }
+            }
+            // The first such layer in program order.
+            *slot = caused.into_iter().next();
+        }
+        Ok(found)
+    }
+
+    /// The layers of `observed` whose accumulator could overflow once the
+    /// module is lowered as `quantize` lowers it (`insert-fakeq` with
+    /// `fakeq`, `propagate-qparams`, `expand-fakeq`, `quantize-constants`)
+    /// with `chosen` sites at `wide` storage.
+    fn lowered_overflows(
+        &self,
+        cx: &mut PassContext<'_>,
+        observed: &Module,
+        sites: &[Site],
+        chosen: &[usize],
+        fakeq: &PassOptions,
+    ) -> Result<Vec<SiteOverflow>, PassError> {
+        let mut lowered = observed.clone();
+        let kind = cx.ctx.string_attr(&self.settings.wide);
+        for &i in chosen {
+            let attrs = cx.ctx.dict_set(lowered.op_attrs(sites[i].observer), STORAGE, kind);
+            lowered.set_op_attrs(sites[i].observer, attrs);
+        }
+        run_pass(cx, &InsertFakeq, &mut lowered, fakeq, false)?;
+        for (name, pass) in [
+            ("propagate-qparams", &PropagateQparams as &dyn Pass),
+            ("expand-fakeq", &ExpandFakeq),
+            ("quantize-constants", &QuantizeConstants),
+        ] {
+            run_pass(cx, pass, &mut lowered, &pass_options(name, pass, &[])?, false)?;
+        }
+        Ok(layer_overflows(cx.ctx, &lowered, self.settings.accumulator_bits))
+    }
+}
+
+/// A layer whose accumulator could overflow: for a site, the first where its
+/// wide form could.
+struct SiteOverflow {
+    /// The layer (the same op in the calibrated module and its lowered clones).
+    op: OpId,
+    /// Its location name.
+    layer: String,
+    detail: AccumulatorOverflow,
+}
+
+/// Each conv or dense of a lowered module (reading `qnn.dequantize` of a
+/// quantized activation and weight) whose `bits`-bit accumulator could
+/// overflow, by `quant-lint`'s bound, in program order.
+fn layer_overflows(ctx: &Context, module: &Module, bits: u32) -> Vec<SiteOverflow> {
+    let dequantized = |value: ValueId| {
+        let def = module.defining_op(value);
+        (!def.is_none() && op_named(ctx, module, def, qnn_op::DEQUANTIZE) && module.num_operands(def) == 1)
+            .then(|| module.operand(def, 0))
+    };
+    let operand = |op: OpId, index: Option<usize>| index.filter(|&i| i < module.num_operands(op)).map(|i| module.operand(op, i));
+    module
+        .walk_preorder(module.root())
+        .filter_map(|op| {
+            let q = quantizable(ctx, module, op)?;
+            let x = dequantized(operand(op, q.activations.first().copied())?)?;
+            let w = dequantized(operand(op, q.weight)?)?;
+            let bias = operand(op, q.bias).and_then(dequantized);
+            let detail = accumulator_overflow(ctx, module, x, w, bias, bits)?;
+            let layer = loc_names(ctx, module.op_loc(op)).first().map_or_else(|| "?".to_string(), |n| n.to_string());
+            Some(SiteOverflow { op, layer, detail })
+        })
+        .collect()
 }
 
 /// `fraction` as a percentage with two decimals.
@@ -850,6 +1046,7 @@ struct Report<'a> {
     rows: &'a [Measurement],
     order: &'a [usize],
     chosen: &'a [usize],
+    overflows: &'a [Option<SiteOverflow>],
     evaluations: u64,
 }
 
@@ -862,11 +1059,17 @@ impl Report<'_> {
         }
     }
 
-    fn decision(&self, index: usize) -> &str {
+    fn decision(&self, index: usize) -> String {
         if self.chosen.contains(&index) {
-            &self.settings.wide
+            self.settings.wide.clone()
+        } else if let Some(o) = &self.overflows[index] {
+            format!(
+                "quantized: {} could overflow the i{} accumulator of {} (channel {}, |acc| ≤ {}, limit {})",
+                self.settings.wide, self.settings.accumulator_bits, o.layer, o.detail.channel, o.detail.bound,
+                o.detail.limit
+            )
         } else {
-            "quantized"
+            "quantized".to_string()
         }
     }
 
@@ -900,10 +1103,14 @@ impl Report<'_> {
         }
         let _ = write!(
             out,
-            "kept {} of {} values {}: {} {} (drop {}, SQNR {}){}; {} evaluations",
+            "kept {} of {} values {}{}: {} {} (drop {}, SQNR {}){}; {} evaluations",
             self.chosen.len(),
             self.sites.len(),
             self.settings.wide,
+            match self.overflows.iter().filter(|o| o.is_some()).count() {
+                0 => String::new(),
+                n => format!(" ({n} more stayed quantized: as {} they could overflow an accumulator)", self.settings.wide),
+            },
             self.target.name(),
             percent(self.result.metric),
             percent(self.float_metric - self.result.metric),
@@ -937,6 +1144,7 @@ impl Report<'_> {
             self.reached
         );
         let _ = writeln!(out, "  \"evaluations\": {},", self.evaluations);
+        let _ = writeln!(out, "  \"accumulator_bits\": {},", self.settings.accumulator_bits);
         out.push_str("  \"layers\": [\n");
         for (rank, &i) in self.order.iter().enumerate() {
             let _ = write!(
@@ -948,8 +1156,19 @@ impl Report<'_> {
                 json_string(&self.sites[i].op),
                 number(self.rows[i].sqnr_db),
                 number(self.rows[i].metric),
-                json_string(self.decision(i)),
+                json_string(&self.decision(i)),
             );
+            if let Some(o) = &self.overflows[i] {
+                out.pop();
+                let _ = write!(
+                    out,
+                    ", \"overflow\": {{\"layer\": {}, \"channel\": {}, \"bound\": {}, \"limit\": {}}}}}",
+                    json_string(&o.layer),
+                    o.detail.channel,
+                    o.detail.bound,
+                    o.detail.limit
+                );
+            }
             out.push_str(if rank + 1 < self.order.len() { ",\n" } else { "\n" });
         }
         out.push_str("  ]\n}\n");

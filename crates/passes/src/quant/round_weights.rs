@@ -11,7 +11,8 @@
 //!    accumulates each layer's input patch Gram matrix and patch sum
 //!    (`layer_inputs.rs`). The inputs are those of the fake-quant model as
 //!    given: quantized activations, earlier layers with their rounding before
-//!    this pass (one data pass instead of one per layer).
+//!    this pass (one data pass instead of one per layer; more under
+//!    `max-gram-mb`, below, each on the same module).
 //! 2. **Rounding.** Per output channel, floor or ceil of each `W/s`,
 //!    minimizing the output error over those inputs (`adaround.rs`). With
 //!    `bias-correction` (default) the error is the covariance part: the mean
@@ -24,6 +25,20 @@
 //!    checked for every weight). With `bias-correction` the bias moves by the
 //!    change of the mean output shift, `−s·(n − n_nearest)·E[p]` per channel:
 //!    the bias keeps whatever correction it had for nearest rounding.
+//!
+//! **Memory.** A layer's statistics are a K×K f64 Gram matrix per group
+//! (K = taps per output channel: a 512·3·3 conv has K = 4608, 170 MB), and
+//! during a data pass each worker thread holds its own partial copy.
+//! `max-gram-mb` (default 1024, MB of 10^6 bytes; 0: no limit) bounds the
+//! matrices one data pass collects: layers are taken in program order into
+//! as many passes as that needs (each a run of the calibration data through
+//! the same module, so the result does not change), and each pass's
+//! matrices are dropped once its layers are optimized. A layer whose
+//! matrices alone exceed the limit keeps its nearest rounding, with a
+//! warning at the layer: the Gram matrix is the method's whole view of the
+//! data, and any smaller stand-in (fewer patches, a subset of taps, a block
+//! diagonal) optimizes another objective than the layer's output error, with
+//! no check that the result is not worse than nearest rounding.
 //!
 //! `time-budget` bounds the optimization (not the data pass): each layer
 //! gets a share in proportion to its cost (channels × K² × iterations), the
@@ -38,7 +53,8 @@
 //! (levels other than nearest rounding's), `channels-kept-nearest`,
 //! `biases-adjusted`, `layers-cut-by-budget`, `error-percent-of-nearest` (the
 //! summed output error, in percent of nearest rounding's), `weights-unsettled`
-//! (relaxed roundings still between floor and ceil at the last iteration).
+//! (relaxed roundings still between floor and ceil at the last iteration),
+//! `data-passes`, `layers-over-gram-limit`.
 //!
 //! ```text
 //! // before (i4 weights, scale 0.5: nearest rounding of [0.7, 0.7] is [0.5, 0.5])
@@ -81,7 +97,9 @@ impl Pass for RoundWeights {
          the level below or above `W/s` so that the layer's output error on the calibration data is \
          smallest (a relaxed rounding optimized with Adam from each layer's input Gram matrix), and \
          writes the weight constant back as exactly those grid values; with `bias-correction` the bias \
-         moves by the change of the mean output error. `time-budget` bounds the optimization.\n\n\
+         moves by the change of the mean output error. `time-budget` bounds the optimization; \
+         `max-gram-mb` bounds the Gram matrices one data pass holds (more passes, same result; a layer \
+         above it alone keeps nearest rounding).\n\n\
          ```\n\
          %wq = qnn.fake_quant(%w) {type = !qnn.uniform<i4:f32:0, {0.5:0}>} ...\n\
          // -> %w holds values on the grid of 0.5: floor or ceil of each weight, whichever the data prefers\n\
@@ -111,6 +129,11 @@ impl Pass for RoundWeights {
                  by the change of its mean",
             ),
             OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)"),
+            OptionSpec::new("max-gram-mb", OptionKind::Float, "1024").help(
+                "MB (10^6 bytes) of layer input Gram matrices one data pass collects (each worker thread holds a \
+                 partial copy besides); more layers take more passes, and a layer above it alone keeps nearest \
+                 rounding with a warning (0: no limit)",
+            ),
         ]);
         options
     }
@@ -130,6 +153,7 @@ impl Pass for RoundWeights {
             }
         };
         float_in("time-budget", |v| v >= 0.0, "at least 0 (0: no limit)")?;
+        float_in("max-gram-mb", |v| v >= 0.0, "at least 0 (0: no limit)")?;
         float_in("regularization", |v| v >= 0.0, "at least 0")?;
         float_in("learning-rate", |v| v > 0.0, "greater than 0")?;
         float_in("warmup", |v| (0.0..1.0).contains(&v), "in [0, 1)")?;
@@ -151,50 +175,77 @@ impl Pass for RoundWeights {
         if sites.is_empty() {
             return Ok(PassOutcome::Unchanged);
         }
-        let start = Instant::now();
-        let inputs = collect_inputs(cx.ctx, module, &settings, &sites)?;
-        cx.add_phase("collect-inputs", start.elapsed());
-
-        let start = Instant::now();
-        let mut plans = Vec::with_capacity(sites.len());
-        let total_cost: f64 = sites.iter().map(Layer::cost).sum();
-        let mut cost_left = total_cost;
-        let (mut error, mut nearest_error) = (0.0, 0.0);
-        for (site, inputs) in sites.iter().zip(inputs) {
-            if inputs.patches == 0 {
-                cost_left -= site.cost();
-                let why = format!("it saw no calibration data (it is not reached from @{})", settings.data.func);
-                cx.warn_at(module, site.op, format!("round-weights leaves this layer's rounding as it is: {why}"));
-                plans.push(None);
-                continue;
-            }
-            let budget = (settings.time_budget > 0.0).then(|| {
-                let left = (settings.time_budget - start.elapsed().as_secs_f64()).max(0.0);
-                Duration::from_secs_f64(left * site.cost() / cost_left.max(f64::MIN_POSITIVE))
-            });
-            cost_left -= site.cost();
-            let problem = site.problem(&inputs);
-            let outcome = optimize_layer(&problem, &settings.schedule, settings.threads, budget);
-            if outcome.iterations < settings.schedule.iterations {
-                cx.add_stat("layers-cut-by-budget", 1);
-                cx.warn_at(
-                    module,
-                    site.op,
-                    format!(
-                        "the time budget cut this layer's rounding optimization to {} of {} iterations",
-                        outcome.iterations, settings.schedule.iterations
-                    ),
-                );
-            }
-            for channel in &outcome.channels {
-                error += channel.error;
-                nearest_error += channel.nearest_error;
-                cx.add_stat("weights-unsettled", channel.unsettled as u64);
-            }
-            let levels: Vec<Vec<i64>> = outcome.channels.into_iter().map(|c| c.levels).collect();
-            plans.push(Some((levels, inputs)));
+        let (passes, over_limit) = gram_passes(&sites, settings.max_gram_bytes);
+        for &i in &over_limit {
+            let site = &sites[i];
+            cx.add_stat("layers-over-gram-limit", 1);
+            cx.warn_at(
+                module,
+                site.op,
+                format!(
+                    "round-weights leaves this layer's rounding as it is: its input statistics take {} bytes ({} \
+                     group(s) of a {k}×{k} Gram matrix and a sum of {k}, f64), above max-gram-mb={}",
+                    site.gram_bytes(),
+                    site.window.groups(),
+                    settings.max_gram_bytes / 1e6,
+                    k = site.window.taps(),
+                ),
+            );
         }
-        cx.add_phase("optimize", start.elapsed());
+        cx.add_stat("data-passes", passes.len() as u64);
+
+        let mut plans: Vec<Option<(Vec<Vec<i64>>, LayerInputs)>> = (0..sites.len()).map(|_| None).collect();
+        let mut cost_left: f64 = passes.iter().flatten().map(|&i| sites[i].cost()).sum();
+        let (mut error, mut nearest_error) = (0.0, 0.0);
+        let mut optimizing = Duration::ZERO;
+        for pass in &passes {
+            let start = Instant::now();
+            let layers: Vec<&Layer> = pass.iter().map(|&i| &sites[i]).collect();
+            let inputs = collect_inputs(cx.ctx, module, &settings, &layers)?;
+            cx.add_phase("collect-inputs", start.elapsed());
+
+            let start = Instant::now();
+            for (&index, mut inputs) in pass.iter().zip(inputs) {
+                let site = &sites[index];
+                if inputs.patches == 0 {
+                    cost_left -= site.cost();
+                    let why = format!("it saw no calibration data (it is not reached from @{})", settings.data.func);
+                    cx.warn_at(module, site.op, format!("round-weights leaves this layer's rounding as it is: {why}"));
+                    continue;
+                }
+                let budget = (settings.time_budget > 0.0).then(|| {
+                    let spent = (optimizing + start.elapsed()).as_secs_f64();
+                    let left = (settings.time_budget - spent).max(0.0);
+                    Duration::from_secs_f64(left * site.cost() / cost_left.max(f64::MIN_POSITIVE))
+                });
+                cost_left -= site.cost();
+                // The Gram matrices become the problem's metrics: none is held twice.
+                let problem = site.problem(&mut inputs);
+                let outcome = optimize_layer(&problem, &settings.schedule, settings.threads, budget);
+                drop(problem);
+                if outcome.iterations < settings.schedule.iterations {
+                    cx.add_stat("layers-cut-by-budget", 1);
+                    cx.warn_at(
+                        module,
+                        site.op,
+                        format!(
+                            "the time budget cut this layer's rounding optimization to {} of {} iterations",
+                            outcome.iterations, settings.schedule.iterations
+                        ),
+                    );
+                }
+                for channel in &outcome.channels {
+                    error += channel.error;
+                    nearest_error += channel.nearest_error;
+                    cx.add_stat("weights-unsettled", channel.unsettled as u64);
+                }
+                let levels: Vec<Vec<i64>> = outcome.channels.into_iter().map(|c| c.levels).collect();
+                plans[index] = Some((levels, inputs));
+            }
+            let elapsed = start.elapsed();
+            optimizing += elapsed;
+            cx.add_phase("optimize", elapsed);
+        }
 
         let mut changed = false;
         let mut rounded = 0;
@@ -219,6 +270,8 @@ struct Settings {
     bits_below: u32,
     bias_correction: bool,
     threads: usize,
+    /// `max-gram-mb` in bytes; infinite for 0 (no limit).
+    max_gram_bytes: f64,
 }
 
 impl Settings {
@@ -239,6 +292,11 @@ impl Settings {
             bits_below: options.int("bits-below").clamp(0, 64) as u32,
             bias_correction: options.bool("bias-correction"),
             threads,
+            max_gram_bytes: match options.float("max-gram-mb") {
+                mb if mb > 0.0 => mb * 1e6,
+                0.0 => f64::INFINITY,
+                mb => return Err(format!("'max-gram-mb' must be at least 0 (0: no limit), got {mb}").into()),
+            },
         })
     }
 }
@@ -277,6 +335,13 @@ impl Layer {
         self.channels() as f64 * (k * k + 16.0 * k + 100.0)
     }
 
+    /// Bytes of its input statistics: per group, a K×K Gram matrix and a
+    /// patch sum of K, in f64.
+    fn gram_bytes(&self) -> f64 {
+        let k = self.window.taps() as f64;
+        self.window.groups() as f64 * (k * k + k) * 8.0
+    }
+
     /// Channel `c`'s f32 scale, zero point and storage range.
     fn grid(&self, c: usize) -> (f32, i64, i64, i64) {
         let p = params_at(&self.quant, c).unwrap_or(qopt_dialect_qnn::quant_params::ScaleZp {
@@ -287,16 +352,17 @@ impl Layer {
         (scale_f32(p.scale), p.zero_point, qmin, qmax)
     }
 
-    /// The rounding problems of every channel over the layer's inputs.
-    fn problem(&self, inputs: &LayerInputs) -> LayerProblem {
+    /// The rounding problems of every channel over the layer's inputs. The
+    /// Gram matrices move into the problem (`inputs` keeps the sums and the
+    /// patch count, which the write-back needs).
+    fn problem(&self, inputs: &mut LayerInputs) -> LayerProblem {
         let k = self.window.taps();
         let n = inputs.patches.max(1) as f64;
-        let metrics = inputs
-            .gram
-            .iter()
+        let metrics = std::mem::take(&mut inputs.gram)
+            .into_iter()
             .zip(&inputs.sums)
-            .map(|(gram, sums)| {
-                let mut m: Vec<f64> = gram.iter().map(|g| g / n).collect();
+            .map(|(mut m, sums)| {
+                m.iter_mut().for_each(|g| *g /= n);
                 if self.centered {
                     for i in 0..k {
                         for j in 0..k {
@@ -553,6 +619,31 @@ fn layer_at(
     }))
 }
 
+/// The layers' data passes under a limit of `max_bytes` of statistics per
+/// pass: indices into `layers`, in program order, each pass as many layers as
+/// fit; and the layers that do not fit alone.
+fn gram_passes(layers: &[Layer], max_bytes: f64) -> (Vec<Vec<usize>>, Vec<usize>) {
+    let (mut passes, mut over) = (Vec::new(), Vec::new());
+    let (mut current, mut bytes): (Vec<usize>, f64) = (Vec::new(), 0.0);
+    for (i, layer) in layers.iter().enumerate() {
+        let size = layer.gram_bytes();
+        if size > max_bytes {
+            over.push(i);
+            continue;
+        }
+        if !current.is_empty() && bytes + size > max_bytes {
+            passes.push(std::mem::take(&mut current));
+            bytes = 0.0;
+        }
+        current.push(i);
+        bytes += size;
+    }
+    if !current.is_empty() {
+        passes.push(current);
+    }
+    (passes, over)
+}
+
 /// What one chunk of calls produced: per layer, its inputs' statistics; or an
 /// error, at the layer (by index) when one is to blame.
 type ChunkResult = Result<Vec<LayerInputs>, (Option<usize>, String)>;
@@ -562,7 +653,7 @@ fn collect_inputs(
     ctx: &Context,
     module: &Module,
     settings: &Settings,
-    layers: &[Layer],
+    layers: &[&Layer],
 ) -> Result<Vec<LayerInputs>, PassError> {
     let data = settings.data.open(ctx, module)?;
     let (calls, _) = data.calls(settings.data.batches);
@@ -600,8 +691,8 @@ fn collect_inputs(
     };
     let mut prepared = Interpreter::new(ctx, module, kernels);
     prepared.prepare(&settings.data.func).map_err(|e| e.to_string())?;
-    let empty: Vec<LayerInputs> = layers.iter().map(|l| LayerInputs::new(l.window.clone())).collect();
-    let mut merged = empty.clone();
+    let fresh = || -> Vec<LayerInputs> { layers.iter().map(|l| LayerInputs::new(l.window.clone())).collect() };
+    let mut merged = fresh();
     let per_chunk = chunk_calls(calls);
     let chunks = calls.div_ceil(per_chunk);
     let func_name = settings.data.func.as_str();
@@ -612,9 +703,9 @@ fn collect_inputs(
         let results: Vec<ChunkResult> = std::thread::scope(|scope| {
             let handles: Vec<_> = (round..chunks.min(round + settings.threads.max(1)))
                 .map(|chunk| {
-                    let (mut interp, empty, by_result, by_arg) = (prepared.fork(), &empty, &by_result, &by_arg);
+                    let (mut interp, fresh, by_result, by_arg) = (prepared.fork(), &fresh, &by_result, &by_arg);
                     scope.spawn(move || {
-                        let mut partial = empty.clone();
+                        let mut partial = fresh();
                         for call in chunk * per_chunk..((chunk + 1) * per_chunk).min(calls) {
                             let start = call * per_call;
                             let inputs = dataset.read(start, per_call).map_err(|e| (None, e.to_string()))?;
