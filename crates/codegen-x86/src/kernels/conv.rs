@@ -354,17 +354,6 @@ impl OpLowering for Conv2dLowering {
             return Ok(());
         };
 
-        if let ConvGemm::Winograd(shape) = gemm {
-            let panels = offset(scratch, plan.image.scratch_bytes())?;
-            let sums = offset(panels, shape.panel_bytes().next_multiple_of(BUFFER_ALIGN))?;
-            return emit_winograd(
-                &plan,
-                &shape,
-                &records,
-                WinogradPlaces { image: image_place, panels, sums, output },
-                out,
-            );
-        }
         let window = Window {
             kernel: g.kernel,
             stride: g.stride,
@@ -376,7 +365,12 @@ impl OpLowering for Conv2dLowering {
         let panel_shape = match gemm {
             ConvGemm::Positions(shape) => shape,
             ConvGemm::Channels(shape) => shape.panels,
-            ConvGemm::Winograd(_) => unreachable!("returned above"),
+            ConvGemm::Winograd(shape) => {
+                let panels = offset(scratch, plan.image.scratch_bytes())?;
+                let sums = offset(panels, shape.panel_bytes().next_multiple_of(BUFFER_ALIGN))?;
+                let places = WinogradPlaces { image: image_place, panels, sums, output };
+                return emit_winograd(&plan, &shape, &records, places, out);
+            }
         };
         let (tables, blocks_at) = pack_tables(&plan.image, &window, &panel_shape);
         let tables = out.rodata(&tables);
@@ -397,9 +391,8 @@ impl OpLowering for Conv2dLowering {
             ),
         });
         match gemm {
-            ConvGemm::Positions(shape) => emit_position_gemm(&plan, &shape, &records, panels, output, out),
             ConvGemm::Channels(shape) => emit_channel_lanes_gemm(&plan, &shape, &init, panels, output, out),
-            ConvGemm::Winograd(_) => unreachable!("returned above"),
+            _ => emit_position_gemm(&plan, &panel_shape, &records, panels, output, out),
         }
     }
 }
