@@ -104,17 +104,21 @@ pub(crate) fn emit_pad(shape: &ImageShape, input: Place, image: Place) -> Result
     let wp = shape.padded_width();
     let e = shape.element_size();
     let (top, left, bottom, right) = (shape.pad[0], shape.pad[1], shape.pad[2], shape.pad[3]);
+    // Without left and right padding the rows are contiguous on both sides:
+    // the plane converts as one row of H·W elements.
+    let (rows, row_len) = if left == 0 && right == 0 && h * w > 0 { (1, h * w) } else { (h, w) };
     emit_item_kernel(&[(PAD_INPUT, input), (PAD_IMAGE, image)], &mut |a| {
         // ymm15: what converts (zp_x as i16, or the sign bit of every byte);
-        // ymm14 and rax: the padding value in every element.
+        // ymm14 and rax: the padding value in every element; r11: the sign
+        // bit of every byte.
         let fill_pattern: u64 =
             if shape.bytes { u64::from_le_bytes([shape.byte_zero_point as u8; 8]) } else { 0 };
         a.mov(rax, fill_pattern)?;
         a.vmovq(xmm14, rax)?;
         a.vpbroadcastq(ymm14, xmm14)?;
         if shape.bytes {
-            a.mov(r8, u64::from_le_bytes([0x80; 8]))?;
-            a.vmovq(xmm15, r8)?;
+            a.mov(r11, u64::from_le_bytes([0x80; 8]))?;
+            a.vmovq(xmm15, r11)?;
             a.vpbroadcastq(ymm15, xmm15)?;
         } else {
             a.mov(r8d, (shape.zero_point as i16 as u16 as u32) * 0x1_0001)?;
@@ -127,15 +131,15 @@ pub(crate) fn emit_pad(shape: &ImageShape, input: Place, image: Place) -> Result
         a.add(rdi, PAD_IMAGE)?;
         emit_fill(a, rdi, 0, top * wp * e)?;
         super::add_constant(a, rdi, top * wp * e, r8)?;
-        if h > 0 {
+        if rows > 0 {
             let mut row = a.create_label();
-            a.mov(rcx, h as u64)?;
+            a.mov(rcx, rows as u64)?;
             a.set_label(&mut row)?;
             emit_fill(a, rdi, 0, left * e)?;
-            emit_convert_row(a, shape, left * e)?;
-            emit_fill(a, rdi, (left + w) * e, right * e)?;
-            super::add_constant(a, rsi, w, r8)?;
-            super::add_constant(a, rdi, wp * e, r8)?;
+            emit_convert_row(a, shape, row_len, left * e)?;
+            emit_fill(a, rdi, (left + row_len) * e, right * e)?;
+            super::add_constant(a, rsi, row_len, r8)?;
+            super::add_constant(a, rdi, (left + row_len + right) * e, r8)?;
             a.dec(rcx)?;
             a.jnz(row)?;
         }
@@ -189,42 +193,23 @@ fn emit_fill(
     Ok(())
 }
 
-/// Converts the `W` input bytes at rsi into image elements at
-/// `rdi + disp`. Clobbers r8, r9, r10, ymm0.
-fn emit_convert_row(a: &mut CodeAssembler, shape: &ImageShape, disp: usize) -> Result<(), CodegenError> {
-    let w = shape.width;
+/// Converts the `len` input bytes at rsi into image elements at
+/// `rdi + disp`: whole vector chunks, then one more ending at the row's end
+/// (it overlaps the previous one and writes the same values again), so no
+/// load reads outside the row. Clobbers r8, r9, r10, rdx, ymm0 (r11 holds
+/// the sign bit of every byte).
+fn emit_convert_row(
+    a: &mut CodeAssembler,
+    shape: &ImageShape,
+    len: usize,
+    disp: usize,
+) -> Result<(), CodegenError> {
     let e = shape.element_size();
     let unsigned = shape.input == ElementType::U8;
-    // One vector chunk of `chunk` inputs at `src + s`, written at `dst + d`.
-    let vector =
-        |a: &mut CodeAssembler, src: AsmRegister64, s: usize, dst: AsmRegister64, d: usize, wide: bool| {
-            if !shape.bytes {
-                if unsigned {
-                    a.vpmovzxbw(ymm0, xmmword_ptr(src + s))?;
-                } else {
-                    a.vpmovsxbw(ymm0, xmmword_ptr(src + s))?;
-                }
-                a.vpsubw(ymm0, ymm0, ymm15)?;
-                a.vmovdqu(ymmword_ptr(dst + d), ymm0)
-            } else if wide {
-                a.vmovdqu(ymm0, ymmword_ptr(src + s))?;
-                if !unsigned {
-                    a.vpxor(ymm0, ymm0, ymm15)?;
-                }
-                a.vmovdqu(ymmword_ptr(dst + d), ymm0)
-            } else {
-                a.vmovdqu(xmm0, xmmword_ptr(src + s))?;
-                if !unsigned {
-                    a.vpxor(xmm0, xmm0, xmm15)?;
-                }
-                a.vmovdqu(xmmword_ptr(dst + d), xmm0)
-            }
-        };
-    // Words: 16 inputs per chunk; bytes: 32 (or 16 when the row is shorter).
-    let chunk = if shape.bytes && w >= 32 { 32 } else { 16 };
-    let wide = chunk == 32;
-    if w < 16 {
-        for j in 0..w {
+    // The largest chunk of inputs that fits the row.
+    let chunk = [32, 16, 8, 4].into_iter().find(|&c| c <= len && (shape.bytes || c <= 16));
+    let Some(chunk) = chunk else {
+        for j in 0..len {
             if unsigned {
                 a.movzx(r8d, byte_ptr(rsi + j))?;
             } else {
@@ -241,29 +226,96 @@ fn emit_convert_row(a: &mut CodeAssembler, shape: &ImageShape, disp: usize) -> R
             }
         }
         return Ok(());
-    }
-    let chunks = w / chunk;
+    };
+    // One chunk of inputs at `src + s`, written at `dst + d`.
+    let convert = |a: &mut CodeAssembler, src: AsmRegister64, s: usize, dst: AsmRegister64, d: usize| {
+        if !shape.bytes {
+            let widen = |a: &mut CodeAssembler, to: AsmRegisterYmm, from: AsmMemoryOperand| {
+                if unsigned {
+                    a.vpmovzxbw(to, from)
+                } else {
+                    a.vpmovsxbw(to, from)
+                }
+            };
+            let widen_x = |a: &mut CodeAssembler, to: AsmRegisterXmm, from: AsmRegisterXmm| {
+                if unsigned {
+                    a.vpmovzxbw(to, from)
+                } else {
+                    a.vpmovsxbw(to, from)
+                }
+            };
+            match chunk {
+                16 => {
+                    widen(a, ymm0, xmmword_ptr(src + s))?;
+                    a.vpsubw(ymm0, ymm0, ymm15)?;
+                    a.vmovdqu(ymmword_ptr(dst + d), ymm0)
+                }
+                8 => {
+                    a.vmovq(xmm0, qword_ptr(src + s))?;
+                    widen_x(a, xmm0, xmm0)?;
+                    a.vpsubw(xmm0, xmm0, xmm15)?;
+                    a.vmovdqu(xmmword_ptr(dst + d), xmm0)
+                }
+                _ => {
+                    a.vmovd(xmm0, dword_ptr(src + s))?;
+                    widen_x(a, xmm0, xmm0)?;
+                    a.vpsubw(xmm0, xmm0, xmm15)?;
+                    a.vmovq(qword_ptr(dst + d), xmm0)
+                }
+            }
+        } else {
+            match chunk {
+                32 => {
+                    a.vmovdqu(ymm0, ymmword_ptr(src + s))?;
+                    if !unsigned {
+                        a.vpxor(ymm0, ymm0, ymm15)?;
+                    }
+                    a.vmovdqu(ymmword_ptr(dst + d), ymm0)
+                }
+                16 => {
+                    a.vmovdqu(xmm0, xmmword_ptr(src + s))?;
+                    if !unsigned {
+                        a.vpxor(xmm0, xmm0, xmm15)?;
+                    }
+                    a.vmovdqu(xmmword_ptr(dst + d), xmm0)
+                }
+                8 => {
+                    a.mov(r8, qword_ptr(src + s))?;
+                    if !unsigned {
+                        a.xor(r8, r11)?;
+                    }
+                    a.mov(qword_ptr(dst + d), r8)
+                }
+                _ => {
+                    a.mov(r8d, dword_ptr(src + s))?;
+                    if !unsigned {
+                        a.xor(r8d, r11d)?;
+                    }
+                    a.mov(dword_ptr(dst + d), r8d)
+                }
+            }
+        }
+    };
+    let chunks = len / chunk;
     if chunks > 8 {
         let mut again = a.create_label();
-        a.mov(r8, rsi)?;
-        a.lea(r9, qword_ptr(rdi + disp))?;
-        a.mov(r10, chunks as u64)?;
+        a.mov(r9, rsi)?;
+        a.lea(r10, qword_ptr(rdi + disp))?;
+        a.mov(rdx, chunks as u64)?;
         a.set_label(&mut again)?;
-        vector(a, r8, 0, r9, 0, wide)?;
-        a.add(r8, chunk as i32)?;
-        a.add(r9, (chunk * e) as i32)?;
-        a.dec(r10)?;
+        convert(a, r9, 0, r10, 0)?;
+        a.add(r9, chunk as i32)?;
+        a.add(r10, (chunk * e) as i32)?;
+        a.dec(rdx)?;
         a.jnz(again)?;
     } else {
         for j in 0..chunks {
-            vector(a, rsi, chunk * j, rdi, disp + chunk * j * e, wide)?;
+            convert(a, rsi, chunk * j, rdi, disp + chunk * j * e)?;
         }
     }
-    if !w.is_multiple_of(chunk) {
-        // The last chunk again, ending at the row's end (the overlap writes
-        // the same values twice).
-        let start = w - chunk;
-        vector(a, rsi, start, rdi, disp + start * e, wide)?;
+    if !len.is_multiple_of(chunk) {
+        let start = len - chunk;
+        convert(a, rsi, start, rdi, disp + start * e)?;
     }
     Ok(())
 }
