@@ -124,13 +124,13 @@ def main() -> int:
                     ours = min(ours, median)
                 best = min(ort.values())
                 rows.append((name, cfg, threads, ort["QDQ"], ort["QOperator"], ours, best / ours, compile_ms))
-                C.log(f"{name} {cfg} {threads}t: ORT QDQ {ort['QDQ']:.2f} ms, QOperator {ort['QOperator']:.2f} ms, "
-                      f"qopt x86 {ours:.2f} ms")
+                C.log(f"{name} {cfg} {threads}t: ORT QDQ {ort['QDQ']:.3f} ms, QOperator {ort['QOperator']:.3f} ms, "
+                      f"qopt x86 {ours:.3f} ms")
     print("| model | qopt config | threads | ORT QDQ u8 ms | ORT QOperator u8 ms | qopt x86 ms | "
           "ORT best / qopt | qopt compile ms |")
     print("|---|---|---|---|---|---|---|---|")
     for name, cfg, threads, qdq, qop, ours, ratio, compile_ms in rows:
-        print(f"| {name} | {cfg} | {threads} | {qdq:.2f} | {qop:.2f} | {ours:.2f} | {ratio:.2f}x | {compile_ms:.0f} |")
+        print(f"| {name} | {cfg} | {threads} | {qdq:.3f} | {qop:.3f} | {ours:.3f} | {ratio:.2f}x | {compile_ms:.0f} |")
     return 0
 
 

@@ -73,7 +73,7 @@ pub use error::{CodegenError, CodegenErrorKind};
 pub use guard::{GuardSide, GuardedRegion};
 pub use header::c_header;
 pub use jit::ExecutableCode;
-pub use kernels::{Conv2dLowering, ConvGemmChoice, DenseLowering, KernelOptions};
+pub use kernels::{Conv2dLowering, ConvGemmChoice, DenseLowering, DepthwiseTaps, KernelOptions};
 pub use listing::{listing, AsmSyntax};
 pub use lower::{Emit, LowerOp, Lowerings, OpLowering, Plan};
 pub use module::{

@@ -179,7 +179,7 @@ fn bench_prints_one_latency_line() {
     assert_eq!(rest, "3 runs)");
     let ms = |s: &str| -> f64 {
         let (_, decimals) = s.split_once('.').expect("a decimal point");
-        assert_eq!(decimals.len(), 2, "two decimals in {s}");
+        assert_eq!(decimals.len(), 3, "three decimals in {s}");
         s.parse().expect("a number")
     };
     let (median, min, max) = (ms(median), ms(min), ms(max));

@@ -331,8 +331,15 @@ impl OpLowering for Conv2dLowering {
         let init = plan.layer.accumulator_init(plan.accumulation);
         let records = channel_records(&plan.layer.requant, &init);
         let Some(gemm) = plan.gemm else {
-            let shape =
-                DepthwiseShape::new(g.channels, g.kernel, g.output, g.stride, g.dilation, &plan.image);
+            let shape = DepthwiseShape::new(
+                g.channels,
+                g.kernel,
+                g.output,
+                g.stride,
+                g.dilation,
+                &plan.image,
+                self.options.depthwise_taps,
+            );
             let code = emit_depthwise(
                 &plan.layer,
                 &shape,
@@ -346,10 +353,7 @@ impl OpLowering for Conv2dLowering {
                 code,
                 work: planes,
                 work_item: "channel plane",
-                strategy: format!(
-                    "depthwise direct {}×{} stride {}: vpmaddwd exact, 8 output columns per vector",
-                    g.kernel[0], g.kernel[1], g.stride[1]
-                ),
+                strategy: shape.describe(),
             });
             return Ok(());
         };

@@ -53,6 +53,22 @@ pub struct KernelOptions {
     pub vnni: bool,
     /// Which conv GEMM runs a (non-depthwise) convolution.
     pub conv_gemm: ConvGemmChoice,
+    /// How the depthwise kernel pairs taps.
+    pub depthwise_taps: DepthwiseTaps,
+}
+
+/// How the depthwise kernel lays taps into `vpmaddwd`'s i16 pairs
+/// (`depthwise.rs`).
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
+pub enum DepthwiseTaps {
+    /// The layout that takes fewer instructions for the layer's shape.
+    #[default]
+    Cheapest,
+    /// Horizontally adjacent taps share a pair wherever the horizontal
+    /// dilation is 1.
+    Adjacent,
+    /// Each tap with a zero partner.
+    Single,
 }
 
 /// Which of the two conv GEMMs a convolution runs.
@@ -73,18 +89,32 @@ pub enum ConvGemmChoice {
 
 impl Default for KernelOptions {
     fn default() -> KernelOptions {
-        KernelOptions { byte_products: true, vnni: true, conv_gemm: ConvGemmChoice::Cheapest }
+        KernelOptions {
+            byte_products: true,
+            vnni: true,
+            conv_gemm: ConvGemmChoice::Cheapest,
+            depthwise_taps: DepthwiseTaps::Cheapest,
+        }
     }
 }
 
 impl KernelOptions {
     /// Only the exact `vpmaddwd` path, whatever the weights and the target.
-    pub const EXACT_WORDS_ONLY: KernelOptions =
-        KernelOptions { byte_products: false, vnni: false, conv_gemm: ConvGemmChoice::Cheapest };
+    pub const EXACT_WORDS_ONLY: KernelOptions = KernelOptions {
+        byte_products: false,
+        vnni: false,
+        conv_gemm: ConvGemmChoice::Cheapest,
+        depthwise_taps: DepthwiseTaps::Cheapest,
+    };
 
     /// These options with convolutions on the GEMM `choice`.
     pub const fn with_conv_gemm(self, choice: ConvGemmChoice) -> KernelOptions {
         KernelOptions { conv_gemm: choice, ..self }
+    }
+
+    /// These options with depthwise taps laid out as `taps` says.
+    pub const fn with_depthwise_taps(self, taps: DepthwiseTaps) -> KernelOptions {
+        KernelOptions { depthwise_taps: taps, ..self }
     }
 }
 

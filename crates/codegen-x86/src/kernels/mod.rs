@@ -80,7 +80,7 @@ use std::sync::Arc;
 
 pub use conv::Conv2dLowering;
 pub use dense::DenseLowering;
-pub use layer::{ConvGemmChoice, KernelOptions};
+pub use layer::{ConvGemmChoice, DepthwiseTaps, KernelOptions};
 
 /// Registers the conv2d and dense lowerings (with default options).
 pub(crate) fn register(l: &mut Lowerings) {

@@ -14,7 +14,7 @@
 //! The VNNI code is assembled on every machine and run only where the CPU
 //! has it.
 
-use super::{Conv2dLowering, ConvGemmChoice, DenseLowering, KernelOptions};
+use super::{Conv2dLowering, ConvGemmChoice, DenseLowering, DepthwiseTaps, KernelOptions};
 use crate::abi::{call_kernel, Place, BUFFER_ALIGN};
 use crate::jit::ExecutableCode;
 use crate::lower::{Emit, LowerOp, OpLowering, Plan, Rodata};
@@ -502,6 +502,43 @@ fn winograd_case() -> impl Strategy<Value = Case> {
         })
 }
 
+/// A random depthwise conv2d with rows long enough for whole 32-column
+/// steps and every remainder, odd and even kernel widths, both horizontal
+/// strides and dilations.
+fn depthwise_case() -> impl Strategy<Value = Case> {
+    (
+        (1usize..3, 1usize..9, 1usize..8, 1usize..75),
+        (1usize..6, 1usize..6, 1usize..3, 1usize..3, 1usize..3, 1usize..3),
+        proptest::array::uniform4(0usize..3),
+        common(),
+    )
+        .prop_filter_map(
+            "the window must fit",
+            |((n, c, h, w), (kh, kw, sh, sw, dh, dw), pad, common)| {
+                let (eh, ew) = (dh * (kh - 1) + 1, dw * (kw - 1) + 1);
+                if h + pad[0] + pad[2] < eh || w + pad[1] + pad[3] < ew {
+                    return None;
+                }
+                let (oh, ow) = ((h + pad[0] + pad[2] - eh) / sh + 1, (w + pad[1] + pad[3] - ew) / sw + 1);
+                let attrs = vec![
+                    format!("stride = [{sh}, {sw}]"),
+                    format!("pad = [{}, {}, {}, {}]", pad[0], pad[1], pad[2], pad[3]),
+                    format!("dilation = [{dh}, {dw}]"),
+                    format!("groups = {c}"),
+                ];
+                Some(build(
+                    &common,
+                    "conv",
+                    attrs,
+                    vec![n, c, h, w],
+                    vec![c, 1, kh, kw],
+                    vec![n, c, oh, ow],
+                    c,
+                ))
+            },
+        )
+}
+
 /// A random dense: rows (rank 1 to 3 inputs), K and O around the tile sizes.
 fn dense_case() -> impl Strategy<Value = Case> {
     (
@@ -543,6 +580,24 @@ proptest! {
             let options = KernelOptions::default().with_conv_gemm(ConvGemmChoice::Winograd);
             let chosen = check(&case, &Conv2dLowering { options }, &cuts);
             prop_assert!(chosen.starts_with("winograd"), "{}", chosen);
+        }
+    }
+
+    #[test]
+    fn depthwise_conv2d_matches_the_interpreter(case in depthwise_case(), cuts in cuts()) {
+        if avx2_here("depthwise_conv2d_matches_the_interpreter") {
+            for taps in [DepthwiseTaps::Cheapest, DepthwiseTaps::Adjacent, DepthwiseTaps::Single] {
+                let options = KernelOptions::default().with_depthwise_taps(taps);
+                let chosen = check(&case, &Conv2dLowering { options }, &cuts);
+                prop_assert!(chosen.starts_with("depthwise"), "{}", chosen);
+                let adjacent = chosen.contains("adjacent taps");
+                let unit_dilation = case.attrs.contains("1], groups");
+                match taps {
+                    DepthwiseTaps::Adjacent => prop_assert_eq!(adjacent, unit_dilation, "{}", chosen),
+                    DepthwiseTaps::Single => prop_assert!(!adjacent, "{}", chosen),
+                    DepthwiseTaps::Cheapest => {}
+                }
+            }
         }
     }
 

@@ -34,10 +34,11 @@ impl Latency {
         Latency { runs: n, median_ms: median, min_ms: ms[0], max_ms: ms[n - 1] }
     }
 
-    /// `latency: median 1.23 ms, min 1.20 ms, max 1.50 ms (10 runs)`.
+    /// `latency: median 1.234 ms, min 1.201 ms, max 1.502 ms (10 runs)`: three
+    /// decimals, so runs of a fraction of a millisecond still compare.
     pub fn line(&self) -> String {
         format!(
-            "latency: median {:.2} ms, min {:.2} ms, max {:.2} ms ({} runs)",
+            "latency: median {:.3} ms, min {:.3} ms, max {:.3} ms ({} runs)",
             self.median_ms, self.min_ms, self.max_ms, self.runs
         )
     }
@@ -52,7 +53,7 @@ mod tests {
         let l = Latency::of(vec![3.0, 1.0, 2.0]);
         assert_eq!((l.runs, l.median_ms, l.min_ms, l.max_ms), (3, 2.0, 1.0, 3.0));
         assert_eq!(Latency::of(vec![4.0, 1.0, 2.0, 3.0]).median_ms, 2.5);
-        assert_eq!(l.line(), "latency: median 2.00 ms, min 1.00 ms, max 3.00 ms (3 runs)");
+        assert_eq!(l.line(), "latency: median 2.000 ms, min 1.000 ms, max 3.000 ms (3 runs)");
     }
 
     #[test]
