@@ -25,6 +25,7 @@
 
 use super::layer::{ChannelRequant, Layer};
 use super::requantize_i32::{HalfConstants, Narrowing, Requantizer, ShiftCount, Vector};
+use crate::buffer::ElementType;
 use iced_x86::code_asm::*;
 
 /// Bytes per output channel in [`channel_records`].
@@ -211,10 +212,14 @@ fn shared_requantizer(
 ) -> Requantizer {
     let global = |offset: usize| Vector::Mem(ymmword_ptr(base + (globals + offset)));
     let narrowing = if uses_high_dwords(layer) {
+        // The packs saturate to the byte range (pack_8, pack_16).
+        let (storage_min, storage_max) =
+            if layer.output.element == ElementType::U8 { (0, 255) } else { (-128, 127) };
+        let zp = layer.output.zero_point;
         Narrowing::HighDwords {
             shift: high_shift,
-            low: global(GLOBAL_LOW_DWORDS),
-            high: global(GLOBAL_HIGH_DWORDS),
+            low: (layer.low + zp > storage_min).then(|| global(GLOBAL_LOW_DWORDS)),
+            high: (layer.high + zp < storage_max).then(|| global(GLOBAL_HIGH_DWORDS)),
         }
     } else {
         Narrowing::Wide { low, high: global(GLOBAL_HIGH) }

@@ -3,7 +3,9 @@
 //!
 //! [`Requantizer::emit`] turns 8 i32 lanes `v` of a ymm into the 8 stored
 //! values `clamp(R(v × m, s, mode), low, high) + zp_out` (`docs/quant-semantics.md`
-//! §4.4, §5, §6), as i32 lanes each within the output's byte range:
+//! §4.4, §5, §6), as i32 lanes that the caller's saturating packs to bytes
+//! ([`pack_8`](super::epilogue::pack_8)) take exactly: a bound the packs
+//! enforce themselves (at or past the byte range) may be left to them.
 //!
 //! ```text
 //!   odd = v >> 32 (per qword)            lanes 1, 3, 5, 7 to the low dwords
@@ -94,13 +96,16 @@ pub(crate) enum Narrowing {
         high: Vector,
     },
     /// Every shift ≥ 32: high dwords, 32-bit shift by `s − 32` and clamp.
+    /// A bound is `None` where the caller's saturating packs clamp to it
+    /// anyway (it is at or past the output's storage range): the result is
+    /// below 2^30 in magnitude, so adding `zp_out` cannot wrap.
     HighDwords {
         /// `s − 32` (uniform: `vpsrad`; per lane: `vpsravd` on dwords).
         shift: ShiftCount,
         /// `low − zp_out` in each dword.
-        low: Vector,
+        low: Option<Vector>,
         /// `high − zp_out` in each dword.
-        high: Vector,
+        high: Option<Vector>,
     },
 }
 
@@ -170,8 +175,7 @@ impl Requantizer {
                     ShiftCount::Uniform(m) => a.vpsrad(x, x, m)?,
                     ShiftCount::PerLane(v) => with_vector!(a, vpsravd, x, x, v)?,
                 }
-                with_vector!(a, vpmaxsd, x, x, low)?;
-                with_vector!(a, vpminsd, x, x, high)?;
+                clamp(a, x, (low, high))?;
             }
         }
         with_vector!(a, vpaddd, x, x, self.zero_point)
@@ -190,7 +194,7 @@ impl Requantizer {
         odd: AsmRegisterYmm,
         scratch: AsmRegisterYmm,
         high_shift: ShiftCount,
-        (low, high): (Vector, Vector),
+        (low, high): (Option<Vector>, Option<Vector>),
     ) -> Result<(), IcedError> {
         a.vpabsd(scratch, x)?;
         a.vpsrlq(odd, scratch, 32)?;
@@ -205,8 +209,7 @@ impl Requantizer {
             ShiftCount::PerLane(v) => with_vector!(a, vpsrlvd, scratch, scratch, v)?,
         }
         a.vpsignd(x, scratch, x)?;
-        with_vector!(a, vpmaxsd, x, x, low)?;
-        with_vector!(a, vpminsd, x, x, high)?;
+        clamp(a, x, (low, high))?;
         with_vector!(a, vpaddd, x, x, self.zero_point)
     }
 
@@ -249,6 +252,21 @@ impl Requantizer {
             }
         }
     }
+}
+
+/// Clamps the i32 lanes of `x` to the bounds that are given.
+fn clamp(
+    a: &mut CodeAssembler,
+    x: AsmRegisterYmm,
+    (low, high): (Option<Vector>, Option<Vector>),
+) -> Result<(), IcedError> {
+    if let Some(low) = low {
+        with_vector!(a, vpmaxsd, x, x, low)?;
+    }
+    if let Some(high) = high {
+        with_vector!(a, vpminsd, x, x, high)?;
+    }
+    Ok(())
 }
 
 /// `dst = src >> count` (logical, per qword).
