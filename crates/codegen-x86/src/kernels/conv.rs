@@ -5,7 +5,9 @@
 //! kernel after the pad kernel. Every other convolution runs three kernels:
 //! pad → pack → GEMM ([`im2col`](super::im2col), [`gemm`](super::gemm)),
 //! groups being one more coordinate of the work items. The scratch space
-//! holds the padded image, then the panels.
+//! holds the padded image, then the panels. A 1×1 convolution with unit
+//! strides and no padding skips the pad kernel: its pack kernel centers the
+//! input as it reads it.
 //!
 //! Supported: NCHW tensors with static shapes; per-tensor 8-bit activations
 //! and results; weights per tensor or per axis 0 with storage of at most 8
@@ -19,7 +21,7 @@ use super::channel_gemm::{
 use super::depthwise::{emit_depthwise, DepthwiseShape};
 use super::epilogue::{channel_records, globals};
 use super::gemm::{emit_gemm, pack_weights, split_table, GemmPlaces, GemmShape};
-use super::im2col::{emit_pack, emit_pad, pack_tables, ImageShape, PackPlaces, Window};
+use super::im2col::{emit_pack, emit_pad, pack_tables, reads_input_directly, ImageShape, PackPlaces, Window};
 use super::layer::{Accumulation, ConvGemmChoice, KernelOptions, Layer};
 use super::winograd::{
     emit_input_transform, emit_output_transform, transformed_weights, OutputTransformPlaces, WinogradShape,
@@ -265,7 +267,40 @@ impl ConvPlan {
     }
 
     fn scratch_bytes(&self) -> usize {
-        self.image.scratch_bytes() + self.gemm.map_or(0, |g| g.scratch_bytes())
+        self.image_scratch_bytes() + self.gemm.map_or(0, |g| g.scratch_bytes())
+    }
+
+    /// The window the pack kernel reads.
+    fn window(&self) -> Window {
+        let g = &self.geometry;
+        Window {
+            kernel: g.kernel,
+            stride: g.stride,
+            dilation: g.dilation,
+            output: g.output,
+            group_inputs: g.group_inputs(),
+        }
+    }
+
+    /// Whether the pack kernel reads the input itself, with no pad kernel
+    /// and no image ([`reads_input_directly`]).
+    fn reads_input_directly(&self) -> bool {
+        match self.gemm {
+            Some(ConvGemm::Positions(shape)) => reads_input_directly(&self.image, &self.window(), &shape),
+            Some(ConvGemm::Channels(shape)) => {
+                reads_input_directly(&self.image, &self.window(), &shape.panels)
+            }
+            Some(ConvGemm::Winograd(_)) | None => false,
+        }
+    }
+
+    /// Scratch bytes of the padded image (none when it is not made).
+    fn image_scratch_bytes(&self) -> usize {
+        if self.reads_input_directly() {
+            0
+        } else {
+            self.image.scratch_bytes()
+        }
     }
 
     fn output_is_empty(&self) -> bool {
@@ -313,9 +348,10 @@ impl OpLowering for Conv2dLowering {
             )
         })?;
         let g = &plan.geometry;
-        let image_place = scratch;
+        let direct = plan.reads_input_directly();
+        let image_place = if direct { input } else { scratch };
         let planes = g.batches * g.channels;
-        if planes > 0 {
+        if planes > 0 && !direct {
             out.kernel(KernelCode {
                 code: emit_pad(&plan.image, input, image_place)?,
                 work: planes,
@@ -358,19 +394,13 @@ impl OpLowering for Conv2dLowering {
             return Ok(());
         };
 
-        let window = Window {
-            kernel: g.kernel,
-            stride: g.stride,
-            dilation: g.dilation,
-            output: g.output,
-            group_inputs: g.group_inputs(),
-        };
-        let panels = offset(scratch, plan.image.scratch_bytes())?;
+        let window = plan.window();
+        let panels = offset(scratch, plan.image_scratch_bytes())?;
         let panel_shape = match gemm {
             ConvGemm::Positions(shape) => shape,
             ConvGemm::Channels(shape) => shape.panels,
             ConvGemm::Winograd(shape) => {
-                let panels = offset(scratch, plan.image.scratch_bytes())?;
+                let panels = offset(scratch, plan.image_scratch_bytes())?;
                 let sums = offset(panels, shape.panel_bytes().next_multiple_of(BUFFER_ALIGN))?;
                 let places = WinogradPlaces { image: image_place, panels, sums, output };
                 return emit_winograd(&plan, &shape, &records, places, out);
@@ -388,7 +418,8 @@ impl OpLowering for Conv2dLowering {
             work: panel_shape.panels(),
             work_item: "panel of output positions",
             strategy: format!(
-                "im2col of {} positions × {} {}",
+                "{} of {} positions × {} {}",
+                if direct { "centered straight from the input: im2col" } else { "im2col" },
                 panel_shape.block_width(),
                 panel_shape.units,
                 if plan.accumulation.uses_bytes() { "byte quads" } else { "i16 pairs" }

@@ -444,7 +444,8 @@ pub(crate) fn pack_tables(image: &ImageShape, window: &Window, gemm: &GemmShape)
 /// Where the pack kernel finds its buffers.
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct PackPlaces {
-    /// The padded image (scratch).
+    /// The padded image (scratch), or the input itself when the pack reads
+    /// it directly ([`reads_input_directly`]).
     pub image: Place,
     /// The first panel (scratch).
     pub panels: Place,
@@ -484,7 +485,9 @@ pub(crate) fn emit_pack(
     gemm: &GemmShape,
     places: PackPlaces,
 ) -> Result<Vec<u8>, CodegenError> {
-    let e = image.element_size();
+    let direct = reads_input_directly(image, window, gemm);
+    // Bytes per element where the kernel reads: the input's bytes directly.
+    let e = if direct { 1 } else { image.element_size() };
     let plane_bytes = image.plane() * e;
     let record = block_record_size(gemm.vectors);
     let flag = record_flag(gemm.vectors);
@@ -505,6 +508,9 @@ pub(crate) fn emit_pack(
             super::add_constant(a, RECORD, places.blocks_at, r10)?;
             if gemm.units == 0 {
                 return Ok(());
+            }
+            if direct {
+                return emit_direct_blocks(a, image, gemm, unit_bytes);
             }
             // Constants: ymm15 keeps the low element of each pair (stride 2).
             if stride == 2 {
@@ -554,6 +560,115 @@ pub(crate) fn emit_pack(
             Ok(())
         },
     )
+}
+
+/// Whether the pack kernel reads the input itself instead of a padded
+/// image, centering as it loads: a 1×1 window with unit strides and no
+/// padding reads every block of positions as one contiguous run of the
+/// input plane (`base(p) = p`), and planes of at least one block's width let
+/// the last, partial block load the run that ends at the plane's end
+/// instead of reading past it (the input has no slack).
+pub(crate) fn reads_input_directly(image: &ImageShape, window: &Window, gemm: &GemmShape) -> bool {
+    window.kernel == [1, 1]
+        && window.stride == [1, 1]
+        && image.pad == [0; 4]
+        && gemm.positions == image.height * image.width
+        && gemm.positions >= gemm.block_width()
+}
+
+/// The unit loops of a directly read input (r8 holds the item's block,
+/// RECORD its record): one for whole blocks, one for a last partial block.
+fn emit_direct_blocks(
+    a: &mut CodeAssembler,
+    image: &ImageShape,
+    gemm: &GemmShape,
+    unit_bytes: usize,
+) -> Result<(), CodegenError> {
+    let per_unit = gemm.accumulation.taps_per_unit();
+    let signed = image.input == ElementType::I8;
+    if image.bytes {
+        if signed {
+            a.mov(eax, 0x8080_8080u32)?;
+            a.vmovd(xmm15, eax)?;
+            a.vpbroadcastd(ymm15, xmm15)?;
+        }
+    } else {
+        a.mov(eax, (image.zero_point as i16 as u16 as u32) * 0x1_0001)?;
+        a.vmovd(xmm15, eax)?;
+        a.vpbroadcastd(ymm15, xmm15)?;
+    }
+    let load = DirectLoad { bytes: image.bytes, signed, vectors: gemm.vectors, tail: None };
+    let last = gemm.positions % gemm.block_width();
+    let mut done = a.create_label();
+    if last > 0 {
+        let mut whole = a.create_label();
+        a.cmp(r8, (gemm.blocks() - 1) as i32)?;
+        a.jne(whole)?;
+        a.movsxd(rax, dword_ptr(RECORD + (record_flag(gemm.vectors) + 4)))?;
+        a.lea(RUN_A, qword_ptr(GROUP_IMAGE + rax))?;
+        let tail = DirectLoad { tail: Some(gemm.block_width() - last), ..load };
+        emit_unit_loop(a, gemm.units, per_unit, unit_bytes, &|a| emit_direct_unit(a, tail))?;
+        a.jmp(done)?;
+        a.set_label(&mut whole)?;
+    }
+    a.movsxd(rax, dword_ptr(RECORD + (record_flag(gemm.vectors) + 4)))?;
+    a.lea(RUN_A, qword_ptr(GROUP_IMAGE + rax))?;
+    emit_unit_loop(a, gemm.units, per_unit, unit_bytes, &|a| emit_direct_unit(a, load))?;
+    a.set_label(&mut done)?;
+    Ok(())
+}
+
+/// How a directly read block loads one tap's input bytes.
+#[derive(Copy, Clone)]
+struct DirectLoad {
+    bytes: bool,
+    signed: bool,
+    vectors: usize,
+    /// For a last block `missing` positions short of a whole one: the load
+    /// ends at the run's end and shifts its bytes down by `missing`.
+    tail: Option<usize>,
+}
+
+/// One unit of a directly read block: each tap's bytes at RUN_A + koff,
+/// centered like the pad kernel's image (i16 `x − zp_x`, or bytes `x` with
+/// the sign bit flipped for i8), then interleaved into the panel.
+fn emit_direct_unit(a: &mut CodeAssembler, load: DirectLoad) -> Result<(), CodegenError> {
+    let taps = if load.bytes { 4 } else { 2 };
+    let width = 8 * load.vectors;
+    for t in 0..taps {
+        a.movsxd(rax, dword_ptr(KOFF_CURSOR + 4 * t))?;
+        let (dst, dst_x) = (TAP_YMM[t], TAP_XMM[t]);
+        let shift = load.tail.unwrap_or(0);
+        let at = ptr(RUN_A + rax - shift as i32);
+        if width == 16 {
+            a.vmovdqu(dst_x, at)?;
+        } else {
+            a.vmovq(dst_x, at)?;
+        }
+        if shift > 0 {
+            a.vpsrldq(dst_x, dst_x, shift as i32)?;
+        }
+        if load.bytes {
+            if load.signed {
+                a.vpxor(dst_x, dst_x, xmm15)?;
+            }
+        } else if width == 16 {
+            if load.signed {
+                a.vpmovsxbw(dst, dst_x)?;
+            } else {
+                a.vpmovzxbw(dst, dst_x)?;
+            }
+            a.vpsubw(dst, dst, ymm15)?;
+        } else {
+            if load.signed {
+                a.vpmovsxbw(dst_x, dst_x)?;
+            } else {
+                a.vpmovzxbw(dst_x, dst_x)?;
+            }
+            a.vpsubw(dst_x, dst_x, xmm15)?;
+        }
+    }
+    emit_interleave(a, load.bytes, load.vectors)
 }
 
 /// A loop over the units: `body` packs one unit (koffs at KOFF_CURSOR,

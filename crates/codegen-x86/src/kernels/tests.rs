@@ -263,6 +263,11 @@ fn run(compiled: &Compiled, input: &[u8], out_len: usize, cuts: &[f64]) -> Vec<u
 /// Compiles `case` with `lowering` and compares with the interpreter;
 /// returns the strategy of the last kernel.
 fn check(case: &Case, lowering: &dyn OpLowering, cuts: &[f64]) -> String {
+    check_strategies(case, lowering, cuts).pop().unwrap_or_default()
+}
+
+/// [`check`], returning every kernel's strategy.
+fn check_strategies(case: &Case, lowering: &dyn OpLowering, cuts: &[f64]) -> Vec<String> {
     let mut ctx = context();
     let text = case.text();
     let module =
@@ -284,7 +289,7 @@ fn check(case: &Case, lowering: &dyn OpLowering, cuts: &[f64]) -> String {
             if text.len() < 4000 { text } else { text[..4000].to_string() }
         );
     }
-    compiled.kernels.last().map(|k| k.strategy.clone()).unwrap_or_default()
+    compiled.kernels.iter().map(|k| k.strategy.clone()).collect()
 }
 
 // ---- strategies -------------------------------------------------------------
@@ -502,6 +507,19 @@ fn winograd_case() -> impl Strategy<Value = Case> {
         })
 }
 
+/// A random 1×1 conv2d with unit strides and no padding (the pack kernel
+/// reads its input directly): maps of a few positions to several blocks,
+/// ending in every phase of the 8- and 16-position blocks, with groups.
+fn pointwise_case() -> impl Strategy<Value = Case> {
+    ((1usize..3, 1usize..3, 1usize..12, 1usize..20, 1usize..9, 1usize..12), common()).prop_map(
+        |((n, groups, cg, og, h, w), common)| {
+            let (c, o) = (cg * groups, og * groups);
+            let attrs = vec![format!("groups = {groups}")];
+            build(&common, "conv", attrs, vec![n, c, h, w], vec![o, cg, 1, 1], vec![n, o, h, w], o)
+        },
+    )
+}
+
 /// A random depthwise conv2d with rows long enough for whole 32-column
 /// steps and every remainder, odd and even kernel widths, both horizontal
 /// strides and dilations.
@@ -580,6 +598,24 @@ proptest! {
             let options = KernelOptions::default().with_conv_gemm(ConvGemmChoice::Winograd);
             let chosen = check(&case, &Conv2dLowering { options }, &cuts);
             prop_assert!(chosen.starts_with("winograd"), "{}", chosen);
+        }
+    }
+
+    #[test]
+    fn pointwise_conv2d_matches_the_interpreter(case in pointwise_case(), cuts in cuts()) {
+        if avx2_here("pointwise_conv2d_matches_the_interpreter") {
+            for choice in [ConvGemmChoice::PositionLanes, ConvGemmChoice::ChannelLanes] {
+                for options in [KernelOptions::default(), KernelOptions::EXACT_WORDS_ONLY] {
+                    let lowering = Conv2dLowering { options: options.with_conv_gemm(choice) };
+                    let strategies = check_strategies(&case, &lowering, &cuts);
+                    // "[centered straight from the input: ]im2col of W positions × ..."
+                    let pack = strategies.iter().find(|s| s.contains("im2col of ")).expect("a pack kernel");
+                    let block: usize = pack.split("im2col of ").nth(1).and_then(|r| r.split(' ').next())
+                        .and_then(|w| w.parse().ok()).expect("the block width");
+                    let direct = pack.starts_with("centered straight from the input");
+                    prop_assert_eq!(direct, case.x_shape[2] * case.x_shape[3] >= block, "{:?}", strategies);
+                }
+            }
         }
     }
 
