@@ -149,6 +149,19 @@ pub fn u8_s8_pairs_exact(centered_row: &[i64]) -> bool {
             .all(|pair| 255 * pair.iter().map(|w| w.unsigned_abs()).sum::<u64>() <= 32767)
 }
 
+/// The bound [`winograd_f2x3_exact`] proves `255 · Σ|w'|` below.
+pub const WINOGRAD_SUM_BOUND: i64 = 1 << 29;
+
+/// Whether one output channel of a 3×3 conv, its centered weights
+/// `centered_row`, can run as x86's exact integer Winograd F(2×2, 3×3):
+/// the backend's i32 transform-domain sums hold `4·Y` for an output sum
+/// `|Y| ≤ 255 · Σ|w'|`, exact when that is below 2^29
+/// ([`WINOGRAD_SUM_BOUND`]). `qopt-codegen-x86` and `quant-lint` both use
+/// this.
+pub fn winograd_f2x3_exact(centered_row: &[i64]) -> bool {
+    255 * centered_row.iter().map(|w| w.unsigned_abs()).sum::<u64>() < WINOGRAD_SUM_BOUND as u64
+}
+
 /// The largest stored value `qnn.conv2d_relu` and `qnn.dense_relu` produce
 /// (§6): `qmax` of `output`, lowered to `quantize(relu_max)` in the output's
 /// parameters (§3.1, with the f32 scale) when the op carries `relu_max`.
@@ -190,6 +203,17 @@ fn per_tensor_triple(
 mod tests {
     use super::*;
     use qopt_ir_core::{IntType, Signedness};
+
+    #[test]
+    fn winograd_exactness_stops_below_two_to_the_29() {
+        // 255 · 2105376 = 2^29 − 32: exact; one more unit of |w| reaches 2^29.
+        let mut row = vec![255i64; 2105376 / 255];
+        row.push(-(2105376 % 255) as i64);
+        assert_eq!(255 * row.iter().map(|w| w.abs()).sum::<i64>(), (1 << 29) - 32);
+        assert!(winograd_f2x3_exact(&row));
+        row.push(1);
+        assert!(!winograd_f2x3_exact(&row));
+    }
 
     fn q(params: QuantParams) -> QuantType {
         QuantType {

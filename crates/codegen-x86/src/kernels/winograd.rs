@@ -64,8 +64,6 @@ pub(crate) const TAPS: usize = 16;
 const TILE_VECTOR: usize = 8;
 /// Tile columns of a stacked shape: two tile rows per vector.
 const STACKED_COLUMNS: usize = TILE_VECTOR / 2;
-/// The bound on `|Y|` that makes `4·Y` fit i32 ([`exact_for`]).
-const SUM_BOUND: i64 = 1 << 29;
 
 /// `G₂` of the module doc.
 const G2: [[i32; 3]; 4] = [[2, 0, 0], [1, 1, 1], [1, -1, 1], [0, 0, 2]];
@@ -90,9 +88,13 @@ pub(crate) struct WinogradShape {
     pub gemm: GemmShape,
 }
 
-/// Whether every output channel of `layer` proves `255 · Σ|w'| < 2^29`.
+/// Whether every output channel of `layer` proves `255 · Σ|w'| < 2^29`
+/// (`quant_params::winograd_f2x3_exact`, which quant-lint reports).
 pub(crate) fn exact_for(layer: &Layer) -> bool {
-    layer.rows().all(|row| 255 * row.iter().map(|&w| i64::from(w).abs()).sum::<i64>() < SUM_BOUND)
+    layer.rows().all(|row| {
+        let row: Vec<i64> = row.iter().map(|&w| i64::from(w)).collect();
+        qopt_dialect_qnn::quant_params::winograd_f2x3_exact(&row)
+    })
 }
 
 impl WinogradShape {

@@ -35,7 +35,9 @@
 //! `quant_params::u8_s8_pairs_exact`), `x86-vpmaddwd-layers` (the exact i16
 //! path; depthwise convs always take it). `x86-schemes=true` adds a note per
 //! layer saying which and, for the exact path, the first pair of weights
-//! that rules the fast one out.
+//! that rules the fast one out; for a 3×3 stride-1 one-group conv, whether
+//! the weights allow exact Winograd F(2×2,3×3)
+//! (`quant_params::winograd_f2x3_exact`) or the first channel that does not.
 
 use super::fuse_patterns::{bias_scales_match, is_i32_bias, FusionPatterns};
 use super::util::{is_kept_float, is_skipped, op_named, quantizable, users};
@@ -83,7 +85,8 @@ impl Pass for QuantLint {
                 .help("width of the signed accumulator of conv and dense, 8 to 64"),
             OptionSpec::new("x86-schemes", OptionKind::Bool, "false").help(
                 "a note per conv and dense: whether the x86 backend multiplies it with vpmaddubsw (weights \
-                 proven exact) or the exact vpmaddwd path on AVX2 CPUs without VNNI, and why",
+                 proven exact) or the exact vpmaddwd path on AVX2 CPUs without VNNI, and why; for 3×3 \
+                 stride-1 convs, whether exact Winograd F(2×2,3×3) applies",
             ),
             OptionSpec::new("clip-threshold", OptionKind::Float, "0.25").help(
                 "warn when a quantized type cuts off more than this fraction of its calibrated range, in [0, 1]",
@@ -608,6 +611,9 @@ impl Lint<'_> {
                 }
             }
         }
+        let winograd = (!depthwise && self.winograd_shaped(op, &shape)).then(|| {
+            winograd_note(&values, channels, |c| w_params.get(c).or(w_params.first()).map(|p| p.zero_point))
+        });
         let message = if depthwise {
             self.stats.x86_word_layers += 1;
             "x86 (AVX2, no VNNI): depthwise, exact direct kernel on i16 (vpmaddwd)".to_string()
@@ -623,7 +629,26 @@ impl Lint<'_> {
             self.stats.x86_byte_layers += 1;
             "x86 (AVX2, no VNNI): vpmaddubsw, exact for these weights (255·(|a|+|b|) ≤ 32767 for every pair)".to_string()
         };
+        let message = match winograd.flatten() {
+            Some(winograd) => format!("{message}; {winograd}"),
+            None => message,
+        };
         Some(Diagnostic::at_op(self.ctx, self.module, op, Severity::Note, message))
+    }
+
+    /// Whether a conv has the window x86's Winograd F(2×2, 3×3) takes: a 3×3
+    /// weight, stride and dilation 1, one group.
+    fn winograd_shaped(&self, op: OpId, weight_shape: &[i64]) -> bool {
+        let ones = |key: &str| {
+            self.module.op_attr(self.ctx, op, key).and_then(|a| self.ctx.attr_as_i64_array(a)).is_none_or(|v| v == [1, 1])
+        };
+        let groups = self.module.op_attr(self.ctx, op, "groups").and_then(|a| self.ctx.attr_as_int(a)).unwrap_or(1);
+        self.name(op).starts_with("qnn.conv2d")
+            && weight_shape.len() == 4
+            && weight_shape[2..] == [3, 3]
+            && groups == 1
+            && ones("stride")
+            && ones("dilation")
     }
 
     /// Warns where the worst |accumulator| of a quantized conv or dense
@@ -662,6 +687,30 @@ pub(crate) struct AccumulatorOverflow {
     pub bound: i128,
     /// The largest value the accumulator holds, `2^(bits−1) − 1`.
     pub limit: i128,
+}
+
+/// The Winograd part of a 3×3 stride-1 layer's `x86-schemes` note, from its
+/// raw weight values (`channels` rows) and each row's zero point: exact for
+/// these weights (`quant_params::winograd_f2x3_exact`), or the first channel
+/// that rules it out. `None` when a zero point is missing.
+fn winograd_note(values: &[i128], channels: usize, zero_point: impl Fn(usize) -> Option<i64>) -> Option<String> {
+    for (c, row) in values.chunks((values.len() / channels).max(1)).enumerate() {
+        let zp = i128::from(zero_point(c)?);
+        let centered: Vec<i64> = row.iter().map(|&v| (v - zp) as i64).collect();
+        if !qopt_dialect_qnn::quant_params::winograd_f2x3_exact(&centered) {
+            let sum: u64 = centered.iter().map(|w| w.unsigned_abs()).sum();
+            return Some(format!(
+                "3×3 stride 1: not Winograd, output channel {c} has 255·Σ|w| = {} (must be < 2^29)",
+                255 * sum
+            ));
+        }
+    }
+    Some(
+        "3×3 stride 1: exact Winograd F(2×2,3×3) on vpmaddwd also applies (255·Σ|w| < 2^29 in every channel); \
+         the backend takes it with at least 16 input and output channels where it saves multiplies \
+         (qrun --profile and qcompile --emit=asm name each layer's kernels)"
+            .to_string(),
+    )
 }
 
 /// Whether a conv or dense reading `x` (of a quantized type) with weight `w`
