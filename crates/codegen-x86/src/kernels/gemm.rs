@@ -444,7 +444,7 @@ fn emit_microkernel(
     }
 
     let step = |a: &mut CodeAssembler, u: usize| -> Result<(), CodegenError> {
-        if u % 2 == 0 {
+        if u.is_multiple_of(2) {
             a.prefetcht0(byte_ptr(WEIGHT_CURSOR + (u * rows * 4 + PREFETCH_UNITS * rows * 4)))?;
         }
         for (v, &act) in activations.iter().enumerate().take(vectors) {
