@@ -73,7 +73,7 @@ def summarize(times: list[float]) -> dict:
 
 def binaries(bin_dir: Path) -> dict[str, Path]:
     out = {}
-    for name in ("qopt", "qimport", "qrun"):
+    for name in ("qopt", "qimport", "qrun", "qcompile"):
         p = bin_dir / name
         if not p.exists():
             raise SystemExit(

@@ -3,7 +3,7 @@
 
 usage: scripts/.venv/bin/python scripts/x86_vs_ort.py
            [--models resnet18ish,resnet_tiny,mnist_mbv2] [--runs 30] [--rounds 3] [--threads 1,2]
-           [--configs default,reduce-range]
+           [--configs default,reduce-range] [--alternate]
 
 For each model, in one process run on one machine:
   ONNX Runtime: the float model quantized by quantize_static (MinMax on the model's calibration
@@ -16,10 +16,16 @@ For each model, in one process run on one machine:
 The two are timed alternately, --rounds times (ORT, qopt, ORT, qopt, ...), and each keeps its best
 median, so that load from elsewhere on a shared machine hits both alike; the table shows those
 medians and the ratio ORT/qopt (> 1: qopt is faster) against ORT's faster format.
+
+With --alternate (one thread): the model is compiled ahead of time instead (`qcompile` and the
+system C compiler make a shared library, called through ctypes) and ONNX Runtime's two models
+and qopt's run in turn in this one process, in blocks of 12 inferences (the first 2 of each
+untimed), about --runs inferences each: all three see the same load at the same time.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import sys
@@ -77,6 +83,68 @@ def qopt_bench(bins: dict, qir: Path, threads: int, runs: int) -> tuple[float, f
     return median, float(compiled.group(1)) if compiled else float("nan")
 
 
+def compiled_library(bins: dict, qir: Path, out_dir: Path):
+    """`qcompile` + the system C compiler: the model as a shared library, loaded with ctypes,
+    and its `run` entry (float buffers in, float buffers out) with its buffer sizes."""
+    import ctypes
+    import shutil
+
+    obj, lib, header = out_dir / f"{qir.stem}.o", out_dir / f"lib{qir.stem}.so", out_dir / f"{qir.stem}.h"
+    C.run([bins["qcompile"], qir, "-o", obj, "--header", header, "--prefix", "qm"])
+    cc = os.environ.get("CC") or shutil.which("cc") or "gcc"
+    C.run([cc, "-shared", "-o", lib, obj])
+    text = header.read_text()
+    macro = lambda name: int(re.search(rf"#define QM_{name} \(?(-?\d+)\)?", text).group(1))
+    sizes = ([macro(f"INPUT{i}_ELEMENTS") for i in range(macro("NUM_INPUTS"))],
+             [macro(f"OUTPUT{i}_ELEMENTS") for i in range(macro("NUM_OUTPUTS"))])
+    so = ctypes.CDLL(str(lib))
+    so.qm_run.restype = ctypes.c_int
+    return so, sizes
+
+
+def alternate(bins: dict, ort_models: dict, qir: Path, out_dir: Path, runs: int) -> dict:
+    """One thread, one process: ONNX Runtime's two models and qopt's compiled library run in
+    turn, in short blocks of inferences (the first two of each block untimed), about `runs`
+    timed inferences each; the median of each. A burst of load on a shared machine lands on all
+    three alike. ONNX Runtime goes through its Python API (about 8 us per run on an Identity
+    model), qopt through ctypes."""
+    import ctypes
+
+    import numpy as np
+    import onnxruntime as ort
+
+    so, (in_sizes, out_sizes) = compiled_library(bins, qir, out_dir)
+    sessions = {f: ort.InferenceSession(str(p), C.ort_session_options(1), providers=["CPUExecutionProvider"])
+                for f, p in ort_models.items()}
+    spec = next(iter(sessions.values())).get_inputs()[0]
+    shape = [d if isinstance(d, int) else 1 for d in spec.shape]
+    x = np.random.default_rng(1).standard_normal(shape, dtype=np.float32)
+    if len(in_sizes) != 1 or in_sizes[0] != x.size:
+        raise RuntimeError(f"{qir}: the library takes inputs of {in_sizes} elements, ONNX Runtime {x.size}")
+    outs = [np.empty(n, dtype=np.float32) for n in out_sizes]
+    args = [x.ctypes.data_as(ctypes.c_void_p)] + [o.ctypes.data_as(ctypes.c_void_p) for o in outs]
+
+    def ours():
+        rc = so.qm_run(*args)
+        if rc != 0:
+            raise RuntimeError(f"qm_run returned {rc}")
+
+    runners = {f: (lambda s=s: s.run(None, {spec.name: x})) for f, s in sessions.items()}
+    runners["qopt"] = ours
+    times = {k: [] for k in runners}
+    # Blocks of BLOCK inferences, the first WARM of each untimed: one inference each in turn
+    # would have each evict the other's weights and activations from cache.
+    block, warm = 12, 2
+    for _ in range(max(1, runs // (block - warm))):
+        for k, f in runners.items():
+            for i in range(block):
+                start = time.perf_counter()
+                f()
+                if i >= warm:
+                    times[k].append((time.perf_counter() - start) * 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet18ish,resnet_tiny,mnist_mbv2")
@@ -84,6 +152,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--configs", default="default,reduce-range")
+    ap.add_argument("--alternate", action="store_true",
+                    help="one thread only: time ONNX Runtime and qopt's compiled library (qcompile + cc) "
+                         "in turn in this process, in blocks of 12 inferences, about --runs each")
     ap.add_argument("--bin-dir", type=Path, default=C.DEFAULT_BIN_DIR)
     ap.add_argument("--models-dir", type=Path, default=C.DEFAULT_MODELS_DIR)
     args = ap.parse_args()
@@ -112,6 +183,13 @@ def main() -> int:
             if not q.exists():
                 opts = f" {CONFIGS[cfg]}" if CONFIGS[cfg] else ""
                 C.run([bins["qopt"], fp, f"--pass=quantize{{data={calib_path}{opts}}}", "-o", q])
+            if args.alternate:
+                med = alternate(bins, ort_models, q, mw, args.runs)
+                best = min(med["QDQ"], med["QOperator"])
+                rows.append((name, cfg, 1, med["QDQ"], med["QOperator"], med["qopt"], best / med["qopt"], float("nan")))
+                C.log(f"{name} {cfg} alternating: ORT QDQ {med['QDQ']:.3f} ms, QOperator {med['QOperator']:.3f} ms, "
+                      f"qopt {med['qopt']:.3f} ms")
+                continue
             for threads in (int(t) for t in args.threads.split(",")):
                 # Interleaved rounds; each side keeps its best median, so a burst of load
                 # on the shared machine during one round does not decide the row.
@@ -130,7 +208,8 @@ def main() -> int:
           "ORT best / qopt | qopt compile ms |")
     print("|---|---|---|---|---|---|---|---|")
     for name, cfg, threads, qdq, qop, ours, ratio, compile_ms in rows:
-        print(f"| {name} | {cfg} | {threads} | {qdq:.3f} | {qop:.3f} | {ours:.3f} | {ratio:.2f}x | {compile_ms:.0f} |")
+        compiled = "-" if compile_ms != compile_ms else f"{compile_ms:.0f}"
+        print(f"| {name} | {cfg} | {threads} | {qdq:.3f} | {qop:.3f} | {ours:.3f} | {ratio:.2f}x | {compiled} |")
     return 0
 
 
