@@ -16,6 +16,7 @@
 
 use super::{Conv2dLowering, ConvGemmChoice, DenseLowering, DepthwiseTaps, KernelOptions};
 use crate::abi::{call_kernel, Place, BUFFER_ALIGN};
+use crate::guard::{GuardSide, GuardedRegion};
 use crate::jit::ExecutableCode;
 use crate::lower::{Emit, LowerOp, OpLowering, Plan, Rodata};
 use crate::target::{CpuFeatures, Target, TargetCpu};
@@ -231,7 +232,10 @@ fn run(compiled: &Compiled, input: &[u8], out_len: usize, cuts: &[f64]) -> Vec<u
     let Plan::Kernels { scratch_bytes, .. } = compiled.plan else { unreachable!() };
     let mut arena = Aligned::new(&[], BUFFER_ALIGN + scratch_bytes + GUARD, 0xC3);
     let mut rodata = Aligned::new(&compiled.rodata, compiled.rodata.len(), 0);
-    let mut x = input.to_vec();
+    // The input ends flush against an inaccessible page: a kernel reading
+    // past it faults.
+    let mut x = GuardedRegion::new(input.len(), GuardSide::End { align: 1 }).unwrap();
+    x.as_mut_slice().copy_from_slice(input);
     let mut out = vec![0xA5u8; out_len + 2 * GUARD];
     let io = [x.as_mut_ptr(), out[GUARD..].as_mut_ptr()];
     for kernel in &compiled.kernels {
@@ -242,7 +246,7 @@ fn run(compiled: &Compiled, input: &[u8], out_len: usize, cuts: &[f64]) -> Vec<u
         bounds.sort_unstable();
         for range in bounds.windows(2) {
             // SAFETY: the kernel was generated for these places: io[0] holds
-            // the input (exactly its bytes), io[1] the output (with guards
+            // the input (exactly its bytes, then a guard page), io[1] the output (with guards
             // around it), the arena holds the planned scratch at offset 64,
             // rodata the op's data; the ranges cover 0..work once.
             unsafe { call_kernel(code.entry(), arena.ptr(), rodata.ptr(), &io, range[0], range[1]) };
