@@ -31,6 +31,7 @@ use super::gemm::GemmShape;
 use super::{add_multiple, emit_item_kernel, multiply_by, split_index, ITEM};
 use crate::abi::Place;
 use crate::buffer::ElementType;
+use crate::emit::{broadcast_u32, broadcast_u64};
 use crate::error::CodegenError;
 use iced_x86::code_asm::*;
 
@@ -108,23 +109,15 @@ pub(crate) fn emit_pad(shape: &ImageShape, input: Place, image: Place) -> Result
     // the plane converts as one row of H·W elements.
     let (rows, row_len) = if left == 0 && right == 0 && h * w > 0 { (1, h * w) } else { (h, w) };
     emit_item_kernel(&[(PAD_INPUT, input), (PAD_IMAGE, image)], &mut |a| {
-        // ymm15: what converts (zp_x as i16, or the sign bit of every byte);
-        // ymm14 and rax: the padding value in every element; r11: the sign
-        // bit of every byte.
-        let fill_pattern: u64 =
-            if shape.bytes { u64::from_le_bytes([shape.byte_zero_point as u8; 8]) } else { 0 };
-        a.mov(rax, fill_pattern)?;
-        a.vmovq(xmm14, rax)?;
-        a.vpbroadcastq(ymm14, xmm14)?;
+        // ymm15: the centering; r11: the sign bit of every byte; ymm14 and
+        // rax (set last): the padding value in every element.
+        load_centering(a, shape)?;
         if shape.bytes {
             a.mov(r11, u64::from_le_bytes([0x80; 8]))?;
-            a.vmovq(xmm15, r11)?;
-            a.vpbroadcastq(ymm15, xmm15)?;
-        } else {
-            a.mov(r8d, (shape.zero_point as i16 as u16 as u32) * 0x1_0001)?;
-            a.vmovd(xmm15, r8d)?;
-            a.vpbroadcastd(ymm15, xmm15)?;
         }
+        let fill_pattern: u64 =
+            if shape.bytes { u64::from_le_bytes([shape.byte_zero_point as u8; 8]) } else { 0 };
+        broadcast_u64(a, ymm14, fill_pattern)?;
         multiply_by(a, rsi, ITEM, h * w)?;
         a.add(rsi, PAD_INPUT)?;
         multiply_by(a, rdi, ITEM, shape.plane() * e)?;
@@ -146,6 +139,15 @@ pub(crate) fn emit_pad(shape: &ImageShape, input: Place, image: Place) -> Result
         emit_fill(a, rdi, 0, bottom * wp * e)?;
         Ok(())
     })
+}
+
+/// `ymm15` = what centering applies to the input: `zp_x` in every i16
+/// (subtracted, words), or the sign bit of every byte (flipped for i8
+/// inputs, bytes). Clobbers eax.
+fn load_centering(a: &mut CodeAssembler, image: &ImageShape) -> Result<(), IcedError> {
+    let pattern =
+        if image.bytes { 0x8080_8080 } else { u32::from(image.zero_point as i16 as u16) * 0x1_0001 };
+    broadcast_u32(a, ymm15, pattern)
 }
 
 /// Writes `len` bytes of the padding pattern (ymm14 / rax) at `base + disp`.
@@ -586,17 +588,7 @@ fn emit_direct_blocks(
 ) -> Result<(), CodegenError> {
     let per_unit = gemm.accumulation.taps_per_unit();
     let signed = image.input == ElementType::I8;
-    if image.bytes {
-        if signed {
-            a.mov(eax, 0x8080_8080u32)?;
-            a.vmovd(xmm15, eax)?;
-            a.vpbroadcastd(ymm15, xmm15)?;
-        }
-    } else {
-        a.mov(eax, (image.zero_point as i16 as u16 as u32) * 0x1_0001)?;
-        a.vmovd(xmm15, eax)?;
-        a.vpbroadcastd(ymm15, xmm15)?;
-    }
+    load_centering(a, image)?;
     let load = DirectLoad { bytes: image.bytes, signed, vectors: gemm.vectors, tail: None };
     let last = gemm.positions % gemm.block_width();
     let mut done = a.create_label();

@@ -470,25 +470,10 @@ fn conv_case() -> impl Strategy<Value = Case> {
         0usize..3,
         common(),
     )
-        .prop_filter_map(
-            "the window must fit",
-            |((n, g, cg, og, h, w), (kh, kw, sh, sw, dh, dw), pad, kind, c)| {
-                let (groups, cg, og) = if kind == 0 { (g * cg, 1, 1) } else { (g, cg, og) };
-                let (ci, o) = (cg * groups, og * groups);
-                let (eh, ew) = (dh * (kh - 1) + 1, dw * (kw - 1) + 1);
-                if h + pad[0] + pad[2] < eh || w + pad[1] + pad[3] < ew {
-                    return None;
-                }
-                let (oh, ow) = ((h + pad[0] + pad[2] - eh) / sh + 1, (w + pad[1] + pad[3] - ew) / sw + 1);
-                let attrs = vec![
-                    format!("stride = [{sh}, {sw}]"),
-                    format!("pad = [{}, {}, {}, {}]", pad[0], pad[1], pad[2], pad[3]),
-                    format!("dilation = [{dh}, {dw}]"),
-                    format!("groups = {groups}"),
-                ];
-                Some(build(&c, "conv", attrs, vec![n, ci, h, w], vec![o, cg, kh, kw], vec![n, o, oh, ow], o))
-            },
-        )
+        .prop_filter_map("the window must fit", |((n, g, cg, og, h, w), window, pad, kind, c)| {
+            let (groups, cg, og) = if kind == 0 { (g * cg, 1, 1) } else { (g, cg, og) };
+            windowed_conv(&c, [n, h, w], [groups, cg, og], window, pad)
+        })
 }
 
 /// A random 3×3 stride-1 conv2d of one group: what Winograd takes, with
@@ -534,31 +519,34 @@ fn depthwise_case() -> impl Strategy<Value = Case> {
         proptest::array::uniform4(0usize..3),
         common(),
     )
-        .prop_filter_map(
-            "the window must fit",
-            |((n, c, h, w), (kh, kw, sh, sw, dh, dw), pad, common)| {
-                let (eh, ew) = (dh * (kh - 1) + 1, dw * (kw - 1) + 1);
-                if h + pad[0] + pad[2] < eh || w + pad[1] + pad[3] < ew {
-                    return None;
-                }
-                let (oh, ow) = ((h + pad[0] + pad[2] - eh) / sh + 1, (w + pad[1] + pad[3] - ew) / sw + 1);
-                let attrs = vec![
-                    format!("stride = [{sh}, {sw}]"),
-                    format!("pad = [{}, {}, {}, {}]", pad[0], pad[1], pad[2], pad[3]),
-                    format!("dilation = [{dh}, {dw}]"),
-                    format!("groups = {c}"),
-                ];
-                Some(build(
-                    &common,
-                    "conv",
-                    attrs,
-                    vec![n, c, h, w],
-                    vec![c, 1, kh, kw],
-                    vec![n, c, oh, ow],
-                    c,
-                ))
-            },
-        )
+        .prop_filter_map("the window must fit", |((n, c, h, w), window, pad, common)| {
+            windowed_conv(&common, [n, h, w], [c, 1, 1], window, pad)
+        })
+}
+
+/// A conv2d of `[n, h, w]` images, `[groups, inputs per group, outputs
+/// per group]` channels, window `(kh, kw, sh, sw, dh, dw)` and `pad`, or
+/// `None` when the window does not fit the padded image.
+fn windowed_conv(
+    c: &Common,
+    [n, h, w]: [usize; 3],
+    [groups, cg, og]: [usize; 3],
+    (kh, kw, sh, sw, dh, dw): (usize, usize, usize, usize, usize, usize),
+    pad: [usize; 4],
+) -> Option<Case> {
+    let (ci, o) = (cg * groups, og * groups);
+    let (eh, ew) = (dh * (kh - 1) + 1, dw * (kw - 1) + 1);
+    if h + pad[0] + pad[2] < eh || w + pad[1] + pad[3] < ew {
+        return None;
+    }
+    let (oh, ow) = ((h + pad[0] + pad[2] - eh) / sh + 1, (w + pad[1] + pad[3] - ew) / sw + 1);
+    let attrs = vec![
+        format!("stride = [{sh}, {sw}]"),
+        format!("pad = [{}, {}, {}, {}]", pad[0], pad[1], pad[2], pad[3]),
+        format!("dilation = [{dh}, {dw}]"),
+        format!("groups = {groups}"),
+    ];
+    Some(build(c, "conv", attrs, vec![n, ci, h, w], vec![o, cg, kh, kw], vec![n, o, oh, ow], o))
 }
 
 /// A random dense: rows (rank 1 to 3 inputs), K and O around the tile sizes.
