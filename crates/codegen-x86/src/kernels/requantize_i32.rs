@@ -98,7 +98,7 @@ pub(crate) enum Narrowing {
     /// Every shift ≥ 32: high dwords, 32-bit shift by `s − 32` and clamp.
     /// A bound is `None` where the caller's saturating packs clamp to it
     /// anyway (it is at or past the output's storage range): the result is
-    /// below 2^30 in magnitude, so adding `zp_out` cannot wrap.
+    /// at most 2^30 in magnitude (|v·m| < 2^62), so adding `zp_out` cannot wrap.
     HighDwords {
         /// `s − 32` (uniform: `vpsrad`; per lane: `vpsravd` on dwords).
         shift: ShiftCount,
