@@ -625,6 +625,7 @@ fn the_x86_backend_lists_what_it_cannot_compile() {
         "{stderr}"
     );
     assert!(stderr.contains("line 8:8 loc(\"relu1\"): fp.relu") || stderr.contains("fp.conv2d"), "{stderr}");
+    assert!(stderr.contains("leave out --backend=x86 to run the model there"), "{stderr}");
     let (_, stderr) = expect(2, &[&m, "--random-inputs", "--backend=x86", "--target-cpu", "zen4"]);
     assert!(
         stderr.contains("unknown target CPU 'zen4'; expected one of native, x86-64-v3, x86-64-v4"),

@@ -53,6 +53,10 @@ impl Compiled {
                 );
                 Ok(None)
             }
+            Err(e) if e.kind == CodegenErrorKind::Unsupported => Err(format!(
+                "{}: {e}\n  (the interpreter runs every op: leave out --backend=x86 to run the model there)",
+                model.name
+            )),
             Err(e) => Err(format!("{}: {e}", model.name)),
         }
     }
