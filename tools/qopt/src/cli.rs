@@ -61,7 +61,7 @@ pub struct Cli {
     /// Pass pipeline, e.g. `canonicalize,dce` or `pass{opt=1 list=[1,2]}`.
     #[arg(long = "pass", visible_alias = "pass-pipeline", value_name = "PIPELINE")]
     pub pass: Option<String>,
-    /// Output file (written atomically); standard output by default.
+    /// Output file (written atomically); standard output by default or with `-o -`.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// Accept ops of dialects that are not registered.
@@ -151,4 +151,11 @@ pub struct Cli {
     /// Only errors on stderr.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+}
+
+impl Cli {
+    /// The `-o` file, or `None` for standard output (no `-o`, or `-o -`).
+    pub fn output_file(&self) -> Option<&std::path::Path> {
+        self.output.as_deref().filter(|p| p.as_os_str() != "-")
+    }
 }

@@ -344,7 +344,7 @@ impl Invocation<'_> {
             return EXIT_FAILURE;
         };
         let start = Instant::now();
-        let written = match &self.cli.output {
+        let written = match self.cli.output_file() {
             Some(path) => write_file_atomically(path, |w| print_module(&ctx, &module, w)),
             None => {
                 let mut w = io::BufWriter::with_capacity(1 << 20, out);
@@ -373,7 +373,7 @@ impl Invocation<'_> {
                 Err(()) => failed = true,
             }
         }
-        let written = match &self.cli.output {
+        let written = match self.cli.output_file() {
             // The run exits 1: like any failed run it leaves `-o` as it was.
             Some(path) if failed => {
                 let message = format!("'{}' was not written: a case failed", path.display());
@@ -393,11 +393,8 @@ impl Invocation<'_> {
         match written {
             Ok(()) => EXIT_OK,
             Err(e) => {
-                let target = self
-                    .cli
-                    .output
-                    .as_ref()
-                    .map_or("standard output".to_string(), |p| p.display().to_string());
+                let target =
+                    self.cli.output_file().map_or("standard output".to_string(), |p| p.display().to_string());
                 self.reporter.tool_error(err, None, &format!("cannot write {target}: {e}"));
                 EXIT_FAILURE
             }

@@ -62,6 +62,21 @@ fn stdin_is_read_for_dash_and_by_default() {
 }
 
 #[test]
+fn dash_output_is_standard_output() {
+    let dir = scratch("dash-output");
+    let input = dir.join("in.qir");
+    std::fs::write(&input, VALID).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_qopt"))
+        .current_dir(&dir)
+        .args([input.to_str().unwrap(), "-o", "-"])
+        .output()
+        .expect("qopt runs");
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), CANONICAL);
+    assert!(!dir.join("-").exists(), "`-o -` wrote a file named '-'");
+}
+
+#[test]
 fn parse_errors_are_located_and_exit_1() {
     let out = qopt(&["-"], Some("func.func @f() {\n  %0 = t.op(%nope) : (f32) -> f32\n}\n"));
     assert_eq!(out.status.code(), Some(1));

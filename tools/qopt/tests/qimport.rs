@@ -42,6 +42,19 @@ fn imports_to_stdout_and_exits_0() {
 }
 
 #[test]
+fn dash_output_is_standard_output() {
+    let dir = scratch("dash-output");
+    let out = Command::new(env!("CARGO_BIN_EXE_qimport"))
+        .current_dir(&dir)
+        .args([&repo("tests/models/digits_mlp/model.onnx"), "-o", "-"])
+        .output()
+        .expect("qimport runs");
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), std::fs::read_to_string(repo("examples/digits_mlp.qir")).unwrap());
+    assert!(!dir.join("-").exists(), "`-o -` wrote a file named '-'");
+}
+
+#[test]
 fn writes_output_file_atomically() {
     let dir = scratch("output");
     let target = dir.join("out.qir");

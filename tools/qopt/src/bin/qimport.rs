@@ -46,7 +46,7 @@ struct Cli {
         conflicts_with_all = ["model", "output", "batch", "input_shape", "list_ops"]
     )]
     list_evaluated_ops: bool,
-    /// Output file (written atomically); standard output by default.
+    /// Output file (written atomically); standard output by default or with `-o -`.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
     /// The size of a dynamic batch dimension (dimension 0 of the inputs).
@@ -77,13 +77,15 @@ fn parse_input_shape(text: &str) -> Result<(String, Vec<i64>), String> {
 }
 
 fn run() -> i32 {
-    let cli = match Cli::try_parse() {
+    let mut cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
         }
     };
+    // `-o -` is standard output, as without -o.
+    cli.output = cli.output.filter(|p| p.as_os_str() != "-");
     // clap makes the model required without --list-ops or --list-evaluated-ops
     // and an error with either.
     let Some(path) = cli.model.clone() else {
