@@ -15,6 +15,7 @@
 //! dilation and group count; all rounding modes; the relu forms with or
 //! without `relu_max`. Anything else is an `Unsupported` error from `plan`.
 
+use super::append_aligned;
 use super::channel_gemm::{
     channel_block_records, emit_channel_gemm, pack_channel_weights, ChannelGemmPlaces, ChannelGemmShape,
 };
@@ -147,6 +148,9 @@ struct ConvPlan {
     image: ImageShape,
     /// `None` for the depthwise kernel.
     gemm: Option<ConvGemm>,
+    /// The pack kernel reads the input itself: no pad kernel, no image
+    /// ([`reads_input_directly`]).
+    direct_input: bool,
 }
 
 /// Which GEMM multiplies a conv's packed panels.
@@ -263,40 +267,22 @@ impl ConvPlan {
             accumulation = Accumulation::Words;
             image = w.image;
         }
-        Ok(ConvPlan { geometry, layer, accumulation, image, gemm })
+        let window = window_of(&geometry);
+        let direct_input = match gemm {
+            Some(ConvGemm::Positions(shape)) => reads_input_directly(&image, &window, &shape),
+            Some(ConvGemm::Channels(shape)) => reads_input_directly(&image, &window, &shape.panels),
+            Some(ConvGemm::Winograd(_)) | None => false,
+        };
+        Ok(ConvPlan { geometry, layer, accumulation, image, gemm, direct_input })
     }
 
     fn scratch_bytes(&self) -> usize {
         self.image_scratch_bytes() + self.gemm.map_or(0, |g| g.scratch_bytes())
     }
 
-    /// The window the pack kernel reads.
-    fn window(&self) -> Window {
-        let g = &self.geometry;
-        Window {
-            kernel: g.kernel,
-            stride: g.stride,
-            dilation: g.dilation,
-            output: g.output,
-            group_inputs: g.group_inputs(),
-        }
-    }
-
-    /// Whether the pack kernel reads the input itself, with no pad kernel
-    /// and no image ([`reads_input_directly`]).
-    fn reads_input_directly(&self) -> bool {
-        match self.gemm {
-            Some(ConvGemm::Positions(shape)) => reads_input_directly(&self.image, &self.window(), &shape),
-            Some(ConvGemm::Channels(shape)) => {
-                reads_input_directly(&self.image, &self.window(), &shape.panels)
-            }
-            Some(ConvGemm::Winograd(_)) | None => false,
-        }
-    }
-
     /// Scratch bytes of the padded image (none when it is not made).
     fn image_scratch_bytes(&self) -> usize {
-        if self.reads_input_directly() {
+        if self.direct_input {
             0
         } else {
             self.image.scratch_bytes()
@@ -305,6 +291,17 @@ impl ConvPlan {
 
     fn output_is_empty(&self) -> bool {
         self.geometry.batches * self.geometry.out_channels * self.geometry.positions() == 0
+    }
+}
+
+/// The window the pack kernel reads.
+fn window_of(g: &ConvGeometry) -> Window {
+    Window {
+        kernel: g.kernel,
+        stride: g.stride,
+        dilation: g.dilation,
+        output: g.output,
+        group_inputs: g.group_inputs(),
     }
 }
 
@@ -348,7 +345,7 @@ impl OpLowering for Conv2dLowering {
             )
         })?;
         let g = &plan.geometry;
-        let direct = plan.reads_input_directly();
+        let direct = plan.direct_input;
         let image_place = if direct { input } else { scratch };
         let planes = g.batches * g.channels;
         if planes > 0 && !direct {
@@ -394,7 +391,7 @@ impl OpLowering for Conv2dLowering {
             return Ok(());
         };
 
-        let window = plan.window();
+        let window = window_of(g);
         let panels = offset(scratch, plan.image_scratch_bytes())?;
         let panel_shape = match gemm {
             ConvGemm::Positions(shape) => shape,
@@ -430,14 +427,6 @@ impl OpLowering for Conv2dLowering {
             _ => emit_position_gemm(&plan, &panel_shape, &records, panels, output, out),
         }
     }
-}
-
-/// Appends `part` to `blob` at the next aligned offset, which it returns.
-fn append_aligned(blob: &mut Vec<u8>, part: &[u8]) -> usize {
-    let at = blob.len().next_multiple_of(BUFFER_ALIGN);
-    blob.resize(at, 0);
-    blob.extend_from_slice(part);
-    at
 }
 
 /// The positions-in-lanes GEMM kernel of a conv.

@@ -33,8 +33,8 @@ use super::epilogue::{
 use super::gemm::push_unit;
 use super::im2col::{emit_pad, ImageShape};
 use super::layer::{Accumulation, KernelOptions, Layer};
-use super::{emit_item_kernel, emit_reduction, multiply_by, split_index, ITEM};
-use crate::abi::{KernelCode, Place, BUFFER_ALIGN};
+use super::{append_aligned, emit_item_kernel, emit_reduction, multiply_by, split_index, ITEM};
+use crate::abi::{KernelCode, Place};
 use crate::buffer::ElementType;
 use crate::emit::xmm_of;
 use crate::error::{CodegenError, CodegenErrorKind};
@@ -181,13 +181,10 @@ impl OpLowering for DenseLowering {
             ),
         });
         let mut blob = plan.pack_weights();
-        let records_at = blob.len().next_multiple_of(BUFFER_ALIGN);
-        blob.resize(records_at, 0);
         let init = plan.layer.accumulator_init(plan.accumulation);
-        blob.extend_from_slice(&lane_records(&plan.layer.requant, &init, plan.layer.channels));
-        let globals_at = blob.len().next_multiple_of(BUFFER_ALIGN);
-        blob.resize(globals_at, 0);
-        blob.extend_from_slice(&globals(&plan.layer));
+        let records_at =
+            append_aligned(&mut blob, &lane_records(&plan.layer.requant, &init, plan.layer.channels));
+        let globals_at = append_aligned(&mut blob, &globals(&plan.layer));
         let rodata = out.rodata(&blob);
         let code = emit_dense_gemm(&plan, scratch, output, rodata, records_at, globals_at)?;
         out.kernel(KernelCode {

@@ -37,8 +37,8 @@ use super::epilogue::{
 };
 use super::im2col::ImageShape;
 use super::layer::{DepthwiseTaps, Layer};
-use super::{emit_item_kernel, multiply_by, split_index, ITEM};
-use crate::abi::{Place, BUFFER_ALIGN};
+use super::{append_aligned, emit_item_kernel, multiply_by, split_index, ITEM};
+use crate::abi::Place;
 use crate::buffer::ElementType;
 use crate::emit::xmm_of;
 use crate::error::CodegenError;
@@ -82,13 +82,15 @@ impl Pairing {
             DepthwiseTaps::Cheapest => {}
         }
         // Instructions per row: multiply-accumulates (a separate load for
-        // memory weights) plus requantizing (13) and packing and storing (5)
-        // each vector.
+        // memory weights), then requantizing each vector and packing and
+        // storing each store's columns.
+        const REQUANTIZE: usize = 11;
+        const PACK_AND_STORE: usize = 5;
         let taps = kernel[0] * kernel[1];
         let pairs = kernel[0] * kernel[1].div_ceil(2);
         let per_pair = if pairs <= WEIGHT_REGISTERS.len() { 2 } else { 3 };
-        let single = output_width.div_ceil(8) * (3 * taps + 18);
-        let adjacent = output_width.div_ceil(16) * (2 * pairs * per_pair + 2 * 13 + 5);
+        let single = output_width.div_ceil(8) * (3 * taps + REQUANTIZE + PACK_AND_STORE);
+        let adjacent = output_width.div_ceil(16) * (2 * pairs * per_pair + 2 * REQUANTIZE + PACK_AND_STORE);
         if adjacent < single {
             Pairing::Adjacent
         } else {
@@ -229,15 +231,9 @@ pub(crate) fn emit_depthwise(
             }
         }
     }
-    let records_at = blob.len().next_multiple_of(BUFFER_ALIGN);
-    blob.resize(records_at, 0);
-    blob.extend_from_slice(records);
-    let globals_at = blob.len().next_multiple_of(BUFFER_ALIGN);
-    blob.resize(globals_at, 0);
-    blob.extend_from_slice(globals);
-    let interleave_at = blob.len().next_multiple_of(BUFFER_ALIGN);
-    blob.resize(interleave_at, 0);
-    blob.extend_from_slice(&INTERLEAVE);
+    let records_at = append_aligned(&mut blob, records);
+    let globals_at = append_aligned(&mut blob, globals);
+    let interleave_at = append_aligned(&mut blob, &INTERLEAVE);
     let rodata = out.rodata(&blob);
     let places = RodataPlaces { globals: globals_at, interleave: interleave_at };
 

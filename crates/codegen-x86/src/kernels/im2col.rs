@@ -150,6 +150,30 @@ fn load_centering(a: &mut CodeAssembler, image: &ImageShape) -> Result<(), IcedE
     broadcast_u32(a, ymm15, pattern)
 }
 
+/// Widens the input bytes in the low half of `reg`'s xmm to i16 (all 16
+/// of them into the ymm when `wide`, else the low 8 into the xmm) and
+/// subtracts `zp_x` (ymm15, [`load_centering`]): the words scheme's image
+/// elements.
+fn center_words(
+    a: &mut CodeAssembler,
+    reg: AsmRegisterYmm,
+    wide: bool,
+    signed: bool,
+) -> Result<(), IcedError> {
+    let x = crate::emit::xmm_of(reg);
+    match (wide, signed) {
+        (true, true) => a.vpmovsxbw(reg, x)?,
+        (true, false) => a.vpmovzxbw(reg, x)?,
+        (false, true) => a.vpmovsxbw(x, x)?,
+        (false, false) => a.vpmovzxbw(x, x)?,
+    }
+    if wide {
+        a.vpsubw(reg, reg, ymm15)
+    } else {
+        a.vpsubw(x, x, xmm15)
+    }
+}
+
 /// Writes `len` bytes of the padding pattern (ymm14 / rax) at `base + disp`.
 /// Clobbers r8, r9.
 fn emit_fill(
@@ -232,36 +256,21 @@ fn emit_convert_row(
     // One chunk of inputs at `src + s`, written at `dst + d`.
     let convert = |a: &mut CodeAssembler, src: AsmRegister64, s: usize, dst: AsmRegister64, d: usize| {
         if !shape.bytes {
-            let widen = |a: &mut CodeAssembler, to: AsmRegisterYmm, from: AsmMemoryOperand| {
-                if unsigned {
-                    a.vpmovzxbw(to, from)
-                } else {
-                    a.vpmovsxbw(to, from)
-                }
-            };
-            let widen_x = |a: &mut CodeAssembler, to: AsmRegisterXmm, from: AsmRegisterXmm| {
-                if unsigned {
-                    a.vpmovzxbw(to, from)
-                } else {
-                    a.vpmovsxbw(to, from)
-                }
-            };
+            let signed = !unsigned;
             match chunk {
                 16 => {
-                    widen(a, ymm0, xmmword_ptr(src + s))?;
-                    a.vpsubw(ymm0, ymm0, ymm15)?;
+                    a.vmovdqu(xmm0, xmmword_ptr(src + s))?;
+                    center_words(a, ymm0, true, signed)?;
                     a.vmovdqu(ymmword_ptr(dst + d), ymm0)
                 }
                 8 => {
                     a.vmovq(xmm0, qword_ptr(src + s))?;
-                    widen_x(a, xmm0, xmm0)?;
-                    a.vpsubw(xmm0, xmm0, xmm15)?;
+                    center_words(a, ymm0, false, signed)?;
                     a.vmovdqu(xmmword_ptr(dst + d), xmm0)
                 }
                 _ => {
                     a.vmovd(xmm0, dword_ptr(src + s))?;
-                    widen_x(a, xmm0, xmm0)?;
-                    a.vpsubw(xmm0, xmm0, xmm15)?;
+                    center_words(a, ymm0, false, signed)?;
                     a.vmovq(qword_ptr(dst + d), xmm0)
                 }
             }
@@ -644,20 +653,8 @@ fn emit_direct_unit(a: &mut CodeAssembler, load: DirectLoad) -> Result<(), Codeg
             if load.signed {
                 a.vpxor(dst_x, dst_x, xmm15)?;
             }
-        } else if width == 16 {
-            if load.signed {
-                a.vpmovsxbw(dst, dst_x)?;
-            } else {
-                a.vpmovzxbw(dst, dst_x)?;
-            }
-            a.vpsubw(dst, dst, ymm15)?;
         } else {
-            if load.signed {
-                a.vpmovsxbw(dst_x, dst_x)?;
-            } else {
-                a.vpmovzxbw(dst_x, dst_x)?;
-            }
-            a.vpsubw(dst_x, dst_x, xmm15)?;
+            center_words(a, dst, width == 16, load.signed)?;
         }
     }
     emit_interleave(a, load.bytes, load.vectors)

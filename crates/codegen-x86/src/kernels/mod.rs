@@ -141,6 +141,15 @@ pub(crate) fn emit_item_kernel(
     assemble(&mut a)
 }
 
+/// Appends `part` to the rodata `blob` at the next [`BUFFER_ALIGN`]-aligned
+/// offset, which it returns.
+pub(crate) fn append_aligned(blob: &mut Vec<u8>, part: &[u8]) -> usize {
+    let at = blob.len().next_multiple_of(crate::abi::BUFFER_ALIGN);
+    blob.resize(at, 0);
+    blob.extend_from_slice(part);
+    at
+}
+
 /// `dst = src × factor` for a compile-time factor (any size).
 pub(crate) fn multiply_by(
     a: &mut CodeAssembler,

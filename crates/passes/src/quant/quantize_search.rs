@@ -870,6 +870,8 @@ impl Search<'_> {
     fn measure(&mut self, ctx: &Context, module: &Module, target: &Target) -> Result<Measurement, PassError> {
         let outputs = self.evaluation.outputs(ctx, module)?;
         self.evaluations += 1;
+        // invariant: `run` stores the float model's outputs before it measures
+        // any quantized module, and nothing clears them.
         let float = self.evaluation.float.as_ref().expect("the float outputs come first");
         let (signal, noise) = float
             .values
