@@ -118,7 +118,10 @@ impl Criterion {
             Criterion::CalibratedRange => {
                 "calibrated-range, measured only (random inputs leave the calibrated range)".to_string()
             }
-            Criterion::Informational => "informational (changes numerics on purpose)".to_string(),
+            Criterion::Informational => {
+                "informational (changes numerics on purpose; random inputs leave the calibrated range)"
+                    .to_string()
+            }
         }
     }
 

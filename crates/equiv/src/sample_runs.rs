@@ -12,6 +12,7 @@
 //!   is not run.
 //! - **Kernels**: those installed in the context (a downstream dialect's
 //!   included), else the standard ones.
+//! - **Progress**: on a terminal, a bar over the inputs of each side.
 //! - **Threads**: the inputs are spread over the cores, one forked
 //!   interpreter per thread (sharing plans and constant tensors); the results
 //!   and the error reported (the first input's, in input order) do not depend
@@ -22,6 +23,7 @@
 //! than [`MAX_KEPT_ELEMENTS`]) is a message, never a panic.
 
 use crate::difference::QuantGrid;
+use qopt_interp::progress::{Progress, REDRAW_EVERY};
 use qopt_interp::{
     check_random_arguments, random_arguments, IntegerValues, Interpreter, KernelRegistry, RandomInputs,
     Tensor,
@@ -95,6 +97,7 @@ impl SampleRuns {
             seed,
             kept: AtomicU64::new(0),
             over: AtomicBool::new(false),
+            progress: Progress::new(count as usize, "inputs"),
         };
         let outputs = job.run_all(&interpreter, count)?;
         if job.over.load(Ordering::Relaxed) {
@@ -123,41 +126,71 @@ struct Job<'a> {
     kept: AtomicU64,
     /// Set once `kept` passed [`MAX_KEPT_ELEMENTS`]: every thread stops.
     over: AtomicBool,
+    /// Inputs run, drawn on a terminal.
+    progress: Progress,
 }
 
 impl Job<'_> {
     /// The results of every input in order, or the error of the first input
     /// that failed (each input runs, so the error does not depend on timing).
+    /// The calling thread draws the progress bar while the workers run.
     fn run_all(&self, interpreter: &Interpreter<'_>, count: u32) -> Result<Vec<Vec<Tensor>>, String> {
         let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
         let threads = u32::try_from(cores).unwrap_or(1).clamp(1, count.max(1));
-        if threads == 1 {
-            return self.run_range(&mut interpreter.fork(), 0..count).into_iter().collect();
-        }
-        let per_thread: Vec<Vec<Result<Vec<Tensor>, String>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|t| {
-                    let mut worker = interpreter.fork();
-                    let range = t * count / threads..(t + 1) * count / threads;
-                    scope.spawn(move || self.run_range(&mut worker, range))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|_| vec![Err("an interpreter thread panicked".to_string())]))
-                .collect()
-        });
-        per_thread.into_iter().flatten().collect()
+        let results = if threads == 1 {
+            self.run_range(&mut interpreter.fork(), 0..count, None).into_iter().collect()
+        } else {
+            let caller = std::thread::current();
+            let per_thread: Vec<Vec<Result<Vec<Tensor>, String>>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..threads)
+                    .map(|t| {
+                        let mut worker = interpreter.fork();
+                        let range = t * count / threads..(t + 1) * count / threads;
+                        let caller = caller.clone();
+                        scope.spawn(move || {
+                            let results = self.run_range(&mut worker, range, Some(&caller));
+                            caller.unpark();
+                            results
+                        })
+                    })
+                    .collect();
+                while !handles.iter().all(|h| h.is_finished()) {
+                    self.progress.redraw();
+                    std::thread::park_timeout(REDRAW_EVERY);
+                }
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| vec![Err("an interpreter thread panicked".to_string())])
+                    })
+                    .collect()
+            });
+            per_thread.into_iter().flatten().collect()
+        };
+        self.progress.finish();
+        results
     }
 
     /// The results of inputs `range`, until the kept elements are too many.
-    fn run_range(&self, worker: &mut Interpreter<'_>, range: Range<u32>) -> Vec<Result<Vec<Tensor>, String>> {
+    /// A worker thread counts on the bar and wakes `caller`, which draws it;
+    /// without one (`None`) this thread draws.
+    fn run_range(
+        &self,
+        worker: &mut Interpreter<'_>,
+        range: Range<u32>,
+        caller: Option<&std::thread::Thread>,
+    ) -> Vec<Result<Vec<Tensor>, String>> {
         let mut results = Vec::with_capacity(range.len());
         for k in range {
             if self.over.load(Ordering::Relaxed) {
                 break;
             }
             let result = self.run_one(worker, k);
+            self.progress.advance();
+            match caller {
+                Some(caller) => caller.unpark(),
+                None => self.progress.redraw(),
+            }
             if let Ok(values) = &result {
                 let elements: u64 = values.iter().map(|t| t.len() as u64).sum();
                 if self.kept.fetch_add(elements, Ordering::Relaxed) + elements > MAX_KEPT_ELEMENTS {

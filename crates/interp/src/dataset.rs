@@ -72,7 +72,7 @@
 //! a [`DatasetError`]; nothing reachable from the files panics. A `Dataset` is
 //! `Send + Sync`; reads take `&self` and may run on several threads at once.
 
-use crate::npy::{self, NpyElement, NpyError};
+use crate::npy::{self, not_a_regular_file, NpyElement, NpyError};
 use crate::tensor::{DType, Tensor};
 use memmap2::MmapOptions;
 use ndarray::{ArrayD, IxDyn};
@@ -583,10 +583,21 @@ fn open_regular(path: &Path, label: &str) -> Result<(File, u64), DatasetError> {
     let io = |what: &str, e: std::io::Error| {
         DatasetError::new(DatasetErrorKind::Io, format!("{label}: cannot {what}: {e}"))
     };
+    // Checked before opening: opening a FIFO without a writer blocks forever.
+    let kind = std::fs::metadata(path).map_err(|e| io("open", e))?;
+    if !kind.is_file() {
+        return Err(DatasetError::new(
+            DatasetErrorKind::Io,
+            format!("{label}: {}", not_a_regular_file(&kind)),
+        ));
+    }
     let file = File::open(path).map_err(|e| io("open", e))?;
     let meta = file.metadata().map_err(|e| io("read the metadata", e))?;
     if !meta.is_file() {
-        return Err(DatasetError::new(DatasetErrorKind::Io, format!("{label}: not a regular file")));
+        return Err(DatasetError::new(
+            DatasetErrorKind::Io,
+            format!("{label}: {}", not_a_regular_file(&meta)),
+        ));
     }
     Ok((file, meta.len()))
 }

@@ -1274,9 +1274,47 @@ pub fn write_npz(arrays: &[(String, RawArray)], out: &mut dyn Write) -> io::Resu
 // Convenience: files and format detection
 // ---------------------------------------------------------------------------------------------
 
+/// Reads a whole data file, refusing (without opening it) anything but a
+/// regular file: opening a FIFO with no writer would block forever, and a
+/// device or directory holds no array.
+pub fn read_regular_file(path: &Path) -> io::Result<Vec<u8>> {
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, not_a_regular_file(&meta)));
+    }
+    std::fs::read(path)
+}
+
+/// Why a file of this kind cannot be read as data: `is a directory, not a
+/// regular file`, `is a FIFO (named pipe), not a regular file`.
+pub fn not_a_regular_file(meta: &std::fs::Metadata) -> String {
+    let kind = meta.file_type();
+    #[cfg(unix)]
+    let special = {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            Some("a FIFO (named pipe)")
+        } else if kind.is_char_device() || kind.is_block_device() {
+            Some("a device")
+        } else if kind.is_socket() {
+            Some("a socket")
+        } else {
+            None
+        }
+    };
+    #[cfg(not(unix))]
+    let special: Option<&str> = None;
+    let what = match special {
+        Some(what) => what,
+        None if kind.is_dir() => "a directory",
+        None => "not a file",
+    };
+    format!("is {what}, not a regular file")
+}
+
 /// Reads a `.npy` file.
 pub fn read_npy_file(path: impl AsRef<Path>) -> Result<RawArray, NpyError> {
-    read_npy(&std::fs::read(path)?)
+    read_npy(&read_regular_file(path.as_ref())?)
 }
 
 /// Writes a `.npy` file.
@@ -1288,7 +1326,7 @@ pub fn write_npy_file(path: impl AsRef<Path>, array: &RawArray) -> io::Result<()
 
 /// Reads a `.npz` file.
 pub fn read_npz_file(path: impl AsRef<Path>) -> Result<Vec<(String, RawArray)>, NpyError> {
-    read_npz(&std::fs::read(path)?)
+    read_npz(&read_regular_file(path.as_ref())?)
 }
 
 /// Writes an uncompressed `.npz` file.
@@ -1312,7 +1350,7 @@ pub fn read_arrays(bytes: &[u8], npy_name: &str) -> Result<Vec<(String, RawArray
 pub fn read_arrays_file(path: impl AsRef<Path>) -> Result<Vec<(String, RawArray)>, NpyError> {
     let path = path.as_ref();
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    read_arrays(&std::fs::read(path)?, &stem)
+    read_arrays(&read_regular_file(path)?, &stem)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -164,6 +164,12 @@ impl SourceMap {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Diagnostics(pub Vec<Diagnostic>);
 
+impl From<Diagnostic> for Diagnostics {
+    fn from(diagnostic: Diagnostic) -> Diagnostics {
+        Diagnostics(vec![diagnostic])
+    }
+}
+
 impl Diagnostics {
     /// True if any diagnostic is an error.
     pub fn has_errors(&self) -> bool {

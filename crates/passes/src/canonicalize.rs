@@ -31,8 +31,8 @@
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
-    apply_patterns_greedily, GreedyConfig, GreedyStats, Module, Pass, PassContext, PassError, PassOutcome,
-    PatternSet,
+    apply_patterns_greedily, Diagnostic, GreedyConfig, GreedyStats, Module, Pass, PassContext, PassError,
+    PassOutcome, PatternSet, SrcPos,
 };
 
 /// The `canonicalize` pass; see the module docs.
@@ -60,20 +60,8 @@ impl Pass for Canonicalize {
 
     fn options(&self) -> Vec<OptionSpec> {
         vec![
-            OptionSpec {
-                name: "max-iterations",
-                kind: OptionKind::Int,
-                default: "10",
-                required: false,
-                help: "full sweeps over the module before giving up (at least 1)",
-            },
-            OptionSpec {
-                name: "fold",
-                kind: OptionKind::Bool,
-                default: "true",
-                required: false,
-                help: "fold ops through their registered folders",
-            },
+            OptionSpec::new("max-iterations", OptionKind::Int, "10").help("full sweeps over the module before giving up (at least 1)"),
+            OptionSpec::new("fold", OptionKind::Bool, "true").help("fold ops through their registered folders"),
         ]
     }
 
@@ -112,7 +100,10 @@ impl Pass for Canonicalize {
         cx.add_stat("dead-erased", stats.dead_erased);
         cx.add_stat("rewrites", stats.rewrites());
         if !stats.converged {
-            return Err(PassError::from(non_convergence_message(&stats, &config)));
+            // Patterns that keep rewriting each other are a bug to report: a
+            // reproducer is written.
+            let message = non_convergence_message(&stats, &config);
+            return Err(PassError::internal(Diagnostic::error(None, SrcPos::NONE, message)));
         }
         Ok(PassOutcome::from_changed(stats.changed()))
     }

@@ -75,13 +75,7 @@ impl Pass for FoldConstant {
     }
 
     fn options(&self) -> Vec<OptionSpec> {
-        vec![OptionSpec {
-            name: "max-elements",
-            kind: OptionKind::Int,
-            default: DEFAULT_MAX_ELEMENTS,
-            required: false,
-            help: "largest folded result (in elements) that is materialized as a constant",
-        }]
+        vec![OptionSpec::new("max-elements", OptionKind::Int, DEFAULT_MAX_ELEMENTS).help("largest folded result (in elements) that is materialized as a constant")]
     }
 
     fn preserves_semantics(&self) -> bool {

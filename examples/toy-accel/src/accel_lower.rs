@@ -78,13 +78,8 @@ impl Pass for AccelLower {
     }
 
     fn options(&self) -> Vec<OptionSpec> {
-        vec![OptionSpec {
-            name: MAX_CHANNELS,
-            kind: OptionKind::Int,
-            default: "512",
-            required: false,
-            help: "the most input or output channels the conv engine takes",
-        }]
+        vec![OptionSpec::new(MAX_CHANNELS, OptionKind::Int, "512")
+            .help("the most input or output channels the conv engine takes")]
     }
 
     fn preserves_semantics(&self) -> bool {

@@ -79,6 +79,7 @@ impl Pass for AccelQuantize {
     fn options(&self) -> Vec<OptionSpec> {
         vec![OptionSpec::new("calibration", OptionKind::String, "")
             .required()
+            .reads_file()
             .help("the .npz collect-calibration-data wrote after partition{target=accel}")]
     }
 

@@ -34,6 +34,11 @@ pub enum VerifyNumericsMode {
     Warn,
 }
 
+/// The most inputs `--verify-numerics=N` runs per side of a pass: each input
+/// is a whole interpreter run, twice per pass, so a mistyped N of a million
+/// would silently run for many minutes.
+pub const MAX_VERIFY_NUMERICS_INPUTS: u32 = 100_000;
+
 /// Flags shared by `qopt` and every driver built on it.
 #[derive(Parser, Debug)]
 #[command(
@@ -102,7 +107,7 @@ pub struct Cli {
     #[arg(long, value_name = "MODE", value_enum, num_args = 0..=1, require_equals = true, default_missing_value = "fail")]
     pub verify_equiv: Option<VerifyEquiv>,
     /// Run the module before and after each pass on N random inputs (default
-    /// 8) in the interpreter and report the largest difference of the results;
+    /// 8, at most 100000) in the interpreter and report the largest difference of the results;
     /// a pass that keeps semantics fails the run if its results move beyond
     /// its relation (docs/verification.md).
     #[arg(
@@ -111,7 +116,7 @@ pub struct Cli {
         num_args = 0..=1,
         require_equals = true,
         default_missing_value = "8",
-        value_parser = clap::value_parser!(u32).range(1..)
+        value_parser = clap::value_parser!(u32).range(1..=MAX_VERIFY_NUMERICS_INPUTS as i64)
     )]
     pub verify_numerics: Option<u32>,
     /// The seed of `--verify-numerics`: input k is drawn with seed N + k.

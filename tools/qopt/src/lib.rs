@@ -32,7 +32,9 @@ pub use qopt_ir_core::write_file_atomically;
 
 use diagnostics::Reporter;
 use qopt_ir_core::pass::pipeline::nearest_name;
-use qopt_ir_core::pass::{Instrumentation, PassFilter, PassManager, PassRegistry, TimingTree};
+use qopt_ir_core::pass::{
+    FileOption, FileUse, Instrumentation, PassFilter, PassManager, PassRegistry, PipelineError, TimingTree,
+};
 use qopt_ir_core::{
     parse_module_chunk, parse_source, print_module, split_input, verify, Context, Diagnostic, Module,
     SourceMap, SourceText, SrcPos,
@@ -59,6 +61,82 @@ pub fn refuse_output_over_input(output: &Path, inputs: &[&Path]) -> Result<(), S
         }
     }
     Ok(())
+}
+
+/// Refuses a run that would write over a file it reads, before anything
+/// runs: `-o` or a pass option that writes a file ([`FileUse::Written`]:
+/// `collect-calibration-data{out=}`, `quantize-search{report=}`) naming the
+/// model or a file a pass reads (`data=`, `labels=`, `reference=`), and two
+/// outputs naming one file. `-o` may name the model: qopt reads it whole
+/// before writing. The error points at the pass option in the pipeline text.
+fn refuse_writing_over_inputs(cli: &Cli, pipeline: &PassManager) -> Result<(), PipelineError> {
+    let files = pipeline.file_options();
+    let model = Path::new(&cli.input);
+    let reads_model = cli.input != "-";
+    let describe = |f: &FileOption| format!("'{}' of pass '{}'", f.option, f.pass);
+    for (index, written) in files.iter().enumerate().filter(|(_, f)| f.usage == FileUse::Written) {
+        let path = Path::new(&written.path);
+        let clash = if reads_model && same_target(path, model) {
+            Some("the model qopt reads".to_string())
+        } else if cli.output_file().is_some_and(|out| same_target(path, out)) {
+            Some("the -o output".to_string())
+        } else {
+            files
+                .iter()
+                .enumerate()
+                .find(|&(other, f)| other != index && same_target(path, Path::new(&f.path)))
+                .map(|(_, f)| {
+                    let role = if f.usage == FileUse::Read { "reads" } else { "writes" };
+                    format!("the file {} {role}", describe(f))
+                })
+        };
+        if let Some(clash) = clash {
+            let message = format!(
+                "{} would write '{}', which is {clash}; writing it would destroy that: name another file",
+                describe(written),
+                written.path
+            );
+            return Err(PipelineError { offset: written.offset, message });
+        }
+    }
+    if let Some(out) = cli.output_file() {
+        if let Some(read) =
+            files.iter().find(|f| f.usage == FileUse::Read && same_target(out, Path::new(&f.path)))
+        {
+            let message = format!(
+                "the -o output '{}' is '{}', which {} reads; writing the model there would destroy it: \
+                 name another output",
+                out.display(),
+                read.path,
+                describe(read)
+            );
+            return Err(PipelineError { offset: read.offset, message });
+        }
+    }
+    Ok(())
+}
+
+/// Whether `a` and `b` name one regular file: the same existing file
+/// (through links and `..`), or, where either does not exist yet, the same
+/// name in the same existing directory. Devices (`/dev/null`) clash with
+/// nothing: writing one destroys nothing.
+fn same_target(a: &Path, b: &Path) -> bool {
+    let device = |p: &Path| std::fs::metadata(p).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    if device(a) || device(b) {
+        return false;
+    }
+    if same_file(a, b) {
+        return true;
+    }
+    let place = |p: &Path| -> Option<(PathBuf, std::ffi::OsString)> {
+        let name = p.file_name()?.to_os_string();
+        let parent = match p.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        Some((std::fs::canonicalize(parent).ok()?, name))
+    };
+    matches!((place(a), place(b)), (Some(x), Some(y)) if x == y)
 }
 
 /// Whether `a` and `b` exist and are one file (through links and `..`).
@@ -187,9 +265,11 @@ impl Driver {
             // backend target) are usage errors too; a context that cannot be
             // built is reported when the input is run.
             match self.new_context() {
-                Ok(ctx) => pipeline.check_options_against(&ctx).map(|()| pipeline),
-                Err(_) => Ok(pipeline),
+                Ok(ctx) => pipeline.check_options_against(&ctx)?,
+                Err(_) => {}
             }
+            refuse_writing_over_inputs(cli, &pipeline)?;
+            Ok(pipeline)
         });
         let pipeline = match checked {
             Ok(p) => p,
@@ -237,6 +317,7 @@ impl Driver {
             pipeline: &pipeline,
             reporter: Reporter { sources: &sources, ..reporter },
             timing: TimingTree::new(),
+            summary: None,
         };
         let code = if cli.split_input_file { run.split(out, err) } else { run.whole(out, err) };
         if cli.timing {
@@ -334,6 +415,8 @@ struct Invocation<'a> {
     pipeline: &'a PassManager,
     reporter: Reporter<'a>,
     timing: TimingTree,
+    /// What the pipeline did, for the line printed when a file is written.
+    summary: Option<String>,
 }
 
 impl Invocation<'_> {
@@ -352,7 +435,15 @@ impl Invocation<'_> {
             }
         };
         self.timing.add_phase("print", start.elapsed());
-        self.finish_write(written, err)
+        let code = self.finish_write(written, err);
+        let regular = |path: &Path| std::fs::metadata(path).is_ok_and(|m| m.is_file());
+        if let (EXIT_OK, Some(path), false) =
+            (code, self.cli.output_file().filter(|p| regular(p)), self.cli.quiet)
+        {
+            let what = self.summary.as_deref().unwrap_or("verified");
+            let _ = writeln!(err, "{}: {what} -> {}", self.driver.tool, path.display());
+        }
+        code
     }
 
     /// Each `// -----` case on its own; failing cases report and print nothing.
@@ -440,7 +531,8 @@ impl Invocation<'_> {
             print_after_change: cli.print_ir_after_change,
             print_dir: cli.print_ir_dir.clone(),
             timing: cli.timing,
-            statistics: cli.stats,
+            // Always kept: the summary line reads quant-lint's.
+            statistics: true,
             reproducer_dir: Some(cli.reproducer_dir.clone().unwrap_or_else(std::env::temp_dir)),
             // A reproducer replays the pipeline from the input text, so no
             // copy of the module is kept before each pass.
@@ -486,6 +578,7 @@ impl Invocation<'_> {
                 for w in &run.warnings {
                     reporter.diagnostic(err, w);
                 }
+                self.summary = Some(run_summary(self.pipeline, &run));
                 if cli.stats {
                     let _ = err.write_all(run.render_statistics().as_bytes());
                 }
@@ -513,6 +606,38 @@ impl Invocation<'_> {
         }
         Ok((ctx, module))
     }
+}
+
+/// What a run did, in one line: the pipeline as given, how many passes ran
+/// and warned, and, when `quant-lint` ran last, the shape of the result:
+/// `quantize{data=c.npy}: 15 passes; 5 qnn ops, 0 float ops, 1 quantize,
+/// 1 dequantize, 17024 weight bytes; 0 warnings`.
+fn run_summary(pipeline: &PassManager, run: &qopt_ir_core::RunReport) -> String {
+    if pipeline.is_empty() {
+        return "verified".to_string();
+    }
+    let mut parts = vec![match pipeline.len() {
+        1 => "1 pass".to_string(),
+        n => format!("{n} passes"),
+    }];
+    let lint = run.statistics.iter().rev().find(|(pass, _)| pass == "quant-lint");
+    if let Some((_, stats)) = lint {
+        let stat = |name: &str| stats.iter().find(|(n, _)| *n == name).map_or(0, |&(_, v)| v);
+        let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        parts.push(
+            [
+                plural(stat("qnn-ops"), "qnn op", "qnn ops"),
+                plural(stat("float-ops"), "float op", "float ops"),
+                plural(stat("quantizes"), "quantize", "quantizes"),
+                plural(stat("dequantizes"), "dequantize", "dequantizes"),
+                plural(stat("weight-bytes"), "weight byte", "weight bytes"),
+            ]
+            .join(", "),
+        );
+    }
+    let warnings = run.warnings.len() as u64;
+    parts.push(format!("{warnings} warning{}", if warnings == 1 { "" } else { "s" }));
+    format!("{}: {}", pipeline.pipeline_text(), parts.join("; "))
 }
 
 fn filter(all: bool, names: &[String]) -> PassFilter {

@@ -402,7 +402,11 @@ impl qopt_ir_core::Pass for FailingPass {
         _options: &qopt_ir_core::pass::PassOptions,
     ) -> Result<qopt_ir_core::PassOutcome, qopt_ir_core::PassError> {
         let pos = qopt_ir_core::SrcPos { line: 2, col: 3 };
-        Err(qopt_ir_core::Diagnostic::error(None, pos, "cannot handle \"this\"").into())
+        Err(qopt_ir_core::PassError::internal(qopt_ir_core::Diagnostic::error(
+            None,
+            pos,
+            "cannot handle \"this\"",
+        )))
     }
 }
 

@@ -25,7 +25,9 @@
 use super::instrument::{
     replay_flags, shell_word, text_fingerprint, write_reproducer, DumpPoint, ReproducerIr,
 };
-use super::pipeline::{nearest_name, parse_pipeline, PassOptions, PipelineElement, PipelineError};
+use super::pipeline::{
+    nearest_name, parse_pipeline, FileUse, OptionValue, PassOptions, PipelineElement, PipelineError,
+};
 use super::registry::PassRegistry;
 use super::timing::{TimingNode, TimingTree};
 use super::{Instrumentation, Pass, PassContext, PassOutcome, PassRun};
@@ -72,6 +74,37 @@ struct Scheduled {
     /// How the pass was reached through named pipelines (`in pipeline ...: `),
     /// empty when the user named it.
     context: String,
+    /// Byte offset in the user's text of each option's value: where the user
+    /// wrote it, or where the outermost named pipeline got the option of that
+    /// name it passed on; the pass name's offset otherwise.
+    option_offsets: Vec<(&'static str, usize)>,
+}
+
+impl Scheduled {
+    fn option_offset(&self, option: &str) -> usize {
+        self.option_offsets.iter().find(|(name, _)| *name == option).map_or(self.offset, |&(_, at)| at)
+    }
+
+    /// `'pass': ` or `in pipeline 'quantize{...}' (...): 'pass': `.
+    fn located(&self, message: &str) -> String {
+        format!("{}'{}': {message}", self.context, self.pass.name())
+    }
+}
+
+/// A pass option naming a file, from [`PassManager::file_options`].
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct FileOption {
+    /// The pass that reads or writes it.
+    pub pass: &'static str,
+    /// The option's name.
+    pub option: &'static str,
+    /// The path as given.
+    pub path: String,
+    /// Whether the pass reads or writes it.
+    pub usage: FileUse,
+    /// Byte offset in the pipeline text where the user gave it (the outermost
+    /// named pipeline's option, or its name).
+    pub offset: usize,
 }
 
 impl fmt::Debug for PassManager {
@@ -86,7 +119,8 @@ impl PassManager {
     /// a byte offset into `text` ([`PipelineError::render`] shows it); errors inside
     /// a named pipeline's expansion are reported at that pipeline's name.
     pub fn parse(registry: &PassRegistry, text: &str) -> Result<PassManager, PipelineError> {
-        let mut expander = Expander { registry, stack: Vec::new(), top_offset: 0, position: 0 };
+        let mut expander =
+            Expander { registry, stack: Vec::new(), top_offset: 0, top_options: Vec::new(), position: 0 };
         let entries = expander.build(text)?;
         Ok(PassManager { entries, num_passes: expander.position })
     }
@@ -94,27 +128,55 @@ impl PassManager {
     /// Asks every pass whether its options make sense in `ctx`
     /// ([`Pass::check_options_against`]: names that registries in the context must
     /// know), before anything runs. The first refusal is an error at the
-    /// pass's name, like an unknown option.
+    /// option's value, like an unknown option.
     pub fn check_options_against(&self, ctx: &Context) -> Result<(), PipelineError> {
-        let mut stack: Vec<&[Entry]> = vec![&self.entries];
-        while let Some(entries) = stack.pop() {
-            for entry in entries {
-                match entry {
-                    Entry::Pass(s) => {
-                        if let Err(message) = s.pass.check_options_against(ctx, &s.options) {
-                            let message = if s.context.is_empty() {
-                                format!("'{}': {message}", s.pass.name())
-                            } else {
-                                format!("{}'{}': {message}", s.context, s.pass.name())
-                            };
-                            return Err(PipelineError { offset: s.offset, message });
-                        }
-                    }
-                    Entry::Group { entries, .. } => stack.push(entries),
-                }
+        for s in self.scheduled() {
+            if let Err(bad) = s.pass.check_options_against(ctx, &s.options) {
+                let offset = s.option_offset(bad.option);
+                return Err(PipelineError { offset, message: s.located(&bad.message) });
             }
         }
         Ok(())
+    }
+
+    /// Every non-empty option value naming a file ([`FileUse`]), in pipeline order.
+    pub fn file_options(&self) -> Vec<FileOption> {
+        let mut files = Vec::new();
+        for s in self.scheduled() {
+            for spec in s.pass.options() {
+                if spec.file == FileUse::None {
+                    continue;
+                }
+                if let Some(OptionValue::String(path)) = s.options.get(spec.name) {
+                    if !path.is_empty() {
+                        files.push(FileOption {
+                            pass: s.pass.name(),
+                            option: spec.name,
+                            path: path.clone(),
+                            usage: spec.file,
+                            offset: s.option_offset(spec.name),
+                        });
+                    }
+                }
+            }
+        }
+        files
+    }
+
+    /// The scheduled passes in run order, named pipelines expanded.
+    fn scheduled(&self) -> Vec<&Scheduled> {
+        let mut passes = Vec::with_capacity(self.num_passes);
+        let mut stack: Vec<std::slice::Iter<'_, Entry>> = vec![self.entries.iter()];
+        while let Some(top) = stack.last_mut() {
+            match top.next() {
+                Some(Entry::Pass(s)) => passes.push(s),
+                Some(Entry::Group { entries, .. }) => stack.push(entries.iter()),
+                None => {
+                    stack.pop();
+                }
+            }
+        }
+        passes
     }
 
     /// The number of pass executions (named pipelines expanded).
@@ -214,6 +276,8 @@ struct Expander<'r> {
     stack: Vec<String>,
     /// Offset in the user's text of the outermost pipeline being expanded.
     top_offset: usize,
+    /// The options the user gave that pipeline: key and value offset.
+    top_options: Vec<(String, usize)>,
     /// Pass executions so far.
     position: usize,
 }
@@ -232,6 +296,14 @@ impl Expander<'_> {
         if let Some(pass) = self.registry.get(&element.name) {
             let options =
                 element.resolve_options(&pass.options()).map_err(|error| self.locate(error, text))?;
+            let option_offsets: Vec<(&'static str, usize)> = pass
+                .options()
+                .iter()
+                .filter_map(|spec| {
+                    let given = element.options.iter().find(|given| given.key == spec.name)?;
+                    Some((spec.name, self.user_offset(given.key.as_str(), given.value_offset)?))
+                })
+                .collect();
             if let Err(bad) = pass.check_options(&options) {
                 let offset = element
                     .options
@@ -252,6 +324,7 @@ impl Expander<'_> {
                 position: self.position,
                 offset: located.offset,
                 context: located.message,
+                option_offsets,
             }));
         }
         let Some(pipeline) = self.registry.get_pipeline(&element.name) else {
@@ -265,6 +338,8 @@ impl Expander<'_> {
         let canonical = canonical_text(pipeline.name, &options);
         if self.stack.is_empty() {
             self.top_offset = element.name_offset;
+            self.top_options =
+                element.options.iter().map(|given| (given.key.clone(), given.value_offset)).collect();
         }
         if self.stack.contains(&canonical) {
             let chain = self.chain(&canonical);
@@ -291,18 +366,37 @@ impl Expander<'_> {
         chain.join(" -> ")
     }
 
+    /// Where the user wrote the value of option `key` whose value sits at
+    /// `offset` in the text being built: there in the user's own text; in an
+    /// expansion, at the outermost pipeline's option of the same name (named
+    /// pipelines pass their options on by name), if the user gave one.
+    fn user_offset(&self, key: &str, offset: usize) -> Option<usize> {
+        if self.stack.is_empty() {
+            return Some(offset);
+        }
+        self.top_options.iter().find(|(given, _)| given == key).map(|&(_, at)| at)
+    }
+
     /// Moves an error in the expansion `text` of a named pipeline to the outermost
-    /// pipeline's name in the user's text, saying where it came from; errors in
-    /// the user's own text stay as they are.
+    /// pipeline in the user's text, saying where it came from: to the option
+    /// the user gave it when the error is about an option passed on, else to
+    /// the pipeline's name. Errors in the user's own text stay as they are.
     fn locate(&self, error: PipelineError, text: &str) -> PipelineError {
         if self.stack.is_empty() {
             return error;
         }
         let chain = self.stack.iter().map(|name| format!("'{name}'")).collect::<Vec<_>>().join(" -> ");
-        PipelineError {
-            offset: self.top_offset,
-            message: format!("in pipeline {chain} (expanded to '{text}'): {}", error.message),
-        }
+        let option_at = parse_pipeline(text).ok().and_then(|elements| {
+            let element = elements.iter().filter(|e| e.name_offset <= error.offset).last()?;
+            let option = element.options.iter().filter(|o| o.key_offset <= error.offset).last()?;
+            self.user_offset(&option.key, option.value_offset)
+        });
+        let message = match option_at {
+            // The caret shows what to change; the expansion would be noise.
+            Some(_) => format!("in pipeline {chain}: {}", error.message),
+            None => format!("in pipeline {chain} (expanded to '{text}'): {}", error.message),
+        };
+        PipelineError { offset: option_at.unwrap_or(self.top_offset), message }
     }
 }
 
@@ -436,7 +530,7 @@ impl Runner<'_, '_> {
         });
         self.inst.hooks = hooks;
         if let Err(diagnostics) = before {
-            return Err(self.fail(scheduled, snapshot, diagnostics));
+            return Err(self.fail(scheduled, snapshot, diagnostics, Fault::Compiler));
         }
         if self.inst.print_before.matches(name) {
             self.dump(name, position, DumpPoint::Before);
@@ -463,12 +557,15 @@ impl Runner<'_, '_> {
         }
         let outcome = match result {
             Ok(Ok(outcome)) => outcome,
-            Ok(Err(error)) => return Err(self.fail(scheduled, snapshot, error.diagnostics)),
+            Ok(Err(error)) => {
+                let fault = if error.internal { Fault::Compiler } else { Fault::Input };
+                return Err(self.fail(scheduled, snapshot, error.diagnostics, fault));
+            }
             Err(payload) => {
                 let what = panic_message(payload.as_ref());
                 let message = format!("pass '{name}' panicked: {what}");
                 let diagnostic = Diagnostic::error(None, SrcPos::NONE, message);
-                return Err(self.fail(scheduled, snapshot, Diagnostics(vec![diagnostic])));
+                return Err(self.fail(scheduled, snapshot, Diagnostics(vec![diagnostic]), Fault::Compiler));
             }
         };
         tracing::debug!(?outcome, "pass finished");
@@ -487,7 +584,7 @@ impl Runner<'_, '_> {
                     Diagnostic::error(None, SrcPos::NONE, format!("pass '{name}' produced invalid IR"));
                 let mut diagnostics = vec![headline];
                 diagnostics.extend(errors.0);
-                return Err(self.fail(scheduled, snapshot, Diagnostics(diagnostics)));
+                return Err(self.fail(scheduled, snapshot, Diagnostics(diagnostics), Fault::Compiler));
             }
             wall += elapsed;
             children.push(TimingNode::new("verify", elapsed));
@@ -508,7 +605,7 @@ impl Runner<'_, '_> {
         }
         self.inst.hooks = hooks;
         if let Err(diagnostics) = after {
-            return Err(self.fail(scheduled, snapshot, diagnostics));
+            return Err(self.fail(scheduled, snapshot, diagnostics, Fault::Compiler));
         }
 
         if tracks_change {
@@ -544,13 +641,15 @@ impl Runner<'_, '_> {
         }
     }
 
-    /// Builds the failure for `scheduled`, writing the reproducer: the input
-    /// text with every pass up to this one, or `snapshot` with this pass.
+    /// Builds the failure for `scheduled`; for a fault of the compiler, writes
+    /// the reproducer: the input text with every pass up to this one, or
+    /// `snapshot` with this pass.
     fn fail(
         &mut self,
         scheduled: &Scheduled,
         snapshot: Option<Module>,
         errors: Diagnostics,
+        fault: Fault,
     ) -> PipelineFailure {
         let name = scheduled.pass.name();
         tracing::debug!(pass = name, "pass failed");
@@ -562,6 +661,7 @@ impl Runner<'_, '_> {
         let mut reproducer = None;
         let mut reproducer_message = None;
         let input = match (self.inst.reproducer_input, snapshot) {
+            _ if fault == Fault::Input => None,
             (Some(text), _) => {
                 let mut pipeline = std::mem::take(&mut self.passes_run);
                 pipeline.push(scheduled.text.clone());
@@ -596,6 +696,15 @@ impl Runner<'_, '_> {
             reproducer_message,
         }
     }
+}
+
+/// Whose fault a failure is: only the compiler's gets a reproducer.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Fault {
+    /// The pass refused its input (model, data or options) with a diagnosis.
+    Input,
+    /// A panic, invalid IR, a failed check, or a pass's [`PassError::internal`].
+    Compiler,
 }
 
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
@@ -809,6 +918,37 @@ mod tests {
 
         let (ctx, module, _) = run_ok("test-outer,test-pipeline{suffix=\"-y\"}", &mut quiet());
         assert_eq!(function_names(&ctx, &module), ["main_o-y", "helper_o-y"]);
+    }
+
+    /// An option a named pipeline passes on is blamed where the user wrote
+    /// it, not on the pipeline's name.
+    #[test]
+    fn errors_in_options_passed_on_point_at_the_users_option() {
+        let error = parse_error("test-noop,test-forward{data=d.npy count=many}");
+        assert!(error.starts_with("error@40: in pipeline 'test-forward{count=many data=d.npy}'"), "{error}");
+        assert!(
+            error.ends_with("option 'count' of pass 'test-options' expects an integer, got 'many'"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn file_options_are_listed_with_where_the_user_gave_them() {
+        let manager = parse("test-forward{data=d.npy},test-options{label=c data=\"e f.npy\"}");
+        let files: Vec<(&str, String, FileUse, usize)> = manager
+            .file_options()
+            .into_iter()
+            .map(|file| (file.option, file.path, file.usage, file.offset))
+            .collect();
+        assert_eq!(
+            files,
+            [
+                ("data", "d.npy".to_string(), FileUse::Read, 18),
+                // Not given by the user: at the pipeline's name.
+                ("report", "r.json".to_string(), FileUse::Written, 0),
+                ("data", "e f.npy".to_string(), FileUse::Read, 51),
+            ]
+        );
     }
 
     #[test]
@@ -1083,6 +1223,19 @@ mod tests {
             text.starts_with("// myopt-reproducer: --pass='test-fail' --allow-unregistered-dialect\n"),
             "{text}"
         );
+    }
+
+    /// A pass that refuses its input (bad data, an option it cannot honour)
+    /// has said what is wrong: no reproducer, which would only copy the input.
+    #[test]
+    fn a_pass_refusing_its_input_writes_no_reproducer() {
+        let dir = TempDir::new("reproducer-refusal");
+        let mut inst = Instrumentation { reproducer_dir: Some(dir.0.clone()), ..quiet() };
+        let failure = run_err("test-noop,test-fail{refuse}", &mut inst);
+        assert_eq!((failure.pass.as_str(), failure.position), ("test-fail", 2));
+        assert!(failure.reproducer.is_none() && failure.reproducer_message.is_none());
+        assert_eq!(failure.message(), "pass 'test-fail' failed");
+        assert!(dir.files().is_empty(), "{:?}", dir.files());
     }
 
     #[test]

@@ -26,8 +26,8 @@ mod timing;
 mod test_passes;
 
 pub use instrument::{Instrumentation, PassFilter, PassInstrumentation, PassRun};
-pub use manager::{PassManager, PipelineFailure, RunReport};
-pub use pipeline::{OptionKind, OptionSpec, OptionValue, PassOptions, PipelineError};
+pub use manager::{FileOption, PassManager, PipelineFailure, RunReport};
+pub use pipeline::{FileUse, OptionKind, OptionSpec, OptionValue, PassOptions, PipelineError};
 pub use registry::{NamedPipeline, PassRegistry};
 pub use timing::{TimingNode, TimingTree};
 
@@ -85,10 +85,11 @@ pub trait Pass: Send + Sync {
 
     /// Checks options against what the context knows, before any pass runs:
     /// a name that must be registered in one of the context's registries (a
-    /// backend target, say). The driver reports a refusal as a usage error at
-    /// the pass in the pipeline text. By default every option set is fine
-    /// (the option types were checked when the pipeline was parsed).
-    fn check_options_against(&self, ctx: &Context, options: &PassOptions) -> Result<(), String> {
+    /// backend target, an observer, an op). The driver reports a refusal as a
+    /// usage error at the option's value in the pipeline text. By default every
+    /// option set is fine (the option types were checked when the pipeline was
+    /// parsed).
+    fn check_options_against(&self, ctx: &Context, options: &PassOptions) -> Result<(), BadOptionValue> {
         let _ = (ctx, options);
         Ok(())
     }
@@ -225,11 +226,28 @@ pub(crate) struct PassRecords {
 }
 
 /// Why a pass failed: one or more diagnostics (errors, possibly with notes).
+///
+/// An error a pass returns is, by default, a refusal of its input: the model,
+/// the data or an option the user gave cannot be handled, and the diagnostics
+/// say why, so the pass manager writes no reproducer. A pass that finds its
+/// own invariants broken on valid input returns [`PassError::internal`]; that
+/// failure, like a panic, invalid IR after the pass or a failed instrumentation
+/// check, is a fault of the compiler and gets a reproducer.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PassError {
     /// What went wrong, where. Diagnostics without a file are attributed to the
     /// module's source file.
     pub diagnostics: Diagnostics,
+    /// Whether the pass failed on input it should have handled (a bug to
+    /// report, with a reproducer) rather than refused bad input.
+    pub internal: bool,
+}
+
+impl PassError {
+    /// A failure of the pass itself on input it should handle.
+    pub fn internal(diagnostics: impl Into<Diagnostics>) -> PassError {
+        PassError { diagnostics: diagnostics.into(), internal: true }
+    }
 }
 
 impl From<String> for PassError {
@@ -248,13 +266,13 @@ impl From<&str> for PassError {
 
 impl From<Diagnostic> for PassError {
     fn from(diagnostic: Diagnostic) -> PassError {
-        PassError { diagnostics: Diagnostics(vec![diagnostic]) }
+        PassError { diagnostics: Diagnostics(vec![diagnostic]), internal: false }
     }
 }
 
 impl From<Diagnostics> for PassError {
     fn from(diagnostics: Diagnostics) -> PassError {
-        PassError { diagnostics }
+        PassError { diagnostics, internal: false }
     }
 }
 

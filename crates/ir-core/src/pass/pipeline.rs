@@ -601,12 +601,27 @@ pub struct OptionSpec {
     pub required: bool,
     /// One-line description for `--list-passes`.
     pub help: &'static str,
+    /// Whether the value names a file the pass reads or writes; the driver
+    /// refuses a pipeline that would write over a file it reads.
+    pub file: FileUse,
+}
+
+/// What a [`OptionKind::String`] option's value is to the file system.
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default)]
+pub enum FileUse {
+    /// Not a path.
+    #[default]
+    None,
+    /// The path of a file (or directory) the pass reads: calibration data, labels.
+    Read,
+    /// The path of a file the pass writes: a report, collected tensors.
+    Written,
 }
 
 impl OptionSpec {
     /// An optional option with a default (in pipeline value syntax) and no help yet.
     pub fn new(name: &'static str, kind: OptionKind, default: &'static str) -> OptionSpec {
-        OptionSpec { name, kind, default, required: false, help: "" }
+        OptionSpec { name, kind, default, required: false, help: "", file: FileUse::None }
     }
 
     /// The same option with its one-line help.
@@ -617,6 +632,16 @@ impl OptionSpec {
     /// The same option, required.
     pub fn required(self) -> OptionSpec {
         OptionSpec { required: true, ..self }
+    }
+
+    /// The same option, naming a file the pass reads.
+    pub fn reads_file(self) -> OptionSpec {
+        OptionSpec { file: FileUse::Read, ..self }
+    }
+
+    /// The same option, naming a file the pass writes.
+    pub fn writes_file(self) -> OptionSpec {
+        OptionSpec { file: FileUse::Written, ..self }
     }
 
     /// The kind as shown by `--list-passes`: `bool`, `int`, `float`, `string`,
@@ -1064,7 +1089,7 @@ mod tests {
     const MODES: &[&str] = &["fast", "exact"];
 
     fn spec(name: &'static str, kind: OptionKind, default: &'static str) -> OptionSpec {
-        OptionSpec { name, kind, default, required: false, help: "" }
+        OptionSpec { name, kind, default, required: false, help: "", file: FileUse::None }
     }
 
     /// The options of the passes the test pipelines use; `None` for passes that

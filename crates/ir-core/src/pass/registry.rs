@@ -226,6 +226,7 @@ mod tests {
              \x20 test-break-ir       insert an unregistered op\n\
              \x20 test-fail           change the IR, then fail\n\
              \x20   code=<int> (default: 7)  reported in the error\n\
+             \x20   refuse=<bool> (default: false)  fail as a refusal of the input\n\
              \x20 test-noop           do nothing\n\
              \x20 test-options        a pass with options of every kind\n\
              \x20   count=<int> (default: 3)  how many\n\
@@ -233,6 +234,8 @@ mod tests {
              \x20   sizes=<list of int> (default: [1,2])  which sizes\n\
              \x20   flag=<bool> (default: false)  whether to warn\n\
              \x20   label=<string> (required)\n\
+             \x20   data=<string> (default: \"\")  a file read\n\
+             \x20   report=<string> (default: \"\")  a file written\n\
              \x20 test-panic          panic\n\
              \x20 test-phases         record phase timings\n\
              \x20 test-rename-funcs   append a suffix to every function name\n\
@@ -243,6 +246,9 @@ mod tests {
              \x20   n=<int> (default: 0)  nesting depth\n\
              \x20 test-cycle-a        expands to itself through test-cycle-b\n\
              \x20 test-cycle-b        expands to test-cycle-a\n\
+             \x20 test-forward        test-options twice, passing on its options\n\
+             \x20   count=<string> (default: 3)  passed to the first test-options\n\
+             \x20   data=<string> (default: \"\")  passed to the first test-options\n\
              \x20 test-outer          a pipeline naming a pipeline\n\
              \x20 test-pipeline       rename, then do nothing\n\
              \x20   suffix=<string> (default: _p)  passed to test-rename-funcs\n"

@@ -10,7 +10,7 @@ use std::sync::Arc;
 const MODES: &[&str] = &["fast", "exact"];
 
 fn spec(name: &'static str, kind: OptionKind, default: &'static str, help: &'static str) -> OptionSpec {
-    OptionSpec { name, kind, default, required: false, help }
+    OptionSpec { name, kind, default, required: false, help, file: Default::default() }
 }
 
 /// A module with one identity function `@name(tensor<4xf32>) -> tensor<4xf32>` per
@@ -132,7 +132,7 @@ impl Pass for Phases {
 }
 
 /// `test-fail`: renames the functions (so the module differs from its input), then
-/// fails.
+/// fails: as a fault of the pass, or with `refuse` as a refusal of its input.
 pub(super) struct Fail;
 
 impl Pass for Fail {
@@ -143,7 +143,10 @@ impl Pass for Fail {
         "change the IR, then fail"
     }
     fn options(&self) -> Vec<OptionSpec> {
-        vec![spec("code", OptionKind::Int, "7", "reported in the error")]
+        vec![
+            spec("code", OptionKind::Int, "7", "reported in the error"),
+            spec("refuse", OptionKind::Bool, "false", "fail as a refusal of the input"),
+        ]
     }
     fn run(
         &self,
@@ -152,7 +155,12 @@ impl Pass for Fail {
         options: &PassOptions,
     ) -> Result<PassOutcome, PassError> {
         rename_functions(cx, module, "_half_done");
-        Err(PassError::from(format!("test-fail failed with code {}", options.int("code"))))
+        let message = format!("test-fail failed with code {}", options.int("code"));
+        if options.bool("refuse") {
+            Err(PassError::from(message))
+        } else {
+            Err(PassError::internal(Diagnostic::error(None, SrcPos::NONE, message)))
+        }
     }
 }
 
@@ -225,6 +233,8 @@ impl Pass for Options {
             spec("sizes", OptionKind::List(Box::new(OptionKind::Int)), "[1,2]", "which sizes"),
             spec("flag", OptionKind::Bool, "", "whether to warn"),
             OptionSpec { required: true, ..spec("label", OptionKind::String, "", "") },
+            spec("data", OptionKind::String, "", "a file read").reads_file(),
+            spec("report", OptionKind::String, "", "a file written").writes_file(),
         ]
     }
     fn run(
@@ -274,6 +284,22 @@ pub(super) fn test_registry() -> PassRegistry {
             expand: |options| {
                 let suffix = options.get("suffix").map(|value| value.to_string()).unwrap_or_default();
                 format!("test-rename-funcs{{suffix={suffix}}},test-noop")
+            },
+        },
+        NamedPipeline {
+            name: "test-forward",
+            summary: "test-options twice, passing on its options",
+            options: vec![
+                spec("count", OptionKind::String, "3", "passed to the first test-options"),
+                spec("data", OptionKind::String, "", "passed to the first test-options"),
+            ],
+            expand: |options| {
+                let given = |name: &str| options.get(name).map(|value| value.to_string()).unwrap_or_default();
+                format!(
+                    "test-options{{label=a count={} data={}}},test-options{{label=b report=r.json}}",
+                    given("count"),
+                    given("data")
+                )
             },
         },
         NamedPipeline {

@@ -53,7 +53,7 @@ use crate::backend_support::BackendTargets;
 use outline::{is_constant, outline_region};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
-use qopt_ir_core::{Context, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome};
+use qopt_ir_core::{BadOptionValue, Context, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome};
 
 /// The `partition` pass; see the module docs.
 pub struct Partition;
@@ -96,8 +96,8 @@ impl Pass for Partition {
     }
 
     /// An unknown target is a usage error listing the registered ones.
-    fn check_options_against(&self, ctx: &Context, options: &PassOptions) -> Result<(), String> {
-        BackendTargets::of(ctx).find(options.string("target")).map(|_| ())
+    fn check_options_against(&self, ctx: &Context, options: &PassOptions) -> Result<(), BadOptionValue> {
+        BackendTargets::of(ctx).find(options.string("target")).map(|_| ()).map_err(|e| BadOptionValue::new("target", e))
     }
 
     fn run(

@@ -123,7 +123,7 @@ impl Pass for AbsorbBias {
     }
 
     fn options(&self) -> Vec<OptionSpec> {
-        let mut options = vec![OptionSpec::new("data", OptionKind::String, "").help(
+        let mut options = vec![OptionSpec::new("data", OptionKind::String, "").reads_file().help(
             "calibration data: a .npy, an .npz (one member per argument) or a directory of them; needed unless \
              every pair's first layer holds its minima",
         )];

@@ -79,9 +79,16 @@ pub(super) fn check_counts(options: &PassOptions, names: &[&'static str]) -> Res
         if v < 0 {
             return Err(BadOptionValue::new(name, format!("'{name}' must be at least 0, got {v}")));
         }
+        if name == "threads" && v > MAX_THREADS {
+            let message = format!("'threads' must be 0 (every core) to {MAX_THREADS}, got {v}");
+            return Err(BadOptionValue::new(name, message));
+        }
     }
     Ok(())
 }
+
+/// The most worker threads a data pass takes, as `qrun --threads`.
+pub(super) const MAX_THREADS: i64 = 256;
 
 impl Pass for Calibrate {
     fn name(&self) -> &'static str {
@@ -217,7 +224,7 @@ impl DataSettings {
     /// The four options; `data_help` says what the data is for.
     pub fn options(data_help: &'static str) -> Vec<OptionSpec> {
         vec![
-            OptionSpec::new("data", OptionKind::String, "").required().help(data_help),
+            OptionSpec::new("data", OptionKind::String, "").required().reads_file().help(data_help),
             OptionSpec::new("batches", OptionKind::Int, "0")
                 .help("stop after this many interpreter calls (0: use every sample)"),
             OptionSpec::new("batch-size", OptionKind::Int, "0").help(

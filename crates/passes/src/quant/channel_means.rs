@@ -131,8 +131,10 @@ impl ChannelMeans {
     fn check(&self) -> Result<(), String> {
         if self.sums.iter().any(|s| s.abs() >= MAX_SUM) {
             return Err(format!(
-                "the channel means over {} rows grew too large to accumulate exactly (|mean| × rows \
-                 reaches 2^27); remove 'mean_axis' from this observer to calibrate without them",
+                "the calibration data is too large in magnitude to average per channel exactly (|mean| × rows \
+                 reached 2^27 after {} rows; the means serve insert-fakeq's bias correction): check the data \
+                 for values far outside what the model takes; in hand-edited IR, removing 'mean_axis' from this \
+                 observer calibrates without the means",
                 self.count
             ));
         }

@@ -81,6 +81,7 @@ impl Pass for CollectCalibrationData {
             1,
             OptionSpec::new("out", OptionKind::String, "")
                 .required()
+                .writes_file()
                 .help("the .npz to write (atomically) with every function's inputs and outputs"),
         );
         options

@@ -136,8 +136,31 @@ impl Pass for InsertFakeq {
         ]
     }
 
+    /// The storage types parse, and `percentile` is only given with the
+    /// method that reads it.
     fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
-        check_percentile(options)
+        for (type_option, scheme_option) in
+            [("activation-type", "activation-scheme"), ("weight-type", "weight-scheme")]
+        {
+            Scheme::read(options, type_option, scheme_option).map_err(|e| BadOptionValue::new(type_option, e))?;
+        }
+        check_percentile(options)?;
+        let method = options.string("method");
+        if options.is_explicit("percentile") && method != "percentile" {
+            let message = format!(
+                "'percentile' is read only by method=percentile, and the method is '{method}': \
+                 add method=percentile or leave 'percentile' out"
+            );
+            return Err(BadOptionValue::new("percentile", message));
+        }
+        Ok(())
+    }
+
+    /// The range method is registered.
+    fn check_options_against(&self, ctx: &Context, options: &PassOptions) -> Result<(), BadOptionValue> {
+        QuantMethods::of(ctx).find_range_method(options.string("method")).map(|_| ()).map_err(|e| {
+            BadOptionValue::new("method", e)
+        })
     }
 
     fn run(
@@ -153,14 +176,18 @@ impl Pass for InsertFakeq {
             .collect();
         let fake_quant = cx.ctx.op_name(qnn_op::FAKE_QUANT);
 
+        let (lacking, histogram_error) = check_histograms(cx.ctx, module, &observers, &config)?;
         // Decide every observer's type first, so errors are reported together and nothing changes on failure.
-        let mut errors = Vec::new();
+        let mut errors: Vec<Diagnostic> = histogram_error.into_iter().collect();
         // Per observer: what replaces it (nothing for a quantized value).
         let mut plans: Vec<(OpId, Option<ActivationPlan>)> = Vec::new();
         for &op in &observers {
             let operand = module.operand(op, 0);
             if !is_float_tensor(cx.ctx, module.value_type(operand)) {
                 plans.push((op, None));
+                continue;
+            }
+            if lacking.contains(&op) {
                 continue;
             }
             match observer_plan(cx.ctx, module, op, &config) {
@@ -380,6 +407,39 @@ struct ActivationPlan {
     observed: Option<(f32, f32)>,
 }
 
+/// The observers without the histogram the range method needs, and one
+/// error at the first of them (the fix is the same for every observer).
+fn check_histograms(
+    ctx: &mut Context,
+    module: &Module,
+    observers: &[OpId],
+    config: &Config,
+) -> Result<(Vec<OpId>, Option<Diagnostic>), PassError> {
+    if !config.method.needs_histogram() {
+        return Ok((Vec::new(), None));
+    }
+    let mut lacking = Vec::new();
+    for &op in observers {
+        let stats = ObserverStats::load(ctx, module, op)?;
+        if stats.has_data() && stats.histogram.as_ref().is_none_or(|h| h.total() == 0) {
+            lacking.push(op);
+        }
+    }
+    let Some(&first) = lacking.first() else { return Ok((lacking, None)) };
+    let others = match lacking.len() - 1 {
+        0 => String::new(),
+        1 => " (nor does 1 other)".to_string(),
+        n => format!(" (nor do {n} others)"),
+    };
+    let message = format!(
+        "method '{}' needs a histogram, but this observer has none{others}: observe with \
+         insert-observers{{observer=histogram}} (in quantize: leave 'observer' out or set observer=histogram)",
+        config.method.name()
+    );
+    let error = Diagnostic::at_op(ctx, module, first, Severity::Error, message);
+    Ok((lacking, Some(error)))
+}
+
 /// The plan for observer `op`, from its statistics.
 fn observer_plan(
     ctx: &mut Context,
@@ -390,12 +450,6 @@ fn observer_plan(
     let stats = ObserverStats::load(ctx, module, op)?;
     if !stats.has_data() {
         return Err("this observer has no statistics; run calibrate before insert-fakeq".into());
-    }
-    if config.method.needs_histogram() && stats.histogram.as_ref().is_none_or(|h| h.total() == 0) {
-        return Err(format!(
-            "method '{}' needs a histogram, but this observer has none; use insert-observers{{observer=histogram}}",
-            config.method.name()
-        ));
     }
     let hinted = observer_storage(ctx, module, op)?.map(|storage| config.activation_scheme_for(storage));
     let scheme = hinted.as_ref().unwrap_or(&config.activation);

@@ -124,6 +124,12 @@ impl Pass for InsertObservers {
         check_values(options)
     }
 
+    /// The observer and the ops named are registered.
+    fn check_options_against(&self, ctx: &Context, options: &PassOptions) -> Result<(), BadOptionValue> {
+        QuantMethods::of(ctx).find_observer(options.string("observer")).map_err(|e| BadOptionValue::new("observer", e))?;
+        op_names(ctx, options).map(|_| ()).map_err(|e| BadOptionValue::new("ops", e))
+    }
+
     fn run(
         &self,
         cx: &mut PassContext<'_>,
@@ -131,6 +137,7 @@ impl Pass for InsertObservers {
         options: &PassOptions,
     ) -> Result<PassOutcome, PassError> {
         let config = Config::read(cx.ctx, options)?;
+        config.check_skip_names(cx.ctx, module)?;
         let attrs = config.observer_attrs(cx.ctx);
         let observe = cx.ctx.op_name(qnn_op::OBSERVE);
         let funcs: Vec<OpId> =
@@ -186,6 +193,16 @@ impl Pass for InsertObservers {
             }
             removed_hints += hints.len() as u64;
         }
+        if inserted == 0 {
+            if let Some(op) = first_quantized_op(cx.ctx, module) {
+                cx.warn_at(
+                    module,
+                    op,
+                    "nothing to observe: the model is already quantized (it computes with qnn ops and has no \
+                     float op left to quantize); quantize and its passes take a float model",
+                );
+            }
+        }
         cx.add_stat("observers", inserted);
         cx.add_stat("skipped-ops", skipped);
         cx.add_stat("storage-hints", hinted);
@@ -213,7 +230,37 @@ fn check_values(options: &PassOptions) -> Result<(), BadOptionValue> {
         let message = format!("'averaging-constant' must be in (0, 1], got {averaging_constant}");
         return Err(BadOptionValue::new("averaging-constant", message));
     }
+    // An option its observer does not read would be silently ignored.
+    let observer = options.string("observer");
+    for (option, reader) in [("bins", "histogram"), ("averaging-constant", "moving-average")] {
+        if options.is_explicit(option) && observer != reader {
+            let message = format!(
+                "'{option}' is read only by observer={reader}, and the observer is '{observer}': \
+                 add observer={reader} or leave '{option}' out"
+            );
+            return Err(BadOptionValue::new(option, message));
+        }
+    }
     Ok(())
+}
+
+/// The ops `ops` names, or an error naming one that is not registered.
+fn op_names(ctx: &Context, options: &PassOptions) -> Result<Vec<OpName>, String> {
+    let mut ops = Vec::new();
+    for value in options.list("ops") {
+        let OptionValue::String(name) = value else { continue };
+        match ctx.lookup_op_name(name).filter(|&op| ctx.op_def(op).is_some()) {
+            Some(op) => ops.push(op),
+            None => {
+                let known: Vec<&str> = ctx.op_defs().iter().map(|d| d.name).collect();
+                let hint = nearest_name(name, known.iter().copied())
+                    .map(|n| format!("; did you mean '{n}'?"))
+                    .unwrap_or_default();
+                return Err(format!("'ops' names an unknown op '{name}'{hint}"));
+            }
+        }
+    }
+    Ok(ops)
 }
 
 impl Config {
@@ -234,19 +281,7 @@ impl Config {
                 .collect()
         };
         let skip = strings("skip");
-        let mut ops = Vec::new();
-        for name in strings("ops") {
-            match ctx.lookup_op_name(&name).filter(|&op| ctx.op_def(op).is_some()) {
-                Some(op) => ops.push(op),
-                None => {
-                    let known: Vec<&str> = ctx.op_defs().iter().map(|d| d.name).collect();
-                    let hint = nearest_name(&name, known.iter().copied())
-                        .map(|n| format!("; did you mean '{n}'?"))
-                        .unwrap_or_default();
-                    return Err(format!("'ops' names an unknown op '{name}'{hint}").into());
-                }
-            }
-        }
+        let ops = op_names(ctx, options)?;
         Ok(Config { observer, bins, averaging_constant, skip, ops })
     }
 
@@ -264,15 +299,43 @@ impl Config {
         ctx.dict_attr(&entries)
     }
 
+    /// An error for a `skip` name no op that computes has in its location: a
+    /// misspelt layer would otherwise be quantized without a word.
+    fn check_skip_names(&self, ctx: &Context, module: &Module) -> Result<(), PassError> {
+        if self.skip.is_empty() {
+            return Ok(());
+        }
+        let mut names: Vec<&str> = Vec::new();
+        for op in module.walk_preorder(module.root()) {
+            if computes(ctx, module, op) {
+                names.extend(loc_names(ctx, module.op_loc(op)));
+            }
+        }
+        let unmatched: Vec<&String> = self.skip.iter().filter(|s| !names.contains(&s.as_str())).collect();
+        let Some(first) = unmatched.first() else { return Ok(()) };
+        names.sort_unstable();
+        names.dedup();
+        let hint = match nearest_name(first, names.iter().copied()) {
+            Some(near) => format!("did you mean '{near}'?"),
+            None => {
+                let shown: Vec<&str> = names.iter().copied().take(12).collect();
+                let more = if names.len() > shown.len() { ", ..." } else { "" };
+                format!("the op locations are: {}{more}", shown.join(", "))
+            }
+        };
+        let listed: Vec<String> = unmatched.iter().map(|s| format!("'{s}'")).collect();
+        Err(format!(
+            "'skip' names {} that no op's location has, so it would skip nothing; {hint}",
+            listed.join(", ")
+        )
+        .into())
+    }
+
     /// Whether `skip` names `op`'s location (an op that computes: not a
     /// constant, not a `qnn` or `func` op), or `op` is quantizable and `ops`
     /// leaves its kind out.
     fn leaves_out(&self, ctx: &Context, module: &Module, op: OpId) -> bool {
-        let name = ctx.op_name_str(module.op_name(op));
-        let computes = !name.starts_with("qnn.")
-            && !name.starts_with("func.")
-            && module.num_results(op) > 0
-            && !ctx.op_def(module.op_name(op)).is_some_and(|d| d.traits.contains(Traits::CONSTANT_LIKE));
+        let computes = computes(ctx, module, op);
         let named = !self.skip.is_empty()
             && loc_names(ctx, module.op_loc(op)).iter().any(|n| self.skip.iter().any(|s| s == n));
         let other_kind = !self.ops.is_empty()
@@ -280,6 +343,25 @@ impl Config {
             && quantizable(ctx, module, op).is_some();
         computes && (named || other_kind)
     }
+}
+
+/// The first op that computes on quantized values (a `qnn` op other than
+/// the quantization passes' own markers), if any.
+fn first_quantized_op(ctx: &Context, module: &Module) -> Option<OpId> {
+    module.walk_preorder(module.root()).find(|&op| {
+        let name = ctx.op_name_str(module.op_name(op));
+        name.starts_with("qnn.") && ![qnn_op::OBSERVE, qnn_op::CAST_HINT, qnn_op::FAKE_QUANT].contains(&name)
+    })
+}
+
+/// Whether `op` computes something `skip` can name: not a constant, not a
+/// `qnn` or `func` op.
+fn computes(ctx: &Context, module: &Module, op: OpId) -> bool {
+    let name = ctx.op_name_str(module.op_name(op));
+    !name.starts_with("qnn.")
+        && !name.starts_with("func.")
+        && module.num_results(op) > 0
+        && !ctx.op_def(module.op_name(op)).is_some_and(|d| d.traits.contains(Traits::CONSTANT_LIKE))
 }
 
 /// Puts [`SKIP`] on the ops of `body` that `config` leaves out, and on the
@@ -418,7 +500,9 @@ fn observed_values(ctx: &Context, module: &Module, body: qopt_ir_core::BlockId) 
         }
     };
     for &arg in module.block_args(body) {
-        take(arg, &mut values, &mut chosen);
+        if reaches_a_quantized_op(ctx, module, arg) {
+            take(arg, &mut values, &mut chosen);
+        }
     }
     let ops: Vec<OpId> = module.block_ops(body).collect();
     for op in ops {
@@ -439,6 +523,35 @@ fn observed_values(ctx: &Context, module: &Module, body: qopt_ir_core::BlockId) 
         }
     }
     values
+}
+
+/// Whether `arg` is an activation operand of a quantizable op that is not
+/// skipped, directly or through ops that run on the integers (reshape, max
+/// pool, ...). An argument only skipped ops read stays float: quantizing it
+/// would only round it.
+fn reaches_a_quantized_op(ctx: &Context, module: &Module, arg: ValueId) -> bool {
+    let mut seen = FxHashSet::default();
+    let mut stack = vec![arg];
+    while let Some(value) = stack.pop() {
+        if !seen.insert(value) {
+            continue;
+        }
+        for user in users(module, value) {
+            if is_skipped(ctx, module, user) {
+                continue;
+            }
+            if let Some(q) = quantizable(ctx, module, user) {
+                let operands = q.activation_operands(module.num_operands(user));
+                if operands.into_iter().any(|i| module.operand(user, i) == value) {
+                    return true;
+                }
+            }
+            if runs_on_integers(ctx, module, user) {
+                stack.extend(module.results(user));
+            }
+        }
+    }
+    false
 }
 
 /// Whether `value` will be quantized: it is observed (`chosen`), comes from a

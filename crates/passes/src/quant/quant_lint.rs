@@ -88,6 +88,10 @@ impl Pass for QuantLint {
                  proven exact) or the exact vpmaddwd path on AVX2 CPUs without VNNI, and why; for 3×3 \
                  stride-1 convs, whether exact Winograd F(2×2,3×3) applies",
             ),
+            OptionSpec::new("overflow-error", OptionKind::Bool, "false").help(
+                "an accumulator that can overflow is an error (exit 1) rather than a warning: the \
+                 integer model would wrap where the float one does not (quantize sets it)",
+            ),
             OptionSpec::new("clip-threshold", OptionKind::Float, "0.25").help(
                 "warn when a quantized type cuts off more than this fraction of its calibrated range, in [0, 1]",
             ),
@@ -124,7 +128,7 @@ impl Pass for QuantLint {
         let bits = options.int("accumulator-bits");
         let clip_threshold = options.float("clip-threshold");
         let ctx: &Context = cx.ctx;
-        let mut lint = Lint { ctx, module, findings: Vec::new(), stats: Shape::default() };
+        let mut lint = Lint { ctx, module, findings: Vec::new(), overflows: Vec::new(), stats: Shape::default() };
         let x86_notes = options.bool("x86-schemes");
         let mut notes: Vec<Diagnostic> = Vec::new();
         let ops: Vec<OpId> = module.walk_preorder(module.root()).collect();
@@ -144,7 +148,11 @@ impl Pass for QuantLint {
                 }
             }
         }
-        let (findings, stats) = (lint.findings, lint.stats);
+        let (mut findings, overflows, stats) = (lint.findings, lint.overflows, lint.stats);
+        let overflow_error = options.bool("overflow-error") && !overflows.is_empty();
+        if !overflow_error {
+            findings.extend(overflows.iter().cloned());
+        }
         let n = findings.len() as u64;
         for (name, value) in [
             ("qnn-ops", stats.qnn_ops),
@@ -166,6 +174,10 @@ impl Pass for QuantLint {
             return Err(Diagnostics(errors).into());
         }
         findings.into_iter().chain(notes).for_each(|d| cx.warn(d));
+        if overflow_error {
+            let errors = overflows.into_iter().map(|d| Diagnostic { severity: Severity::Error, ..d }).collect();
+            return Err(Diagnostics(errors).into());
+        }
         Ok(PassOutcome::Unchanged)
     }
 }
@@ -187,6 +199,8 @@ struct Lint<'a> {
     ctx: &'a Context,
     module: &'a Module,
     findings: Vec<Diagnostic>,
+    /// Accumulators that can overflow, kept apart for `overflow-error`.
+    overflows: Vec<Diagnostic>,
     stats: Shape,
 }
 
@@ -665,14 +679,18 @@ impl Lint<'_> {
         if let Some(AccumulatorOverflow { channel, bound, limit }) =
             accumulator_overflow(self.ctx, self.module, x, w, bias, bits)
         {
-            self.warn(
-                op,
-                format!(
-                    "the i{bits} accumulator can overflow: output channel {channel} reaches |acc| ≤ {bound} \
-                     (limit {limit})"
-                ),
-                "use narrower activations or weights (activation-type, weight-type), or split the layer",
+            let message = format!(
+                "the i{bits} accumulator can overflow: output channel {channel} reaches |acc| ≤ {bound} \
+                 (limit {limit}), and the integer model would wrap where the float one does not"
             );
+            let fix = Diagnostic::warning(
+                None,
+                SrcPos::NONE,
+                "fix: use narrower activations or weights (activation-type, weight-type: i16 activations \
+                 take i8 weights), keep the layer float (skip=[...]), or split the layer",
+            );
+            let d = Diagnostic::at_op(self.ctx, self.module, op, Severity::Warning, message).with_note(fix);
+            self.overflows.push(d);
         }
     }
 }

@@ -4,7 +4,9 @@
 //!
 //! It expands to `recognize-gelu, recognize-hard-swish, fold-bn,
 //! insert-observers, calibrate, insert-fakeq, bias-correct, propagate-qparams,
-//! expand-fakeq, quantize-constants, fuse, canonicalize, dce, quant-lint`: the
+//! expand-fakeq, quantize-constants, fuse, canonicalize, dce, quant-lint`
+//! (`overflow-error`: a result whose accumulators can wrap is an error naming
+//! the layers, not a warning among many): the
 //! recognize passes first, so that a GELU or HardSwish an exporter decomposed
 //! into arithmetic is observed and kept as one activation rather than
 //! quantized op by op; `bias-correct` (empirical bias correction, on the same
@@ -12,6 +14,8 @@
 //! fake-quant model it corrects. Its options are those of `insert-observers`,
 //! `calibrate`, `insert-fakeq` and `bias-correct` (`data` required); each
 //! option given is passed to every one of those passes that declares it. The
+//! `method` of `percentile`, `entropy` or `mse` without an `observer` observes
+//! with histograms, which those methods read. The
 //! pipeline's own option `bias-correct` (default `true`) leaves the
 //! `bias-correct` pass out when `false`; `bias-correct`'s `skip-unsupported`
 //! defaults to `true` here, so a model its paired run cannot follow (calls,
@@ -32,6 +36,10 @@ use qopt_ir_core::{NamedPipeline, Pass};
 
 /// The pipeline's own option: whether `bias-correct` runs.
 const BIAS_CORRECT: &str = "bias-correct";
+
+/// The built-in range methods that read a histogram: given one of them
+/// without an `observer`, the pipeline observes with histograms.
+const HISTOGRAM_METHODS: [&str; 3] = ["percentile", "entropy", "mse"];
 
 /// The passes that take the pipeline's options, in pipeline order.
 fn configurable() -> [(&'static str, Vec<OptionSpec>); 4] {
@@ -93,11 +101,16 @@ fn expand(options: &PassOptions) -> String {
     };
     let with_options = |pass: &str, specs: &[OptionSpec]| text(pass, given(specs));
     let [observers, calibrate, fakeq, bias_correct] = configurable();
+    let mut observer_options = given(&observers.1);
+    let method = options.string("method");
+    if HISTOGRAM_METHODS.contains(&method) && !options.is_explicit("observer") {
+        observer_options.insert(0, "observer=histogram".to_string());
+    }
     let mut passes = vec![
         "recognize-gelu".to_string(),
         "recognize-hard-swish".to_string(),
         "fold-bn".to_string(),
-        with_options(observers.0, &observers.1),
+        text(observers.0, observer_options),
         with_options(calibrate.0, &calibrate.1),
         with_options(fakeq.0, &fakeq.1),
     ];
@@ -116,7 +129,7 @@ fn expand(options: &PassOptions) -> String {
             "fuse",
             "canonicalize",
             "dce",
-            "quant-lint",
+            "quant-lint{overflow-error=true}",
         ]
         .map(str::to_string),
     );

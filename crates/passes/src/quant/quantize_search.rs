@@ -156,10 +156,12 @@ impl Pass for QuantizeSearch {
         }
         options.extend([
             OptionSpec::new("eval-data", OptionKind::String, "")
+                .reads_file()
                 .help("samples the metric is measured on (default: data), a .npy, .npz or directory"),
             OptionSpec::new("labels", OptionKind::String, "")
+                .reads_file()
                 .help("class indices of the evaluation samples (.npy of int64 or int32): the metric is accuracy"),
-            OptionSpec::new("reference", OptionKind::String, "").help(
+            OptionSpec::new("reference", OptionKind::String, "").reads_file().help(
                 "reference outputs of the evaluation samples (.npy, one row per sample): the metric is top-1 \
                  agreement with them (default: agreement with the float model)",
             ),
@@ -168,6 +170,7 @@ impl Pass for QuantizeSearch {
             OptionSpec::new("wide", OptionKind::Enum(&["i16", "i8", "float"]), "i16")
                 .help("what a sensitive value is kept as: i16 (W8A16 layers), i8 (over a narrower scheme), or float"),
             OptionSpec::new("report", OptionKind::String, "")
+                .writes_file()
                 .help("write the sensitivity table and the decisions to this JSON file"),
             OptionSpec::new("accumulator-bits", OptionKind::Int, "32").help(
                 "width of the signed accumulator of conv and dense (as quant-lint's): a value whose wide form \
