@@ -9,7 +9,8 @@
 //! * a `.npz` archive: one array per argument, matched by name (the argument's
 //!   name, or `argN` for argument N) when every argument finds one (other arrays
 //!   are ignored), otherwise by position when the archive holds exactly one array
-//!   per argument;
+//!   per argument; a member named `argN` for an argument the function does not
+//!   have is an error either way;
 //! * a directory: its `.npy` / `.npz` files (extension matched ignoring ASCII
 //!   case; other entries and subdirectories are skipped), sorted by file name
 //!   (byte order), each read like a single file above and concatenated along
@@ -798,6 +799,21 @@ fn match_members<'a>(
                 .or_else(|| members.iter().find(|m| m.name == numbered))
         })
         .collect();
+    // A member named for an argument the function does not have (`arg1` of a
+    // one-argument function) is data meant for another model: never ignored,
+    // never taken by position.
+    let stray = members.iter().find(|m| {
+        m.name.strip_prefix("arg").and_then(|n| n.parse::<usize>().ok()).is_some_and(|n| n >= args.len())
+            && !args.iter().any(|a| a.name == m.name)
+    });
+    if let Some(stray) = stray {
+        return Err(mismatch(format!(
+            "{label}: member '{}' names an argument the function does not have (it has {} argument{})",
+            stray.name,
+            args.len(),
+            if args.len() == 1 { "" } else { "s" }
+        )));
+    }
     if let Some(found) = by_name {
         return Ok(found);
     }
@@ -1042,6 +1058,25 @@ mod tests {
                 path.display()
             )
         );
+        // A member named for an argument the function lacks: not taken by
+        // position for another argument, not ignored beside the right ones.
+        let one = [arg("x", DType::F32, &[1, 4])];
+        for (name, members) in [
+            ("arg1-only.npz", vec![("arg1".to_string(), x.clone())]),
+            ("arg0-arg1.npz", vec![("arg0".to_string(), x.clone()), ("arg1".to_string(), x.clone())]),
+        ] {
+            let path = dir.path(name);
+            write_npz_file(&path, &members).unwrap();
+            let e = Dataset::open(&path, &one).unwrap_err();
+            assert_eq!(e.kind(), DatasetErrorKind::Mismatch);
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "{}: member 'arg1' names an argument the function does not have (it has 1 argument)",
+                    path.display()
+                )
+            );
+        }
         // A member of the wrong shape is named with its member.
         let path = dir.path("short.npz");
         write_npz_file(&path, &[("x".into(), x.clone()), ("y".into(), f32s(&[5, 2], 0.0))]).unwrap();
