@@ -781,6 +781,21 @@ impl Evaluation {
             let raw =
                 read_npy_file(&self.reference).map_err(|e| format!("'reference' ({}): {e}", self.reference))?;
             let values = Tensor::from_raw(&raw).map_err(|e| format!("'reference' ({}): {e}", self.reference))?;
+            // One row per sample, each as long as the model's outputs: a file
+            // of other rows would only be cut into the wrong samples.
+            let row: usize = values.shape().iter().skip(1).product();
+            let one_per_sample = values.shape().len() == 1 && float.per_sample == 1;
+            if !one_per_sample && (values.shape().len() < 2 || row != float.per_sample) {
+                return Err(format!(
+                    "'reference' ({}) has shape {:?}, but the model gives {} outputs per sample: the reference \
+                     needs one row of {} per sample",
+                    self.reference,
+                    values.shape(),
+                    float.per_sample,
+                    float.per_sample
+                )
+                .into());
+            }
             let values = values.to_f64_vec();
             if values.len() < samples * float.per_sample {
                 return Err(format!(
