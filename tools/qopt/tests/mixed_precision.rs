@@ -263,3 +263,27 @@ fn the_search_keeps_no_value_wide_whose_accumulator_would_overflow() {
     assert!(!dir.join("w.qir").exists());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Computed values stored in 32 bits (a hand edit) are one more width the
+/// backend does not compile: `--backend=x86` runs the model in the
+/// interpreter with one notice, as docs/qrun.md says of every width but 8.
+#[test]
+fn thirty_two_bit_values_fall_back_to_the_interpreter() {
+    let dir = scratch("i32-storage");
+    let model = dir.join("i32.qir");
+    let q = "!qnn.uniform<i32:f32, 0.001:0>";
+    std::fs::write(
+        &model,
+        format!(
+            "func.func @main(%x: tensor<1x4xf32>) -> tensor<1x4xf32> {{\n  \
+             %q = qnn.quantize(%x) : (tensor<1x4xf32>) -> tensor<1x4x{q}>\n  \
+             %y = qnn.dequantize(%q) : (tensor<1x4x{q}>) -> tensor<1x4xf32>\n  \
+             func.return %y : tensor<1x4xf32>\n}}\n"
+        ),
+    )
+    .unwrap();
+    let args = [path(&model), "--random-inputs".into(), "--backend=x86".into()];
+    let stderr = run(env!("CARGO_BIN_EXE_qrun"), &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(stderr.contains("running the model in the interpreter instead"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

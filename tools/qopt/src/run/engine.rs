@@ -18,7 +18,7 @@ use qopt_codegen_x86::{
     compile, CodegenError, CodegenErrorKind, JitModule, Lowerings, Target, TargetCpu, Workspace,
 };
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
-use qopt_ir_core::TypeData;
+use qopt_ir_core::{Traits, TypeData};
 
 /// The `--backend` choice.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -72,12 +72,15 @@ impl Compiled {
 }
 
 /// Whether an op of `model` produces a tensor of quantized values stored in
-/// other than 8 bits (32-bit biases aside).
+/// other than 8 bits (constant 32-bit biases aside: the backend compiles
+/// those; computed values in 32 bits it does not).
 fn has_non_byte_storage(model: &Model) -> bool {
     let (ctx, module) = (&model.ctx, &model.module);
     module.walk_preorder(module.root()).any(|op| {
+        let constant =
+            ctx.op_def(module.op_name(op)).is_some_and(|d| d.traits.contains(Traits::CONSTANT_LIKE));
         module.results(op).any(|r| match ctx.type_data(ctx.element_type(module.value_type(r))) {
-            TypeData::Quant(q) => !matches!(q.storage.width, 8 | 32),
+            TypeData::Quant(q) => q.storage.width != 8 && !(constant && q.storage.width == 32),
             _ => false,
         })
     })
