@@ -16,6 +16,7 @@ use crate::convert::ByteQuant;
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::lower::{buffer_element, describe_location, Emit, LowerOp, Lowerings, Plan, Rodata};
 use crate::target::Target;
+use qopt_interp::progress::Progress;
 use qopt_ir_core::{
     constant_value, type_to_string, AttrData, Context, DenseElements, FxHashMap, Module, OpId, Traits, Type,
     ValueId,
@@ -346,7 +347,11 @@ pub fn compile(
     let mut rodata = Rodata::default();
     let mut kernels: Vec<(OpId, KernelCode)> = Vec::new();
     let mut macs: FxHashMap<OpId, u64> = FxHashMap::default();
+    // A large model takes seconds to emit: a bar over its layers on a terminal.
+    let progress = Progress::new(steps.len(), "ops compiled");
     for (i, (op, plan)) in steps.iter().enumerate() {
+        progress.advance();
+        progress.redraw();
         let Plan::Kernels { .. } = plan else { continue };
         let compile_time = compile_time_operands(plan);
         let mut operands = Vec::new();
@@ -374,6 +379,7 @@ pub fn compile(
         })?;
         kernels.extend(emit.kernels.into_iter().map(|k| (*op, k)));
     }
+    progress.finish();
     for (r, j) in copies_to_outputs {
         let src = run_time_place(ctx, module, r, &source, &mut place, &mut rodata)?;
         let bytes = outputs[j].bytes();

@@ -270,11 +270,18 @@ impl RunDriver {
             };
             return Ok((text, expectation));
         };
-        // The run above was the warm-up: plans and constants are built.
+        // The run above was the warm-up: plans and constants are built. The
+        // bar counts timed runs (drawn between them, at most ten times a second).
         let hidden = Progress::hidden();
+        let timed = Progress::new(runs as usize, "timed runs");
         let latency = Latency::measure(runs as usize, || {
-            run_all(&mut workers, model, sig, samples, &hidden).map(drop)
-        })?;
+            let run = run_all(&mut workers, model, sig, samples, &hidden).map(drop);
+            timed.advance();
+            timed.redraw();
+            run
+        });
+        timed.finish();
+        let latency = latency?;
         let profile = match (cli.profile, workers.first_mut()) {
             (true, Some(Engine::Interpreter(interpreter))) => {
                 let inputs = samples.chunk(0)?;
