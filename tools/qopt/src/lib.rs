@@ -264,9 +264,8 @@ impl Driver {
             // Options that name something a context registry must know (a
             // backend target) are usage errors too; a context that cannot be
             // built is reported when the input is run.
-            match self.new_context() {
-                Ok(ctx) => pipeline.check_options_against(&ctx)?,
-                Err(_) => {}
+            if let Ok(ctx) = self.new_context() {
+                pipeline.check_options_against(&ctx)?;
             }
             refuse_writing_over_inputs(cli, &pipeline)?;
             Ok(pipeline)

@@ -387,8 +387,8 @@ impl Expander<'_> {
         }
         let chain = self.stack.iter().map(|name| format!("'{name}'")).collect::<Vec<_>>().join(" -> ");
         let option_at = parse_pipeline(text).ok().and_then(|elements| {
-            let element = elements.iter().filter(|e| e.name_offset <= error.offset).last()?;
-            let option = element.options.iter().filter(|o| o.key_offset <= error.offset).last()?;
+            let element = elements.iter().rfind(|e| e.name_offset <= error.offset)?;
+            let option = element.options.iter().rfind(|o| o.key_offset <= error.offset)?;
             self.user_offset(&option.key, option.value_offset)
         });
         let message = match option_at {
