@@ -311,7 +311,7 @@ fn a_perturbed_copy_has_finite_sqnr_where_it_differs() {
     assert_eq!(metrics("loc(\"fc2\")"), ["29.28", "0.999911", "0.15", "0.0749998"], "{stdout}");
     assert!(stdout.contains("loc(\"fc2\")         fp.dense"), "{stdout}");
     assert_eq!(metrics("output #0")[0], "29.28");
-    let unmatched = format!("1 value(s) of {other} match nothing: loc(\"extra\")\n");
+    let unmatched = format!("1 value(s) of {other} match nothing: loc(\"extra\") (fp.sigmoid [1, 3])\n");
     assert!(stdout.ends_with(&unmatched), "{stdout}");
 
     let (json, _) = expect(0, &[&model("mlp.qir"), "--input", &x, "--compare", &other, "--json"]);
@@ -322,7 +322,7 @@ fn a_perturbed_copy_has_finite_sqnr_where_it_differs() {
         "\"rows\":[",
         "\"sqnr_db\":\"inf\"",
         "\"kind\":\"output\"",
-        "\"unmatched_other\":[\"loc(\\\"extra\\\")\"]",
+        "\"unmatched_other\":[\"loc(\\\"extra\\\") (fp.sigmoid [1, 3])\"]",
     ] {
         assert!(json.contains(key), "{key} in {json}");
     }
@@ -351,7 +351,12 @@ fn quantized_activations_are_dequantized_and_matched_by_location() {
     let fc1 = stdout.lines().find(|l| l.starts_with("loc(\"fc1\")")).expect("a row for fc1");
     let cells: Vec<&str> = fc1.split_whitespace().collect();
     assert_eq!(cells[cells.len() - 4..], ["16.74", "0.990148", "0.2", "0.166667"], "{stdout}");
-    assert!(stdout.contains("match nothing: loc(\"fc1.float\"), loc(\"fc1.dequantize\")"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "match nothing: loc(\"fc1.float\") (fp.dense [1, 3]), loc(\"fc1.dequantize\") (qnn.dequantize [1, 3])"
+        ),
+        "{stdout}"
+    );
 }
 
 #[test]

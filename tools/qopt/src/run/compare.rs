@@ -18,7 +18,7 @@
 //! of ops without a location are not compared. Function
 //! outputs always match by position. Rows come in the reference's execution
 //! order, outputs last; values of the other model that match nothing are
-//! listed by name.
+//! listed by name, op and shape.
 //!
 //! Values. A quantized value (integer storage of a `!qnn.uniform` type) is
 //! dequantized first, `real = f32(q − zero_point) ⊗ f32(scale)` with the
@@ -227,7 +227,14 @@ impl Pair<'_> {
                                     r.outcome =
                                         Outcome::Stats(ErrorStats::of(&r.real, &real_values(&b.ctx, ty, t)));
                                 }
-                                None => unmatched_other.push(key.to_string()),
+                                // With its op and shape: a value that shares a
+                                // matched row's location (a fused layer's bias)
+                                // is told apart from it.
+                                None => unmatched_other.push(format!(
+                                    "{key} ({} {:?})",
+                                    b.ctx.op_name_str(b.module.op_name(op)),
+                                    key.shape
+                                )),
                             }
                         }
                     })
