@@ -106,8 +106,9 @@ fn check_model(name: &str, sample_count: usize) {
     let mut quantized_outputs = Vec::new();
     for (what, module, fused) in [("float", &float, false), ("quantized", &int8, true)] {
         let want = outputs(&ctx, module, &inputs);
-        for format in [ExportFormat::Qdq, ExportFormat::QOperator] {
-            let (back_ctx, back) = round_trip(&ctx, module, format, fused && format == ExportFormat::Qdq);
+        for format in [ExportFormat::Qdq, ExportFormat::QOperator, ExportFormat::Auto] {
+            let (back_ctx, back) =
+                round_trip(&ctx, module, format, fused && format != ExportFormat::QOperator);
             let got = outputs(&back_ctx, &back, &inputs);
             assert!(got == want, "{name} {what} {format:?}: the re-imported model's outputs differ");
         }
