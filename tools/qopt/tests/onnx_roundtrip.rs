@@ -17,8 +17,10 @@
 //! same round trip after `quantize` on their one stored input, every output
 //! compared bit for bit.
 //!
-//! Each model runs on its first few test samples (48 of the digits', 4 of
-//! the others'), which keeps the debug build's test time to seconds.
+//! Each model runs on its first few test samples (48 of digits_mlp's, 4 of
+//! resnet_tiny's and mnist_mbv2's), which keeps the debug build's test time
+//! to seconds; digits_cnn runs on all 597, among them sample 450, where the
+//! QDQ float form is one step off and the fused re-import must not be.
 
 use qopt_interp::npy::read_npy_file;
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
@@ -197,7 +199,7 @@ fn digits_mlp_round_trips() {
 
 #[test]
 fn digits_cnn_round_trips() {
-    check_model("digits_cnn", 48);
+    check_model("digits_cnn", 597);
 }
 
 #[test]
