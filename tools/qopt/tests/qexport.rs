@@ -84,6 +84,14 @@ fn the_default_form_is_one_onnx_runtime_computes_without_saturation() {
     let exact = write(&dir, "exact.qir", QUANTIZED);
     // 255 · (127 + 127) > 32767: vpmaddubsw saturates on these weights.
     let saturating = write(&dir, "saturating.qir", &QUANTIZED.replace("[5, 6, -7, 8]", "[127, 127, -7, 8]"));
+    let unsigned = write(
+        &dir,
+        "unsigned.qir",
+        &QUANTIZED
+            .replace("[5, 6, -7, 8]", "[127, 127, -7, 8]")
+            .replace("i8:f32, 0.0625:-1", "u8:f32, 0.0625:127")
+            .replace("i8:f32, 0.125:-128", "u8:f32, 0.125:0"),
+    );
     let no_saturation =
         "; ONNX Runtime's int8 kernels compute every layer without saturation on x86 (AVX2, no VNNI)\n";
     for (input, args, form, note) in [
@@ -101,6 +109,16 @@ fn the_default_form_is_one_onnx_runtime_computes_without_saturation() {
             "QDQ, opset 17, 8 nodes",
             "; warning: on x86 without VNNI, ONNX Runtime's u8 × s8 kernels can saturate in 1 layer (fc), so its \
              default session may differ from qrun by more than one output step (--format=auto avoids it)\n"
+                .to_string(),
+        ),
+        // With uint8 activations a QLinear op would take the same kernels: QDQ, and a warning.
+        (
+            &unsigned,
+            vec![],
+            "QDQ, opset 17, 8 nodes",
+            "; warning: on x86 without VNNI, ONNX Runtime's u8 × s8 kernels can saturate in 1 layer (fc), so its \
+             default session may differ from qrun by more than one output step (int8 activations or \
+             quantize{reduce-range} avoid it)\n"
                 .to_string(),
         ),
     ] {

@@ -447,7 +447,11 @@ impl<'a> Exporter<'a> {
         let mut cx = OpCx { ex: self, op, base, nodes: 0 };
         let try_qoperator = match cx.ex.format {
             ExportFormat::QOperator => true,
-            ExportFormat::Auto => multiply == ort::Multiply::MaySaturate,
+            // With uint8 activations the QLinear op runs the same u8 × s8 kernels.
+            ExportFormat::Auto => {
+                multiply == ort::Multiply::MaySaturate
+                    && x_signedness != Some(qopt_ir_core::Signedness::Unsigned)
+            }
             ExportFormat::Qdq => false,
         };
         let mut written = false;

@@ -191,7 +191,11 @@ fn ort_note(format: Format, exported: &qopt_onnx::Exported) -> String {
              so its default session may differ from qrun by more than one output step ({})",
             layers.len(),
             if layers.len() == 1 { "" } else { "s" },
-            layers.join(", "),
+            if layers.len() > 6 {
+                format!("{}, … {} more", layers[..5].join(", "), layers.len() - 5)
+            } else {
+                layers.join(", ")
+            },
             match format {
                 Format::Qdq => "--format=auto avoids it",
                 _ => "int8 activations or quantize{reduce-range} avoid it",
