@@ -471,9 +471,7 @@ impl<'a> Exporter<'a> {
             if let Some(x_signedness) = x_signedness {
                 self.layers += 1;
                 self.integer_layers += usize::from(qoperator);
-                if multiply == ort::Multiply::MaySaturate
-                    && ort::takes_u8_s8(multiply, qoperator, x_signedness)
-                {
+                if multiply == ort::Multiply::MaySaturate && ort::takes_u8_s8(qoperator, x_signedness) {
                     self.u8_s8_saturating.push(label);
                 }
             }

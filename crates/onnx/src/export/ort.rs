@@ -72,9 +72,9 @@ pub(super) fn multiply(ctx: &Context, module: &Module, op: OpId) -> Multiply {
     }
 }
 
-/// True if a layer classified `multiply` runs on the u8 × s8 kernels in
-/// ONNX Runtime when written as QDQ (`qoperator` false) or as a QLinear op
-/// with activations stored as `x_signedness`.
-pub(super) fn takes_u8_s8(multiply: Multiply, qoperator: bool, x_signedness: Signedness) -> bool {
-    multiply != Multiply::Other && (!qoperator || x_signedness == Signedness::Unsigned)
+/// True if a layer with 8-bit activations stored as `x_signedness` and int8
+/// weights runs on ONNX Runtime's u8 × s8 kernels when written as QDQ
+/// (`qoperator` false) or as a QLinear op.
+pub(super) fn takes_u8_s8(qoperator: bool, x_signedness: Signedness) -> bool {
+    !qoperator || x_signedness == Signedness::Unsigned
 }
