@@ -13,6 +13,7 @@ largest difference in output steps (the scale of the output's DequantizeLinear),
 of elements that differ and top-1 agreement with qrun.
 
     scripts/.venv/bin/python scripts/ort_avx2_check.py --markdown avx2.md
+    scripts/.venv/bin/python scripts/ort_avx2_check.py --models mnist_mbv2 --samples 100   # ~15 min
     scripts/.venv/bin/python scripts/ort_avx2_check.py --models digits_mlp --cpu max   # the host's kernels
 """
 
@@ -79,6 +80,7 @@ def main() -> int:
     ap.add_argument("--models-dir", type=Path, default=qc.DEFAULT_MODELS_DIR)
     ap.add_argument("--bin-dir", type=Path, default=qc.DEFAULT_BIN_DIR)
     ap.add_argument("--work-dir", type=Path, default=qc.DEFAULT_WORK_DIR / "ort-avx2")
+    ap.add_argument("--samples", type=int, default=0, help="only the first N test samples (emulation is slow)")
     ap.add_argument("--markdown", type=Path)
     args = ap.parse_args()
     bins = qc.binaries(args.bin_dir)
@@ -89,6 +91,9 @@ def main() -> int:
         out = args.work_dir / name
         out.mkdir(parents=True, exist_ok=True)
         test = d / "test.npy"
+        if args.samples:
+            np.save(out / "test.npy", np.load(test)[: args.samples])
+            test = out / "test.npy"
         qc.run([bins["qimport"], d / "model.onnx", "-o", out / "float.qir"])
         qc.run([bins["qopt"], out / "float.qir", f"--pass=quantize{{data={qc.calib_file(d)}}}", "-o", out / "int8.qir"])
         qc.run([bins["qrun"], out / "int8.qir", "--input", test, "--batch", "-o", out / "qrun.npz"])
