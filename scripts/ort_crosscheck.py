@@ -4,7 +4,8 @@ For every reference model (the shared models, and resnet18ish when it is under
 scripts/.work/models or --resnet18ish asks to generate it), float, quantized by
 `qopt --pass='quantize{data=calib.npy}'` and quantized with reduce-range weights
 (`quantize{data=calib.npy reduce-range}`, 7-bit weights as ONNX Runtime's reduce_range), and for
-each export format (QDQ, QOperator):
+each export format (QDQ, QOperator, and the default `auto`: QDQ with QLinear ops for the
+layers whose int8 weights could saturate ONNX Runtime's u8 x s8 kernels):
 
 1. `qexport` writes the model; `onnx.checker.check_model(full_check=True)` must accept it;
 2. ONNX Runtime runs it on the test samples, with graph optimizations off (the ops as ONNX
@@ -12,7 +13,7 @@ each export format (QDQ, QOperator):
    outputs of the .qir it came from: the largest difference, in output quantization steps for
    quantized models (the scale of the output's DequantizeLinear), and the share of elements
    that differ;
-3. `qimport` reads the file back (a QDQ file of a quantized model then goes through
+3. `qimport` reads the file back (a QDQ or auto file of a quantized model then goes through
    `qopt --pass=fuse,canonicalize,dce`, the end of the quantize pipeline) and qrun must give
    bit-identical outputs.
 
@@ -36,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import qopt_common as qc  # noqa: E402
 
 SHARED_MODELS = ["digits_mlp", "digits_cnn", "resnet_tiny", "mnist_mbv2"]
-FORMATS = ["qdq", "qoperator"]
+FORMATS = ["qdq", "qoperator", "auto"]
 # The models checked per reference model: the float one and two quantizations (pass options).
 KINDS = {"float": None, "int8": "", "int8-reduce-range": " reduce-range"}
 
@@ -116,7 +117,7 @@ def check_model(name: str, args, bins: dict, work: Path) -> list[dict]:
                 row["ort_opt" if optimize else "ort"] = compare(got, want, step)
             back = out / f"{kind}.{fmt}.back.qir"
             qc.run([bins["qimport"], onnx_path, "-o", back])
-            if quantized and fmt == "qdq":
+            if quantized and fmt != "qoperator":
                 qc.run([bins["qopt"], back, "--pass=fuse,canonicalize,dce", "-o", back])
             again = qrun_outputs(bins["qrun"], back, test, out / f"{kind}.{fmt}.back.npz")
             row["reimport_identical"] = bool(np.array_equal(again.view(np.uint32), want.view(np.uint32)))
@@ -139,7 +140,7 @@ def table(rows: list[dict]) -> str:
     ]
     for r in rows:
         kind = {"float": "float", "int8": "int8", "int8-reduce-range": "int8, reduce-range"}[r["kind"]]
-        fmt = "QDQ" if r["format"] == "qdq" else "QOperator"
+        fmt = {"qdq": "QDQ", "qoperator": "QOperator", "auto": "auto (default)"}[r["format"]]
         top1 = f"{r['ort']['top1'] * 100:.1f} % / {r['ort_opt']['top1'] * 100:.1f} %"
         lines.append(
             f"| {r['model']} | {kind} | {fmt} | {r['samples']} | {r['checker']} | {describe(r['ort'])} | "

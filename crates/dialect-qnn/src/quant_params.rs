@@ -8,7 +8,10 @@
 //! function expects gives `None` or an error message.
 
 use crate::fixed_point::{quantize_f32, quantize_multiplier, scale_f32, shared_multipliers};
-use qopt_ir_core::{Context, FloatKind, QuantParams, QuantType, Type, TypeData};
+use qopt_ir_core::{
+    constant_value, dense_values_i128, AttrData, Context, FloatKind, Module, QuantParams, QuantType, Type,
+    TypeData, ValueId,
+};
 
 /// One scale and zero point: `real = scale × (q − zero_point)`.
 #[derive(Copy, Clone, PartialEq, Debug)]
@@ -182,6 +185,36 @@ pub fn add_multipliers(a: &QuantType, b: &QuantType, output: &QuantType) -> Resu
     shared_multipliers(sa.scale / out.scale, sb.scale / out.scale)
 }
 
+/// A `qnn.add` operand that contributes nothing (see [`add_operand_dropped`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AddOperandDropped {
+    /// 0 or 1.
+    pub operand: usize,
+    /// Its scale.
+    pub scale: f64,
+    /// The other operand's scale.
+    pub other_scale: f64,
+}
+
+/// The operand of a `qnn.add` whose shared-shift multiplier (§7.1) rounds to
+/// 0 although its scale is not 0: its scale is more than 2^31 times smaller
+/// than the other's, and the sum ignores it. `None` when both count, or the
+/// types are not what `qnn.add` takes. `quant-lint` warns about it and the
+/// ONNX export refuses it (ONNX adds the operand).
+pub fn add_operand_dropped(a: &QuantType, b: &QuantType, output: &QuantType) -> Option<AddOperandDropped> {
+    let (sa, sb, _) = per_tensor_triple(a, b, output).ok()?;
+    let (m_a, m_b, _) = add_multipliers(a, b, output).ok()?;
+    match (m_a, m_b) {
+        (0, m) if m != 0 && sa.scale != 0.0 => {
+            Some(AddOperandDropped { operand: 0, scale: sa.scale, other_scale: sb.scale })
+        }
+        (m, 0) if m != 0 && sb.scale != 0.0 => {
+            Some(AddOperandDropped { operand: 1, scale: sb.scale, other_scale: sa.scale })
+        }
+        _ => None,
+    }
+}
+
 /// `qnn.mul` (§7.2): the multiplier of `(s_a × s_b) / s_out`.
 pub fn mul_multiplier(a: &QuantType, b: &QuantType, output: &QuantType) -> Result<Multiplier, String> {
     let (sa, sb, out) = per_tensor_triple(a, b, output)?;
@@ -333,4 +366,86 @@ mod tests {
         assert_eq!(mul_multiplier(&per_t(0.5, 0), &per_t(0.5, 0), &per_t(0.1, 0)), Ok((1342177280, -2)));
         assert!(mul_multiplier(&w, &x, &x).is_err());
     }
+}
+
+/// The worst output channel of a conv or dense whose signed accumulator can
+/// overflow (see [`accumulator_overflow`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AccumulatorOverflow {
+    /// The output channel with the largest bound.
+    pub channel: usize,
+    /// Its worst case |accumulator|: `Σ_k |w_k − zp_w[c]| · max|x − zp_x| + |b[c]|`.
+    pub bound: i128,
+    /// The largest value the accumulator holds, `2^(bits−1) − 1`.
+    pub limit: i128,
+}
+
+/// Whether a conv or dense reading `x` (of a quantized type) with weight `w`
+/// (quantized, per tensor or per output channel) and the optional integer
+/// `bias` can overflow a signed `bits`-bit accumulator: per output channel,
+/// `Σ_k |w_k − zp_w[c]| · max|x − zp_x| + |b[c]|`, exact from a constant
+/// weight, else K times the widest `|w − zp_w|` the type allows; a bias that
+/// is not an integer constant counts as 0. `None` when it cannot overflow or
+/// `x` or `w` is not quantized. `quant-lint` reports it on `qnn.conv2d` and
+/// `qnn.dense`, `quantize-search` checks its candidates with it, and the
+/// ONNX export refuses a layer it finds (ONNX computes the unwrapped sum).
+pub fn accumulator_overflow(
+    ctx: &Context,
+    module: &Module,
+    x: ValueId,
+    w: ValueId,
+    bias: Option<ValueId>,
+    bits: u32,
+) -> Option<AccumulatorOverflow> {
+    let qx = quant_element(ctx, module.value_type(x))?;
+    let qw = quant_element(ctx, module.value_type(w))?;
+    let zp_x = i128::from(params(qx).first().map_or(0, |p| p.zero_point));
+    let max_x = (i128::from(qx.storage_max) - zp_x).abs().max((i128::from(qx.storage_min) - zp_x).abs());
+    let w_params = params(qw);
+    let w_shape = ctx.tensor_shape(module.value_type(w))?;
+    let channels = w_shape.first().copied().unwrap_or(1).max(1) as usize;
+    // Per channel Σ_k |w_k − zp_w[c]|: exact from a constant weight, else
+    // K times the widest |w − zp_w| the type allows.
+    let per_channel: Vec<i128> = match constant_value(ctx, module, w)
+        .map(|a| ctx.attr_data(a))
+        .and_then(|d| if let AttrData::Dense(d) = d { dense_values_i128(ctx, d) } else { None })
+    {
+        Some(values) if !values.is_empty() => {
+            let per = values.len() / channels;
+            values
+                .chunks(per.max(1))
+                .enumerate()
+                .map(|(c, row)| {
+                    let zp = i128::from(w_params.get(c).or(w_params.last()).map_or(0, |p| p.zero_point));
+                    row.iter().map(|&v| (v - zp).abs()).sum()
+                })
+                .collect()
+        }
+        _ => {
+            let k: i128 = w_shape.iter().skip(1).map(|&d| i128::from(d.max(0))).product();
+            let widest = w_params
+                .iter()
+                .map(|p| {
+                    let zp = i128::from(p.zero_point);
+                    (i128::from(qw.storage_max) - zp).abs().max((i128::from(qw.storage_min) - zp).abs())
+                })
+                .max()
+                .unwrap_or(0);
+            vec![k * widest; channels]
+        }
+    };
+    let bias: Vec<i128> = bias
+        .and_then(|b| constant_value(ctx, module, b))
+        .and_then(
+            |a| if let AttrData::Dense(d) = ctx.attr_data(a) { dense_values_i128(ctx, d) } else { None },
+        )
+        .unwrap_or_default();
+    let limit = (1i128 << (bits.clamp(2, 127) - 1)) - 1;
+    per_channel
+        .iter()
+        .enumerate()
+        .map(|(channel, &s)| (channel, s * max_x + bias.get(channel).map_or(0, |b| b.abs())))
+        .max_by_key(|&(_, v)| v)
+        .filter(|&(_, bound)| bound > limit)
+        .map(|(channel, bound)| AccumulatorOverflow { channel, bound, limit })
 }

@@ -299,6 +299,82 @@ fn four_and_sixteen_bit_types_export_at_opset_21() {
     assert_runs_the_same(text, &exported.bytes, ramp(&[1, 4]));
 }
 
+/// A fake-quant model holds its 4- and 16-bit types only in `qnn.fake_quant`'s
+/// `type` attribute (its results are f32); the export still writes INT4,
+/// UINT4 and INT16 QuantizeLinear and so must pick opset 21 (at 17 the
+/// file fails `onnx.checker` and ONNX Runtime refuses it).
+#[test]
+fn a_fake_quant_to_four_or_sixteen_bits_needs_opset_21() {
+    for ty in ["i4:f32, 0.25:0", "u4:f32, 0.25:3", "i16:f32, 0.0009765625:-7"] {
+        let text = format!(
+            r#"module {{
+  func.func @main(%arg0: tensor<2x3xf32>) -> tensor<2x3xf32> {{
+    %0 = qnn.fake_quant(%arg0) {{type = !qnn.uniform<{ty}>}} : (tensor<2x3xf32>) -> tensor<2x3xf32> loc("fq")
+    func.return %0 : tensor<2x3xf32>
+  }}
+}}"#
+        );
+        let exported = export(&text, ExportFormat::Qdq);
+        assert_eq!(exported.opset, 21, "{ty}");
+        assert_runs_the_same(&text, &exported.bytes, ramp(&[2, 3]));
+        let (ctx, module) = parse(&text);
+        let at_17 = ExportOptions { opset: Some(17), ..ExportOptions::default() };
+        let message = export_module(&ctx, &module, &at_17).unwrap_err().to_string();
+        assert!(message.contains("quantization needs opset 21, not 17"), "{message}");
+    }
+}
+
+/// The graph's inputs and outputs keep the names the function records
+/// (`arg_names`, `result_names`: the ONNX model's, from qimport), with the
+/// output's node writing it under that name; names missing, empty or given
+/// twice fall back to generated ones, and every name stays unique.
+#[test]
+fn graph_inputs_and_outputs_keep_the_recorded_names() {
+    let names = |bytes: &[u8]| {
+        let graph = decode_model(bytes).unwrap().graph.unwrap();
+        let io =
+            |values: &[qopt_onnx::ValueInfo]| values.iter().map(|v| v.name.to_string()).collect::<Vec<_>>();
+        (
+            io(&graph.input),
+            io(&graph.output),
+            graph.node.iter().flat_map(|n| n.output.clone()).collect::<Vec<_>>(),
+        )
+    };
+    let model = |attrs: &str| {
+        format!(
+            r#"module {{
+  func.func @main(%arg0: tensor<4xf32>, %arg1: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) attributes {{{attrs}}} {{
+    %0 = fp.add(%arg0, %arg1) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32> loc("sum_out")
+    %1 = fp.relu(%0) : (tensor<4xf32>) -> tensor<4xf32> loc("relu")
+    func.return %1, %0, %1 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+  }}
+}}"#
+        )
+    };
+    let given =
+        model(r#"arg_names = ["input", "input.1"], result_names = ["scores", "sum_out", "scores:1"]"#);
+    let exported = export(&given, ExportFormat::Qdq);
+    let (inputs, outputs, node_outputs) = names(&exported.bytes);
+    assert_eq!(inputs, ["input", "input.1"]);
+    assert_eq!(outputs, ["scores", "sum_out", "scores:1"]);
+    assert_eq!(node_outputs, ["sum_out", "scores", "scores:1"]);
+    assert_runs_the_same_on(&given, &exported.bytes, &[ramp(&[4]), ramp(&[4])]);
+    // Missing, empty and repeated names: generated ones, unique.
+    for attrs in ["", r#"arg_names = ["x", "x"], result_names = ["", "x", "y"]"#] {
+        let exported = export(&model(attrs), ExportFormat::Qdq);
+        let (inputs, outputs, _) = names(&exported.bytes);
+        let mut all: Vec<&String> = inputs.iter().chain(&outputs).collect();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 5, "{attrs}: {inputs:?} {outputs:?}");
+    }
+    let (inputs, outputs, _) = names(&export(&model(""), ExportFormat::Qdq).bytes);
+    assert_eq!(
+        (inputs, outputs),
+        (vec!["arg0".to_string(), "arg1".into()], vec!["relu".into(), "sum_out".into(), "output2".into()])
+    );
+}
+
 /// One error lists every op and value ONNX cannot express, each at its op.
 #[test]
 fn every_problem_is_listed_at_once() {

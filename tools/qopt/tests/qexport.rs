@@ -71,6 +71,68 @@ fn writes_qdq_and_qoperator_files_and_says_what_it_wrote() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The default form is QDQ, except the layers whose int8 weights could
+/// saturate ONNX Runtime's u8 × s8 kernels (x86 without VNNI), which become
+/// QLinear ops; the summary says which and whether ONNX Runtime computes
+/// every layer without saturation, and warns when the chosen form leaves a
+/// layer to those kernels.
+#[test]
+fn the_default_form_is_one_onnx_runtime_computes_without_saturation() {
+    let dir = scratch("auto");
+    let output = dir.join("m.onnx");
+    let out_path = output.to_str().unwrap();
+    let exact = write(&dir, "exact.qir", QUANTIZED);
+    // 255 · (127 + 127) > 32767: vpmaddubsw saturates on these weights.
+    let saturating = write(&dir, "saturating.qir", &QUANTIZED.replace("[5, 6, -7, 8]", "[127, 127, -7, 8]"));
+    let unsigned = write(
+        &dir,
+        "unsigned.qir",
+        &QUANTIZED
+            .replace("[5, 6, -7, 8]", "[127, 127, -7, 8]")
+            .replace("i8:f32, 0.0625:-1", "u8:f32, 0.0625:127")
+            .replace("i8:f32, 0.125:-128", "u8:f32, 0.125:0"),
+    );
+    let no_saturation =
+        "; ONNX Runtime's int8 kernels compute every layer without saturation on x86 (AVX2, no VNNI)\n";
+    for (input, args, form, note) in [
+        (&exact, vec![], "QDQ, opset 17, 8 nodes", no_saturation.to_string()),
+        (
+            &saturating,
+            vec![],
+            "QDQ with 1 of 1 conv/dense layers as QLinear ops (their int8 weights could saturate ONNX Runtime's \
+             u8 × s8 kernels), opset 17, 3 nodes (DequantizeLinear 1, QuantizeLinear 1, com.microsoft.QGemm 1)",
+            no_saturation.to_string(),
+        ),
+        (
+            &saturating,
+            vec!["--format=qdq"],
+            "QDQ, opset 17, 8 nodes",
+            "; warning: on x86 without VNNI, ONNX Runtime's u8 × s8 kernels can saturate in 1 layer (fc), so its \
+             default session may differ from qrun by more than one output step (--format=auto avoids it)\n"
+                .to_string(),
+        ),
+        // With uint8 activations a QLinear op would take the same kernels: QDQ, and a warning.
+        (
+            &unsigned,
+            vec![],
+            "QDQ, opset 17, 8 nodes",
+            "; warning: on x86 without VNNI, ONNX Runtime's u8 × s8 kernels can saturate in 1 layer (fc), so its \
+             default session may differ from qrun by more than one output step (int8 activations or \
+             quantize{reduce-range} avoid it)\n"
+                .to_string(),
+        ),
+    ] {
+        let mut all = vec![input.as_str(), "-o", out_path];
+        all.extend(args);
+        let out = qexport(&all);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(stderr.starts_with(&format!("qexport: {input} -> {out_path}: {form}")), "{stderr}");
+        assert!(stderr.ends_with(&note), "{stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_float_model_exports_from_its_qir() {
     let dir = scratch("float");
@@ -105,6 +167,54 @@ fn problems_are_one_error_and_nothing_is_written() {
     ));
     assert_eq!(stderr.matches(": note: ").count(), 2, "{stderr}");
     assert_eq!(std::fs::read_to_string(&output).unwrap(), "previous", "the old output is untouched");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "no temporary file left");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A model whose i32 accumulator can wrap (qopt wraps it, ONNX computes the
+/// unwrapped sum) or whose `qnn.add` ignores an operand (scales more than
+/// 2^31 apart; ONNX adds it) would be another model in ONNX: refused at the
+/// op, naming the channel and the bound or the scales, and nothing written.
+#[test]
+fn arithmetic_onnx_would_compute_otherwise_is_refused_at_the_op() {
+    let dir = scratch("arithmetic");
+    let output = dir.join("out.onnx");
+    let wrapping = write(&dir, "wrap.qir", &QUANTIZED.replace("dense<[7, -9]>", "dense<[7, 2147483647]>"));
+    let gap = write(
+        &dir,
+        "gap.qir",
+        r#"func.func @main(%a: tensor<1x8xf32>, %b: tensor<1x8xf32>) -> tensor<1x8xf32> {
+  %0 = qnn.quantize(%a) : (tensor<1x8xf32>) -> tensor<1x8x!qnn.uniform<i8:f32, 0.05000000074505806:0>>
+  %1 = qnn.quantize(%b) : (tensor<1x8xf32>) -> tensor<1x8x!qnn.uniform<i8:f32, 1.0e10:0>>
+  %2 = qnn.add(%0, %1) : (tensor<1x8x!qnn.uniform<i8:f32, 0.05000000074505806:0>>, tensor<1x8x!qnn.uniform<i8:f32, 1.0e10:0>>) -> tensor<1x8x!qnn.uniform<i8:f32, 0.05000000074505806:0>> loc("residual")
+  %3 = qnn.dequantize(%2) : (tensor<1x8x!qnn.uniform<i8:f32, 0.05000000074505806:0>>) -> tensor<1x8xf32>
+  func.return %3 : tensor<1x8xf32>
+}
+"#,
+    );
+    for (input, line, note) in [
+        (
+            &wrapping,
+            "6:10",
+            "'fc' (qnn.dense_relu): the i32 accumulator can wrap: output channel 1 reaches |acc| ≤ 2147486975 \
+             (limit 2147483647)",
+        ),
+        (
+            &gap,
+            "4:8",
+            "'residual' (qnn.add): operand #0 (scale 5.000000074505806e-2) contributes nothing: the other's scale 1e10 is more \
+             than 2^31 times larger",
+        ),
+    ] {
+        for format in ["qdq", "qoperator"] {
+            let out = qexport(&[input, "-o", output.to_str().unwrap(), &format!("--format={format}")]);
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{stderr}");
+            assert!(stderr.starts_with(&format!("{input}:{line}: error: 1 op cannot be exported")), "{stderr}");
+            assert!(stderr.contains(&format!("{input}:{line}: note: {note}")), "{stderr}");
+            assert!(!output.exists(), "nothing is written");
+        }
+    }
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2, "no temporary file left");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -69,6 +69,20 @@ pub(crate) struct OnnxModel {
     pub outputs: Vec<GraphValue>,
 }
 
+impl OnnxModel {
+    /// Renames tensor `from` (a node's output) to `to` wherever a node
+    /// writes or reads it.
+    pub fn rename(&mut self, from: &str, to: &str) {
+        for node in &mut self.nodes {
+            for name in node.inputs.iter_mut().chain(node.outputs.iter_mut()) {
+                if name == from {
+                    *name = to.to_string();
+                }
+            }
+        }
+    }
+}
+
 /// The IR version written with standard opset `opset`: the one ONNX
 /// released with it (`onnx.helper.VERSION_TABLE`), so that readers that know
 /// the opset know the file format.
@@ -206,6 +220,13 @@ impl Names {
             }
             n += 1;
         }
+    }
+}
+
+impl Names {
+    /// Takes `name` exactly, if it is not empty and not taken yet.
+    pub fn exact(&mut self, name: &str) -> Option<String> {
+        (!name.is_empty() && self.taken.insert(name.to_string())).then(|| name.to_string())
     }
 }
 

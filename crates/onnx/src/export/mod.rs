@@ -24,6 +24,7 @@
 
 mod fp;
 mod graph;
+mod ort;
 mod proto_write;
 mod qdq;
 mod qoperator;
@@ -42,8 +43,13 @@ use std::sync::Arc;
 /// How quantized ops are written.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub enum ExportFormat {
-    /// `QuantizeLinear` / `DequantizeLinear` around float ops (the default).
+    /// QDQ, except the conv and dense layers whose QDQ form ONNX Runtime's
+    /// u8 × s8 kernels could saturate on x86 without VNNI: those as
+    /// QLinear ops (exact s8 × s8 kernels) where their types allow (the
+    /// default; see `ort.rs`).
     #[default]
+    Auto,
+    /// `QuantizeLinear` / `DequantizeLinear` around float ops.
     Qdq,
     /// ONNX's and ONNX Runtime's integer ops where they exist, QDQ elsewhere.
     QOperator,
@@ -68,7 +74,7 @@ pub struct ExportOptions {
 
 impl Default for ExportOptions {
     fn default() -> ExportOptions {
-        ExportOptions { format: ExportFormat::Qdq, function: "main".into(), opset: None }
+        ExportOptions { format: ExportFormat::Auto, function: "main".into(), opset: None }
     }
 }
 
@@ -86,6 +92,17 @@ pub struct Exported {
     /// Its nodes' op types in order, with the domain (`com.microsoft.QGemm`)
     /// outside the standard one: for summaries and tests.
     pub op_types: Vec<String>,
+    /// The quantized conv and dense layers (`qnn.conv2d`, `qnn.dense` and
+    /// their relu forms).
+    pub layers: usize,
+    /// Those written as QLinear ops (`QLinearConv`, `QGemm`, `QLinearMatMul`).
+    pub integer_layers: usize,
+    /// The location names (or op names) of the layers ONNX Runtime runs on
+    /// its u8 × s8 kernels with weights that may saturate them on x86 CPUs
+    /// without VNNI: where its default session can differ from qrun by
+    /// more than one output step. Empty when it computes every layer as
+    /// qopt does, up to rounding near ties.
+    pub u8_s8_saturating: Vec<String>,
 }
 
 /// One thing the export cannot write, at an op (or at the function for its
@@ -197,7 +214,7 @@ pub fn export_module(
     if !ex.problems.is_empty() {
         return Err(ExportError::Problems(ex.problems));
     }
-    let model = ex.model;
+    let model = std::mem::take(&mut ex.model);
     let bytes = model.encode();
     check_reimport(ctx, module, func, &bytes)?;
     let op_types =
@@ -212,7 +229,16 @@ pub fn export_module(
                 }
             })
             .collect();
-    Ok(Exported { bytes, opset, nodes: model.nodes.len(), initializers: model.initializers.len(), op_types })
+    Ok(Exported {
+        bytes,
+        opset,
+        nodes: model.nodes.len(),
+        initializers: model.initializers.len(),
+        op_types,
+        layers: ex.layers,
+        integer_layers: ex.integer_layers,
+        u8_s8_saturating: ex.u8_s8_saturating,
+    })
 }
 
 /// Imports `bytes` again and compares the signature with `func`'s.
@@ -292,6 +318,12 @@ pub(crate) struct Exporter<'a> {
     dequantized: FxHashMap<ValueId, String>,
     /// The scale and zero point initializers of each quantized element type.
     params: FxHashMap<Type, ParamNames>,
+    /// The name each graph output is to have, taken when the walk starts.
+    result_names: Vec<Option<String>>,
+    /// See [`Exported::layers`], [`Exported::integer_layers`], [`Exported::u8_s8_saturating`].
+    layers: usize,
+    integer_layers: usize,
+    u8_s8_saturating: Vec<String>,
     problems: Vec<ExportProblem>,
 }
 
@@ -309,6 +341,10 @@ impl<'a> Exporter<'a> {
             stored: FxHashMap::default(),
             dequantized: FxHashMap::default(),
             params: FxHashMap::default(),
+            result_names: Vec::new(),
+            layers: 0,
+            integer_layers: 0,
+            u8_s8_saturating: Vec::new(),
             problems: Vec::new(),
         }
     }
@@ -319,11 +355,34 @@ impl<'a> Exporter<'a> {
 
     /// The function's arguments become graph inputs, its ops nodes, its
     /// returned values graph outputs.
+    ///
+    /// Graph inputs and outputs keep the names the function gives them
+    /// (`arg_names`, `result_names`: qimport records the ONNX model's), so a
+    /// program feeding the model by name feeds the export too; a name
+    /// missing, empty or given twice falls back to `arg0`, … and the
+    /// returned value's own name.
     fn export_block(&mut self, func: OpId, block: BlockId) {
         let (ctx, module) = (self.ctx, self.module);
+        let io_names = |key| {
+            let n = if key == qopt_ir_core::ARG_NAMES {
+                module.block_args(block).len()
+            } else {
+                module.num_operands(module.last_op(block))
+            };
+            qopt_ir_core::io_names(ctx, module, func, key)
+                .filter(|names| names.len() == n)
+                .unwrap_or_default()
+        };
+        let arg_names = io_names(qopt_ir_core::ARG_NAMES);
+        // Taken before any op names a value, so that none takes them.
+        self.result_names = io_names(qopt_ir_core::RESULT_NAMES)
+            .into_iter()
+            .map(|name| if arg_names.contains(&name) { None } else { self.value_names.exact(name) })
+            .collect();
         for (i, &arg) in module.block_args(block).iter().enumerate() {
             let ty = module.value_type(arg);
-            let name = self.value_names.fresh(&format!("arg{i}"));
+            let given = arg_names.get(i).and_then(|name| self.value_names.exact(name));
+            let name = given.unwrap_or_else(|| self.value_names.fresh(&format!("arg{i}")));
             match types::graph_value(ctx, ty) {
                 Ok((data_type, dims)) => {
                     self.model.inputs.push(GraphValue { name: name.clone(), data_type, dims });
@@ -378,16 +437,45 @@ impl<'a> Exporter<'a> {
             Some(label) => label,
             None => name.rsplit('.').next().unwrap_or(name).to_string(),
         };
+        let layer = ort::is_layer(name);
+        let multiply = if layer { ort::multiply(self.ctx, self.module, op) } else { ort::Multiply::Other };
+        let x_signedness = (layer && self.module.num_operands(op) > 0)
+            .then(|| quant_element(self.ctx, self.module.value_type(self.module.operand(op, 0))))
+            .flatten()
+            .map(|q| q.storage.signedness);
+        let label = base.clone();
         let mut cx = OpCx { ex: self, op, base, nodes: 0 };
-        if cx.ex.format == ExportFormat::QOperator {
+        let try_qoperator = match cx.ex.format {
+            ExportFormat::QOperator => true,
+            // With uint8 activations the QLinear op runs the same u8 × s8 kernels.
+            ExportFormat::Auto => {
+                multiply == ort::Multiply::MaySaturate
+                    && x_signedness != Some(qopt_ir_core::Signedness::Unsigned)
+            }
+            ExportFormat::Qdq => false,
+        };
+        let mut written = false;
+        if try_qoperator {
             if let Some(export) = qoperator::exporter(name) {
-                if export(&mut cx)? == qoperator::Written::Yes {
-                    return Ok(());
-                }
+                written = export(&mut cx)? == qoperator::Written::Yes;
             }
         }
-        if let Some(export) = qdq::exporter(name) {
-            return export(&mut cx);
+        let qoperator = written;
+        if !written {
+            if let Some(export) = qdq::exporter(name) {
+                export(&mut cx)?;
+                written = true;
+            }
+        }
+        if written {
+            if let Some(x_signedness) = x_signedness {
+                self.layers += 1;
+                self.integer_layers += usize::from(qoperator);
+                if multiply == ort::Multiply::MaySaturate && ort::takes_u8_s8(qoperator, x_signedness) {
+                    self.u8_s8_saturating.push(label);
+                }
+            }
+            return Ok(());
         }
         if fp::is_exported(name) {
             return fp::export(&mut cx, name);
@@ -402,6 +490,7 @@ impl<'a> Exporter<'a> {
     fn export_return(&mut self, ret: OpId) {
         let (ctx, module) = (self.ctx, self.module);
         let mut used: Vec<String> = Vec::new();
+        let mut renamed: FxHashMap<String, String> = FxHashMap::default();
         for (i, v) in module.operands(ret).enumerate() {
             let ty = module.value_type(v);
             let (data_type, dims) = match types::graph_value(ctx, ty) {
@@ -418,11 +507,21 @@ impl<'a> Exporter<'a> {
                     continue;
                 }
             };
+            if let Some(renamed) = renamed.get(&name) {
+                name = renamed.clone();
+            }
             // A graph output must be a node's own output, once.
             let is_input = self.model.inputs.iter().any(|i| i.name == name);
             let is_initializer = self.model.initializers.iter().any(|i| i.name == name);
-            if is_input || is_initializer || used.contains(&name) {
-                let output = self.value_names.fresh(&format!("output{i}"));
+            let given = self.result_names.get(i).cloned().flatten();
+            if let Some(given) =
+                given.as_ref().filter(|_| !is_input && !is_initializer && !used.contains(&name))
+            {
+                self.model.rename(&name, given);
+                renamed.insert(name, given.clone());
+                name = given.clone();
+            } else if is_input || is_initializer || used.contains(&name) {
+                let output = given.unwrap_or_else(|| self.value_names.fresh(&format!("output{i}")));
                 let node = self.node_names.fresh(&format!("output{i}"));
                 self.model.nodes.push(Node {
                     name: node,

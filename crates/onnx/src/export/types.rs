@@ -20,9 +20,12 @@
 use crate::onnx::data_type as dt;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
+use qopt_dialect_qnn::quant_params::{
+    accumulator_overflow, add_operand_dropped, quant_element, AccumulatorOverflow, AddOperandDropped,
+};
 use qopt_ir_core::{
-    type_to_string, BlockId, Context, DenseElements, FloatKind, IntType, Module, OpId, QuantParams,
-    QuantType, Signedness, Type, TypeData, DYNAMIC,
+    type_to_string, AttrData, BlockId, Context, DenseElements, FloatKind, IntType, Module, OpId, QuantParams,
+    QuantType, Signedness, Type, TypeData, ValueId, DYNAMIC,
 };
 use std::sync::Arc;
 
@@ -65,11 +68,53 @@ pub(super) fn check_op(ctx: &Context, module: &Module, op: OpId) -> Vec<String> 
             ));
         }
     }
+    problems.extend(check_arithmetic(ctx, module, op));
     let role = role(ctx, module, op);
     let results = module.num_results(op);
     for (i, v) in module.results(op).enumerate() {
         if let Err(e) = check_type(ctx, module.value_type(v), role) {
             problems.push(if results == 1 { format!("result: {e}") } else { format!("result #{i}: {e}") });
+        }
+    }
+    problems
+}
+
+/// Where qopt's integer arithmetic leaves the real-number sum that ONNX
+/// computes: a conv or dense whose i32 accumulator can wrap (qopt wraps it,
+/// `quant-semantics.md` §6; ONNX's DQ → float op → Q form, and the QLinear
+/// kernels as ONNX defines them, do not), with `quant-lint`'s own bound
+/// ([`accumulator_overflow`]); and a `qnn.add` whose finer operand's
+/// multiplier rounds to 0 (scales more than 2^31 apart, §7.1), which qopt
+/// drops and ONNX adds.
+fn check_arithmetic(ctx: &Context, module: &Module, op: OpId) -> Vec<String> {
+    let name = ctx.op_name_str(module.op_name(op));
+    let operand = |i| (i < module.num_operands(op)).then(|| module.operand(op, i));
+    let mut problems = Vec::new();
+    if matches!(name, qnn_op::CONV2D | qnn_op::CONV2D_RELU | qnn_op::DENSE | qnn_op::DENSE_RELU) {
+        if let (Some(x), Some(w)) = (operand(0), operand(1)) {
+            if let Some(AccumulatorOverflow { channel, bound, limit }) =
+                accumulator_overflow(ctx, module, x, w, operand(2), 32)
+            {
+                problems.push(format!(
+                    "the i32 accumulator can wrap: output channel {channel} reaches |acc| ≤ {bound} (limit \
+                     {limit}); qopt wraps it and ONNX computes the unwrapped sum, so the file would compute \
+                     another model (quant-lint reports it too): use narrower activations or weights, or a \
+                     smaller bias"
+                ));
+            }
+        }
+    }
+    if name == qnn_op::ADD && module.num_results(op) == 1 {
+        let q = |v: Option<ValueId>| v.and_then(|v| quant_element(ctx, module.value_type(v)));
+        if let (Some(a), Some(b), Some(out)) = (q(operand(0)), q(operand(1)), q(Some(module.result(op, 0)))) {
+            if let Some(AddOperandDropped { operand, scale, other_scale }) = add_operand_dropped(a, b, out) {
+                problems.push(format!(
+                    "operand #{operand} (scale {scale:e}) contributes nothing: the other's scale {other_scale:e} \
+                     is more than 2^31 times larger, so its multiplier rounds to 0 in qopt's shared-shift sum \
+                     (quant-semantics.md §7.1) while ONNX adds it: give the operands scales within 2^31 of \
+                     each other"
+                ));
+            }
         }
     }
     problems
@@ -286,8 +331,22 @@ pub(super) fn required_opset(ctx: &Context, module: &Module, block: BlockId) -> 
         {
             needs.push((op, 28, "SpaceToDepth's mode CRD".to_string()));
         }
-        for v in module.results(op) {
-            if let Some(q) = qopt_dialect_qnn::quant_params::quant_element(ctx, module.value_type(v)) {
+        // A quantized type is written where a result has it and where an
+        // attribute names it (`qnn.fake_quant {type = ...}` on float values).
+        let attr_types = module.op_attrs(op);
+        let attr_types = match ctx.attr_data(attr_types) {
+            AttrData::Dict(entries) => entries
+                .iter()
+                .filter_map(|&(_, a)| match ctx.attr_data(a) {
+                    AttrData::Type(t) => Some(*t),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let types = module.results(op).map(|v| module.value_type(v)).chain(attr_types);
+        for ty in types {
+            if let Some(q) = qopt_dialect_qnn::quant_params::quant_element(ctx, ty) {
                 if matches!(q.storage.width, 4 | 16) {
                     let what = format!("{}-bit quantization", q.storage.width);
                     needs.push((op, 21, what));

@@ -23,7 +23,10 @@
 //! - accumulator overflow of `qnn.conv2d` / `qnn.dense` (and relu forms): the
 //!   worst case `Σ_k |w_k − zp_w[c]| · max|x − zp_x| + |b[c]|` per output
 //!   channel against the `accumulator-bits` option (default 32; a vendor with
-//!   i16 or i24 accumulators sets it).
+//!   i16 or i24 accumulators sets it);
+//! - a `qnn.add` whose operand scales are more than 2^31 apart: the finer
+//!   operand's multiplier rounds to 0 and the sum ignores it
+//!   (`quant_params::add_operand_dropped`, `quant-semantics.md` §7.1).
 //!
 //! The module is never changed. `werror=true` turns the warnings into errors
 //! (exit 1). Statistics describe the integer shape: `qnn-ops`, `float-ops`
@@ -43,7 +46,9 @@ use super::fuse_patterns::{bias_scales_match, is_i32_bias, FusionPatterns};
 use super::util::{is_kept_float, is_skipped, op_named, quantizable, users};
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
-use qopt_dialect_qnn::quant_params::{params, quant_element};
+use qopt_dialect_qnn::quant_params::{
+    accumulator_overflow, add_operand_dropped, params, quant_element, AccumulatorOverflow, AddOperandDropped,
+};
 use qopt_dialect_qnn::MAX_LOOKUP_BITS;
 use qopt_ir_core::interfaces::{FusedActivation, LookupActivation};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
@@ -70,8 +75,8 @@ impl Pass for QuantLint {
         "Warns, at the op, about leftover quantize/dequantize pairs, weights left float, float islands \
          (with the reason), scales that are not positive normal numbers, narrow-range constants out of \
          range, concat inputs with other parameters than the output, observers without statistics, \
-         types that cut off more than `clip-threshold` of their calibrated range and accumulators that can \
-         overflow `accumulator-bits`. Each warning has a `fix:` note. Never \
+         types that cut off more than `clip-threshold` of their calibrated range, accumulators that can \
+         overflow `accumulator-bits` and qnn.add operands whose scales are more than 2^31 apart. Each warning has a `fix:` note. Never \
          changes the module; `werror=true` makes the warnings errors. Statistics: `qnn-ops`, \
          `float-ops`, `quantizes`, `dequantizes`, `requantizes`, `weight-bytes`, `weight-bytes-as-f32`, \
          `warnings`."
@@ -141,6 +146,7 @@ impl Pass for QuantLint {
             lint.concat(op);
             lint.observer(op);
             lint.accumulator(op, bits as u32);
+            lint.add_scale_gap(op);
             lint.clipping(op, clip_threshold);
             if let Some(note) = lint.x86_scheme(op) {
                 if x86_notes {
@@ -665,6 +671,26 @@ impl Lint<'_> {
             && ones("dilation")
     }
 
+    /// Warns where a `qnn.add` ignores an operand ([`add_operand_dropped`]).
+    fn add_scale_gap(&mut self, op: OpId) {
+        if self.name(op) != qnn_op::ADD || self.module.num_operands(op) != 2 || self.module.num_results(op) != 1 {
+            return;
+        }
+        let q = |v| quant_element(self.ctx, self.module.value_type(v));
+        let (a, b, out) = (self.module.operand(op, 0), self.module.operand(op, 1), self.module.result(op, 0));
+        let (Some(qa), Some(qb), Some(qout)) = (q(a), q(b), q(out)) else { return };
+        if let Some(AddOperandDropped { operand, scale, other_scale }) = add_operand_dropped(qa, qb, qout) {
+            self.warn(
+                op,
+                format!(
+                    "operand #{operand} (scale {scale:e}) contributes nothing: the other's scale {other_scale:e} is \
+                     more than 2^31 times larger, so its multiplier rounds to 0 (quant-semantics.md §7.1)"
+                ),
+                "give both operands scales within 2^31 of each other (re-calibrate, or requantize the coarser one)",
+            );
+        }
+    }
+
     /// Warns where the worst |accumulator| of a quantized conv or dense
     /// exceeds a signed `bits`-bit accumulator ([`accumulator_overflow`]).
     fn accumulator(&mut self, op: OpId, bits: u32) {
@@ -695,18 +721,6 @@ impl Lint<'_> {
     }
 }
 
-/// The worst output channel of a conv or dense whose signed accumulator can
-/// overflow (see [`accumulator_overflow`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct AccumulatorOverflow {
-    /// The output channel with the largest bound.
-    pub channel: usize,
-    /// Its worst case |accumulator|: `Σ_k |w_k − zp_w[c]| · max|x − zp_x| + |b[c]|`.
-    pub bound: i128,
-    /// The largest value the accumulator holds, `2^(bits−1) − 1`.
-    pub limit: i128,
-}
-
 /// The Winograd part of a 3×3 stride-1 layer's `x86-schemes` note, from its
 /// raw weight values (`channels` rows) and each row's zero point: exact for
 /// these weights (`quant_params::winograd_f2x3_exact`), or the first channel
@@ -729,71 +743,4 @@ fn winograd_note(values: &[i128], channels: usize, zero_point: impl Fn(usize) ->
          (qrun --profile and qcompile --emit=asm name each layer's kernels)"
             .to_string(),
     )
-}
-
-/// Whether a conv or dense reading `x` (of a quantized type) with weight `w`
-/// (quantized, per tensor or per output channel) and the optional integer
-/// `bias` can overflow a signed `bits`-bit accumulator: per output channel,
-/// `Σ_k |w_k − zp_w[c]| · max|x − zp_x| + |b[c]|`, exact from a constant
-/// weight, else K times the widest `|w − zp_w|` the type allows; a bias that
-/// is not an integer constant counts as 0. `None` when it cannot overflow or
-/// `x` or `w` is not quantized. `quant-lint` reports it on `qnn.conv2d` and
-/// `qnn.dense`; `quantize-search` checks its candidates with it.
-pub(crate) fn accumulator_overflow(
-    ctx: &Context,
-    module: &Module,
-    x: ValueId,
-    w: ValueId,
-    bias: Option<ValueId>,
-    bits: u32,
-) -> Option<AccumulatorOverflow> {
-    let qx = quant_element(ctx, module.value_type(x))?;
-    let qw = quant_element(ctx, module.value_type(w))?;
-    let zp_x = i128::from(params(qx).first().map_or(0, |p| p.zero_point));
-    let max_x = (i128::from(qx.storage_max) - zp_x).abs().max((i128::from(qx.storage_min) - zp_x).abs());
-    let w_params = params(qw);
-    let w_shape = ctx.tensor_shape(module.value_type(w))?;
-    let channels = w_shape.first().copied().unwrap_or(1).max(1) as usize;
-    // Per channel Σ_k |w_k − zp_w[c]|: exact from a constant weight, else
-    // K times the widest |w − zp_w| the type allows.
-    let per_channel: Vec<i128> = match constant_value(ctx, module, w)
-        .map(|a| ctx.attr_data(a))
-        .and_then(|d| if let AttrData::Dense(d) = d { dense_values_i128(ctx, d) } else { None })
-    {
-        Some(values) if !values.is_empty() => {
-            let per = values.len() / channels;
-            values
-                .chunks(per.max(1))
-                .enumerate()
-                .map(|(c, row)| {
-                    let zp = i128::from(w_params.get(c).or(w_params.last()).map_or(0, |p| p.zero_point));
-                    row.iter().map(|&v| (v - zp).abs()).sum()
-                })
-                .collect()
-        }
-        _ => {
-            let k: i128 = w_shape.iter().skip(1).map(|&d| i128::from(d.max(0))).product();
-            let widest = w_params
-                .iter()
-                .map(|p| {
-                    let zp = i128::from(p.zero_point);
-                    (i128::from(qw.storage_max) - zp).abs().max((i128::from(qw.storage_min) - zp).abs())
-                })
-                .max()
-                .unwrap_or(0);
-            vec![k * widest; channels]
-        }
-    };
-    let bias: Vec<i128> = bias
-        .and_then(|b| constant_value(ctx, module, b))
-        .and_then(|a| if let AttrData::Dense(d) = ctx.attr_data(a) { dense_values_i128(ctx, d) } else { None })
-        .unwrap_or_default();
-    let limit = (1i128 << (bits.clamp(2, 127) - 1)) - 1;
-    per_channel
-        .iter()
-        .enumerate()
-        .map(|(channel, &s)| (channel, s * max_x + bias.get(channel).map_or(0, |b| b.abs())))
-        .max_by_key(|&(_, v)| v)
-        .filter(|&(_, bound)| bound > limit)
-        .map(|(channel, bound)| AccumulatorOverflow { channel, bound, limit })
 }

@@ -58,7 +58,7 @@
 //! `overflow-skipped-sites`, `evaluations`.
 
 use super::calibrate::{CalibrationData, DataSettings};
-use super::quant_lint::{accumulator_overflow, AccumulatorOverflow};
+use qopt_dialect_qnn::quant_params::{accumulator_overflow, AccumulatorOverflow};
 use super::util::{loc_names, op_named, quantizable, storage_kind, storage_text, users, STORAGE};
 use super::{Calibrate, ExpandFakeq, InsertFakeq, InsertObservers, PropagateQparams, QuantizeConstants};
 use qopt_dialect_qnn::op_names as qnn_op;

@@ -1,6 +1,7 @@
 //! `qexport`: writes one function of a `.qir` module as an ONNX model, float
-//! ops as the ONNX ops they come from and quantized ops as QDQ (default) or
-//! QOperator nodes. The translation is `qopt_onnx::export_module`; see
+//! ops as the ONNX ops they come from and quantized ops as QDQ or QOperator
+//! nodes (by default QDQ, with QOperator for the layers ONNX Runtime's x86
+//! u8 × s8 kernels could saturate). The translation is `qopt_onnx::export_module`; see
 //! `docs/onnx-export.md`.
 //!
 //! The module is parsed and verified with qopt's dialects, exported, checked
@@ -24,18 +25,22 @@ use std::sync::Arc;
 /// `--format`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 enum Format {
+    /// QDQ, with QLinear ops for the conv and dense layers ONNX Runtime's u8 × s8 kernels could
+    /// saturate on x86 without VNNI.
+    Auto,
     /// QuantizeLinear / DequantizeLinear around float ops.
     Qdq,
     /// QLinearConv, QGemm, QLinearAdd, ... where they exist; QDQ elsewhere.
     Qoperator,
 }
 
-/// Export a function of a .qir module as an ONNX model (QDQ or QOperator for quantized ops).
+/// Export a function of a .qir module as an ONNX model (QDQ and/or QOperator for quantized ops).
 #[derive(Parser, Debug)]
 #[command(
     version,
     after_help = "Examples:\n  \
-        qexport model.qir -o model.onnx                      float or QDQ model\n  \
+        qexport model.qir -o model.onnx                      float, or QDQ (+ QLinear ops where ONNX Runtime needs them)\n  \
+        qexport model.int8.qir -o model.onnx --format=qdq         QDQ only (portable)\n  \
         qexport model.int8.qir -o model.onnx --format=qoperator   QLinearConv, QGemm, ...\n  \
         qexport model.qir -o model.onnx --function main --opset 21"
 )]
@@ -46,7 +51,7 @@ struct Cli {
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: PathBuf,
     /// How quantized ops are written.
-    #[arg(long, value_enum, default_value = "qdq")]
+    #[arg(long, value_enum, default_value = "auto")]
     format: Format,
     /// The function to export.
     #[arg(long, value_name = "NAME", default_value = "main")]
@@ -112,6 +117,7 @@ fn run() -> i32 {
         return report(&d);
     }
     let format = match cli.format {
+        Format::Auto => ExportFormat::Auto,
         Format::Qdq => ExportFormat::Qdq,
         Format::Qoperator => ExportFormat::QOperator,
     };
@@ -144,18 +150,58 @@ fn run() -> i32 {
         let target = if target == "-" { "standard output".to_string() } else { target };
         return fail(format!("cannot write {target}: {e}"));
     }
-    let format = match cli.format {
-        Format::Qdq => "QDQ",
-        Format::Qoperator => "QOperator",
-    };
     eprintln!(
-        "{TOOL}: {name} -> {target}: {format}, opset {}, {} nodes ({}), {} initializers",
+        "{TOOL}: {name} -> {target}: {}, opset {}, {} nodes ({}), {} initializers{}",
+        form(cli.format, &exported),
         exported.opset,
         exported.nodes,
         node_counts(&exported.op_types),
-        exported.initializers
+        exported.initializers,
+        ort_note(cli.format, &exported)
     );
     EXIT_OK
+}
+
+/// `QDQ`, `QOperator`, or what `auto` wrote: `QDQ` with the layers it wrote
+/// as QLinear ops.
+fn form(format: Format, exported: &qopt_onnx::Exported) -> String {
+    match format {
+        Format::Qdq => "QDQ".into(),
+        Format::Qoperator => "QOperator".into(),
+        Format::Auto if exported.integer_layers == 0 => "QDQ".into(),
+        Format::Auto => format!(
+            "QDQ with {} of {} conv/dense layers as QLinear ops (their int8 weights could saturate ONNX \
+             Runtime's u8 × s8 kernels)",
+            exported.integer_layers, exported.layers
+        ),
+    }
+}
+
+/// Whether ONNX Runtime's default session computes the quantized layers as
+/// qopt does on x86 without VNNI (`Exported::u8_s8_saturating`).
+fn ort_note(format: Format, exported: &qopt_onnx::Exported) -> String {
+    if exported.layers == 0 {
+        return String::new();
+    }
+    match exported.u8_s8_saturating.as_slice() {
+        [] => "; ONNX Runtime's int8 kernels compute every layer without saturation on x86 (AVX2, no VNNI)"
+            .into(),
+        layers => format!(
+            "; warning: on x86 without VNNI, ONNX Runtime's u8 × s8 kernels can saturate in {} layer{} ({}), \
+             so its default session may differ from qrun by more than one output step ({})",
+            layers.len(),
+            if layers.len() == 1 { "" } else { "s" },
+            if layers.len() > 6 {
+                format!("{}, … {} more", layers[..5].join(", "), layers.len() - 5)
+            } else {
+                layers.join(", ")
+            },
+            match format {
+                Format::Qdq => "--format=auto avoids it",
+                _ => "int8 activations or quantize{reduce-range} avoid it",
+            }
+        ),
+    }
 }
 
 /// `Conv 3, QuantizeLinear 7`: each op type with its count, most frequent first.
