@@ -4,7 +4,7 @@
 //! written, and an existing file is left as it was, when anything fails.
 
 use qopt_ir_core::ScratchDir;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn qexport(args: &[&str]) -> Output {
