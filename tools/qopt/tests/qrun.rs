@@ -899,8 +899,7 @@ fn onnx_node_test_outputs_are_found_by_the_models_output_names() {
         assert_eq!(member_names, names, "{test}: qrun names the members after the model's outputs");
         for (k, name) in names.iter().enumerate() {
             let got = &members.iter().find(|(n, _)| n == name).expect("the member").1;
-            let want =
-                npy::read_npy_file(&case.join(format!("output_{k}.npy"))).expect("the expected output");
+            let want = npy::read_npy_file(case.join(format!("output_{k}.npy"))).expect("the expected output");
             let (got, want) = (Tensor::from_raw(got).unwrap(), Tensor::from_raw(&want).unwrap());
             assert_eq!((got.dtype(), got.shape()), (want.dtype(), want.shape()), "{test}: output {name}");
             assert!(got.all_close(&want, 1e-3, 1e-7), "{test}: output {name} differs");
