@@ -90,10 +90,11 @@ pub fn write_file_atomically(
 }
 
 /// Writes every `(path, bytes)` of `files` as one unit: all of them or, when
-/// anything fails, none (see the module docs). Paths must differ. Targets
-/// that are special files (`/dev/null`) are written in place once every
-/// temporary file is complete; symbolic links are followed and permissions
-/// kept, as by [`write_file_atomically`].
+/// anything fails, none (see the module docs). Paths must differ. A target
+/// that is a special file (`/dev/null`, a pipe) cannot be part of the unit:
+/// it is written in place once every temporary file is complete, before the
+/// renames. Symbolic links are followed and permissions kept, as by
+/// [`write_file_atomically`].
 pub fn write_files_atomically(files: &[(&Path, &[u8])]) -> io::Result<()> {
     let mut staged: Vec<Staged> = Vec::with_capacity(files.len());
     for &(path, _) in files {
@@ -127,8 +128,17 @@ pub fn write_files_atomically(files: &[(&Path, &[u8])]) -> io::Result<()> {
                 file.set_permissions(meta.permissions())?;
             }
         }
-        let _locks = lock_directories(staged.iter().map(|s| s.path.as_path()))?;
-        with_interrupts_deferred(|| commit(&staged, files))
+        // A special file cannot be replaced, only written: first, outside the
+        // lock and with signals acting at once (a pipe may block), so that a
+        // failing one leaves the regular files as they were.
+        for (stage, &(_, bytes)) in staged.iter().zip(files) {
+            if stage.tmp.is_none() {
+                std::fs::OpenOptions::new().write(true).open(&stage.path)?.write_all(bytes)?;
+            }
+        }
+        let renamed = staged.iter().filter(|s| s.tmp.is_some());
+        let _locks = lock_directories(renamed.map(|s| s.path.as_path()))?;
+        with_interrupts_deferred(|| commit(&staged))
     })();
     for tmp in staged.iter().filter_map(|s| s.tmp.as_ref()) {
         if written.is_err() {
@@ -154,23 +164,14 @@ struct Staged {
     existing: Option<std::fs::Metadata>,
 }
 
-/// Renames every temporary file over its target (writes special files in
-/// place); on a failure puts back what the earlier renames replaced.
-fn commit(staged: &[Staged], files: &[(&Path, &[u8])]) -> io::Result<()> {
+/// Renames every temporary file over its target; on a failure puts back
+/// what the earlier renames replaced.
+fn commit(staged: &[Staged]) -> io::Result<()> {
     // (target, its previous version kept as a hard link, if it existed)
     let mut done: Vec<(&Path, Option<PathBuf>)> = Vec::new();
     let mut result = Ok(());
-    for (stage, &(_, bytes)) in staged.iter().zip(files) {
-        let Some(tmp) = &stage.tmp else {
-            result = std::fs::OpenOptions::new()
-                .write(true)
-                .open(&stage.path)
-                .and_then(|mut f| f.write_all(bytes));
-            if result.is_err() {
-                break;
-            }
-            continue;
-        };
+    for stage in staged {
+        let Some(tmp) = &stage.tmp else { continue };
         let backup = match &stage.existing {
             Some(_) => {
                 let backup = scratch_path_beside(&stage.path, &unique_tag("old"));
@@ -339,6 +340,15 @@ mod tests {
             assert_eq!(names(&dir), ["adir", "m.h", "m.o"], "no temporary file is left");
         }
 
+        // A special file that cannot be written (/dev/full): the regular file
+        // is left as it was.
+        let full = Path::new("/dev/full");
+        if full.exists() {
+            let err = write_files_atomically(&[(&header, b"header 4"), (full, b"object 4")]).unwrap_err();
+            assert_eq!(err.raw_os_error(), Some(28), "ENOSPC: {err}");
+            assert_eq!(std::fs::read(&header).unwrap(), b"header 1");
+        }
+
         // A missing directory for one file: neither is written.
         let lost = dir.join("no-such-dir").join("m.o");
         assert!(write_files_atomically(&[(&lost, b"object 3"), (&header, b"header 3")]).is_err());
@@ -403,6 +413,51 @@ mod tests {
             .unwrap();
         assert_eq!(status.signal(), Some(libc::SIGTERM), "the child dies of the signal: {status:?}");
         assert_eq!(std::fs::read_to_string(&marker).unwrap(), "the group finished");
+    }
+
+    /// A pipe target nobody reads blocks the write; an interrupt must still
+    /// end the process (the pipe is written before the renames, whose
+    /// signals are held back) and leave no temporary file.
+    #[cfg(unix)]
+    #[test]
+    fn an_interrupt_ends_a_write_blocked_on_a_pipe() {
+        use std::os::unix::process::ExitStatusExt;
+        const CHILD: &str = "QOPT_BLOCKED_PIPE_DIR";
+        if let Ok(dir) = std::env::var(CHILD) {
+            let dir = Path::new(&dir);
+            let _ = write_files_atomically(&[(&dir.join("m.h"), b"header"), (&dir.join("fifo"), b"object")]);
+            std::process::exit(0);
+        }
+        let dir = ScratchDir::new("output-fifo");
+        let fifo = std::ffi::CString::new(dir.join("fifo").to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "atomic_file::tests::an_interrupt_ends_a_write_blocked_on_a_pipe"])
+            .env(CHILD, dir.path())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        // SAFETY: signalling the child this test started.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+        let mut status = None;
+        for _ in 0..100 {
+            status = child.try_wait().unwrap();
+            if status.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        if status.is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        assert_eq!(
+            status.and_then(|s| s.signal()),
+            Some(libc::SIGINT),
+            "the child dies of the signal: {status:?}"
+        );
+        assert_eq!(names(&dir), ["fifo"], "no header, no temporary file");
     }
 
     #[test]
