@@ -26,7 +26,8 @@ Each test with supported ops ends as one of:
   printed a panic, or ran past the time limit;
 - `rejected`: qimport or qrun refused it cleanly (exit 1 with a message), grouped by reason.
 
-The exit status is 1 when any test mismatches or crashes, else 0.
+The exit status is 1 when any test mismatches or crashes, or the harness itself fails on a
+test (an exception in this script, counted as `rejected: harness error`), else 0.
 
 The interpreter keeps f16 and bf16 values widened to f32, u16 in i32 and u32 in i64: inputs of
 those types are given to qrun in the wider type, and qrun's outputs are converted back to the
@@ -607,7 +608,7 @@ def run_test(test_dir: Path, ops: list[str], bins: dict, work: Path, rtol: float
             return out
         # Compare.
         with np.load(ds_work / "out.npz") as z:
-            got = [z[f"out{k}"] for k in range(len(z.files))]
+            got = qrun_outputs(z, output_names)
         if len(got) != len(expected):
             out.status, out.stage = "mismatch", "compare"
             out.message = f"{len(got)} outputs, expected {len(expected)}"
@@ -622,6 +623,16 @@ def run_test(test_dir: Path, ops: list[str], bins: dict, work: Path, rtol: float
             out.message = "; ".join(problems) + (f" (data set {ds_index})" if len(sets) > 1 else "")
             return out
     return out
+
+
+def qrun_outputs(archive, output_names: list[str]) -> list:
+    """The arrays of qrun's `-o out.npz`, in the model's output order. qrun names each
+    member after the model's output (qimport keeps the ONNX names as the function's
+    `result_names`), or `out0`, `out1`, ... when those cannot name members (empty,
+    repeated, with a `/`); either way the members come in output order."""
+    if len(archive.files) == len(output_names) and all(n in archive.files for n in output_names):
+        return [archive[n] for n in output_names]
+    return [archive[n] for n in archive.files]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -907,7 +918,12 @@ def main() -> int:
         log(f"wrote {args.json}")
     if args.export_subset:
         export_subset(args.export_subset, ordered, run_dir, args.per_op, args.subset_budget)
-    return 1 if summary["mismatch"] or summary["crash"] else 0
+    # An exception in this script is its own bug, not qopt's verdict: it fails the run
+    # (reading qrun's outputs under stale names once turned every test into one, exit 0).
+    harness = [o for o in ordered if o.reason == "harness error"]
+    if harness:
+        log(f"error: the harness failed on {len(harness)} tests, e.g. {harness[0].name}: {harness[0].message}")
+    return 1 if summary["mismatch"] or summary["crash"] or harness else 0
 
 
 if __name__ == "__main__":

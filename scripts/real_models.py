@@ -98,10 +98,17 @@ def check(model, shapes, bin_dir, seed):
             np.save(path, value)
             inputs += ["--input", str(path)]
         subprocess.run([str(bin_dir / "qrun"), str(qir), *inputs, "-o", str(out)], check=True, capture_output=True)
-        got = np.load(out)
+        # qrun names the members after the model's outputs (out0, ... when it cannot),
+        # in output order.
+        with np.load(out) as archive:
+            names = [o.name for o in session.get_outputs()]
+            if sorted(archive.files) == sorted(names):
+                got = [archive[n] for n in names]
+            else:
+                got = [archive[n] for n in archive.files]
         ok = True
         for k, w in enumerate(want):
-            g = got[f"out{k}"]
+            g = got[k]
             diff = float(np.abs(g.astype(np.float64) - w).max())
             err = diff / max(float(np.abs(w).max()), 1e-30)
             print(f"  output {k} {list(w.shape)}: max |output| {np.abs(w).max():.3g}, max error {diff:.2e}, "

@@ -41,8 +41,9 @@ pub fn c_header(program: &Program, options: &ObjectOptions) -> Result<String, Co
     let _ = writeln!(h, " * Target:  {} ({})", program.target.cpu, program.target.features);
     let _ = writeln!(
         h,
-        " * Code:    {} kernels, {} bytes of .text; {} bytes of .rodata; arena {} bytes",
+        " * Code:    {} kernels, {} bytes of kernel code, {} bytes of .text with the entry points; {} bytes of .rodata; arena {} bytes",
         program.kernels.len(),
+        program.code.len(),
         image.text.len(),
         program.rodata.len(),
         program.arena_bytes

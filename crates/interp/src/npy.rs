@@ -1935,8 +1935,7 @@ mod tests {
 
     #[test]
     fn files_round_trip() {
-        let dir = std::env::temp_dir().join(format!("qopt-npy-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = qopt_ir_core::ScratchDir::new("npy-test");
         let a = sample(DType::F32, &[2, 3]);
         let npy = dir.join("weights.npy");
         write_npy_file(&npy, &a).unwrap();
@@ -1947,6 +1946,5 @@ mod tests {
         write_npz_file(&npz, &arrays).unwrap();
         assert_eq!(read_npz_file(&npz).unwrap(), arrays);
         assert!(matches!(read_npy_file(dir.join("missing.npy")), Err(NpyError::Io(_))));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

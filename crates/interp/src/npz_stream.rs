@@ -209,11 +209,8 @@ mod tests {
     use super::*;
     use crate::npy::read_npz_file;
 
-    fn scratch_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("qopt-npz-stream-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    fn scratch_dir(name: &str) -> qopt_ir_core::ScratchDir {
+        qopt_ir_core::ScratchDir::new(&format!("npz-stream-{name}"))
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod location;
 mod module;
 mod rewrite;
 mod scratch_cleanup;
+mod scratch_dir;
 mod source;
 mod types;
 mod walk;
@@ -42,7 +43,7 @@ pub use text::{
     print_module, print_op, split_input, type_to_string, InputChunk, MAX_ERRORS, MAX_NESTING,
 };
 
-pub use atomic_file::{scratch_path_beside, write_file_atomically};
+pub use atomic_file::{scratch_path_beside, write_file_atomically, write_files_atomically};
 pub use attributes::{AttrData, Attribute, DenseElements};
 pub use builtin::{function_signature, io_names, ARG_NAMES, RESULT_NAMES};
 pub use context::{dialect_prefix, CommonTypes, Context, OpName, Symbol};
@@ -63,7 +64,8 @@ pub use rewrite::{
     apply_patterns_greedily, constant_value, is_splat_of, Changes, GreedyConfig, GreedyStats, InsertPoint,
     PatternSet, RewritePattern, Rewriter,
 };
-pub use scratch_cleanup::ScratchGuard;
+pub use scratch_cleanup::{with_interrupts_deferred, ScratchGuard};
+pub use scratch_dir::ScratchDir;
 pub use source::SourceText;
 pub use types::{FloatKind, IntType, QuantParams, QuantType, Signedness, Type, TypeData, DYNAMIC, MAX_DIM};
 pub use walk::{PostOrder, PreOrder};

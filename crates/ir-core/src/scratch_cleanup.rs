@@ -55,13 +55,29 @@ impl Drop for ScratchGuard {
     }
 }
 
+/// Runs `steps` with the interrupt cleanup held back: a SIGINT, SIGTERM or
+/// SIGHUP arriving meanwhile removes the registered files and ends the
+/// process only once `steps` has returned (and only if no other deferral is
+/// still running). Keep `steps` short: the process does not stop meanwhile.
+pub fn with_interrupts_deferred<T>(steps: impl FnOnce() -> T) -> T {
+    #[cfg(unix)]
+    {
+        let _deferred = unix::Deferral::begin();
+        steps()
+    }
+    #[cfg(not(unix))]
+    {
+        steps()
+    }
+}
+
 #[cfg(unix)]
 mod unix {
     use std::ffi::CString;
     use std::os::unix::ffi::OsStrExt;
     use std::path::Path;
     use std::ptr::null_mut;
-    use std::sync::atomic::{AtomicPtr, Ordering};
+    use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
     use std::sync::Once;
 
     /// Slots `0..FILES` hold files, the rest directories.
@@ -69,6 +85,33 @@ mod unix {
     const SLOTS: usize = FILES + 16;
     static PATHS: [AtomicPtr<libc::c_char>; SLOTS] = [const { AtomicPtr::new(null_mut()) }; SLOTS];
     static INSTALL: Once = Once::new();
+    /// How many [`Deferral`]s are alive.
+    static DEFERRED: AtomicUsize = AtomicUsize::new(0);
+    /// A signal that arrived during a deferral, 0 if none.
+    static PENDING: AtomicI32 = AtomicI32::new(0);
+
+    /// While alive, the handler notes signals in [`PENDING`] instead of
+    /// acting; the last one to end acts on a noted signal.
+    pub(super) struct Deferral;
+
+    impl Deferral {
+        pub(super) fn begin() -> Deferral {
+            INSTALL.call_once(install_handlers);
+            DEFERRED.fetch_add(1, Ordering::SeqCst);
+            Deferral
+        }
+    }
+
+    impl Drop for Deferral {
+        fn drop(&mut self) {
+            if DEFERRED.fetch_sub(1, Ordering::SeqCst) == 1 {
+                let signal = PENDING.swap(0, Ordering::SeqCst);
+                if signal != 0 {
+                    clean_up_and_die(signal);
+                }
+            }
+        }
+    }
 
     pub(super) fn register(path: &Path, directory: bool) -> Option<usize> {
         INSTALL.call_once(install_handlers);
@@ -111,6 +154,20 @@ mod unix {
     }
 
     extern "C" fn on_signal(signal: libc::c_int) {
+        if DEFERRED.load(Ordering::SeqCst) > 0 {
+            PENDING.store(signal, Ordering::SeqCst);
+            // The deferral may have ended (on another thread) before the
+            // store; then whichever side takes the noted signal acts on it.
+            if DEFERRED.load(Ordering::SeqCst) > 0 || PENDING.swap(0, Ordering::SeqCst) == 0 {
+                return;
+            }
+        }
+        clean_up_and_die(signal);
+    }
+
+    /// Removes every registered file, then every registered directory, and
+    /// ends the process with `signal`; async-signal-safe.
+    fn clean_up_and_die(signal: libc::c_int) {
         for (i, slot) in PATHS.iter().enumerate() {
             let path = slot.load(Ordering::Acquire);
             if !path.is_null() {

@@ -21,19 +21,20 @@ use common::rng::Rng;
 use common::{context, run_pipeline};
 use qopt_interp::npy::write_npy_file;
 use qopt_interp::{run_function, KernelRegistry, Tensor};
+use qopt_ir_core::ScratchDir;
 use qopt_ir_core::{
     constant_value, dense_values_f64, module_to_string, parse_module, AttrData, Context, Module, OpId,
 };
 use std::path::PathBuf;
 
-/// Writes `shape` f32 values (samples first) to a scratch `.npy` and returns its path.
-fn write_data(name: &str, shape: &[usize], values: Vec<f32>) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qopt-absorb-bias-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// Writes `shape` f32 values (samples first) to a scratch `.npy`; returns the directory
+/// (removed when dropped) and the file's path.
+fn write_data(name: &str, shape: &[usize], values: Vec<f32>) -> (ScratchDir, PathBuf) {
+    let dir = ScratchDir::new("absorb-bias");
     let path = dir.join(format!("{name}.npy"));
     let tensor = Tensor::from_f32(shape, values).unwrap();
     write_npy_file(&path, &tensor.to_raw()).unwrap();
-    path
+    (dir, path)
 }
 
 fn parse(ctx: &mut Context, text: &str) -> Module {
@@ -122,7 +123,7 @@ fn outputs_are_unchanged_on_the_calibration_samples() {
     let samples = 24;
     let shape = [1, 2, 5, 5];
     let data = rng.vec_f32(samples * 50, 0.0, 1.0);
-    let path = write_data("chain", &[samples, 1, 2, 5, 5], data.clone());
+    let (_data, path) = write_data("chain", &[samples, 1, 2, 5, 5], data.clone());
 
     let mut ctx = context();
     let original = parse(&mut ctx, &text);
@@ -183,7 +184,7 @@ fn biases_match_an_independent_computation() {
     let (w2, b2) = (rng.vec_f32(8, -1.0, 1.0), [0.1f32, -0.3]);
     let samples = 30;
     let data = rng.vec_f32(samples * 3, -1.0, 1.0);
-    let path = write_data("dense", &[samples, 1, 3], data.clone());
+    let (_data, path) = write_data("dense", &[samples, 1, 3], data.clone());
     let mut text = String::from("func.func @main(%x: tensor<1x3xf32>) -> tensor<1x2xf32> {\n");
     text += &constant("w1", &w1, &[4, 3]);
     text += &constant("b1", &b1, &[4]);
@@ -232,7 +233,7 @@ fn biases_match_an_independent_computation() {
     let (w1, b1) = ([0.5f32, -0.25, 1.0], [2.0f32, 1.0, -0.5]);
     let w2 = rng.vec_f32(2 * 3 * 4, -1.0, 1.0);
     let data = rng.vec_f32(samples * 9, -1.0, 1.0);
-    let path = write_data("conv", &[samples, 1, 1, 3, 3], data.clone());
+    let (_data, path) = write_data("conv", &[samples, 1, 1, 3, 3], data.clone());
     let mut text = String::from("func.func @main(%x: tensor<1x1x3x3xf32>) -> tensor<1x2x2x2xf32> {\n");
     text += &constant("w1", &w1, &[3, 1, 1, 1]);
     text += &constant("b1", &b1, &[3]);
@@ -273,7 +274,7 @@ fn a_rerun_changes_nothing() {
     let mut rng = Rng(23);
     let text = chain_model(&mut rng);
     let samples = 8;
-    let path = write_data("rerun", &[samples, 1, 2, 5, 5], rng.vec_f32(samples * 50, 0.0, 1.0));
+    let (_data, path) = write_data("rerun", &[samples, 1, 2, 5, 5], rng.vec_f32(samples * 50, 0.0, 1.0));
     let mut ctx = context();
     let mut module = parse(&mut ctx, &text);
     let with_data = format!("absorb-bias{{data=\"{}\"}}", path.display());
@@ -293,7 +294,7 @@ fn expand_fakeq_drops_the_records() {
     let mut rng = Rng(29);
     let text = chain_model(&mut rng);
     let samples = 4;
-    let path = write_data("expand", &[samples, 1, 2, 5, 5], rng.vec_f32(samples * 50, 0.0, 1.0));
+    let (_data, path) = write_data("expand", &[samples, 1, 2, 5, 5], rng.vec_f32(samples * 50, 0.0, 1.0));
     let data = format!("data=\"{}\"", path.display());
     let mut ctx = context();
     let mut module = parse(&mut ctx, &text);

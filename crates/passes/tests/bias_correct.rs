@@ -17,19 +17,20 @@ use common::rng::Rng;
 use common::{context, run_pipeline};
 use qopt_interp::npy::write_npy_file;
 use qopt_interp::{run_function, KernelRegistry, Tensor};
+use qopt_ir_core::ScratchDir;
 use qopt_ir_core::{
     constant_value, dense_values_f64, module_to_string, parse_module, AttrData, Context, Module, OpId,
 };
 use std::path::PathBuf;
 
-/// Writes `samples` × `shape` f32 values to a scratch `.npy` and returns its path.
-fn write_data(name: &str, shape: &[usize], values: Vec<f32>) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qopt-bias-correct-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+/// Writes `samples` × `shape` f32 values to a scratch `.npy`; returns the directory
+/// (removed when dropped) and the file's path.
+fn write_data(name: &str, shape: &[usize], values: Vec<f32>) -> (ScratchDir, PathBuf) {
+    let dir = ScratchDir::new("bias-correct");
     let path = dir.join(format!("{name}.npy"));
     let tensor = Tensor::from_f32(shape, values).unwrap();
     write_npy_file(&path, &tensor.to_raw()).unwrap();
-    path
+    (dir, path)
 }
 
 fn parse(ctx: &mut Context, text: &str) -> Module {
@@ -71,7 +72,7 @@ fn dense_bias_is_b_minus_the_mean_output_error() {
     let samples = 40;
     let mut rng = Rng(7);
     let data = rng.vec_f32(samples * 3, -1.0, 2.0);
-    let path = write_data("dense", &[samples, 1, 3], data.clone());
+    let (_data, path) = write_data("dense", &[samples, 1, 3], data.clone());
 
     // The definition: e_j = mean over samples of Σ_i (Wq[j][i]·xq_i − W[j][i]·x_i).
     let mut error = [0.0f64; 2];
@@ -189,7 +190,7 @@ fn corrected_chain_has_no_mean_error_per_channel() {
     let samples = 24;
     let sample = [1, 2, 4, 4];
     let data = rng.vec_f32(samples * 32, -0.5, 2.0);
-    let path = write_data("chain", &[samples, 1, 2, 4, 4], data.clone());
+    let (_data, path) = write_data("chain", &[samples, 1, 2, 4, 4], data.clone());
 
     let mut ctx = context();
     let float = parse(&mut ctx, &chain(&w1, &w2, &b2, false));
@@ -217,7 +218,7 @@ fn fast_then_empirical_equals_empirical_and_a_rerun_changes_nothing() {
     let b2 = vec![0.5, -0.25, 0.1];
     let samples = 16;
     let data = rng.vec_f32(samples * 32, -0.5, 2.0);
-    let path = write_data("fast", &[samples, 1, 2, 4, 4], data);
+    let (_data, path) = write_data("fast", &[samples, 1, 2, 4, 4], data);
     let data = format!("data=\"{}\"", path.display());
     let float = chain(&w1, &w2, &b2, false);
     let front = format!("insert-observers,calibrate{{{data}}}");
@@ -272,7 +273,7 @@ fn a_conv_with_a_folded_batch_norm_has_no_mean_error_after_correction() {
     let samples = 16;
     let sample = [1, 2, 4, 4];
     let data = rng.vec_f32(samples * 32, -0.5, 2.0);
-    let path = write_data("bn", &[samples, 1, 2, 4, 4], data.clone());
+    let (_data, path) = write_data("bn", &[samples, 1, 2, 4, 4], data.clone());
     let data_option = format!("data=\"{}\"", path.display());
 
     let mut ctx = context();

@@ -13,6 +13,7 @@ mod common;
 
 use common::{context, repo, run_pipeline};
 use qopt_interp::npy::{read_npy_file, write_npy_file, RawArray};
+use qopt_ir_core::ScratchDir;
 use qopt_ir_core::{module_to_string, parse_module};
 use std::path::{Path, PathBuf};
 
@@ -32,11 +33,10 @@ fn calib() -> PathBuf {
     repo().join("tests/models/digits_mlp/calib.npy")
 }
 
-/// A scratch directory for this test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qopt-calibrate-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory under the temp dir for one test, removed when dropped
+/// (also when the test fails).
+fn scratch(name: &str) -> ScratchDir {
+    ScratchDir::new(&format!("calibrate-{name}"))
 }
 
 /// Writes rows [from, to) of the calibration data to `path`.

@@ -8,6 +8,7 @@ use qopt_interp::dataset::{ArgSpec, Dataset};
 use qopt_interp::npy::{self, RawArray};
 use qopt_interp::{run_function, KernelRegistry, Tensor};
 use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
+use qopt_ir_core::ScratchDir;
 use qopt_ir_core::{parse_module, Context, Module, OpId, PipelineFailure};
 use qopt_passes::{BackendSupport, BackendTargets};
 use std::path::{Path, PathBuf};
@@ -33,11 +34,10 @@ fn repo(relative: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative)
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qopt-collect-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory under the temp dir for one test, removed when dropped
+/// (also when the test fails).
+fn scratch(name: &str) -> ScratchDir {
+    ScratchDir::new(&format!("collect-{name}"))
 }
 
 fn model(ctx: &mut Context) -> Module {

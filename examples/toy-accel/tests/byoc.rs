@@ -6,7 +6,8 @@
 //! section runs the same commands.
 
 use qopt_interp::npy;
-use std::path::{Path, PathBuf};
+use qopt_ir_core::ScratchDir;
+use std::path::Path;
 use std::process::Command;
 
 /// Runs binary `tool` with `args` in `tests/byoc`: `(exit code, stdout, stderr)`.
@@ -29,24 +30,16 @@ fn succeeded((code, out, err): (i32, String, String), what: &str) -> (String, St
     (out, err)
 }
 
-struct Scratch(PathBuf);
+/// A test's files, removed with their directory when dropped.
+struct Scratch(ScratchDir);
 
 impl Scratch {
     fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("toy-accel-byoc-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
+        Scratch(ScratchDir::new(&format!("toy-accel-byoc-{name}")))
     }
 
     fn file(&self, name: &str) -> String {
         self.0.join(name).display().to_string()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -139,6 +132,8 @@ fn boundary_data_of_another_model_is_refused() {
     let scratch = Scratch::new("stale");
     let (part, boundary, quantized) =
         (scratch.file("part.qir"), scratch.file("b.npz"), scratch.file("q.qir"));
+    // The failing runs below write their reproducers here, not to the temp directory.
+    let reproducers = scratch.file("reproducers");
     succeeded(toy_opt(&["model.qir", "--pass=partition{target=accel}", "-o", &part]), "partition");
     let collect = format!("--pass=collect-calibration-data{{data=calib.npy out={boundary}}}");
     let quantize = format!("--pass=accel-quantize{{calibration={boundary}}}");
@@ -146,7 +141,7 @@ fn boundary_data_of_another_model_is_refused() {
     succeeded(toy_opt(&[&part, &collect, "-o", "/dev/null"]), "collect");
     succeeded(toy_opt(&[&part, &quantize, "-o", &quantized]), "accel-quantize");
     succeeded(toy_opt(&[&quantized, &collect, "-o", "/dev/null"]), "collect on the quantized model");
-    let (code, _, err) = toy_opt(&[&part, &quantize, "-o", "/dev/null"]);
+    let (code, _, err) = toy_opt(&[&part, &quantize, "-o", "/dev/null", "--reproducer-dir", &reproducers]);
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains("@accel_0: recorded entry 0 of the archive is not what the region computes"),
@@ -158,7 +153,7 @@ fn boundary_data_of_another_model_is_refused() {
     let collect = format!("--pass=collect-calibration-data{{data=calib.npy out={model_only}}}");
     succeeded(toy_opt(&["model.qir", &collect, "-o", "/dev/null"]), "collect on the float model");
     let quantize = format!("--pass=accel-quantize{{calibration={model_only}}}");
-    let (code, _, err) = toy_opt(&[&part, &quantize, "-o", "/dev/null"]);
+    let (code, _, err) = toy_opt(&[&part, &quantize, "-o", "/dev/null", "--reproducer-dir", &reproducers]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("@accel_0:") && err.contains("collect-calibration-data after partition"), "{err}");
 }

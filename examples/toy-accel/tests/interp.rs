@@ -151,8 +151,7 @@ fn toy_run_compares_a_lowered_module_with_the_original() {
         parse_module(&mut ctx, network().as_bytes(), "net.qir").unwrap_or_else(|d| panic!("{d}"));
     let pipeline = PassManager::parse(driver.passes_mut(), "accel-lower,canonicalize,cse").unwrap();
     pipeline.run(&mut ctx, &mut module, &mut Instrumentation::default()).unwrap();
-    let dir = std::env::temp_dir().join(format!("toy-run-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = qopt_ir_core::ScratchDir::new("toy-run");
     let (original, lowered) = (dir.join("net.qir"), dir.join("net.accel.qir"));
     std::fs::write(&original, network()).unwrap();
     std::fs::write(&lowered, module_to_string(&ctx, &module)).unwrap();

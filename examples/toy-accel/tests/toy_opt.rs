@@ -16,6 +16,7 @@
 //! Then `--list-passes`, `--list-dialects` and `--list-ops` show qopt's
 //! registrations and this crate's side by side.
 
+use qopt_ir_core::ScratchDir;
 use std::path::Path;
 use std::process::Command;
 
@@ -121,8 +122,7 @@ fn run_golden(path: &Path) -> String {
 
 /// The printed output parses, verifies and prints to itself.
 fn check_round_trip(name: &str, split: bool, printed: &str) {
-    let dir = std::env::temp_dir().join(format!("toy-accel-golden-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let dir = ScratchDir::new("toy-accel-golden");
     let path = dir.join(name);
     std::fs::write(&path, printed).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let path_text = path.to_string_lossy().into_owned();
@@ -131,7 +131,6 @@ fn check_round_trip(name: &str, split: bool, printed: &str) {
         args.push("--split-input-file");
     }
     let (code, out, err) = toy_opt(&args);
-    let _ = std::fs::remove_file(&path);
     assert_eq!(code, 0, "{name}: the printed output does not verify:\n{err}");
     assert_eq!(out, printed, "{name}: printing the printed output changed it");
 }
@@ -182,13 +181,12 @@ fn lists_accel_dialect_and_ops() {
 /// the pipeline text, found before any pass runs: no reproducer is written.
 #[test]
 fn rejects_bad_max_channels() {
-    let scratch = std::env::temp_dir().join(format!("toy-accel-reproducers-{}", std::process::id()));
+    let scratch = ScratchDir::new("toy-accel-reproducers");
     let scratch_text = scratch.to_string_lossy().into_owned();
     let args =
         ["tests/ops.qir", "--pass=accel-lower{max-channels=0}", "--reproducer-dir", scratch_text.as_str()];
     let (code, out, err) = toy_opt(&args);
     let written = std::fs::read_dir(&scratch).map_or(0, |d| d.count());
-    let _ = std::fs::remove_dir_all(&scratch);
     assert_eq!(code, 2, "{err}");
     assert!(out.is_empty(), "{out}");
     assert_eq!(

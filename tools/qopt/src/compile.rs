@@ -16,8 +16,20 @@
 //! (`Target::named`: the code is not run here, so any target may be chosen
 //! on any machine), then writes either a relocatable ELF object and its C
 //! header (`--emit=obj`) or an assembly listing (`--emit=asm`). Everything
-//! is produced in memory first and each file is written atomically, so a
-//! failing compile writes nothing and never leaves half a file.
+//! is produced in memory first. The object and its header are written as one
+//! unit with `write_files_atomically`: both or neither, never a lone header
+//! after a failed or interrupted write, and two compiles racing to the same
+//! pair leave one compile's object with that same compile's header (the
+//! renames are serialized by a lock on the directories; see that function's
+//! module). A failing compile writes nothing.
+//!
+//! Names: the symbols are `<prefix>_run`, `<prefix>_run_with_workspace` and
+//! `<prefix>_run_quantized`, the macros `<PREFIX>_...`. The prefix is
+//! `--prefix`, else made from the stem of the file the code goes to (`-o
+//! model.o` gives `model_run` in `model.h`, `-o lib/resnet-18.o` gives
+//! `resnet_18_run`), else, for a listing on standard output, from the
+//! model's file name. `-o -` is a usage error with `--emit=obj`: an object
+//! comes with its header, and standard output can hold only one of them.
 //!
 //! Exit codes: 0 success; 1 a bad model, an op the backend cannot compile
 //! (one error lists every such op with its location) or an unwritable
@@ -26,13 +38,13 @@
 use crate::diagnostics::Reporter;
 use crate::run::model::{LoadError, Model};
 use crate::{
-    refuse_output_over_input, write_file_atomically, DiagnosticFormat, Driver, EXIT_FAILURE, EXIT_OK,
-    EXIT_USAGE,
+    refuse_output_over_input, write_file_atomically, write_files_atomically, DiagnosticFormat, Driver,
+    EXIT_FAILURE, EXIT_OK, EXIT_USAGE,
 };
 use clap::error::ErrorKind;
 use clap::{CommandFactory as _, Parser, ValueEnum};
 use qopt_codegen_x86::{
-    c_header, check_prefix, compile, default_prefix, listing, write_object, AsmSyntax, Lowerings,
+    c_header, check_prefix, compile, default_prefix, listing, text_image, write_object, AsmSyntax, Lowerings,
     ObjectOptions, Program, Target, TargetCpu,
 };
 use std::ffi::OsString;
@@ -78,8 +90,8 @@ pub struct CompileCli {
     #[arg(value_name = "MODEL.qir")]
     pub model: PathBuf,
     /// Output file, written atomically: the object with --emit=obj
-    /// (required), the listing with --emit=asm (standard output by default
-    /// or with `-o -`).
+    /// (required; written together with its header, both or neither), the
+    /// listing with --emit=asm (standard output by default or with `-o -`).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
     /// The C header to write with the object (default: the output's path with
@@ -97,7 +109,9 @@ pub struct CompileCli {
     #[arg(long = "function", visible_alias = "func", value_name = "NAME", default_value = "main")]
     pub function: String,
     /// Prefix of the exported symbols and, upper-cased, of the header's macros
-    /// (a C identifier; default: the model's file name, e.g. `model`).
+    /// (a C identifier; default: the -o file's name without extension, `-o
+    /// model.o` giving `model_run`; for a listing on standard output the
+    /// model's file name).
     #[arg(long, value_name = "NAME", value_parser = parse_prefix)]
     pub prefix: Option<String>,
     /// Syntax of the --emit=asm listing.
@@ -217,6 +231,14 @@ impl CompileDriver {
                 let object = cli.output.as_deref().ok_or(
                     "--emit=obj needs -o FILE for the object (the header goes beside it unless --header says otherwise)",
                 )?;
+                if object == Path::new("-") || cli.header.as_deref() == Some(Path::new("-")) {
+                    return Err(
+                        "an object and its header cannot go to standard output ('-'); name the object \
+                         file, e.g. -o model.o (the header model.h goes beside it), or use --emit=asm to \
+                         print the code as a listing"
+                            .into(),
+                    );
+                }
                 let header = cli.header.clone().unwrap_or_else(|| object.with_extension("h"));
                 if header == object {
                     return Err(format!(
@@ -260,7 +282,12 @@ impl CompileDriver {
         let file_name =
             cli.model.file_name().map_or_else(|| model.name.clone(), |n| n.to_string_lossy().into_owned());
         let generated = |e: qopt_codegen_x86::CodegenError| format!("{}: {}", model.name, e.message);
-        let prefix = cli.prefix.clone().unwrap_or_else(|| default_prefix(&file_name));
+        let prefix = cli.prefix.clone().unwrap_or_else(|| {
+            match cli.output.as_deref().filter(|p| *p != Path::new("-")).and_then(Path::file_name) {
+                Some(output) => default_prefix(&output.to_string_lossy()),
+                None => default_prefix(&file_name),
+            }
+        });
         let options = ObjectOptions::new(&prefix, &file_name).map_err(generated)?;
         match files {
             None => {
@@ -277,15 +304,19 @@ impl CompileDriver {
                         .and_then(|()| out.flush())
                         .map_err(|e| format!("cannot write standard output: {e}"))?,
                 }
-                let _ = writeln!(err, "{}: {}: {}", self.tool(), model.name, summary(&program));
+                let _ = writeln!(err, "{}: {}: {}", self.tool(), model.name, summary(&program, &options)?);
             }
             Some(files) => {
                 let object = write_object(&program, &options).map_err(generated)?;
                 let header = c_header(&program, &options).map_err(generated)?;
-                write_file_atomically(&files.header, |w| w.write_all(header.as_bytes()))
-                    .map_err(|e| format!("cannot write '{}': {e}", files.header.display()))?;
-                write_file_atomically(files.object, |w| w.write_all(&object))
-                    .map_err(|e| format!("cannot write '{}': {e}", files.object.display()))?;
+                write_files_atomically(&[(files.object, &object), (&files.header, header.as_bytes())])
+                    .map_err(|e| {
+                        format!(
+                            "cannot write '{}' and '{}' (neither was written): {e}",
+                            files.object.display(),
+                            files.header.display()
+                        )
+                    })?;
                 let mut entries =
                     vec![format!("{}_run", options.prefix), format!("{}_run_with_workspace", options.prefix)];
                 if program.quantized.is_some() {
@@ -296,7 +327,7 @@ impl CompileDriver {
                     "{}: {}: {}; wrote {} ({}) and {}",
                     self.tool(),
                     model.name,
-                    summary(&program),
+                    summary(&program, &options)?,
                     files.object.display(),
                     entries.join(", "),
                     files.header.display()
@@ -307,16 +338,20 @@ impl CompileDriver {
     }
 }
 
-/// `@main for x86-64-v3: 5 kernels, 1536 bytes of code, 64 bytes of rodata, 4096-byte arena`.
-fn summary(program: &Program) -> String {
-    format!(
-        "@{} for {}: {} kernel{}, {} bytes of kernel code, {} bytes of rodata, {}-byte arena",
+/// `@main for x86-64-v3: 5 kernels, 1536 bytes of kernel code, 1792 bytes of
+/// .text with the entry points, 64 bytes of rodata, 4096-byte arena`: the
+/// sizes the header's comment gives.
+fn summary(program: &Program, options: &ObjectOptions) -> Result<String, Failure> {
+    let text = text_image(program, &options.prefix).map_err(|e| Failure::Message(e.message))?;
+    Ok(format!(
+        "@{} for {}: {} kernel{}, {} bytes of kernel code, {} bytes of .text with the entry points, {} bytes of rodata, {}-byte arena",
         program.function,
         program.target.cpu,
         program.kernels.len(),
         if program.kernels.len() == 1 { "" } else { "s" },
         program.code.len(),
+        text.text.len(),
         program.rodata.len(),
         program.arena_bytes
-    )
+    ))
 }

@@ -36,6 +36,7 @@
 
 use crate::{Cli, Driver};
 use clap::Parser as _;
+use qopt_ir_core::ScratchDir;
 use std::path::{Path, PathBuf};
 
 /// Runs golden files through one driver; see the module docs.
@@ -63,8 +64,9 @@ impl<'a> Golden<'a> {
             Path::new(&name).parent().map(|d| d.to_string_lossy().into_owned()).unwrap_or_default();
         let expected = expectations(&name, &source);
         let expected_warnings = expectations_of(&name, &source, "warning");
-        let scratch =
-            std::env::temp_dir().join(format!("qopt-golden-{}-{}", std::process::id(), sanitize(&name)));
+        // Reproducers of failing passes go here; removed at the end, also when
+        // a check fails.
+        let scratch = ScratchDir::new(&format!("golden-{}", sanitize(&name)));
         let scratch_text = scratch.to_string_lossy().into_owned();
         let pid = format!("-{}-", std::process::id());
         let clean_line = |text: &str| {
@@ -118,7 +120,6 @@ impl<'a> Golden<'a> {
         if !expected_warnings.is_empty() {
             check_expected(&name, &expected_warnings, &all_stderr, "warning");
         }
-        let _ = std::fs::remove_dir_all(&scratch);
         snapshot
     }
 
@@ -139,8 +140,7 @@ impl<'a> Golden<'a> {
     /// Runs printed output through the driver again (same split mode and
     /// unregistered-op allowance, no passes); it must print unchanged.
     fn check_round_trip(&self, name: &str, split: bool, unregistered: bool, printed: &str) {
-        let dir = std::env::temp_dir().join(format!("qopt-golden-rt-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let dir = ScratchDir::new("golden-rt");
         let file = dir.join(sanitize(name));
         std::fs::write(&file, printed).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         let mut args = vec![self.driver.tool().to_string(), file.to_string_lossy().into_owned()];
@@ -151,7 +151,6 @@ impl<'a> Golden<'a> {
             args.push("--allow-unregistered-dialect".to_string());
         }
         let (code, out, err) = self.invoke(name, &args);
-        let _ = std::fs::remove_file(&file);
         assert_eq!(code, 0, "{name}: the printed output does not verify:\n{err}");
         assert_eq!(out, printed, "{name}: printing the printed output changed it");
     }

@@ -28,7 +28,7 @@ pub mod run;
 pub use cli::{Cli, DiagnosticFormat, VerifyEquiv, VerifyNumericsMode};
 pub use diagnostics::{diagnostic_to_json, MAX_REPORTED_DIAGNOSTICS, PIPELINE_FILE};
 pub use op_docs::{InterfaceDoc, STANDARD_INTERFACE_DOCS};
-pub use qopt_ir_core::write_file_atomically;
+pub use qopt_ir_core::{write_file_atomically, write_files_atomically};
 
 use diagnostics::Reporter;
 use qopt_ir_core::pass::pipeline::nearest_name;
@@ -736,8 +736,9 @@ pub const EXIT_BROKEN_PIPE: i32 = 141;
 /// when its reader has gone (`qopt big.qir | head`): Rust ignores SIGPIPE,
 /// so the write would otherwise fail and be reported as an error. Output
 /// files are not affected: `-o` writes a temporary file, and nothing is
-/// renamed over a target after standard output fails.
-struct EndsOnClosedPipe<W: Write>(W);
+/// renamed over a target after standard output fails. Every tool writes
+/// standard output through it (`qexport -o -` too).
+pub struct EndsOnClosedPipe<W: Write>(pub W);
 
 impl<W: Write> EndsOnClosedPipe<W> {
     fn check<T>(result: io::Result<T>) -> io::Result<T> {

@@ -1,6 +1,7 @@
 //! The `qopt` binary's contract: exit codes, stdin, atomic `-o`, split input,
 //! located diagnostics, pipeline errors with suggestions.
 
+use qopt_ir_core::ScratchDir;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -34,12 +35,10 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A fresh directory under the temp dir for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qopt-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+/// A fresh directory under the temp dir for one test, removed when dropped
+/// (also when the test fails).
+fn scratch(name: &str) -> ScratchDir {
+    ScratchDir::new(&format!("cli-{name}"))
 }
 
 #[test]
@@ -305,7 +304,8 @@ fn list_ops_shows_arity_traits_and_summary_and_filters_by_dialect() {
 
 #[test]
 fn emit_op_docs_writes_one_markdown_file_per_dialect() {
-    let dir = scratch("op-docs").join("docs");
+    let scratch_dir = scratch("op-docs");
+    let dir = scratch_dir.join("docs");
     let out = qopt(&["--emit-op-docs", dir.to_str().unwrap()], None);
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     let fp = std::fs::read_to_string(dir.join("fp.md")).expect("fp.md is written");
@@ -536,7 +536,12 @@ fn a_reproducer_is_the_input_text_with_the_pipeline_up_to_the_failing_pass() {
     let written = std::fs::read_to_string(file).unwrap();
     let header = "// qopt-reproducer: --pass='cse,dce,canonicalize{max-iterations=1}'\n";
     assert_eq!(written, format!("{header}{input}"));
-    let replay = qopt(&[file.to_str().unwrap(), "--pass=cse,dce,canonicalize{max-iterations=1}"], None);
+    // The replay fails too and writes its own reproducer: into the scratch
+    // directory, not the temp directory.
+    let replays = dir.join("replays");
+    let replay_repro = format!("--reproducer-dir={}", replays.display());
+    let replay =
+        qopt(&[file.to_str().unwrap(), "--pass=cse,dce,canonicalize{max-iterations=1}", &replay_repro], None);
     assert_eq!(replay.status.code(), Some(1));
     assert!(
         text(&replay.stderr).contains("canonicalize did not converge after 1 iteration"),

@@ -24,6 +24,7 @@
 
 use qopt_codegen_x86::{compile, CpuFeatures, Lowerings, Program, Target};
 use qopt_interp::npy::{self, RawArray};
+use qopt_ir_core::ScratchDir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -49,12 +50,10 @@ fn qrun(args: &[&str]) {
     assert_eq!(out.status.code(), Some(0), "qrun {args:?}\nstderr: {}", text(&out.stderr));
 }
 
-/// A fresh directory under the temp dir for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qcompile-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+/// A fresh directory under the temp dir for one test, removed when dropped
+/// (also when the test fails).
+fn scratch(name: &str) -> ScratchDir {
+    ScratchDir::new(&format!("qcompile-cli-{name}"))
 }
 
 fn path_str(p: &Path) -> &str {
@@ -743,4 +742,120 @@ fn unreadable_and_invalid_models_are_errors() {
     let (_, stderr) = qcompile(1, &[path_str(&model), "-o", path_str(&unwritable)]);
     assert!(stderr.contains("qcompile: error: cannot write"), "{stderr}");
     assert_eq!(files_in(&dir), ["bad.qir", "model.qir"]);
+}
+
+// ---- the object and its header, as one unit ------------------------------------
+
+/// A failed object write leaves no header: the pair is written as one unit
+/// (it wrote the header first, so `-o adir` left `adir.h`).
+#[test]
+fn an_unwritable_object_leaves_no_header() {
+    let dir = scratch("unwritable-object");
+    let model = write(&dir, "model.qir", &cases()[0].module());
+    let adir = dir.join("adir");
+    std::fs::create_dir(&adir).unwrap();
+    let (_, stderr) = qcompile(1, &[path_str(&model), "-o", path_str(&adir)]);
+    assert!(stderr.contains("(neither was written)"), "{stderr}");
+    let missing = dir.join("no-such-dir").join("m.o");
+    let header = dir.join("m.h");
+    qcompile(1, &[path_str(&model), "-o", path_str(&missing), "--header", path_str(&header)]);
+    assert_eq!(files_in(&dir), ["adir", "model.qir"], "no lone header");
+    assert!(files_in(&adir).is_empty());
+}
+
+/// Two compiles of different models to one object and header at the same
+/// time: afterwards the header always describes the object beside it (the
+/// trial saw one model's header with the other's object in 9 of 60 rounds).
+#[test]
+fn concurrent_compiles_to_one_pair_leave_a_matching_pair() {
+    let dir = scratch("concurrent");
+    let case = network_case();
+    let alpha = write(&dir, "alpha.qir", &case.module());
+    let bravo = write(&dir, "bravo.qir", &case.module().replace("0.04:-10", "0.045:-10"));
+    let (object, header) = (dir.join("pair.o"), dir.join("pair.h"));
+    for round in 0..30 {
+        let children: Vec<_> = [&alpha, &bravo]
+            .iter()
+            .map(|model| {
+                Command::new(env!("CARGO_BIN_EXE_qcompile"))
+                    .args([path_str(model), "-o", path_str(&object), "--header", path_str(&header)])
+                    .args(["--prefix", "net"])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("qcompile starts")
+            })
+            .collect();
+        for child in children {
+            let out = child.wait_with_output().expect("qcompile finishes");
+            assert!(out.status.success(), "{}", text(&out.stderr));
+        }
+        let h = std::fs::read_to_string(&header).unwrap();
+        let o = std::fs::read(&object).unwrap();
+        // The object's file symbol names the model it was compiled from.
+        let has = |name: &str| o.windows(name.len()).any(|w| w == name.as_bytes());
+        let from_alpha = h.contains(" * Model:   alpha.qir");
+        assert_eq!(has("alpha.qir"), from_alpha, "round {round}: the header and the object differ");
+        assert_eq!(has("bravo.qir"), !from_alpha, "round {round}: the header and the object differ");
+    }
+    assert_eq!(files_in(&dir), ["alpha.qir", "bravo.qir", "pair.h", "pair.o"]);
+}
+
+/// `-o -` cannot hold an object and its header: a usage error that says what
+/// to do, and no files named `-` and `-.h`.
+#[test]
+fn an_object_to_standard_output_is_a_usage_error() {
+    let dir = scratch("dash");
+    let model = write(&dir, "model.qir", &cases()[0].module());
+    for args in [vec!["-o", "-"], vec!["-o", "m.o", "--header", "-"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_qcompile"))
+            .arg(path_str(&model))
+            .args(&args)
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("qcompile starts");
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("cannot go to standard output") && stderr.contains("--emit=asm"), "{stderr}");
+        assert!(out.stdout.is_empty());
+        assert_eq!(files_in(&dir), ["model.qir"], "{args:?}");
+    }
+}
+
+/// README's `qcompile model.int8.qir -o model.o` gives `model_run` in
+/// `model.h`: the prefix comes from the object's name. The header's sizes
+/// are the ones qcompile's line prints.
+#[test]
+fn symbols_are_named_after_the_object_and_the_sizes_agree() {
+    let dir = scratch("names");
+    let model = write(&dir, "model.int8.qir", &network_case().module());
+    let object = dir.join("model.o");
+    let (_, stderr) = qcompile(0, &[path_str(&model), "-o", path_str(&object)]);
+    let header = std::fs::read_to_string(dir.join("model.h")).unwrap();
+    for symbol in
+        ["int model_run(", "int model_run_with_workspace(", "int model_run_quantized(", "MODEL_NUM_INPUTS"]
+    {
+        assert!(header.contains(symbol), "{symbol} in\n{header}");
+    }
+    assert!(stderr.contains("(model_run, model_run_with_workspace, model_run_quantized)"), "{stderr}");
+    // "N kernels, A bytes of kernel code, B bytes of .text with the entry points"
+    let sizes = |text: &str| {
+        let at = text.find(" bytes of kernel code, ").unwrap_or_else(|| panic!("sizes in {text}"));
+        let code = text[..at].rsplit(' ').next().unwrap().to_string();
+        let rest = &text[at + " bytes of kernel code, ".len()..];
+        let text_bytes = rest.split(' ').next().unwrap().to_string();
+        assert!(rest[text_bytes.len()..].starts_with(" bytes of .text with the entry points"), "{text}");
+        (code, text_bytes)
+    };
+    let (code, text_bytes) = sizes(&header);
+    assert_eq!(sizes(&stderr), (code.clone(), text_bytes.clone()), "{stderr}\n{header}");
+    assert!(code.parse::<usize>().unwrap() < text_bytes.parse::<usize>().unwrap());
+
+    let listing = dir.join("net.s");
+    qcompile(0, &[path_str(&model), "--emit=asm", "-o", path_str(&listing)]);
+    assert!(std::fs::read_to_string(&listing).unwrap().contains("\nnet_run:\n"));
+    let (stdout, _) = qcompile(0, &[path_str(&model), "--emit=asm"]);
+    assert!(stdout.contains("\nmodel_int8_run:\n"), "a listing on standard output is named after the model");
 }

@@ -3,7 +3,8 @@
 //! that lists every problem at its line, and atomic output: nothing is
 //! written, and an existing file is left as it was, when anything fails.
 
-use std::path::{Path, PathBuf};
+use qopt_ir_core::ScratchDir;
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn qexport(args: &[&str]) -> Output {
@@ -18,12 +19,10 @@ fn repo(path: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path).to_string_lossy().into_owned()
 }
 
-/// A fresh directory under the temp dir for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qexport-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+/// A fresh directory under the temp dir for one test, removed when dropped
+/// (also when the test fails).
+fn scratch(name: &str) -> ScratchDir {
+    ScratchDir::new(&format!("qexport-cli-{name}"))
 }
 
 fn write(dir: &Path, name: &str, content: &str) -> String {
@@ -273,4 +272,42 @@ fn usage_errors_exit_2() {
     assert!(text(&out.stderr).contains("opset 12 is not supported (opsets 17 to 28)"));
     assert!(!output.exists());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `qexport m.qir -o - | head -c 10`: when the reader of standard output
+/// goes away, qexport ends quietly with 141 (128 + SIGPIPE), as the other
+/// tools do, instead of reporting "Broken pipe" with exit 1.
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_pipe_ends_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let dir = scratch("closed-pipe");
+    // A 400 KB initializer: far more than a pipe's buffer holds.
+    let values: Vec<String> = (0..100_000).map(|i| format!("{}.5", i % 7)).collect();
+    let model = write(
+        &dir,
+        "big.qir",
+        &format!(
+            "func.func @main(%x: tensor<100000xf32>) -> tensor<100000xf32> {{\n  \
+             %c = fp.constant() {{value = dense<[{}]> : tensor<100000xf32>}} : () -> tensor<100000xf32> loc(\"c\")\n  \
+             %y = fp.add(%x, %c) : (tensor<100000xf32>, tensor<100000xf32>) -> tensor<100000xf32> loc(\"add\")\n  \
+             func.return %y : tensor<100000xf32>\n}}\n",
+            values.join(", ")
+        ),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_qexport"))
+        .args([model.as_str(), "-o", "-"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("qexport starts");
+    let mut head = [0u8; 10];
+    child.stdout.take().expect("stdout is piped").read_exact(&mut head).expect("qexport writes");
+    // The read end is closed here, when the handle is dropped.
+    let out = child.wait_with_output().expect("qexport finishes");
+    assert_eq!(out.status.code(), Some(141), "stderr: {}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "nothing is reported: {}", text(&out.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
 }

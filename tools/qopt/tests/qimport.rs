@@ -2,7 +2,8 @@
 //! output to stdout or atomically to `-o`, `--batch`, and error messages that
 //! name the model file.
 
-use std::path::{Path, PathBuf};
+use qopt_ir_core::ScratchDir;
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn qimport(args: &[&str]) -> Output {
@@ -17,12 +18,10 @@ fn repo(path: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path).to_string_lossy().into_owned()
 }
 
-/// A fresh directory under the temp dir for one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qimport-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
+/// A fresh directory under the temp dir for one test, removed when dropped
+/// (also when the test fails).
+fn scratch(name: &str) -> ScratchDir {
+    ScratchDir::new(&format!("qimport-cli-{name}"))
 }
 
 #[test]

@@ -11,6 +11,7 @@
 use qopt_driver::Driver;
 use qopt_interp::npy::{self, RawArray};
 use qopt_ir_core::pass::pipeline::{parse_pipeline, print_pipeline};
+use qopt_ir_core::ScratchDir;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -18,11 +19,10 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qopt-quantize-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory under the temp dir for one test, removed when dropped
+/// (also when the test fails).
+fn scratch(name: &str) -> ScratchDir {
+    ScratchDir::new(&format!("quantize-{name}"))
 }
 
 /// Runs a tool; panics with its stderr on failure; returns stderr.
@@ -60,8 +60,9 @@ fn accuracy(scores: &[f64], labels: &[f64], classes: usize) -> f64 {
     hits as f64 / labels.len() as f64
 }
 
-/// Quantizes one test model and checks the bars; returns the integer model's path.
-fn quantize(model: &str) -> PathBuf {
+/// Quantizes one test model and checks the bars; returns the integer model's
+/// path and the directory that holds it.
+fn quantize(model: &str) -> (ScratchDir, PathBuf) {
     let dir = scratch(model);
     let data = repo().join("tests/models").join(model);
     let path = |p: &Path| p.to_string_lossy().into_owned();
@@ -100,7 +101,7 @@ fn quantize(model: &str) -> PathBuf {
     } else {
         assert!(ours_db >= ort_db + 1.0, "{model}: SQNR {ours_db:.2} dB, ONNX Runtime {ort_db:.2} dB + 1 dB");
     }
-    int8
+    (dir, int8)
 }
 
 /// The passes `quantize{data=<calib>}` expands to in qopt's pass registry,
@@ -124,7 +125,7 @@ fn digits_mlp_quantizes_to_integer_ops() {
 
 #[test]
 fn digits_cnn_quantizes_to_integer_ops_and_the_passes_one_by_one_agree() {
-    let int8 = quantize("digits_cnn");
+    let (_dir, int8) = quantize("digits_cnn");
     // The expansion of the registry's `quantize` pipeline (what `--list-passes`
     // describes and `--pass=quantize{...}` runs), one pass per run, saving between.
     let dir = int8.parent().unwrap().to_path_buf();
@@ -184,7 +185,7 @@ fn row_sqnr(table: &str, layer: &str) -> f64 {
 /// which the integer model does not compute (that gave 1.5 to 15 dB rows).
 #[test]
 fn resnet_tiny_quantizes_to_integer_ops_and_compares_adds_at_their_relu() {
-    let int8 = quantize("resnet_tiny");
+    let (_dir, int8) = quantize("resnet_tiny");
     let dir = int8.parent().unwrap().to_path_buf();
     let table =
         compare_table(&dir.join("model.qir"), &int8, &repo().join("tests/models/resnet_tiny/test.npy"));

@@ -15,7 +15,8 @@ fn qopt(args: &[&str]) -> (i32, String) {
 
 #[test]
 fn the_quantize_pipeline_is_proven_where_it_is_checked() {
-    let out = std::env::temp_dir().join(format!("verify-equiv-{}.qir", std::process::id()));
+    let dir = qopt_ir_core::ScratchDir::new("verify-equiv");
+    let out = dir.join("out.qir");
     let out = out.to_str().unwrap();
     let pipeline = "--pass=quantize{data=tests/models/digits_mlp/calib.npy}";
     let (code, stderr) =
@@ -44,7 +45,6 @@ fn the_quantize_pipeline_is_proven_where_it_is_checked() {
     // The timing report has the checks' time under each checked pass.
     let timed = stderr.lines().filter(|l| l.trim_end().ends_with("verify-equiv")).count();
     assert!(timed >= 9, "{stderr}");
-    let _ = std::fs::remove_file(out);
 }
 
 /// `absorb-bias` absorbs 16 channels of digits_mlp's two pairs and is

@@ -9,6 +9,7 @@
 use clap::Parser as _;
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
+use qopt_ir_core::ScratchDir;
 use qopt_ir_core::{
     dense_values_f64, AttrData, DenseElements, Module, Pass, PassContext, PassError, PassOutcome,
 };
@@ -26,12 +27,10 @@ fn qopt(args: &[&str]) -> (i32, String) {
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-/// A fresh directory for one test's files.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qopt-verify-numerics-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory under the temp dir for one test, removed when dropped
+/// (also when the test fails).
+fn scratch(name: &str) -> ScratchDir {
+    ScratchDir::new(&format!("verify-numerics-{name}"))
 }
 
 /// Writes `text` to `dir/name` and returns the path as a string.

@@ -5,6 +5,7 @@
 //! for bit. Also with `reduce-range` weights, which put every conv and dense
 //! on the x86 backend's `vpmaddubsw` path on CPUs without VNNI.
 
+use qopt_ir_core::ScratchDir;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -12,11 +13,10 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("qopt-x86-models-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory under the temp dir for one test, removed when dropped
+/// (also when the test fails).
+fn scratch(name: &str) -> ScratchDir {
+    ScratchDir::new(&format!("x86-models-{name}"))
 }
 
 /// Runs a tool; panics with its stderr on failure; returns stdout.

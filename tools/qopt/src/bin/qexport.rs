@@ -11,10 +11,11 @@
 //! Exit codes: 0 success; 1 the input cannot be read, does not parse or
 //! verify, cannot be exported (one error listing every op and value ONNX
 //! cannot express, each at its line), or the output cannot be written;
-//! 2 usage errors.
+//! 2 usage errors; 141, quietly, when the reader of standard output (`-o -`)
+//! went away, as for the other tools.
 
 use clap::{Parser, ValueEnum};
-use qopt_driver::{write_file_atomically, Driver, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use qopt_driver::{write_file_atomically, Driver, EndsOnClosedPipe, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use qopt_ir_core::{parse_source, verify, Diagnostic, Diagnostics, Severity, SourceMap, SourceText};
 use qopt_onnx::{export_module, problems_heading, ExportError, ExportFormat, ExportOptions, EXPORT_OPSETS};
 use std::io::{self, Write};
@@ -141,7 +142,7 @@ fn run() -> i32 {
     };
     let target = cli.output.display().to_string();
     let written = if target == "-" {
-        let mut out = io::stdout().lock();
+        let mut out = EndsOnClosedPipe(io::stdout().lock());
         out.write_all(&exported.bytes).and_then(|()| out.flush())
     } else {
         write_file_atomically(&cli.output, |w| w.write_all(&exported.bytes))

@@ -66,9 +66,11 @@ pub struct RunCli {
     /// The relative tolerance of --expect.
     #[arg(long, value_name = "R", default_value_t = 1e-5, requires = "expect", value_parser = parse_tolerance)]
     pub rtol: f64,
-    /// The absolute tolerance of --expect.
-    #[arg(long, value_name = "A", default_value_t = 1e-8, requires = "expect", value_parser = parse_tolerance)]
-    pub atol: f64,
+    /// The absolute tolerance of --expect (default: per output
+    /// max(1e-8, 8·ε·max|ref|), ε the epsilon of its float type, so a float
+    /// model passes against another runtime's float outputs).
+    #[arg(long, value_name = "A", requires = "expect", value_parser = parse_tolerance)]
+    pub atol: Option<f64>,
     /// Print every output's dtype, shape and values (summarized when large).
     #[arg(long)]
     pub print: bool,

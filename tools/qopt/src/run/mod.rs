@@ -203,7 +203,7 @@ impl RunDriver {
                 };
                 (text, None)
             }
-            None => self.run_model(cli, &reference, &sig, &samples, &header)?,
+            None => self.run_model(cli, &reference, &sig, &samples, &header, err)?,
         };
         out.write_all(text.as_bytes())
             .and_then(|()| out.flush())
@@ -213,7 +213,7 @@ impl RunDriver {
                 "the outputs differ from '{}' beyond the tolerance (rtol {}, atol {})",
                 report.reference,
                 tensor_text::number(report.tolerance.rtol),
-                tensor_text::number(report.tolerance.atol)
+                report.tolerance.atol.map_or("scaled with the reference".to_string(), tensor_text::number)
             ))),
             _ => Ok(()),
         }
@@ -242,6 +242,7 @@ impl RunDriver {
         sig: &Signature,
         samples: &Samples,
         header: &Header<'_>,
+        err: &mut dyn Write,
     ) -> Result<(String, Option<ExpectReport>), Failure> {
         let compiled = match cli.backend {
             Backend::Interp => None,
@@ -254,6 +255,30 @@ impl RunDriver {
         let outputs = outputs?;
         if let Some(path) = &cli.output {
             write_outputs(path, &outputs, &sig.output_names)?;
+            let engine = match &compiled {
+                Some(c) => format!("x86-64 code for {}", c.jit.program().target.cpu),
+                None => "the interpreter".to_string(),
+            };
+            let runs = match samples.count() {
+                Some(n) => {
+                    format!("{n} sample{} in {} run{}", plural(n), samples.chunks(), plural(samples.chunks()))
+                }
+                None => "once".to_string(),
+            };
+            let written: Vec<String> = outputs
+                .iter()
+                .zip(&sig.output_names)
+                .map(|(t, name)| format!("{name} {}", t.describe()))
+                .collect();
+            let _ = writeln!(
+                err,
+                "{}: {}: @{} ran {runs} on {engine}; wrote {} ({})",
+                self.tool(),
+                model.name,
+                sig.func,
+                path.display(),
+                written.join(", ")
+            );
         }
         let tolerance = Tolerance { rtol: cli.rtol, atol: cli.atol };
         let expectation = cli
@@ -358,6 +383,15 @@ impl RunDriver {
             cmp.merge(more);
         }
         Ok(cmp)
+    }
+}
+
+/// `"s"` unless `n` is 1.
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
     }
 }
 

@@ -163,6 +163,7 @@ fn expect_json(e: &ExpectReport) -> Json {
             Json::Obj(vec![
                 ("name", Json::str(o.name.as_str())),
                 ("elements", Json::Int(o.elements as i64)),
+                ("atol", Json::Num(o.atol)),
                 ("mismatches", Json::Int(o.mismatches as i64)),
                 ("max_abs_error", Json::Num(o.max_abs_error)),
                 ("worst", worst),
@@ -172,7 +173,7 @@ fn expect_json(e: &ExpectReport) -> Json {
     Json::Obj(vec![
         ("reference", Json::str(e.reference.as_str())),
         ("rtol", Json::Num(e.tolerance.rtol)),
-        ("atol", Json::Num(e.tolerance.atol)),
+        ("atol", e.tolerance.atol.map_or(Json::str("scaled"), Json::Num)),
         ("passed", Json::Bool(e.passed())),
         ("outputs", Json::Arr(outputs)),
     ])

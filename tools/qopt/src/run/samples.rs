@@ -66,6 +66,15 @@ impl Samples {
         }
     }
 
+    /// How many samples `--batch` cut the inputs into (dimension 0 of the
+    /// first argument); `None` for a single run on the inputs as they are.
+    pub fn count(&self) -> Option<usize> {
+        match self {
+            Samples::Whole(_) => None,
+            Samples::Batched { arrays, chunks } => Some(arrays.first().map_or(*chunks, |a| a.0.shape[0])),
+        }
+    }
+
     /// The inputs of run `i`.
     pub fn chunk(&self, i: usize) -> Result<Cow<'_, [Tensor]>, String> {
         match self {
