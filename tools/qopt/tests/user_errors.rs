@@ -4,6 +4,7 @@
 //! written over, a refused input leaves no reproducer behind, and a result
 //! whose accumulators can wrap is an error, not a warning.
 
+use qopt_ir_core::ScratchDir;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -11,42 +12,33 @@ use std::time::{Duration, Instant};
 const MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/digits_mlp.qir");
 const CALIB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/models/digits_mlp/calib.npy");
 
-/// A directory of its own for one test, removed when the test ends.
-struct Scratch(PathBuf);
+/// A directory of its own for one test (removed when the test ends), with
+/// the model and a copy of the calibration data.
+struct Scratch(ScratchDir);
 
 impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("qopt-user-errors-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create scratch dir");
-        Scratch(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    /// The model and a copy of the calibration data, in the directory.
     fn with_model_and_data(name: &str) -> Scratch {
-        let scratch = Scratch::new(name);
+        let scratch = Scratch(ScratchDir::new(&format!("user-errors-{name}")));
         std::fs::copy(MODEL, scratch.path("m.qir")).expect("copy the model");
         std::fs::copy(CALIB, scratch.path("c.npy")).expect("copy the data");
         scratch
     }
 
+    fn dir(&self) -> &Path {
+        self.0.path()
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir().join(name)
+    }
+
     fn files(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&self.0)
+        let mut names: Vec<String> = std::fs::read_dir(self.dir())
             .expect("list scratch dir")
             .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();
         names
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -92,7 +84,7 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
         (&["m.qir", "--pass=collect-calibration-data{data=c.npy out=x.npz}", "-o", "x.npz"], "x.npz}"),
     ];
     for (args, at) in cases {
-        let out = qopt_in(&s.0, args);
+        let out = qopt_in(s.dir(), args);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("would destroy"), "{args:?}: {err}");
@@ -102,7 +94,7 @@ fn an_output_that_is_an_input_is_refused_and_the_input_kept() {
         assert!(!s.path("x.npz").exists());
     }
     // The model itself may be rewritten in place: qopt reads it first.
-    let out = qopt_in(&s.0, &["m.qir", "--pass=canonicalize", "-o", "m.qir"]);
+    let out = qopt_in(s.dir(), &["m.qir", "--pass=canonicalize", "-o", "m.qir"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
@@ -124,19 +116,19 @@ fn bad_option_values_are_usage_errors_at_the_option_before_any_data_runs() {
         ("insert-observers{observer=histogram averaging-constant=0.5}", "0.5}"),
     ];
     for (pipeline, at) in cases {
-        let out = qopt_in(&s.0, &["m.qir", &format!("--pass={pipeline}"), "-o", "out.qir"]);
+        let out = qopt_in(s.dir(), &["m.qir", &format!("--pass={pipeline}"), "-o", "out.qir"]);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{pipeline}: {err}");
         assert_eq!(caret_under(&err), Some(at), "{pipeline}: {err}");
         assert!(!err.contains("missing.npy: cannot open"), "{pipeline} ran calibration: {err}");
-        assert!(!s.path("out.qir").exists() && reproducers(&s.0) == 0, "{pipeline}: {:?}", s.files());
+        assert!(!s.path("out.qir").exists() && reproducers(s.dir()) == 0, "{pipeline}: {:?}", s.files());
     }
 }
 
 #[test]
 fn a_skip_name_no_op_has_is_an_error_with_a_suggestion() {
     let s = Scratch::with_model_and_data("skip-typo");
-    let out = qopt_in(&s.0, &["m.qir", "--pass=quantize{data=c.npy skip=[relu0]}", "-o", "out.qir"]);
+    let out = qopt_in(s.dir(), &["m.qir", "--pass=quantize{data=c.npy skip=[relu0]}", "-o", "out.qir"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
@@ -145,13 +137,13 @@ fn a_skip_name_no_op_has_is_an_error_with_a_suggestion() {
     );
     assert!(err.contains("did you mean 'relu0_4'?"), "{err}");
     assert!(!s.path("out.qir").exists());
-    assert_eq!(reproducers(&s.0), 0, "a user error wrote a reproducer");
+    assert_eq!(reproducers(s.dir()), 0, "a user error wrote a reproducer");
 }
 
 #[test]
 fn skipping_the_first_layer_leaves_the_model_input_float() {
     let s = Scratch::with_model_and_data("skip-first");
-    let out = qopt_in(&s.0, &["m.qir", "--pass=quantize{data=c.npy skip=[fc0_3]}", "-o", "out.qir"]);
+    let out = qopt_in(s.dir(), &["m.qir", "--pass=quantize{data=c.npy skip=[fc0_3]}", "-o", "out.qir"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = std::fs::read_to_string(s.path("out.qir")).expect("output");
     assert!(text.contains("fp.dense(%arg0,"), "the skipped layer does not read the argument:\n{text}");
@@ -161,11 +153,11 @@ fn skipping_the_first_layer_leaves_the_model_input_float() {
 #[test]
 fn a_histogram_method_in_quantize_observes_with_histograms() {
     let s = Scratch::with_model_and_data("percentile");
-    let out = qopt_in(&s.0, &["m.qir", "--pass=quantize{data=c.npy method=percentile}", "-o", "out.qir"]);
+    let out = qopt_in(s.dir(), &["m.qir", "--pass=quantize{data=c.npy method=percentile}", "-o", "out.qir"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     // Asked for a histogram method with another observer: one error, not one per observer.
     let pipeline = "--pass=quantize{data=c.npy method=percentile observer=minmax}";
-    let out = qopt_in(&s.0, &["m.qir", pipeline, "-o", "out2.qir"]);
+    let out = qopt_in(s.dir(), &["m.qir", pipeline, "-o", "out2.qir"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.matches("needs a histogram").count(), 1, "{err}");
@@ -175,12 +167,12 @@ fn a_histogram_method_in_quantize_observes_with_histograms() {
 #[test]
 fn a_refused_input_writes_no_reproducer() {
     let s = Scratch::with_model_and_data("no-reproducer");
-    let out = qopt_in(&s.0, &["m.qir", "--pass=quantize{data=missing.npy}", "-o", "out.qir"]);
+    let out = qopt_in(s.dir(), &["m.qir", "--pass=quantize{data=missing.npy}", "-o", "out.qir"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("missing.npy"), "{err}");
     assert!(!err.contains("reproducer"), "{err}");
-    assert_eq!(reproducers(&s.0), 0, "{:?}", s.files());
+    assert_eq!(reproducers(s.dir()), 0, "{:?}", s.files());
 }
 
 #[cfg(unix)]
@@ -191,7 +183,7 @@ fn a_fifo_as_data_is_refused_at_once() {
     let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
     assert!(made.success());
     let mut child = Command::new(env!("CARGO_BIN_EXE_qopt"))
-        .current_dir(&s.0)
+        .current_dir(s.dir())
         .args(["m.qir", "--pass=quantize{data=f.npy}", "-o", "/dev/null"])
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -214,24 +206,24 @@ fn a_fifo_as_data_is_refused_at_once() {
 fn a_result_whose_accumulators_can_wrap_is_an_error_naming_the_layers() {
     let s = Scratch::with_model_and_data("w16a16");
     let pipeline = "--pass=quantize{data=c.npy activation-type=i16 weight-type=i16}";
-    let out = qopt_in(&s.0, &["m.qir", pipeline, "-o", "out.qir"]);
+    let out = qopt_in(s.dir(), &["m.qir", pipeline, "-o", "out.qir"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("error: the i32 accumulator can overflow"), "{err}");
     assert!(err.contains("loc(\"fc0_3\")"), "{err}");
     assert!(err.contains("pass 'quant-lint' failed"), "{err}");
     assert!(!s.path("out.qir").exists());
-    assert_eq!(reproducers(&s.0), 0);
+    assert_eq!(reproducers(s.dir()), 0);
     // W8A16 keeps its accumulators in range.
     let pipeline = "--pass=quantize{data=c.npy activation-type=i16}";
-    let out = qopt_in(&s.0, &["m.qir", pipeline, "-o", "out.qir"]);
+    let out = qopt_in(s.dir(), &["m.qir", pipeline, "-o", "out.qir"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
 #[test]
 fn writing_a_file_says_what_ran_and_where_it_went() {
     let s = Scratch::with_model_and_data("summary");
-    let out = qopt_in(&s.0, &["m.qir", "--pass=quantize{data=c.npy}", "-o", "out.qir"]);
+    let out = qopt_in(s.dir(), &["m.qir", "--pass=quantize{data=c.npy}", "-o", "out.qir"]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(0), "{err}");
     let last = err.lines().last().unwrap_or_default();
@@ -244,7 +236,7 @@ fn writing_a_file_says_what_ran_and_where_it_went() {
     assert!(last.ends_with("; 0 warnings -> out.qir"), "{err}");
     // Standard output and -q print no such line.
     for args in [&["m.qir"][..], &["m.qir", "-o", "out.qir", "-q"][..]] {
-        let out = qopt_in(&s.0, args);
+        let out = qopt_in(s.dir(), args);
         assert_eq!(out.status.code(), Some(0));
         assert!(stderr(&out).is_empty(), "{args:?}: {}", stderr(&out));
     }
@@ -253,7 +245,7 @@ fn writing_a_file_says_what_ran_and_where_it_went() {
 #[test]
 fn verify_numerics_refuses_an_input_count_it_would_run_for_minutes() {
     let s = Scratch::with_model_and_data("numerics-bound");
-    let out = qopt_in(&s.0, &["m.qir", "--pass=cse", "--verify-numerics=1000000"]);
+    let out = qopt_in(s.dir(), &["m.qir", "--pass=cse", "--verify-numerics=1000000"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("1000000 is not in 1..=100000"), "{}", stderr(&out));
 }
