@@ -63,6 +63,7 @@ use super::util::{loc_names, op_named, quantizable, storage_kind, storage_text, 
 use super::{Calibrate, ExpandFakeq, InsertFakeq, InsertObservers, PropagateQparams, QuantizeConstants};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::npy::read_npy_file;
+use qopt_interp::progress::Progress;
 use qopt_interp::{DType, Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::interfaces::FusedActivation;
 use qopt_ir_core::pass::pipeline::parse_pipeline;
@@ -239,10 +240,22 @@ impl Pass for QuantizeSearch {
         // 3. Each site alone.
         let owners = fake_quant_owners(cx.ctx, &quantized, &sites);
         let mut rows = Vec::with_capacity(sites.len());
+        let progress = Progress::new(sites.len(), "sites").with_label("quantize-search");
         for (index, site) in sites.iter().enumerate() {
+            progress.redraw();
             let alone = only_site(cx.ctx, module, &quantized, &owners, index, site);
-            rows.push(search.measure(cx.ctx, &alone, &target)?);
+            let measured = search.measure(cx.ctx, &alone, &target);
+            progress.advance();
+            match measured {
+                Ok(row) => rows.push(row),
+                Err(e) => {
+                    progress.finish();
+                    return Err(e);
+                }
+            }
         }
+        progress.redraw();
+        progress.finish();
 
         cx.add_phase("sensitivity", started.elapsed());
         started = Instant::now();
@@ -642,11 +655,14 @@ struct Measurement {
     sqnr_db: f64,
 }
 
-/// The evaluation samples, read once, and the float outputs.
+/// The evaluation data set, read call by call at each measurement (so
+/// memory does not grow with its samples), and the float outputs.
 struct Evaluation {
     func: String,
-    /// The arguments of each interpreter call.
-    calls: Vec<Vec<Tensor>>,
+    /// The opened data set.
+    data: CalibrationData,
+    /// The interpreter calls each measurement makes.
+    calls: usize,
     per_call: usize,
     threads: usize,
     float: Option<Outputs>,
@@ -703,18 +719,17 @@ fn argmax(row: &[f64]) -> usize {
 }
 
 impl Evaluation {
-    /// Reads the evaluation samples for `module`'s function.
+    /// Opens the evaluation samples for `module`'s function.
     fn open(ctx: &Context, module: &Module, settings: &Settings) -> Result<Evaluation, PassError> {
         let data = &settings.data;
         let opened = CalibrationData::open(ctx, module, &data.func, &settings.eval_data, data.batch_size)?;
-        let (count, _) = opened.calls(data.batches);
-        let calls = (0..count)
-            .map(|call| opened.dataset.read_call(call).map_err(|e| e.to_string()))
-            .collect::<Result<Vec<_>, String>>()?;
+        let (calls, _) = opened.calls(data.batches);
+        let per_call = opened.per_call;
         Ok(Evaluation {
             func: data.func.clone(),
+            data: opened,
             calls,
-            per_call: opened.per_call,
+            per_call,
             threads: settings.threads,
             float: None,
             labels: settings.labels.clone(),
@@ -723,7 +738,7 @@ impl Evaluation {
     }
 
     fn samples(&self) -> usize {
-        self.calls.len() * self.per_call
+        self.calls * self.per_call
     }
 
     /// The metric's target, checked against the float outputs' shape.
@@ -798,7 +813,7 @@ impl Evaluation {
     }
 
     /// Runs `module`'s function over every call (on `threads` workers, each
-    /// a contiguous share of the calls, joined in call order).
+    /// reading and running a contiguous share of the calls, joined in call order).
     fn outputs(&self, ctx: &Context, module: &Module) -> Result<Outputs, PassError> {
         let standard;
         let kernels = match KernelRegistry::of(ctx) {
@@ -810,20 +825,20 @@ impl Evaluation {
         };
         let mut prepared = Interpreter::new(ctx, module, kernels);
         prepared.prepare(&self.func).map_err(|e| e.to_string())?;
-        let workers = self.threads.clamp(1, self.calls.len().max(1));
-        let share = self.calls.len().div_ceil(workers).max(1);
+        let workers = self.threads.clamp(1, self.calls.max(1));
+        let share = self.calls.div_ceil(workers).max(1);
         let parts: Vec<Result<Vec<Vec<f64>>, String>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = self
-                .calls
-                .chunks(share)
-                .map(|calls| {
+            let handles: Vec<_> = (0..self.calls)
+                .step_by(share)
+                .map(|first| {
                     let mut interp = prepared.fork();
-                    let func = &self.func;
+                    let (func, dataset) = (&self.func, &self.data.dataset);
+                    let calls = first..(first + share).min(self.calls);
                     scope.spawn(move || {
                         calls
-                            .iter()
-                            .map(|inputs| {
-                                let results = interp.run(func, inputs).map_err(|e| e.to_string())?;
+                            .map(|call| {
+                                let inputs = dataset.read_call(call).map_err(|e| e.to_string())?;
+                                let results = interp.run(func, &inputs).map_err(|e| e.to_string())?;
                                 let first = results.first().ok_or_else(|| format!("@{func} returns nothing"))?;
                                 if !matches!(first.dtype(), DType::F32 | DType::F64) {
                                     return Err(format!(
