@@ -73,6 +73,8 @@ use qopt_ir_core::{
     PassError, PassOutcome, Severity, SrcPos, ValueDef, ValueId,
 };
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::path::Path;
 use std::time::Instant;
 
@@ -703,6 +705,15 @@ impl Target {
         }
     }
 
+    /// Whether the top-1 class of `row`, the outputs of sample `sample`, is the target's.
+    fn hit(&self, sample: usize, row: &[f64]) -> bool {
+        let predicted = argmax(row);
+        match self {
+            Target::Labels(labels) => labels.get(sample).is_some_and(|&l| predicted as i64 == l),
+            Target::Agreement { classes, .. } => classes.get(sample) == Some(&predicted),
+        }
+    }
+
     fn metric(&self, outputs: &Outputs) -> f64 {
         let predicted = outputs.rows().map(argmax);
         let hits = match self {
@@ -812,9 +823,38 @@ impl Evaluation {
         Ok(Target::Agreement { classes: float.rows().map(argmax).collect(), float: true })
     }
 
-    /// Runs `module`'s function over every call (on `threads` workers, each
-    /// reading and running a contiguous share of the calls, joined in call order).
+    /// The float model's outputs over every call, kept: the reference of
+    /// every later measurement.
     fn outputs(&self, ctx: &Context, module: &Module) -> Result<Outputs, PassError> {
+        let mut values = Vec::new();
+        let mut per_call_len = None;
+        self.run_calls(ctx, module, &mut |_, call| {
+            if *per_call_len.get_or_insert(call.len()) != call.len() {
+                return Err(format!("the first result of @{} changes size between calls", self.func));
+            }
+            if let Some(i) = call.iter().position(|v| !v.is_finite()) {
+                return Err(format!(
+                    "the model computes NaN or infinity (output value {}) on the evaluation data",
+                    values.len() + i
+                ));
+            }
+            values.extend(call);
+            Ok(())
+        })?;
+        let per_sample = per_call_len.unwrap_or(0) / self.per_call.max(1);
+        Ok(Outputs { values, per_sample })
+    }
+
+    /// Runs `module`'s function over every call and hands each call's first
+    /// result (as f64) to `consume` in call order. Workers (`threads`) take
+    /// calls in turn and read their inputs from the data set, so at most one
+    /// call per worker is held.
+    fn run_calls(
+        &self,
+        ctx: &Context,
+        module: &Module,
+        consume: &mut (dyn FnMut(usize, Vec<f64>) -> Result<(), String> + Send),
+    ) -> Result<(), PassError> {
         let standard;
         let kernels = match KernelRegistry::of(ctx) {
             Some(k) => k,
@@ -825,50 +865,61 @@ impl Evaluation {
         };
         let mut prepared = Interpreter::new(ctx, module, kernels);
         prepared.prepare(&self.func).map_err(|e| e.to_string())?;
-        let workers = self.threads.clamp(1, self.calls.max(1));
-        let share = self.calls.div_ceil(workers).max(1);
-        let parts: Vec<Result<Vec<Vec<f64>>, String>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..self.calls)
-                .step_by(share)
-                .map(|first| {
-                    let mut interp = prepared.fork();
-                    let (func, dataset) = (&self.func, &self.data.dataset);
-                    let calls = first..(first + share).min(self.calls);
-                    scope.spawn(move || {
-                        calls
-                            .map(|call| {
-                                let inputs = dataset.read_call(call).map_err(|e| e.to_string())?;
-                                let results = interp.run(func, &inputs).map_err(|e| e.to_string())?;
-                                let first = results.first().ok_or_else(|| format!("@{func} returns nothing"))?;
-                                if !matches!(first.dtype(), DType::F32 | DType::F64) {
-                                    return Err(format!(
-                                        "the first result of @{func} is {}; the search compares float outputs",
-                                        first.describe()
-                                    ));
-                                }
-                                Ok(first.to_f64_vec())
-                            })
-                            .collect()
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
-        });
-        let mut values = Vec::new();
-        let mut per_call_len = None;
-        for part in parts {
-            for call in part? {
-                if *per_call_len.get_or_insert(call.len()) != call.len() {
-                    return Err(format!("the first result of @{} changes size between calls", self.func).into());
-                }
-                values.extend(call);
+        let calls = self.calls;
+        let workers = self.threads.clamp(1, calls.max(1));
+        let claim = AtomicUsize::new(0);
+        let abort = AtomicBool::new(false);
+        // The call whose turn it is, and the first error.
+        let state: Mutex<(usize, Option<String>, &mut (dyn FnMut(usize, Vec<f64>) -> Result<(), String> + Send))> =
+            Mutex::new((0, None, consume));
+        let turn = Condvar::new();
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                let mut interp = prepared.fork();
+                let (claim, abort, state, turn) = (&claim, &abort, &state, &turn);
+                let (func, dataset) = (&self.func, &self.data.dataset);
+                scope.spawn(move || loop {
+                    let call = claim.fetch_add(1, Ordering::Relaxed);
+                    if call >= calls {
+                        break;
+                    }
+                    // A claimed call always takes its turn, so later calls never wait forever.
+                    let output = (!abort.load(Ordering::Relaxed)).then(|| -> Result<Vec<f64>, String> {
+                        let inputs = dataset.read_call(call).map_err(|e| e.to_string())?;
+                        let results = interp.run(func, &inputs).map_err(|e| e.to_string())?;
+                        let first = results.first().ok_or_else(|| format!("@{func} returns nothing"))?;
+                        if !matches!(first.dtype(), DType::F32 | DType::F64) {
+                            return Err(format!(
+                                "the first result of @{func} is {}; the search compares float outputs",
+                                first.describe()
+                            ));
+                        }
+                        Ok(first.to_f64_vec())
+                    });
+                    let mut guard = state.lock().unwrap_or_else(PoisonError::into_inner);
+                    while guard.0 != call {
+                        guard = turn.wait(guard).unwrap_or_else(PoisonError::into_inner);
+                    }
+                    let failure = match output {
+                        Some(Ok(values)) if guard.1.is_none() => (guard.2)(call, values).err(),
+                        Some(Err(e)) => Some(e),
+                        _ => None,
+                    };
+                    if let Some(e) = failure {
+                        abort.store(true, Ordering::Relaxed);
+                        guard.1.get_or_insert(e);
+                    }
+                    guard.0 += 1;
+                    drop(guard);
+                    turn.notify_all();
+                });
             }
+        });
+        let (_, error, _) = state.into_inner().unwrap_or_else(PoisonError::into_inner);
+        match error {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
         }
-        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-            return Err(format!("the model computes NaN or infinity (output value {i}) on the evaluation data").into());
-        }
-        let per_sample = per_call_len.unwrap_or(0) / self.per_call.max(1);
-        Ok(Outputs { values, per_sample })
     }
 }
 
@@ -882,19 +933,39 @@ struct Search<'a> {
 
 impl Search<'_> {
     /// The metric and SQNR of `module`.
+    /// Each call's outputs are compared with the float ones as they come, in
+    /// call order, and then dropped.
     fn measure(&mut self, ctx: &Context, module: &Module, target: &Target) -> Result<Measurement, PassError> {
-        let outputs = self.evaluation.outputs(ctx, module)?;
         self.evaluations += 1;
         // invariant: `run` stores the float model's outputs before it measures
         // any quantized module, and nothing clears them.
         let float = self.evaluation.float.as_ref().expect("the float outputs come first");
-        let (signal, noise) = float
-            .values
-            .iter()
-            .zip(&outputs.values)
-            .fold((0.0, 0.0), |(s, n), (&r, &o)| (s + r * r, n + (o - r) * (o - r)));
+        let (mut signal, mut noise, mut hits, mut seen) = (0.0f64, 0.0f64, 0usize, 0usize);
+        let per_sample = float.per_sample.max(1);
+        self.evaluation.run_calls(ctx, module, &mut |_, call| {
+            let reference = float.values.get(seen..seen + call.len()).ok_or_else(|| {
+                format!("the first result of @{} changes size between models", self.evaluation.func)
+            })?;
+            if let Some(i) = call.iter().position(|v| !v.is_finite()) {
+                return Err(format!(
+                    "the model computes NaN or infinity (output value {}) on the evaluation data",
+                    seen + i
+                ));
+            }
+            for (&r, &o) in reference.iter().zip(&call) {
+                (signal, noise) = (signal + r * r, noise + (o - r) * (o - r));
+            }
+            let first_sample = seen / per_sample;
+            hits += call.chunks_exact(per_sample).enumerate().filter(|(i, row)| target.hit(first_sample + i, row)).count();
+            seen += call.len();
+            Ok(())
+        })?;
+        if seen != float.values.len() {
+            return Err(format!("the first result of @{} changes size between models", self.evaluation.func).into());
+        }
         let sqnr_db = if noise == 0.0 { f64::INFINITY } else { 10.0 * (signal / noise).log10() };
-        Ok(Measurement { metric: target.metric(&outputs), sqnr_db })
+        let metric = hits as f64 / (seen / per_sample).max(1) as f64;
+        Ok(Measurement { metric, sqnr_db })
     }
 
     /// The measurement of the model quantized with `chosen` sites kept wide:
