@@ -134,6 +134,9 @@ pub trait Watcher: Send {
     fn finish(&mut self, op: OpId) -> Result<Option<ChannelShift>, String>;
 }
 
+/// A watched result written unshifted, and the shift to apply when it is read.
+type Pending = (ValueId, ChannelShift);
+
 /// How the function is cut into sweeps; see the module docs.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Sweeps {
@@ -251,7 +254,8 @@ impl<'a> PairedRun<'a> {
         let progress =
             Progress::new(plan.segments.len() * data.calls * per_call, "samples").with_label(label);
         let scratch = Scratch::create()?;
-        let mut previous: Option<(Vec<u64>, Option<(ValueId, ChannelShift)>)> = None;
+        // The previous sweep's file offsets, and the shift its last layer's result awaits.
+        let mut previous: Option<(Vec<u64>, Option<Pending>)> = None;
         let result = (|| {
             for (s, segment) in plan.segments.iter().enumerate() {
                 let context = SweepContext {
@@ -482,7 +486,7 @@ struct SweepContext<'s, 'a> {
     read_path: &'s Path,
     read_offsets: Option<&'s Vec<u64>>,
     /// The shift of a value written by the previous sweep, applied on reading.
-    pending: Option<&'s (ValueId, ChannelShift)>,
+    pending: Option<&'s Pending>,
     progress: &'s Progress,
 }
 

@@ -853,7 +853,7 @@ impl Evaluation {
         &self,
         ctx: &Context,
         module: &Module,
-        consume: &mut (dyn FnMut(usize, Vec<f64>) -> Result<(), String> + Send),
+        consume: &mut Consumer<'_>,
     ) -> Result<(), PassError> {
         let standard;
         let kernels = match KernelRegistry::of(ctx) {
@@ -870,8 +870,7 @@ impl Evaluation {
         let claim = AtomicUsize::new(0);
         let abort = AtomicBool::new(false);
         // The call whose turn it is, and the first error.
-        let state: Mutex<(usize, Option<String>, &mut (dyn FnMut(usize, Vec<f64>) -> Result<(), String> + Send))> =
-            Mutex::new((0, None, consume));
+        let state: Mutex<(usize, Option<String>, &mut Consumer<'_>)> = Mutex::new((0, None, consume));
         let turn = Condvar::new();
         std::thread::scope(|scope| {
             for _ in 0..workers {
@@ -922,6 +921,9 @@ impl Evaluation {
         }
     }
 }
+
+/// What [`Evaluation::run_calls`] hands each call's outputs to.
+type Consumer<'c> = dyn FnMut(usize, Vec<f64>) -> Result<(), String> + Send + 'c;
 
 /// The measurements of one search.
 struct Search<'a> {
