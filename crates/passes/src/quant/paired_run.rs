@@ -688,10 +688,20 @@ fn encode(pair: &Pair, out: &mut Vec<u8>) {
 
 /// Appends a tensor: dtype code, rank (u32), dims (u64), little-endian data.
 fn encode_tensor(tensor: &Tensor, out: &mut Vec<u8>) {
+    let head = |out: &mut Vec<u8>, dtype: DType, shape: &[usize]| {
+        out.push(DTYPES.iter().position(|&d| d == dtype).unwrap_or(0) as u8);
+        out.extend_from_slice(&(shape.len() as u32).to_le_bytes());
+        shape.iter().for_each(|&d| out.extend_from_slice(&(d as u64).to_le_bytes()));
+    };
+    // The activations are f32: written without the `.npy` array in between.
+    if let Some(values) = tensor.as_f32().and_then(|a| a.as_slice()) {
+        head(out, DType::F32, tensor.shape());
+        out.reserve(values.len() * 4);
+        values.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes()));
+        return;
+    }
     let raw = tensor.to_raw();
-    out.push(DTYPES.iter().position(|&d| d == raw.dtype).unwrap_or(0) as u8);
-    out.extend_from_slice(&(raw.shape.len() as u32).to_le_bytes());
-    raw.shape.iter().for_each(|&d| out.extend_from_slice(&(d as u64).to_le_bytes()));
+    head(out, raw.dtype, &raw.shape);
     out.extend_from_slice(&raw.data);
 }
 
@@ -715,7 +725,12 @@ fn decode_tensor(at: &mut &[u8]) -> Result<Tensor, String> {
     }
     let len =
         shape.iter().try_fold(dtype.size(), |n: usize, &d| n.checked_mul(d)).ok_or("a tensor too large")?;
-    let raw = RawArray::new(dtype, shape, take(at, len)?.to_vec()).map_err(|e| e.to_string())?;
+    let data = take(at, len)?;
+    if dtype == DType::F32 {
+        let values = data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        return Tensor::from_f32(&shape, values).map_err(|e| e.message);
+    }
+    let raw = RawArray::new(dtype, shape, data.to_vec()).map_err(|e| e.to_string())?;
     Tensor::from_raw(&raw).map_err(|e| e.message)
 }
 
@@ -747,18 +762,23 @@ mod tests {
     fn scratch_entries_round_trip_bit_for_bit() {
         let f = Tensor::from_f32(&[2, 2], vec![1.5, -0.0, f32::MIN_POSITIVE, 3.0]).unwrap();
         let g = Tensor::from_f32(&[1], vec![7.0]).unwrap();
+        let i = Tensor::from_raw(&RawArray::from_elements(vec![3], &[-1i64, 0, i64::MAX]).unwrap()).unwrap();
         let mut bytes = Vec::new();
         encode(&Pair::shared(f.clone()), &mut bytes);
         encode(&Pair { quant: Arc::new(g.clone()), float: Arc::new(f.clone()) }, &mut bytes);
+        encode(&Pair::shared(i.clone()), &mut bytes);
         let mut at = &bytes[..];
         let first = decode(&mut at).unwrap();
         assert!(first.is_shared() && first.quant.bit_equal(&f));
         let second = decode(&mut at).unwrap();
         assert!(!second.is_shared() && second.quant.bit_equal(&g) && second.float.bit_equal(&f));
+        let third = decode(&mut at).unwrap();
+        assert!(third.is_shared() && third.quant.bit_equal(&i));
         assert!(at.is_empty());
         for cut in 0..bytes.len() {
             let mut short = &bytes[..cut];
-            let decoded = decode(&mut short).and_then(|_| decode(&mut short));
+            let decoded =
+                decode(&mut short).and_then(|_| decode(&mut short)).and_then(|_| decode(&mut short));
             assert!(decoded.is_err(), "a prefix of {cut} bytes decoded");
         }
     }
