@@ -1,7 +1,8 @@
 //! A progress bar for long interpreter runs (`qrun --batch`, the `calibrate`
 //! pass), drawn on standard error only when it is a terminal (never in pipes,
 //! files or tests), rewritten in place with `\r` at most ten times a second
-//! and erased when the run ends: `[#####-----] 120/597 samples, 830/s, ETA 1s`.
+//! and erased when the run ends: `[#####-----] 120/597 samples, 830/s, ETA 1s`,
+//! after the step's name when it has one (`calibrate [#####-----] ...`).
 //!
 //! Worker threads only count ([`Progress::advance`]); the thread that runs
 //! the driver draws ([`Progress::redraw`]). That split is needed, not just
@@ -24,6 +25,8 @@ pub const REDRAW_EVERY: Duration = Duration::from_millis(100);
 pub struct Progress {
     total: usize,
     unit: &'static str,
+    /// What runs (`"calibrate"`), drawn before the bar; empty for none.
+    label: &'static str,
     started: Instant,
     done: AtomicUsize,
     /// `None` when nothing is drawn; else when the bar was last drawn.
@@ -38,15 +41,28 @@ impl Progress {
         Progress {
             total,
             unit,
+            label: "",
             started: Instant::now(),
             done: AtomicUsize::new(0),
             last_drawn: draw.then(|| Mutex::new(None)),
         }
     }
 
+    /// The same bar drawn after `label` (a pass name: `bias-correct`).
+    pub fn with_label(self, label: &'static str) -> Progress {
+        Progress { label, ..self }
+    }
+
     /// A bar that never draws (for the timed runs of `--bench`).
     pub fn hidden() -> Progress {
-        Progress { total: 0, unit: "", started: Instant::now(), done: AtomicUsize::new(0), last_drawn: None }
+        Progress {
+            total: 0,
+            unit: "",
+            label: "",
+            started: Instant::now(),
+            done: AtomicUsize::new(0),
+            last_drawn: None,
+        }
     }
 
     /// Counts one more step done; any thread may call it.
@@ -61,8 +77,12 @@ impl Progress {
         let done = self.done.load(Ordering::Relaxed);
         if last.is_none_or(|t| t.elapsed() >= REDRAW_EVERY) || done >= self.total {
             *last = Some(Instant::now());
-            let line =
-                format!("{} {}", bar(done, self.total), rate(done, self.total, self.unit, self.started));
+            let line = format!(
+                "{}{} {}",
+                prefix(self.label),
+                bar(done, self.total),
+                rate(done, self.total, self.unit, self.started)
+            );
             let _ = write!(std::io::stderr(), "\r{line}");
         }
     }
@@ -70,10 +90,19 @@ impl Progress {
     /// Erases the bar.
     pub fn finish(&self) {
         if self.last_drawn.is_some() {
-            let widest = bar(self.total, self.total).len() + 40;
+            let widest = prefix(self.label).len() + bar(self.total, self.total).len() + 40;
             let blank = " ".repeat(widest);
             let _ = write!(std::io::stderr(), "\r{blank}\r");
         }
+    }
+}
+
+/// `label ` before the bar, or nothing.
+fn prefix(label: &str) -> String {
+    if label.is_empty() {
+        String::new()
+    } else {
+        format!("{label} ")
     }
 }
 
@@ -103,5 +132,12 @@ mod tests {
         assert_eq!(bar(0, 10), format!("[{}] 0/10", "-".repeat(30)));
         assert_eq!(bar(5, 10), format!("[{}{}] 5/10", "#".repeat(15), "-".repeat(15)));
         assert_eq!(bar(10, 10), format!("[{}] 10/10", "#".repeat(30)));
+    }
+
+    #[test]
+    fn a_label_goes_before_the_bar() {
+        assert_eq!(prefix("bias-correct"), "bias-correct ");
+        assert_eq!(prefix(""), "");
+        assert_eq!(Progress::new(5, "samples").with_label("calibrate").label, "calibrate");
     }
 }

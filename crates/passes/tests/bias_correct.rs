@@ -292,3 +292,30 @@ fn a_conv_with_a_folded_batch_norm_has_no_mean_error_after_correction() {
         assert!(e.abs() < 0.1 * largest_before, "channel {c}: mean error {e} after, {before:?} before");
     }
 }
+
+/// The sweeps merge each batch in batch order and carry activations between
+/// layers through a scratch file: 1, 2 and 5 worker threads write the same
+/// module, byte for byte.
+#[test]
+fn the_thread_count_does_not_change_the_corrected_module() {
+    let mut rng = Rng(23);
+    let w1 = rng.vec_f32(3 * 2 * 9, -1.0, 1.0);
+    let w2 = rng.vec_f32(3 * 4, -1.0, 1.0);
+    let b2 = vec![0.5, -0.25, 0.1];
+    let samples = 37;
+    let path = write_data("threads", &[samples, 1, 2, 4, 4], rng.vec_f32(samples * 32, -0.5, 2.0));
+    let mut texts = Vec::new();
+    for threads in [1, 2, 5] {
+        let mut ctx = context();
+        let mut quant = parse(&mut ctx, &chain(&w1, &w2, &b2, true));
+        run_pipeline(
+            &mut ctx,
+            &mut quant,
+            &format!("bias-correct{{data=\"{}\" threads={threads}}}", path.display()),
+        );
+        texts.push(module_to_string(&ctx, &quant));
+    }
+    assert!(texts[0].contains("qnn.bias_correction"), "nothing was corrected:\n{}", texts[0]);
+    assert_eq!(texts[0], texts[1], "1 and 2 threads differ");
+    assert_eq!(texts[0], texts[2], "1 and 5 threads differ");
+}

@@ -70,9 +70,9 @@
 
 use super::absorption_record::{AbsorptionRecord, MeasuredMinima};
 use super::bias_correction::subtract_from_bias;
-use super::calibrate::{check_counts, CallInputs, DataSettings};
+use super::calibrate::{check_counts, DataSettings};
 use super::equalize::{follow, read_constant, second_input_axis, Follow, Names};
-use super::paired_run::{PairedRun, RunFailure, VisitedResult};
+use super::paired_run::{ChannelShift, PairedRun, RunData, RunFailure, Sweeps, Watcher};
 use super::util::{channel_blocks, is_skipped, quantizable};
 use qopt_interp::{KernelRegistry, Tensor};
 use qopt_ir_core::equivalence::Relation;
@@ -189,12 +189,10 @@ impl Pass for AbsorbBias {
             let kernels = KernelRegistry::of(cx.ctx).cloned().unwrap_or_else(KernelRegistry::standard);
             let start = Instant::now();
             let (ctx, m) = (&*cx.ctx, &*module);
-            let CallInputs { inputs, samples: read, leftover } = settings.open(ctx, m)?.read_calls(settings.batches)?;
-            samples = read;
-            let read = start.elapsed();
-            let start = Instant::now();
-            measured = measure(ctx, m, &kernels, func, &unmeasured, inputs, threads)?;
-            cx.add_phase("read-data", read);
+            let data = settings.open(ctx, m)?;
+            let (calls, leftover) = data.calls(settings.batches);
+            samples = calls * data.per_call;
+            measured = measure(ctx, m, &kernels, func, &unmeasured, RunData { data: &data, calls }, threads)?;
             cx.add_phase("run-samples", start.elapsed());
             leftover.into_iter().for_each(|w| cx.warn(w));
         }
@@ -417,7 +415,7 @@ fn measure(
     kernels: &KernelRegistry,
     func: OpId,
     pairs: &[&Pair],
-    inputs: Vec<Vec<Tensor>>,
+    data: RunData<'_>,
     threads: usize,
 ) -> Result<FxHashMap<OpId, MeasuredMinima>, PassError> {
     let located = |f: RunFailure| -> PassError {
@@ -427,57 +425,75 @@ fn measure(
         }
     };
     let run = PairedRun::new(ctx, module, kernels, func, threads).map_err(located)?;
-    let by_op: FxHashMap<OpId, &Pair> = pairs.iter().map(|p| (p.first, *p)).collect();
-    let watched: FxHashSet<OpId> = by_op.keys().copied().collect();
-    let mut measured = FxHashMap::default();
-    let mut visit = |op: OpId, result: VisitedResult<'_>| -> Result<(), RunFailure> {
-        let Some(pair) = by_op.get(&op) else { return Ok(()) };
-        let fail = |message: String| RunFailure { op: Some(op), message };
-        let minima = channel_minima(result.float, pair.axis, pair.channels).map_err(fail)?;
-        if let Some(c) = minima.iter().position(|v| !v.is_finite()) {
-            return Err(fail(format!("the minimum of output channel {c} is not finite on the calibration data")));
-        }
-        let samples = result.float.iter().map(|t| t.shape().first().copied().unwrap_or(1)).sum::<usize>();
-        let channel_min = minima.iter().zip(&pair.record.absorbed).map(|(m, a)| m + a).collect();
-        measured.insert(op, MeasuredMinima { channel_min, samples: samples as i64 });
-        Ok(())
+    let watched: FxHashSet<OpId> = pairs.iter().map(|p| p.first).collect();
+    let mut watcher = Minima {
+        pairs: pairs.iter().map(|p| (p.first, *p)).collect(),
+        minima: FxHashMap::default(),
+        measured: FxHashMap::default(),
     };
-    run.run(inputs, &watched, &FxHashMap::default(), &mut visit).map_err(located)?;
-    Ok(measured)
+    run.run(data, &watched, &FxHashMap::default(), Sweeps::One, &mut watcher, "absorb-bias").map_err(located)?;
+    Ok(watcher.measured)
 }
 
-/// Per channel on `axis`, the smallest value over every other axis of all
-/// `tensors` (NaN if one is NaN).
-fn channel_minima(tensors: &[Tensor], axis: usize, channels: usize) -> Result<Vec<f64>, String> {
-    let mut minima = vec![f64::INFINITY; channels];
-    for tensor in tensors {
-        let shape = tensor.shape();
-        if shape.get(axis) != Some(&channels) {
-            return Err(format!("a result of shape {shape:?} does not have {channels} channels on axis {axis}"));
+/// The watcher of `absorb-bias`: layer1's channel minima in the float model.
+struct Minima<'p> {
+    pairs: FxHashMap<OpId, &'p Pair>,
+    /// Per layer1, the minima so far and the samples seen.
+    minima: FxHashMap<OpId, (Vec<f64>, usize)>,
+    measured: FxHashMap<OpId, MeasuredMinima>,
+}
+
+impl Watcher for Minima<'_> {
+    fn observe(&mut self, op: OpId, _quant: &Tensor, float: &Tensor) -> Result<(), String> {
+        let Some(pair) = self.pairs.get(&op) else { return Ok(()) };
+        let (minima, samples) = self.minima.entry(op).or_insert_with(|| (vec![f64::INFINITY; pair.channels], 0));
+        lower_minima(minima, float, pair.axis)?;
+        *samples += float.shape().first().copied().unwrap_or(1);
+        Ok(())
+    }
+
+    fn finish(&mut self, op: OpId) -> Result<Option<ChannelShift>, String> {
+        let Some(pair) = self.pairs.get(&op) else { return Ok(None) };
+        let (minima, samples) = self.minima.remove(&op).unwrap_or_else(|| (vec![f64::INFINITY; pair.channels], 0));
+        if let Some(c) = minima.iter().position(|v| !v.is_finite()) {
+            return Err(format!("the minimum of output channel {c} is not finite on the calibration data"));
         }
-        let Some(values) = tensor.as_f32().and_then(|a| a.as_slice()) else {
-            return Err(format!("the result is a {} tensor, not a contiguous f32 one", tensor.dtype()));
-        };
-        for (channel, run) in channel_blocks(values, shape, axis) {
-            let m = &mut minima[channel];
-            for &v in run {
-                let v = f64::from(v);
-                // NaN sticks, so the caller reports it.
-                if v.is_nan() || v < *m {
-                    *m = v;
-                }
-                if m.is_nan() {
-                    break;
-                }
+        let channel_min = minima.iter().zip(&pair.record.absorbed).map(|(m, a)| m + a).collect();
+        self.measured.insert(op, MeasuredMinima { channel_min, samples: samples as i64 });
+        Ok(None)
+    }
+}
+
+/// Lowers each of `minima` (one per channel on `axis`) to the smallest value
+/// of its channel in `tensor` (NaN if one is NaN).
+fn lower_minima(minima: &mut [f64], tensor: &Tensor, axis: usize) -> Result<(), String> {
+    let channels = minima.len();
+    let shape = tensor.shape();
+    if shape.get(axis) != Some(&channels) {
+        return Err(format!("a result of shape {shape:?} does not have {channels} channels on axis {axis}"));
+    }
+    let Some(values) = tensor.as_f32().and_then(|a| a.as_slice()) else {
+        return Err(format!("the result is a {} tensor, not a contiguous f32 one", tensor.dtype()));
+    };
+    for (channel, run) in channel_blocks(values, shape, axis) {
+        let m = &mut minima[channel];
+        for &v in run {
+            let v = f64::from(v);
+            // NaN sticks, so the caller reports it.
+            if v.is_nan() || v < *m {
+                *m = v;
+            }
+            if m.is_nan() {
+                break;
             }
         }
     }
-    Ok(minima)
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{absorbed_into_next, channel_minima};
+    use super::{absorbed_into_next, lower_minima};
     use qopt_interp::Tensor;
 
     /// Dense [2 out, 3 in]: each output adds its row times the amounts.
@@ -497,8 +513,13 @@ mod tests {
     fn minima_are_per_channel_over_batches_and_positions() {
         let a = Tensor::from_f32(&[1, 2, 2], vec![3.0, -1.0, 5.0, 4.0]).unwrap();
         let b = Tensor::from_f32(&[1, 2, 2], vec![2.0, 0.5, 6.0, 7.0]).unwrap();
-        assert_eq!(channel_minima(&[a.clone(), b], 1, 2).unwrap(), [-1.0, 4.0]);
+        let minima = |tensors: &[&Tensor]| {
+            let mut m = vec![f64::INFINITY; 2];
+            tensors.iter().try_for_each(|t| lower_minima(&mut m, t, 1)).map(|()| m)
+        };
+        assert_eq!(minima(&[&a, &b]).unwrap(), [-1.0, 4.0]);
         let nan = Tensor::from_f32(&[1, 2, 2], vec![f32::NAN, 9.0, 1.0, 1.0]).unwrap();
-        assert!(channel_minima(&[nan, a], 1, 2).unwrap()[0].is_nan());
+        assert!(minima(&[&nan, &a]).unwrap()[0].is_nan());
+        assert!(lower_minima(&mut [0.0; 3], &a, 1).is_err());
     }
 }

@@ -30,12 +30,16 @@
 //! `insert-fakeq`'s fast bias correction subtracted, which the float model
 //! adds back.
 //!
-//! **Running.** One op-major pass over the network ([`PairedRun`]): each op
-//! runs on every batch in both models before the next op, so a layer's
-//! correction is known before any later layer runs, and the network is run
-//! once, not once per layer. Memory holds the live activations of every
-//! sample (twice where the models differ); `batches=N` limits the samples.
-//! When every layer holds its means, no data is read.
+//! **Running.** One sweep over the data per layer ([`PairedRun`]): each
+//! sweep runs the ops after the previous layer up to this one on every batch
+//! in both models, so a layer's correction is known before any later layer
+//! runs, and each op runs once per batch, as in one run of the network. The
+//! values a later sweep needs go to a scratch file in the temporary
+//! directory, not memory: memory holds a few batches' activations and each
+//! layer's channel sums, whatever the number of samples (the scratch file
+//! grows with it); `batches=N` limits the samples. When every layer holds its
+//! means, no data is read. On a terminal a progress bar labelled
+//! `bias-correct` counts the samples over all sweeps.
 //!
 //! Errors (nothing is changed): a missing or unreadable data file, samples
 //! that do not fit the function's arguments, a record of the wrong size, an
@@ -55,9 +59,9 @@
 
 use super::bias_correction::subtract_from_bias;
 use super::bias_record::{BiasRecord, MeasuredMeans};
-use super::calibrate::{check_counts, CallInputs, DataSettings};
-use super::paired_run::{PairedRun, RunFailure, VisitedResult};
-use super::util::{channel_blocks, channel_blocks_mut, is_skipped, op_named, quantizable};
+use super::calibrate::{check_counts, DataSettings};
+use super::paired_run::{ChannelShift, PairedRun, RunData, RunFailure, Sweeps, Watcher};
+use super::util::{channel_blocks, is_skipped, op_named, quantizable};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::{KernelRegistry, Tensor};
 use qopt_ir_core::interfaces::QuantizableOp;
@@ -156,12 +160,10 @@ impl Pass for BiasCorrect {
             }
             let start = Instant::now();
             let (ctx, m) = (&*cx.ctx, &*module);
-            let CallInputs { inputs, samples: read, leftover } = settings.open(ctx, m)?.read_calls(settings.batches)?;
-            samples = read;
-            let read = start.elapsed();
-            let start = Instant::now();
-            measured = measure(ctx, m, &kernels, func, &layers, inputs, threads)?;
-            cx.add_phase("read-data", read);
+            let data = settings.open(ctx, m)?;
+            let (calls, leftover) = data.calls(settings.batches);
+            samples = calls * data.per_call;
+            measured = measure(ctx, m, &kernels, func, &layers, RunData { data: &data, calls }, threads)?;
             cx.add_phase("run-samples", start.elapsed());
             leftover.into_iter().for_each(|w| cx.warn(w));
         }
@@ -274,7 +276,7 @@ fn measure(
     kernels: &KernelRegistry,
     func: OpId,
     layers: &[Layer],
-    inputs: Vec<Vec<Tensor>>,
+    data: RunData<'_>,
     threads: usize,
 ) -> Result<FxHashMap<OpId, MeasuredMeans>, PassError> {
     let located = |f: RunFailure| -> PassError {
@@ -284,8 +286,7 @@ fn measure(
         }
     };
     let run = PairedRun::new(ctx, module, kernels, func, threads).map_err(located)?;
-    let by_op: FxHashMap<OpId, &Layer> = layers.iter().map(|l| (l.op, l)).collect();
-    let watched: FxHashSet<OpId> = by_op.keys().copied().collect();
+    let watched: FxHashSet<OpId> = layers.iter().map(|l| l.op).collect();
     // The float model runs each corrected layer with its float bias.
     let mut float_biases = FxHashMap::default();
     for layer in layers.iter().filter(|l| l.record.correction.iter().any(|&c| c != 0.0)) {
@@ -296,42 +297,106 @@ fn measure(
         let float_bias = float_bias(ctx, module, layer, b).map_err(|e| at_op(ctx, module, layer.op, e))?;
         float_biases.insert(layer.op, (b, float_bias));
     }
-    let mut measured = FxHashMap::default();
-    let mut visit = |op: OpId, result: VisitedResult<'_>| -> Result<(), RunFailure> {
-        let Some(layer) = by_op.get(&op) else { return Ok(()) };
-        let fail = |message: String| RunFailure { op: Some(op), message };
-        let quant_mean = channel_means(result.quant, layer.axis, layer.channels).map_err(fail)?;
-        let float_mean = channel_means(result.float, layer.axis, layer.channels).map_err(fail)?;
+    let mut watcher = MeanErrors {
+        layers: layers.iter().map(|l| (l.op, l)).collect(),
+        sums: FxHashMap::default(),
+        measured: FxHashMap::default(),
+    };
+    run.run(data, &watched, &float_biases, Sweeps::PerWatchedOp, &mut watcher, "bias-correct").map_err(located)?;
+    Ok(watcher.measured)
+}
+
+/// The running sums of one layer's results over the batches so far.
+#[derive(Default)]
+struct ChannelSums {
+    quant: ChannelMeans,
+    float: ChannelMeans,
+    /// Samples (first dimensions) seen.
+    samples: usize,
+}
+
+/// Per channel on an axis, the sum over every other axis of all tensors
+/// added (summed per tensor, then in order, in f64), and the values per
+/// channel added.
+#[derive(Default)]
+struct ChannelMeans {
+    sums: Vec<f64>,
+    count: usize,
+}
+
+impl ChannelMeans {
+    fn add(&mut self, tensor: &Tensor, axis: usize, channels: usize) -> Result<(), String> {
+        let shape = tensor.shape();
+        if shape.get(axis) != Some(&channels) {
+            return Err(format!("a result of shape {shape:?} does not have {channels} channels on axis {axis}"));
+        }
+        let Some(values) = tensor.as_f32().and_then(|a| a.as_slice()) else {
+            return Err(format!("the result is a {} tensor, not a contiguous f32 one", tensor.dtype()));
+        };
+        let mut tensor_sums = vec![0.0f64; channels];
+        for (channel, run) in channel_blocks(values, shape, axis) {
+            tensor_sums[channel] += run.iter().map(|&v| f64::from(v)).sum::<f64>();
+        }
+        self.sums.resize(channels, 0.0);
+        self.sums.iter_mut().zip(tensor_sums).for_each(|(s, t)| *s += t);
+        self.count += values.len() / channels.max(1);
+        Ok(())
+    }
+
+    fn means(&self, channels: usize) -> Vec<f64> {
+        let count = self.count.max(1) as f64;
+        (0..channels).map(|c| self.sums.get(c).copied().unwrap_or(0.0) / count).collect()
+    }
+}
+
+/// The watcher of `bias-correct`: each layer's channel means in both models,
+/// then its correction as the shift later layers see.
+struct MeanErrors<'l> {
+    layers: FxHashMap<OpId, &'l Layer>,
+    sums: FxHashMap<OpId, ChannelSums>,
+    /// The means of layers without recorded ones.
+    measured: FxHashMap<OpId, MeasuredMeans>,
+}
+
+impl Watcher for MeanErrors<'_> {
+    fn observe(&mut self, op: OpId, quant: &Tensor, float: &Tensor) -> Result<(), String> {
+        let Some(layer) = self.layers.get(&op) else { return Ok(()) };
+        let sums = self.sums.entry(op).or_default();
+        sums.quant.add(quant, layer.axis, layer.channels)?;
+        sums.float.add(float, layer.axis, layer.channels)?;
+        sums.samples += quant.shape().first().copied().unwrap_or(1);
+        Ok(())
+    }
+
+    fn finish(&mut self, op: OpId) -> Result<Option<ChannelShift>, String> {
+        let Some(layer) = self.layers.get(&op) else { return Ok(None) };
+        let sums = self.sums.remove(&op).unwrap_or_default();
+        let quant_mean = sums.quant.means(layer.channels);
+        let float_mean = sums.float.means(layer.channels);
         if let Some(c) = quant_mean.iter().chain(&float_mean).position(|v| !v.is_finite()) {
-            return Err(fail(format!(
+            return Err(format!(
                 "the mean of output channel {} is not finite on the calibration data",
                 c % layer.channels
-            )));
+            ));
         }
         let correction = &layer.record.correction;
         let means = match &layer.record.measured {
             Some(recorded) => recorded.clone(),
             None => {
-                let samples = result.quant.iter().map(|t| t.shape().first().copied().unwrap_or(1)).sum::<usize>();
                 let means = MeasuredMeans {
                     // Measured with the stored bias; add back what it lacks of the float bias.
                     quant_mean: quant_mean.iter().zip(correction).map(|(q, c)| q + c).collect(),
                     float_mean,
-                    samples: samples as i64,
+                    samples: sums.samples as i64,
                 };
-                measured.insert(op, means.clone());
+                self.measured.insert(op, means.clone());
                 means
             }
         };
         // Later layers see this layer with its corrected bias.
         let delta: Vec<f64> = means.error().iter().zip(correction).map(|(t, c)| t - c).collect();
-        for tensor in result.quant.iter_mut() {
-            shift_channels(tensor, layer.axis, &delta).map_err(fail)?;
-        }
-        Ok(())
-    };
-    run.run(inputs, &watched, &float_biases, &mut visit).map_err(located)?;
-    Ok(measured)
+        Ok(Some(ChannelShift { axis: layer.axis, delta }))
+    }
 }
 
 /// The float model's bias of `layer`: its constant bias plus its recorded correction.
@@ -346,41 +411,3 @@ fn float_bias(ctx: &Context, module: &Module, layer: &Layer, b: usize) -> Result
     Tensor::from_f32(bias.shape(), values).map_err(|e| e.message)
 }
 
-/// Per channel on `axis`, the mean over every other axis of all `tensors`
-/// (summed per tensor, then in order, in f64).
-fn channel_means(tensors: &[Tensor], axis: usize, channels: usize) -> Result<Vec<f64>, String> {
-    let mut sums = vec![0.0f64; channels];
-    let mut count = 0usize;
-    for tensor in tensors {
-        let shape = tensor.shape();
-        if shape.get(axis) != Some(&channels) {
-            return Err(format!("a result of shape {shape:?} does not have {channels} channels on axis {axis}"));
-        }
-        let Some(values) = tensor.as_f32().and_then(|a| a.as_slice()) else {
-            return Err(format!("the result is a {} tensor, not a contiguous f32 one", tensor.dtype()));
-        };
-        let mut tensor_sums = vec![0.0f64; channels];
-        for (channel, run) in channel_blocks(values, shape, axis) {
-            tensor_sums[channel] += run.iter().map(|&v| f64::from(v)).sum::<f64>();
-        }
-        sums.iter_mut().zip(tensor_sums).for_each(|(s, t)| *s += t);
-        count += values.len() / channels.max(1);
-    }
-    let count = count.max(1) as f64;
-    Ok(sums.into_iter().map(|s| s / count).collect())
-}
-
-/// Subtracts `delta[c]` from every value of channel `c` (on `axis`) of `tensor`.
-fn shift_channels(tensor: &mut Tensor, axis: usize, delta: &[f64]) -> Result<(), String> {
-    if delta.iter().all(|&d| d == 0.0) {
-        return Ok(());
-    }
-    let shape = tensor.shape().to_vec();
-    let Tensor::F32(array) = tensor else { return Err("the result is not an f32 tensor".into()) };
-    let Some(values) = array.as_slice_mut() else { return Err("the result is not contiguous".into()) };
-    for (channel, run) in channel_blocks_mut(values, &shape, axis) {
-        let d = delta[channel] as f32;
-        run.iter_mut().for_each(|v| *v -= d);
-    }
-    Ok(())
-}

@@ -352,14 +352,6 @@ fn arg_specs(
     Ok(specs)
 }
 
-/// What [`CalibrationData::read_calls`] reads: each call's inputs, the
-/// samples they hold, and the warning about samples left over.
-pub(super) struct CallInputs {
-    pub inputs: Vec<Vec<Tensor>>,
-    pub samples: usize,
-    pub leftover: Option<Diagnostic>,
-}
-
 /// A function's calibration data set, opened against its arguments: what
 /// `calibrate`, `collect-calibration-data`, `bias-correct`, `absorb-bias` and
 /// `round-weights` run over.
@@ -413,16 +405,6 @@ impl CalibrationData {
         (calls, warning)
     }
 
-    /// The inputs of the calls [`calls`](Self::calls) allows, read into memory
-    /// (for passes that run every sample through the model at once).
-    pub fn read_calls(&self, batches: usize) -> Result<CallInputs, PassError> {
-        let (calls, leftover) = self.calls(batches);
-        let inputs = (0..calls)
-            .map(|call| self.dataset.read(call * self.per_call, self.per_call))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?;
-        Ok(CallInputs { inputs, samples: calls * self.per_call, leftover })
-    }
 }
 
 /// One calibration over a data set.
@@ -493,7 +475,7 @@ impl CalibrationRun<'_> {
         let index: FxHashMap<OpId, usize> =
             self.observers.iter().enumerate().map(|(i, o)| (o.op, i)).collect();
         let merged: Vec<ObserverStats> = self.observers.iter().map(|o| o.stats.clone()).collect();
-        let progress = Progress::new(self.calls * self.per_call, "samples");
+        let progress = Progress::new(self.calls * self.per_call, "samples").with_label("calibrate");
         let next = AtomicUsize::new(0);
         let abort = AtomicBool::new(false);
         let state = Mutex::new(MergeState { next: 0, merged, error: None, running: workers });

@@ -63,6 +63,7 @@ use super::util::{loc_names, op_named, quantizable, storage_kind, storage_text, 
 use super::{Calibrate, ExpandFakeq, InsertFakeq, InsertObservers, PropagateQparams, QuantizeConstants};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::npy::read_npy_file;
+use qopt_interp::progress::Progress;
 use qopt_interp::{DType, Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::interfaces::FusedActivation;
 use qopt_ir_core::pass::pipeline::parse_pipeline;
@@ -72,6 +73,8 @@ use qopt_ir_core::{
     PassError, PassOutcome, Severity, SrcPos, ValueDef, ValueId,
 };
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::path::Path;
 use std::time::Instant;
 
@@ -242,10 +245,22 @@ impl Pass for QuantizeSearch {
         // 3. Each site alone.
         let owners = fake_quant_owners(cx.ctx, &quantized, &sites);
         let mut rows = Vec::with_capacity(sites.len());
+        let progress = Progress::new(sites.len(), "sites").with_label("quantize-search");
         for (index, site) in sites.iter().enumerate() {
+            progress.redraw();
             let alone = only_site(cx.ctx, module, &quantized, &owners, index, site);
-            rows.push(search.measure(cx.ctx, &alone, &target)?);
+            let measured = search.measure(cx.ctx, &alone, &target);
+            progress.advance();
+            match measured {
+                Ok(row) => rows.push(row),
+                Err(e) => {
+                    progress.finish();
+                    return Err(e);
+                }
+            }
         }
+        progress.redraw();
+        progress.finish();
 
         cx.add_phase("sensitivity", started.elapsed());
         started = Instant::now();
@@ -645,11 +660,14 @@ struct Measurement {
     sqnr_db: f64,
 }
 
-/// The evaluation samples, read once, and the float outputs.
+/// The evaluation data set, read call by call at each measurement (so
+/// memory does not grow with its samples), and the float outputs.
 struct Evaluation {
     func: String,
-    /// The arguments of each interpreter call.
-    calls: Vec<Vec<Tensor>>,
+    /// The opened data set.
+    data: CalibrationData,
+    /// The interpreter calls each measurement makes.
+    calls: usize,
     per_call: usize,
     threads: usize,
     float: Option<Outputs>,
@@ -690,6 +708,15 @@ impl Target {
         }
     }
 
+    /// Whether the top-1 class of `row`, the outputs of sample `sample`, is the target's.
+    fn hit(&self, sample: usize, row: &[f64]) -> bool {
+        let predicted = argmax(row);
+        match self {
+            Target::Labels(labels) => labels.get(sample).is_some_and(|&l| predicted as i64 == l),
+            Target::Agreement { classes, .. } => classes.get(sample) == Some(&predicted),
+        }
+    }
+
     fn metric(&self, outputs: &Outputs) -> f64 {
         let predicted = outputs.rows().map(argmax);
         let hits = match self {
@@ -706,18 +733,17 @@ fn argmax(row: &[f64]) -> usize {
 }
 
 impl Evaluation {
-    /// Reads the evaluation samples for `module`'s function.
+    /// Opens the evaluation samples for `module`'s function.
     fn open(ctx: &Context, module: &Module, settings: &Settings) -> Result<Evaluation, PassError> {
         let data = &settings.data;
         let opened = CalibrationData::open(ctx, module, &data.func, &settings.eval_data, data.batch_size)?;
-        let (count, _) = opened.calls(data.batches);
-        let calls = (0..count)
-            .map(|call| opened.dataset.read_call(call).map_err(|e| e.to_string()))
-            .collect::<Result<Vec<_>, String>>()?;
+        let (calls, _) = opened.calls(data.batches);
+        let per_call = opened.per_call;
         Ok(Evaluation {
             func: data.func.clone(),
+            data: opened,
             calls,
-            per_call: opened.per_call,
+            per_call,
             threads: settings.threads,
             float: None,
             labels: settings.labels.clone(),
@@ -726,7 +752,7 @@ impl Evaluation {
     }
 
     fn samples(&self) -> usize {
-        self.calls.len() * self.per_call
+        self.calls * self.per_call
     }
 
     /// The metric's target, checked against the float outputs' shape.
@@ -815,9 +841,38 @@ impl Evaluation {
         Ok(Target::Agreement { classes: float.rows().map(argmax).collect(), float: true })
     }
 
-    /// Runs `module`'s function over every call (on `threads` workers, each
-    /// a contiguous share of the calls, joined in call order).
+    /// The float model's outputs over every call, kept: the reference of
+    /// every later measurement.
     fn outputs(&self, ctx: &Context, module: &Module) -> Result<Outputs, PassError> {
+        let mut values = Vec::new();
+        let mut per_call_len = None;
+        self.run_calls(ctx, module, &mut |_, call| {
+            if *per_call_len.get_or_insert(call.len()) != call.len() {
+                return Err(format!("the first result of @{} changes size between calls", self.func));
+            }
+            if let Some(i) = call.iter().position(|v| !v.is_finite()) {
+                return Err(format!(
+                    "the model computes NaN or infinity (output value {}) on the evaluation data",
+                    values.len() + i
+                ));
+            }
+            values.extend(call);
+            Ok(())
+        })?;
+        let per_sample = per_call_len.unwrap_or(0) / self.per_call.max(1);
+        Ok(Outputs { values, per_sample })
+    }
+
+    /// Runs `module`'s function over every call and hands each call's first
+    /// result (as f64) to `consume` in call order. Workers (`threads`) take
+    /// calls in turn and read their inputs from the data set, so at most one
+    /// call per worker is held.
+    fn run_calls(
+        &self,
+        ctx: &Context,
+        module: &Module,
+        consume: &mut Consumer<'_>,
+    ) -> Result<(), PassError> {
         let standard;
         let kernels = match KernelRegistry::of(ctx) {
             Some(k) => k,
@@ -828,52 +883,65 @@ impl Evaluation {
         };
         let mut prepared = Interpreter::new(ctx, module, kernels);
         prepared.prepare(&self.func).map_err(|e| e.to_string())?;
-        let workers = self.threads.clamp(1, self.calls.len().max(1));
-        let share = self.calls.len().div_ceil(workers).max(1);
-        let parts: Vec<Result<Vec<Vec<f64>>, String>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = self
-                .calls
-                .chunks(share)
-                .map(|calls| {
-                    let mut interp = prepared.fork();
-                    let func = &self.func;
-                    scope.spawn(move || {
-                        calls
-                            .iter()
-                            .map(|inputs| {
-                                let results = interp.run(func, inputs).map_err(|e| e.to_string())?;
-                                let first = results.first().ok_or_else(|| format!("@{func} returns nothing"))?;
-                                if !matches!(first.dtype(), DType::F32 | DType::F64) {
-                                    return Err(format!(
-                                        "the first result of @{func} is {}; the search compares float outputs",
-                                        first.describe()
-                                    ));
-                                }
-                                Ok(first.to_f64_vec())
-                            })
-                            .collect()
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
-        });
-        let mut values = Vec::new();
-        let mut per_call_len = None;
-        for part in parts {
-            for call in part? {
-                if *per_call_len.get_or_insert(call.len()) != call.len() {
-                    return Err(format!("the first result of @{} changes size between calls", self.func).into());
-                }
-                values.extend(call);
+        let calls = self.calls;
+        let workers = self.threads.clamp(1, calls.max(1));
+        let claim = AtomicUsize::new(0);
+        let abort = AtomicBool::new(false);
+        // The call whose turn it is, and the first error.
+        let state: Mutex<(usize, Option<String>, &mut Consumer<'_>)> = Mutex::new((0, None, consume));
+        let turn = Condvar::new();
+        std::thread::scope(|scope| {
+            for _ in 0..workers {
+                let mut interp = prepared.fork();
+                let (claim, abort, state, turn) = (&claim, &abort, &state, &turn);
+                let (func, dataset) = (&self.func, &self.data.dataset);
+                scope.spawn(move || loop {
+                    let call = claim.fetch_add(1, Ordering::Relaxed);
+                    if call >= calls {
+                        break;
+                    }
+                    // A claimed call always takes its turn, so later calls never wait forever.
+                    let output = (!abort.load(Ordering::Relaxed)).then(|| -> Result<Vec<f64>, String> {
+                        let inputs = dataset.read_call(call).map_err(|e| e.to_string())?;
+                        let results = interp.run(func, &inputs).map_err(|e| e.to_string())?;
+                        let first = results.first().ok_or_else(|| format!("@{func} returns nothing"))?;
+                        if !matches!(first.dtype(), DType::F32 | DType::F64) {
+                            return Err(format!(
+                                "the first result of @{func} is {}; the search compares float outputs",
+                                first.describe()
+                            ));
+                        }
+                        Ok(first.to_f64_vec())
+                    });
+                    let mut guard = state.lock().unwrap_or_else(PoisonError::into_inner);
+                    while guard.0 != call {
+                        guard = turn.wait(guard).unwrap_or_else(PoisonError::into_inner);
+                    }
+                    let failure = match output {
+                        Some(Ok(values)) if guard.1.is_none() => (guard.2)(call, values).err(),
+                        Some(Err(e)) => Some(e),
+                        _ => None,
+                    };
+                    if let Some(e) = failure {
+                        abort.store(true, Ordering::Relaxed);
+                        guard.1.get_or_insert(e);
+                    }
+                    guard.0 += 1;
+                    drop(guard);
+                    turn.notify_all();
+                });
             }
+        });
+        let (_, error, _) = state.into_inner().unwrap_or_else(PoisonError::into_inner);
+        match error {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
         }
-        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-            return Err(format!("the model computes NaN or infinity (output value {i}) on the evaluation data").into());
-        }
-        let per_sample = per_call_len.unwrap_or(0) / self.per_call.max(1);
-        Ok(Outputs { values, per_sample })
     }
 }
+
+/// What [`Evaluation::run_calls`] hands each call's outputs to.
+type Consumer<'c> = dyn FnMut(usize, Vec<f64>) -> Result<(), String> + Send + 'c;
 
 /// The measurements of one search.
 struct Search<'a> {
@@ -885,19 +953,39 @@ struct Search<'a> {
 
 impl Search<'_> {
     /// The metric and SQNR of `module`.
+    /// Each call's outputs are compared with the float ones as they come, in
+    /// call order, and then dropped.
     fn measure(&mut self, ctx: &Context, module: &Module, target: &Target) -> Result<Measurement, PassError> {
-        let outputs = self.evaluation.outputs(ctx, module)?;
         self.evaluations += 1;
         // invariant: `run` stores the float model's outputs before it measures
         // any quantized module, and nothing clears them.
         let float = self.evaluation.float.as_ref().expect("the float outputs come first");
-        let (signal, noise) = float
-            .values
-            .iter()
-            .zip(&outputs.values)
-            .fold((0.0, 0.0), |(s, n), (&r, &o)| (s + r * r, n + (o - r) * (o - r)));
+        let (mut signal, mut noise, mut hits, mut seen) = (0.0f64, 0.0f64, 0usize, 0usize);
+        let per_sample = float.per_sample.max(1);
+        self.evaluation.run_calls(ctx, module, &mut |_, call| {
+            let reference = float.values.get(seen..seen + call.len()).ok_or_else(|| {
+                format!("the first result of @{} changes size between models", self.evaluation.func)
+            })?;
+            if let Some(i) = call.iter().position(|v| !v.is_finite()) {
+                return Err(format!(
+                    "the model computes NaN or infinity (output value {}) on the evaluation data",
+                    seen + i
+                ));
+            }
+            for (&r, &o) in reference.iter().zip(&call) {
+                (signal, noise) = (signal + r * r, noise + (o - r) * (o - r));
+            }
+            let first_sample = seen / per_sample;
+            hits += call.chunks_exact(per_sample).enumerate().filter(|(i, row)| target.hit(first_sample + i, row)).count();
+            seen += call.len();
+            Ok(())
+        })?;
+        if seen != float.values.len() {
+            return Err(format!("the first result of @{} changes size between models", self.evaluation.func).into());
+        }
         let sqnr_db = if noise == 0.0 { f64::INFINITY } else { 10.0 * (signal / noise).log10() };
-        Ok(Measurement { metric: target.metric(&outputs), sqnr_db })
+        let metric = hits as f64 / (seen / per_sample).max(1) as f64;
+        Ok(Measurement { metric, sqnr_db })
     }
 
     /// The measurement of the model quantized with `chosen` sites kept wide:

@@ -70,6 +70,7 @@ use crate::fp_constants::{create_constant, dense, erase_if_unused_constant};
 use qopt_dialect_qnn::fixed_point::{dequantize_f32, quantize_f32, scale_f32};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{axis, params_at, storage_range};
+use qopt_interp::progress::Progress;
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
@@ -205,7 +206,10 @@ impl Pass for RoundWeights {
             cx.add_phase("collect-inputs", start.elapsed());
 
             let start = Instant::now();
+            let progress = Progress::new(pass.len(), "layers").with_label("round-weights");
             for (&index, mut inputs) in pass.iter().zip(inputs) {
+                progress.redraw();
+                progress.advance();
                 let site = &sites[index];
                 if inputs.patches == 0 {
                     cost_left -= site.cost();
@@ -242,6 +246,8 @@ impl Pass for RoundWeights {
                 let levels: Vec<Vec<i64>> = outcome.channels.into_iter().map(|c| c.levels).collect();
                 plans[index] = Some((levels, inputs));
             }
+            progress.redraw();
+            progress.finish();
             let elapsed = start.elapsed();
             optimizing += elapsed;
             cx.add_phase("optimize", elapsed);
@@ -696,6 +702,7 @@ fn collect_inputs(
     let per_chunk = chunk_calls(calls);
     let chunks = calls.div_ceil(per_chunk);
     let func_name = settings.data.func.as_str();
+    let progress = Progress::new(calls * per_call, "samples").with_label("round-weights");
     let dataset = &data.dataset;
     // Rounds of one chunk per thread, merged in chunk order: memory stays at
     // `threads` partial sums, and the result does not depend on the thread count.
@@ -736,16 +743,24 @@ fn collect_inputs(
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err((None, "a worker panicked".into())))).collect()
         });
+        let done = (chunks.min(round + settings.threads.max(1)) - round) * per_chunk;
+        (0..(done.min(calls - round * per_chunk) * per_call)).for_each(|_| progress.advance());
+        progress.redraw();
         for result in results {
             match result {
                 Ok(partial) => merged.iter_mut().zip(&partial).for_each(|(m, p)| m.merge(p)),
                 Err((Some(layer), message)) => {
-                    return Err(Diagnostic::at_op(ctx, module, layers[layer].op, Severity::Error, message).into())
+                    progress.finish();
+                    return Err(Diagnostic::at_op(ctx, module, layers[layer].op, Severity::Error, message).into());
                 }
-                Err((None, message)) => return Err(message.into()),
+                Err((None, message)) => {
+                    progress.finish();
+                    return Err(message.into());
+                }
             }
         }
     }
+    progress.finish();
     merged.iter_mut().for_each(LayerInputs::finish);
     Ok(merged)
 }
