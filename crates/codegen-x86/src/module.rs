@@ -348,7 +348,7 @@ pub fn compile(
     let mut kernels: Vec<(OpId, KernelCode)> = Vec::new();
     let mut macs: FxHashMap<OpId, u64> = FxHashMap::default();
     // A large model takes seconds to emit: a bar over its layers on a terminal.
-    let progress = Progress::new(steps.len(), "ops compiled");
+    let progress = Progress::new(steps.len(), "ops").with_label("x86 codegen");
     for (i, (op, plan)) in steps.iter().enumerate() {
         progress.advance();
         progress.redraw();

@@ -97,7 +97,7 @@ impl SampleRuns {
             seed,
             kept: AtomicU64::new(0),
             over: AtomicBool::new(false),
-            progress: Progress::new(count as usize, "inputs"),
+            progress: Progress::new(count as usize, "inputs").with_label("verify-numerics"),
         };
         let outputs = job.run_all(&interpreter, count)?;
         if job.over.load(Ordering::Relaxed) {

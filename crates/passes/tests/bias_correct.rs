@@ -303,7 +303,7 @@ fn the_thread_count_does_not_change_the_corrected_module() {
     let w2 = rng.vec_f32(3 * 4, -1.0, 1.0);
     let b2 = vec![0.5, -0.25, 0.1];
     let samples = 37;
-    let path = write_data("threads", &[samples, 1, 2, 4, 4], rng.vec_f32(samples * 32, -0.5, 2.0));
+    let (_dir, path) = write_data("threads", &[samples, 1, 2, 4, 4], rng.vec_f32(samples * 32, -0.5, 2.0));
     let mut texts = Vec::new();
     for threads in [1, 2, 5] {
         let mut ctx = context();

@@ -249,7 +249,7 @@ impl RunDriver {
             Backend::X86 => Compiled::new_or_fallback(model, &sig.func, cli.target_cpu)?,
         };
         let mut workers = self.engines(cli, model, compiled.as_ref(), samples.chunks());
-        let progress = Progress::new(samples.chunks(), "batches");
+        let progress = Progress::new(samples.chunks(), "batches").with_label("qrun");
         let outputs = run_all(&mut workers, model, sig, samples, &progress);
         progress.finish();
         let outputs = outputs?;
@@ -298,7 +298,7 @@ impl RunDriver {
         // The run above was the warm-up: plans and constants are built. The
         // bar counts timed runs (drawn between them, at most ten times a second).
         let hidden = Progress::hidden();
-        let timed = Progress::new(runs as usize, "timed runs");
+        let timed = Progress::new(runs as usize, "timed runs").with_label("bench");
         let latency = Latency::measure(runs as usize, || {
             let run = run_all(&mut workers, model, sig, samples, &hidden).map(drop);
             timed.advance();
@@ -371,7 +371,7 @@ impl RunDriver {
             .into_iter()
             .map(|other| (Interpreter::new(&a.ctx, &a.module, &self.kernels), other))
             .collect();
-        let progress = Progress::new(samples.chunks(), "batches");
+        let progress = Progress::new(samples.chunks(), "batches").with_label("qrun");
         let per_run = parallel::run_chunks(&mut workers, samples.chunks(), &progress, |(a, b), i| {
             let inputs = samples.chunk(i)?;
             pair.compare_run(a, b, &inputs, samples.describe(i), |m, e| m.failure(samples.describe(i), &e))
