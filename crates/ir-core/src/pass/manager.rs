@@ -71,9 +71,12 @@ struct Scheduled {
     /// Byte offset of the pass name in the user's text (of the outermost
     /// named pipeline when the pass comes from an expansion).
     offset: usize,
-    /// How the pass was reached through named pipelines (`in pipeline ...: `),
-    /// empty when the user named it.
+    /// How the pass was reached through named pipelines (`in pipeline ...
+    /// (expanded to ...): `), empty when the user named it.
     context: String,
+    /// The same without the expansion (`in pipeline 'quantize{...}': `), for
+    /// errors placed at an option the user wrote.
+    pipelines: String,
     /// Byte offset in the user's text of each option's value: where the user
     /// wrote it, or where the outermost named pipeline got the option of that
     /// name it passed on; the pass name's offset otherwise.
@@ -85,9 +88,13 @@ impl Scheduled {
         self.option_offsets.iter().find(|(name, _)| *name == option).map_or(self.offset, |&(_, at)| at)
     }
 
-    /// `'pass': ` or `in pipeline 'quantize{...}' (...): 'pass': `.
-    fn located(&self, message: &str) -> String {
-        format!("{}'{}': {message}", self.context, self.pass.name())
+    /// `'pass': message`, after how the pass was reached through named
+    /// pipelines: with their expansion, unless the error is placed at an
+    /// option the user wrote (the caret then shows what to change).
+    fn located(&self, option: &str, message: &str) -> String {
+        let at_users_option = self.option_offsets.iter().any(|(name, _)| *name == option);
+        let context = if at_users_option { &self.pipelines } else { &self.context };
+        format!("{context}'{}': {message}", self.pass.name())
     }
 }
 
@@ -133,7 +140,7 @@ impl PassManager {
         for s in self.scheduled() {
             if let Err(bad) = s.pass.check_options_against(ctx, &s.options) {
                 let offset = s.option_offset(bad.option);
-                return Err(PipelineError { offset, message: s.located(&bad.message) });
+                return Err(PipelineError { offset, message: s.located(bad.option, &bad.message) });
             }
         }
         Ok(())
@@ -324,6 +331,7 @@ impl Expander<'_> {
                 position: self.position,
                 offset: located.offset,
                 context: located.message,
+                pipelines: self.chain_prefix(),
                 option_offsets,
             }));
         }
@@ -364,6 +372,15 @@ impl Expander<'_> {
         let mut chain: Vec<&str> = self.stack.iter().map(String::as_str).collect();
         chain.push(next);
         chain.join(" -> ")
+    }
+
+    /// `in pipeline 'a' -> 'b': ` for a pass from named pipelines, else empty.
+    fn chain_prefix(&self) -> String {
+        if self.stack.is_empty() {
+            return String::new();
+        }
+        let chain = self.stack.iter().map(|name| format!("'{name}'")).collect::<Vec<_>>().join(" -> ");
+        format!("in pipeline {chain}: ")
     }
 
     /// Where the user wrote the value of option `key` whose value sits at
