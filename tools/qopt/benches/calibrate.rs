@@ -12,15 +12,16 @@
 //! with histogram observers on 100 and on 5,000 samples (the calibration set
 //! repeated), each in a fresh child process; the bar is 5,000 within 10% of 100.
 
-use qopt_driver::{Cli, Driver};
-use qopt_interp::npy::{read_npy_file, write_npy_file, RawArray};
+mod common;
+
+use qopt_interp::npy::{read_npy_file, write_npy_file};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == "--child") {
-        child(&args[i + 1..]);
+    if let Some(i) = args.iter().position(|a| a == common::CHILD_FLAG) {
+        common::child(&args[i + 1..]);
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -72,23 +73,13 @@ fn main() {
     let mut peaks = Vec::new();
     for samples in [100, 5000] {
         let data = scratch.join(format!("calib-{samples}.npy"));
-        write_npy_file(&data, &repeat_rows(&calib, samples)).expect("writing the data");
-        let peak = child_peak_kb(&observed, &data);
+        write_npy_file(&data, &common::repeat_rows(&calib, samples)).expect("writing the data");
+        let peak = common::child_peak(&observed, &format!("calibrate{{data=\"{}\"}}", data.display())).0;
         println!("  {samples:5} samples: {peak} kB");
         peaks.push(peak as f64);
     }
     println!("  5,000 / 100: {:+.1}%", (peaks[1] / peaks[0] - 1.0) * 100.0);
     std::fs::remove_dir_all(&scratch).ok();
-}
-
-/// The first `rows` rows of `array` repeated as often as needed.
-fn repeat_rows(array: &RawArray, rows: usize) -> RawArray {
-    let row = array.data.len() / array.shape[0];
-    let data: Vec<u8> =
-        (0..rows).flat_map(|i| array.data[(i % array.shape[0]) * row..][..row].to_vec()).collect();
-    let mut shape = array.shape.clone();
-    shape[0] = rows;
-    RawArray::new(array.dtype, shape, data).expect("a consistent array")
 }
 
 fn tool(name: &str) -> PathBuf {
@@ -125,36 +116,4 @@ fn pass_seconds(input: &Path, pipeline: &str) -> f64 {
     let text = String::from_utf8_lossy(&out.stderr);
     let line = text.lines().find(|l| l.trim_end().ends_with("calibrate")).expect("a calibrate timing line");
     line.split_whitespace().next().and_then(|s| s.parse().ok()).expect("seconds")
-}
-
-/// Runs this benchmark as a child that calibrates `model` on `data` and prints
-/// its peak resident memory in kB.
-fn child_peak_kb(model: &Path, data: &Path) -> u64 {
-    let out = Command::new(std::env::current_exe().expect("the bench binary"))
-        .arg("--child")
-        .arg(model)
-        .arg(data)
-        .output()
-        .expect("running the child");
-    assert!(out.status.success(), "child failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).trim().parse().expect("a number of kB")
-}
-
-/// In the child: calibrate through the driver in process, then print `VmHWM`.
-fn child(args: &[String]) {
-    let (model, data) = (&args[0], &args[1]);
-    let driver = Driver::new("qopt");
-    let pipeline = format!("--pass=calibrate{{data=\"{data}\"}}");
-    let cli =
-        <Cli as clap::Parser>::parse_from(["qopt", model.as_str(), pipeline.as_str(), "-o", "/dev/null"]);
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = driver.run_cli(&cli, &mut out, &mut err);
-    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    println!("{kb}");
 }

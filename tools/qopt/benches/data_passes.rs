@@ -15,16 +15,16 @@
 //! once per quantized value on every sample). `QOPT_DATA_PASSES_SAMPLES`
 //! replaces `100,5000`.
 
-use qopt_driver::{Cli, Driver};
-use qopt_interp::npy::{read_npy_file, write_npy_file, RawArray};
+mod common;
+
+use qopt_interp::npy::{read_npy_file, write_npy_file};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == "--child") {
-        child(&args[i + 1..]);
+    if let Some(i) = args.iter().position(|a| a == common::CHILD_FLAG) {
+        common::child(&args[i + 1..]);
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -46,7 +46,7 @@ fn main() {
         .iter()
         .map(|&n| {
             let path = scratch.join(format!("calib-{n}.npy"));
-            write_npy_file(&path, &repeat_rows(&calib, n)).expect("writing the data");
+            write_npy_file(&path, &common::repeat_rows(&calib, n)).expect("writing the data");
             (n, path)
         })
         .collect();
@@ -91,7 +91,7 @@ fn main() {
         let mut peaks = Vec::new();
         for (n, path) in &data {
             let pipeline = pipeline.replace("data=D", &format!("data=\"{}\"", path.display()));
-            let (kb, seconds) = child_peak(module, &pipeline);
+            let (kb, seconds) = common::child_peak(module, &pipeline);
             println!("  {name:25} {n:5} samples: {kb:7} kB {seconds:8.2} s");
             peaks.push(kb as f64);
         }
@@ -112,16 +112,6 @@ fn threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The first `rows` rows of `array` repeated as often as needed.
-fn repeat_rows(array: &RawArray, rows: usize) -> RawArray {
-    let row = array.data.len() / array.shape[0];
-    let data: Vec<u8> =
-        (0..rows).flat_map(|i| array.data[(i % array.shape[0]) * row..][..row].to_vec()).collect();
-    let mut shape = array.shape.clone();
-    shape[0] = rows;
-    RawArray::new(array.dtype, shape, data).expect("a consistent array")
-}
-
 fn run_tool(name: &str, args: &[&std::ffi::OsStr]) {
     let tool = PathBuf::from(env!("CARGO_BIN_EXE_qopt")).with_file_name(name);
     let out = Command::new(tool).args(args).output().expect("running a tool");
@@ -131,37 +121,4 @@ fn run_tool(name: &str, args: &[&std::ffi::OsStr]) {
 fn qopt(input: &Path, pipeline: &str, out: &Path) {
     let pass = format!("--pass={pipeline}");
     run_tool("qopt", &[input.as_os_str(), pass.as_ref(), "-o".as_ref(), out.as_os_str()]);
-}
-
-/// Runs this benchmark as a child that runs `pipeline` on `module`; its peak
-/// resident memory in kB and its wall time in seconds.
-fn child_peak(module: &Path, pipeline: &str) -> (u64, f64) {
-    let start = Instant::now();
-    let out = Command::new(std::env::current_exe().expect("the bench binary"))
-        .arg("--child")
-        .arg(module)
-        .arg(pipeline)
-        .output()
-        .expect("running the child");
-    let seconds = start.elapsed().as_secs_f64();
-    assert!(out.status.success(), "child failed: {}", String::from_utf8_lossy(&out.stderr));
-    (String::from_utf8_lossy(&out.stdout).trim().parse().expect("a number of kB"), seconds)
-}
-
-/// In the child: run the pipeline through the driver in process, then print `VmHWM`.
-fn child(args: &[String]) {
-    let (module, pipeline) = (&args[0], &args[1]);
-    let driver = Driver::new("qopt");
-    let pass = format!("--pass={pipeline}");
-    let cli = <Cli as clap::Parser>::parse_from(["qopt", module.as_str(), pass.as_str(), "-o", "/dev/null"]);
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = driver.run_cli(&cli, &mut out, &mut err);
-    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    println!("{kb}");
 }
