@@ -23,6 +23,8 @@ impl ScratchDir {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!("qopt-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
+        // invariant: only tests and the golden runner make one, and a test
+        // that cannot make its scratch directory fails with this message.
         std::fs::create_dir_all(&path)
             .unwrap_or_else(|e| panic!("cannot create the scratch directory '{}': {e}", path.display()));
         ScratchDir { path }

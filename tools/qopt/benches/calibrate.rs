@@ -19,9 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == common::CHILD_FLAG) {
-        common::child(&args[i + 1..]);
+    if common::ran_as_child() {
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");

@@ -9,7 +9,20 @@ use std::process::Command;
 use std::time::Instant;
 
 /// The flag that makes a benchmark binary run [`child`].
-pub const CHILD_FLAG: &str = "--child";
+const CHILD_FLAG: &str = "--child";
+
+/// Runs [`child`] and returns true when this process is a benchmark's child
+/// (its arguments hold [`CHILD_FLAG`]); the benchmark's `main` then ends.
+pub fn ran_as_child() -> bool {
+    let args: Vec<String> = std::env::args().collect();
+    match args.iter().position(|a| a == CHILD_FLAG) {
+        Some(i) => {
+            child(&args[i + 1..]);
+            true
+        }
+        None => false,
+    }
+}
 
 /// Runs `pipeline` on `module` in a child process of this benchmark; its peak
 /// resident memory in kB and its wall time in seconds.
@@ -28,7 +41,7 @@ pub fn child_peak(module: &Path, pipeline: &str) -> (u64, f64) {
 
 /// In the child (`args` after [`CHILD_FLAG`]: module, pipeline): runs the
 /// pipeline through the driver in process, then prints `VmHWM` in kB.
-pub fn child(args: &[String]) {
+fn child(args: &[String]) {
     let (module, pipeline) = (&args[0], &args[1]);
     let driver = Driver::new("qopt");
     let pass = format!("--pass={pipeline}");
