@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod attrs;
+pub mod constants;
 pub mod equivalence;
 mod ops;
 

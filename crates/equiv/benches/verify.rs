@@ -139,6 +139,7 @@ fn bench(name: &str, load: impl Fn(&mut Context) -> Result<Module, String>, cali
     let pipeline = format!("quantize{{data={}}},canonicalize,cse,dce", calib.display());
     let mut registry = PassRegistry::new();
     qopt_passes::register_generic_passes(&mut registry).expect("passes");
+    qopt_quant::register_quant_passes(&mut registry).expect("passes");
     let manager = match PassManager::parse(&registry, &pipeline) {
         Ok(m) => m,
         Err(e) => return println!("{name}: {}", e.message),

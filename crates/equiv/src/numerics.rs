@@ -495,6 +495,7 @@ mod tests {
     fn each_pass_is_held_to_its_declared_relation() {
         let mut registry = qopt_ir_core::pass::PassRegistry::new();
         qopt_passes::register_generic_passes(&mut registry).unwrap();
+        qopt_quant::register_quant_passes(&mut registry).unwrap();
         let criterion = |name: &str| Criterion::of(&**registry.get(name).unwrap());
         assert_eq!(criterion("canonicalize"), Criterion::Identical(Relation::Exact));
         assert_eq!(criterion("calibrate"), Criterion::Identical(Relation::Exact));

@@ -57,6 +57,7 @@ fn absorb_bias_is_proven_on_its_golden_cases_under_calibrated_range_only() {
     let data = repo("tests/passes/data/calib-x4.npy");
     let mut registry = PassRegistry::new();
     qopt_passes::register_generic_passes(&mut registry).unwrap();
+    qopt_quant::register_quant_passes(&mut registry).unwrap();
     for fraction in ["1.0", "0.5"] {
         let pipeline = format!("absorb-bias{{data={data} fraction={fraction}}}");
         let manager = PassManager::parse(&registry, &pipeline).unwrap_or_else(|e| panic!("{}", e.message));

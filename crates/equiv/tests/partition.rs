@@ -45,6 +45,7 @@ fn context() -> Context {
 fn partition(ctx: &mut Context, module: &Module, target: &str) -> Module {
     let mut registry = PassRegistry::new();
     qopt_passes::register_generic_passes(&mut registry).unwrap();
+    qopt_quant::register_quant_passes(&mut registry).unwrap();
     let pipeline = format!("partition{{target={target}}}");
     let manager = PassManager::parse(&registry, &pipeline).unwrap();
     manager.check_options_against(ctx).unwrap();

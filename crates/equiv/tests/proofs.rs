@@ -19,6 +19,7 @@ fn context() -> Context {
 fn run(ctx: &mut Context, module: &mut Module, pipeline: &str) {
     let mut registry = PassRegistry::new();
     qopt_passes::register_generic_passes(&mut registry).unwrap();
+    qopt_quant::register_quant_passes(&mut registry).unwrap();
     let manager = PassManager::parse(&registry, pipeline).unwrap_or_else(|e| panic!("{}", e.message));
     let mut inst = Instrumentation { reproducer_dir: None, ..Instrumentation::default() };
     manager.run(ctx, module, &mut inst).unwrap_or_else(|e| panic!("{pipeline}: {e:?}"));
@@ -28,6 +29,7 @@ fn run(ctx: &mut Context, module: &mut Module, pipeline: &str) {
 fn try_run(ctx: &mut Context, module: &mut Module, pipeline: &str) -> bool {
     let mut registry = PassRegistry::new();
     qopt_passes::register_generic_passes(&mut registry).unwrap();
+    qopt_quant::register_quant_passes(&mut registry).unwrap();
     let manager = PassManager::parse(&registry, pipeline).unwrap_or_else(|e| panic!("{}", e.message));
     let mut inst = Instrumentation { reproducer_dir: None, ..Instrumentation::default() };
     manager.run(ctx, module, &mut inst).is_ok()

@@ -21,7 +21,7 @@
 //! - [`dataset::Dataset`]: calibration samples streamed from `.npy` / `.npz` files
 //!   or directories of them, one batch at a time.
 //! - [`random_arguments`]: deterministic random arguments for a function
-//!   (`qrun --random-inputs`, `qopt --verify-numerics`), from [`SplitMix64`].
+//!   (`qrun --random-inputs`, `qopt --verify-numerics`), from [`qopt_ir_core::SplitMix64`].
 //!
 //! The interpreter is the numeric ground truth for calibration, verification and
 //! the x86 backend: float kernels follow ONNX semantics (convolution by im2col +
@@ -32,7 +32,6 @@
 
 #![warn(missing_docs)]
 
-pub mod dataset;
 mod error;
 mod exec;
 mod gemm;
@@ -50,8 +49,7 @@ pub use exec::{run_function, run_function_with, Interpreter, RunObserver, MAX_CA
 pub use kernels::qnn::{dequantize_tensor, QuantConv2d, Relu};
 pub use npz_stream::NpzStream;
 pub use random_inputs::{
-    check_random_arguments, random_arguments, IntegerValues, RandomInputError, RandomInputs, SplitMix64,
-    SMALL_INTEGERS,
+    check_random_arguments, random_arguments, IntegerValues, RandomInputError, RandomInputs, SMALL_INTEGERS,
 };
 pub use registry::{Kernel, KernelContext, KernelRegistry, KernelResults};
 pub use tensor::{DType, Tensor};

@@ -1357,12 +1357,12 @@ pub fn read_arrays_file(path: impl AsRef<Path>) -> Result<Vec<(String, RawArray)
 // Tests
 // ---------------------------------------------------------------------------------------------
 
-/// Test support shared with `dataset`'s tests.
-#[cfg(test)]
+/// Test support shared with the data set reader's tests (`testing` feature).
+#[cfg(any(test, feature = "testing"))]
 /// Builds a zip archive by hand, in the layout Python's `zipfile` produces for
 /// `np.savez_compressed`: DEFLATE members whose local headers carry ZIP64 extras with
 /// saturated 32-bit sizes (numpy passes `force_zip64=True`).
-pub(crate) fn deflate_zip(members: &[(&str, Vec<u8>)], zip64_local: bool) -> Vec<u8> {
+pub fn deflate_zip(members: &[(&str, Vec<u8>)], zip64_local: bool) -> Vec<u8> {
     let mut out = Vec::new();
     let mut central = Vec::new();
     for (name, data) in members {

@@ -1,11 +1,7 @@
 //! Deterministic random arguments for a function: what `qrun --random-inputs`
-//! and `qopt --verify-numerics` run a model on.
+//! and `qopt --verify-numerics` run a model on, drawn from
+//! [`qopt_ir_core::SplitMix64`].
 //!
-//! - [`SplitMix64`] (Steele, Lea and Flood, 2014): a 64-bit state advanced
-//!   by a constant and mixed by two multiply-xorshift rounds. It is tiny,
-//!   passes BigCrush and is fully determined by its seed on every platform,
-//!   which is all test inputs need; no dependency is worth it. Normal samples
-//!   use the Box–Muller transform, both values of each pair in turn.
 //! - [`random_arguments`]: one tensor per argument type, one generator stream
 //!   running through the arguments in order. Floats are standard normal,
 //!   quantized values uniform over the type's `[storage_min, storage_max]`,
@@ -23,64 +19,8 @@ use crate::exec::MAX_ELEMENTS;
 use crate::tensor::{DType, Tensor};
 use ndarray::{ArrayD, IxDyn};
 use qopt_dialect_qnn::quant_params::quant_element;
+use qopt_ir_core::SplitMix64;
 use qopt_ir_core::{type_to_string, Context, Type, TypeData, DYNAMIC};
-
-/// A SplitMix64 generator with a spare normal sample.
-#[derive(Clone, Debug)]
-pub struct SplitMix64 {
-    state: u64,
-    spare_normal: Option<f64>,
-}
-
-impl SplitMix64 {
-    /// A generator whose whole sequence is determined by `seed`.
-    pub fn new(seed: u64) -> SplitMix64 {
-        SplitMix64 { state: seed, spare_normal: None }
-    }
-
-    /// The next 64 uniformly distributed bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1), a multiple of 2^-53.
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// A standard normal sample (mean 0, variance 1).
-    pub fn normal(&mut self) -> f64 {
-        if let Some(z) = self.spare_normal.take() {
-            return z;
-        }
-        // u1 in (0, 1] so the logarithm is finite.
-        let u1 = 1.0 - self.next_f64();
-        let u2 = self.next_f64();
-        let radius = (-2.0 * u1.ln()).sqrt();
-        let angle = std::f64::consts::TAU * u2;
-        self.spare_normal = Some(radius * angle.sin());
-        radius * angle.cos()
-    }
-
-    /// Uniform over the integers `lo..=hi` (`lo <= hi`; swapped bounds give
-    /// `lo`), by Lemire's multiply-shift (the bias is below 2^-31 for spans up
-    /// to 2^33).
-    pub fn int_in(&mut self, lo: i128, hi: i128) -> i128 {
-        if hi <= lo {
-            return lo;
-        }
-        let span = (hi - lo + 1) as u128;
-        if span > u128::from(u64::MAX) {
-            // The full 64-bit range: every bit pattern is one value.
-            return lo + i128::from(self.next_u64());
-        }
-        lo + ((u128::from(self.next_u64()) * span) >> 64) as i128
-    }
-}
 
 /// The values plain (not quantized) integer arguments get.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

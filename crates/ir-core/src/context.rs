@@ -560,6 +560,24 @@ impl Context {
         &self.locations[l.0 as usize]
     }
 
+    /// Every name in `loc`: a name location's name and its child's names,
+    /// every part of a fused one.
+    pub fn location_names(&self, loc: Location) -> Vec<&str> {
+        let mut names = Vec::new();
+        let mut stack = vec![loc];
+        while let Some(l) = stack.pop() {
+            match self.loc_data(l) {
+                LocationData::Name { name, child } => {
+                    names.push(self.symbol_str(*name));
+                    stack.push(*child);
+                }
+                LocationData::Fused(parts) => stack.extend(parts.iter().copied()),
+                _ => {}
+            }
+        }
+        names
+    }
+
     /// `loc("name")`.
     pub fn name_loc(&mut self, name: &str) -> Location {
         let name = self.symbol(name);

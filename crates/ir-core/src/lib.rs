@@ -22,6 +22,7 @@ mod hash;
 pub mod interfaces;
 mod location;
 mod module;
+mod random;
 mod rewrite;
 mod scratch_cleanup;
 mod scratch_dir;
@@ -35,6 +36,8 @@ pub use pass::{
     PassInstrumentation, PassManager, PassOutcome, PassRegistry, PassRun, PipelineFailure, RunReport,
     TimingNode, TimingTree,
 };
+#[cfg(any(test, feature = "testing"))]
+pub mod test_ir;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod text;
@@ -60,6 +63,7 @@ pub use float_text::{bits_to_f64, f64_to_bits};
 pub use hash::{FxBuild, FxHashMap, FxHashSet, FxHasher, FxIndexSet};
 pub use location::{Location, LocationData, SrcPos};
 pub use module::{EraseError, Module, OperationState, SymbolTable, Use, ValueDef};
+pub use random::SplitMix64;
 pub use rewrite::{
     apply_patterns_greedily, constant_value, is_splat_of, Changes, GreedyConfig, GreedyStats, InsertPoint,
     PatternSet, RewritePattern, Rewriter,

@@ -899,6 +899,15 @@ impl Module {
     pub fn uses(&self, v: ValueId) -> UseIter<'_> {
         UseIter { module: self, next: self.values[v].first_use }
     }
+    /// The ops using `v`, each once, in use order.
+    pub fn users(&self, v: ValueId) -> Vec<OpId> {
+        let mut seen = crate::hash::FxHashSet::default();
+        self.uses(v).map(|u| u.op).filter(|&op| seen.insert(op)).collect()
+    }
+    /// Whether `op` is the op named `name` (`"fp.conv2d"`).
+    pub fn op_is(&self, ctx: &Context, op: OpId, name: &str) -> bool {
+        ctx.op_name_str(self.op_name(op)) == name
+    }
     /// True if the value has at least one use.
     #[inline]
     pub fn has_uses(&self, v: ValueId) -> bool {

@@ -236,14 +236,14 @@ fn replace_with(module: &mut Module, op: OpId, earlier: OpId) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_ir::{on_small_stack, TestIr};
+    use crate::test_ir::{registry, on_small_stack, TestIr};
 
     /// 10,000 pairs of equal ops in a chain, then the same computation repeated
     /// at the bottom of a 10,000-deep nest of regions, merge on a small stack.
     #[test]
     fn a_10000_op_chain_and_nest_merge() {
         on_small_stack(|| {
-            let mut ir = TestIr::new();
+            let mut ir = TestIr::default();
             let (_, entry) = ir.function("chain", 1, 1);
             let x = ir.module.block_args(entry)[0];
             let mut value = x;
@@ -262,7 +262,7 @@ mod tests {
             let effect = ir.op_with(block, "test.effect", &[again, first], 0, 0, &[]);
             ir.ret(entry, &[value]);
             // Not printed: 10,000 levels of indentation make 100 MB of text.
-            let stats = ir.run_unprinted("cse").unwrap();
+            let stats = ir.run_unprinted(&registry(), "cse").unwrap();
             assert_eq!(stats, [("eliminated", 10_001)]);
             assert_eq!(ir.module.operands(effect).collect::<Vec<_>>(), [first, first]);
             assert_eq!(ir.module.count_ops(), 1 + 1 + 2 * 10_000 + 1 + 10_000 + 1 + 1);

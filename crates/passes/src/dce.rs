@@ -129,7 +129,7 @@ fn erase_dead_ops(ctx: &Context, module: &mut Module) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_ir::{check_pass, on_small_stack, TestIr};
+    use crate::test_ir::{registry, check_pass, on_small_stack, TestIr};
 
     #[test]
     fn erasing_a_region_op_requeues_the_outer_values_it_used() {
@@ -153,7 +153,7 @@ mod tests {
     #[test]
     fn a_10000_op_chain_and_nest_are_erased() {
         on_small_stack(|| {
-            let mut ir = TestIr::new();
+            let mut ir = TestIr::default();
             let (_, entry) = ir.function("chain", 1, 0);
             let x = ir.module.block_args(entry)[0];
             let mut value = x;
@@ -167,7 +167,7 @@ mod tests {
             }
             ir.op(block, "test.mul", &[value, x], 1);
             ir.ret(entry, &[]);
-            let out = ir.run("dce").unwrap();
+            let out = ir.run(&registry(), "dce").unwrap();
             assert_eq!(out.ir, "module {\n  func.func @chain(%arg0: i64) {\n    func.return\n  }\n}\n");
             assert_eq!(out.stats, [("erased", 20_001)]);
         });

@@ -298,14 +298,14 @@ impl Flags {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_ir::{check_pass, on_small_stack, TestIr};
+    use crate::test_ir::{registry, check_pass, on_small_stack, TestIr};
 
     /// `%v1 = %c + %c; %v2 = %v1 + %c; ...`: 10,000 adds fold to one constant on a
     /// small stack, and the constant they all used is erased.
     #[test]
     fn a_10000_op_chain_folds_to_one_constant() {
         on_small_stack(|| {
-            let mut ir = TestIr::new();
+            let mut ir = TestIr::default();
             let (_, entry) = ir.function("chain", 0, 1);
             let one = ir.constant(entry, 1);
             let mut value = one;
@@ -313,7 +313,7 @@ mod tests {
                 value = ir.op(entry, "test.add", &[value, one], 1)[0];
             }
             ir.ret(entry, &[value]);
-            let out = ir.run("fold-constant").unwrap();
+            let out = ir.run(&registry(), "fold-constant").unwrap();
             assert_eq!(
                 out.ir,
                 "module {\n  func.func @chain() -> i64 {\n    %0 = test.const() {value = 10001} : () -> i64\n    func.return %0 : i64\n  }\n}\n"

@@ -11,7 +11,7 @@ use qopt_ir_core::{
 };
 use smallvec::SmallVec;
 
-use crate::fp_constants::erase_if_unused_constant;
+use qopt_dialect_fp::constants::erase_if_unused_constant;
 
 /// How far a constant may be from its expected value, in f32 ulps there.
 const ULPS: f64 = 4.0;

@@ -1,15 +1,14 @@
-//! qopt's passes: the generic clean-up passes here, each in the module named
-//! after its flag, which ask ops for traits ([`qopt_ir_core::Traits`]),
-//! folders and patterns, never for their names (the exceptions are
-//! `simplify-inference`, which rewrites `fp.batch_norm` into `fp` arithmetic,
-//! and `recognize-gelu` / `recognize-hard-swish`, which fuse `fp` arithmetic
-//! into one activation), and the
-//! quantization passes in [`quant`]; `partition`, which outlines what a
-//! backend runs ([`BackendSupport`], registered in [`BackendTargets`]) into
-//! functions of their own.
+//! qopt's generic passes, each in the module named after its flag, which ask
+//! ops for traits ([`qopt_ir_core::Traits`]), folders and patterns, never for
+//! their names (the exceptions are `simplify-inference`, which rewrites
+//! `fp.batch_norm` into `fp` arithmetic, and `recognize-gelu` /
+//! `recognize-hard-swish`, which fuse `fp` arithmetic into one activation);
+//! and `partition`, which outlines what a backend runs ([`BackendSupport`],
+//! registered in [`BackendTargets`]) into functions of their own. The
+//! quantization passes are in the `qopt-quant` crate.
 //!
-//! A pass is its module plus one line in the `passes!` list below (or in
-//! `quant`'s). `docs/passes.md` is generated from the registry
+//! A pass is its module plus one line in the `passes!` list below.
+//! `docs/passes.md` is generated from the registry
 //! (`qopt --emit-pass-docs docs/passes.md`; a test keeps it current): every
 //! pass with its summary, options and whether it keeps the module's meaning.
 //! [`register_generic_passes`] adds them all to a [`PassRegistry`]; the `qopt`
@@ -19,8 +18,6 @@
 
 mod backend_support;
 mod fp_chains;
-mod fp_constants;
-pub mod quant;
 
 pub use backend_support::{BackendSupport, BackendTargets, QnnIntegerTarget, QNN_TARGET};
 
@@ -54,9 +51,8 @@ passes! {
     partition::Partition,
 }
 
-/// Registers every pass (the generic ones and [`quant::quant_passes`]) and
-/// the named pipelines. Fails only if a name is already taken in `registry`.
+/// Registers every generic pass. Fails only if a name is already taken in
+/// `registry`.
 pub fn register_generic_passes(registry: &mut PassRegistry) -> Result<(), String> {
-    generic_passes().into_iter().try_for_each(|pass| registry.register(pass))?;
-    quant::register_quant_passes(registry)
+    generic_passes().into_iter().try_for_each(|pass| registry.register(pass))
 }

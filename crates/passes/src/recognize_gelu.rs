@@ -280,14 +280,14 @@ fn rewrite(ctx: &mut Context, module: &mut Module, y_op: OpId, found: &Found) ->
 mod tests {
     use super::{FRAC_1_SQRT_2, SQRT_2_OVER_PI};
     use crate::fp_chains::f32_ulp;
-    use crate::test_ir::{on_small_stack, test_context, TestIr};
+    use crate::test_ir::{registry, on_small_stack, test_context, TestIr};
     use qopt_ir_core::parse_module;
 
     fn run_fp(input: &str) -> crate::test_ir::RunOutput {
         let mut ctx = test_context();
         qopt_dialect_fp::register(&mut ctx).unwrap();
         let module = parse_module(&mut ctx, input.as_bytes(), "input.qir").unwrap();
-        TestIr { ctx, module }.run("recognize-gelu").unwrap()
+        TestIr { ctx, module }.run(&registry(), "recognize-gelu").unwrap()
     }
 
     #[test]

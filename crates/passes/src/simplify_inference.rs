@@ -39,7 +39,7 @@ use qopt_ir_core::{
 };
 use smallvec::SmallVec;
 
-use crate::fp_constants::{create_constant, dense, erase_if_unused_constant, not_constants};
+use qopt_dialect_fp::constants::{create_constant, dense, erase_if_unused_constant, not_constants};
 
 /// The `simplify-inference` pass; see the module docs.
 pub struct SimplifyInference;
@@ -223,7 +223,7 @@ fn warn_kept(cx: &mut PassContext<'_>, module: &Module, op: OpId, reason: &str) 
 #[cfg(test)]
 mod tests {
     use super::{not_constants, per_channel_affine};
-    use crate::test_ir::{on_small_stack, test_context, TestIr};
+    use crate::test_ir::{registry, on_small_stack, test_context, TestIr};
     use qopt_ir_core::parse_module;
 
     /// Parses `input` in a context with the `fp` and `test` dialects and runs
@@ -232,7 +232,7 @@ mod tests {
         let mut ctx = test_context();
         qopt_dialect_fp::register(&mut ctx).unwrap();
         let module = parse_module(&mut ctx, input.as_bytes(), "input.qir").unwrap();
-        TestIr { ctx, module }.run(pipeline).unwrap()
+        TestIr { ctx, module }.run(&registry(), pipeline).unwrap()
     }
 
     #[test]

@@ -153,7 +153,7 @@ impl SymbolRefs {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_ir::{on_small_stack, TestIr};
+    use crate::test_ir::{registry, on_small_stack, TestIr};
 
     /// `@main` refers to `@f0`, `@f0` to `@f1`, ... `@f9999`; `@g0` ... `@g9999` refer
     /// to each other the same way but nothing live refers to `@g0`; `@deep` is
@@ -163,7 +163,7 @@ mod tests {
     #[test]
     fn a_10000_function_call_chain_and_deep_attribute() {
         on_small_stack(|| {
-            let mut ir = TestIr::new();
+            let mut ir = TestIr::default();
             let (_, main) = ir.function("main", 0, 0);
             let mut deep = ir.ctx.symbol_ref_attr("deep");
             for _ in 0..10_000 {
@@ -188,7 +188,7 @@ mod tests {
             ir.ret(main, &[]);
             // Not printed: the printer recurses over attribute depth, and the
             // parser caps nesting at 200 levels anyway.
-            let stats = ir.run_unprinted("symbol-dce").unwrap();
+            let stats = ir.run_unprinted(&registry(), "symbol-dce").unwrap();
             assert_eq!(stats, [("erased-functions", 10_000)]);
             let names: Vec<&str> = ir
                 .module

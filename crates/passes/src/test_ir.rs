@@ -1,173 +1,18 @@
-//! Unit-test support: a context with the `test` dialect, programmatic builders for
-//! large IR (10,000-op chains and nests, which would be slow to write as text),
-//! and [`check_pass`], which runs a pipeline of the generic passes over `.qir`
-//! text with verification after each pass and returns the printed result and the
-//! statistics, or the pipeline's errors.
+//! The passes' unit tests run pipelines of the generic passes, over IR built
+//! with [`qopt_ir_core::test_ir`].
 
-use crate::register_generic_passes;
-use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
-use qopt_ir_core::testing::register_test_dialect;
-use qopt_ir_core::{
-    module_to_string, parse_module, verify, BlockId, Context, Module, OpId, OpName, OperationState,
-    PassError, SourceMap, ValueId,
-};
-use std::sync::Arc;
+pub(crate) use qopt_ir_core::test_ir::{on_small_stack, test_context, RunOutput, TestIr};
+use qopt_ir_core::PassRegistry;
 
-/// What a successful pipeline run left.
-#[derive(Debug)]
-pub(crate) struct RunOutput {
-    /// The printed module.
-    pub ir: String,
-    /// The statistics of every pass, in pipeline order, each sorted by name.
-    pub stats: Vec<(&'static str, u64)>,
+/// The generic passes.
+pub(crate) fn registry() -> PassRegistry {
+    let mut registry = PassRegistry::new();
+    // invariant: a fresh registry has none of the names taken.
+    let _ = crate::register_generic_passes(&mut registry);
+    registry
 }
 
-impl RunOutput {
-    /// One counter (0 if absent).
-    pub fn stat(&self, name: &str) -> u64 {
-        self.stats.iter().filter(|(n, _)| *n == name).map(|(_, v)| v).sum()
-    }
-}
-
-/// A context with the `test` dialect registered and unregistered ops allowed.
-pub(crate) fn test_context() -> Context {
-    let mut ctx = Context::new();
-    // invariant: a fresh context has no `test` dialect yet.
-    let _ = register_test_dialect(&mut ctx);
-    ctx.set_allow_unregistered(true);
-    ctx
-}
-
-/// Parses `input`, runs `pipeline` over it and prints the result.
+/// Parses `input`, runs `pipeline` of the generic passes over it and prints the result.
 pub(crate) fn check_pass(pipeline: &str, input: &str) -> Result<RunOutput, String> {
-    let mut ctx = test_context();
-    let module = parse_module(&mut ctx, input.as_bytes(), "input.qir").map_err(|diagnostics| {
-        let mut sources = SourceMap::new();
-        sources.add("input.qir".into(), Arc::new(input.as_bytes().to_vec()));
-        diagnostics.render(&sources)
-    })?;
-    TestIr { ctx, module }.run(pipeline)
-}
-
-/// Runs `f` on a thread with a 256 KiB stack, so recursion over IR depth or
-/// chain length shows up as a stack overflow.
-pub(crate) fn on_small_stack(f: impl FnOnce() + Send + 'static) {
-    let joined = std::thread::Builder::new().stack_size(256 * 1024).spawn(f).map(|handle| handle.join());
-    match joined {
-        Ok(Ok(())) => {}
-        Ok(Err(panic)) => std::panic::resume_unwind(panic),
-        Err(error) => panic!("cannot spawn the test thread: {error}"),
-    }
-}
-
-/// A module under construction in a `test` context. Every value is `i64`.
-pub(crate) struct TestIr {
-    pub ctx: Context,
-    pub module: Module,
-}
-
-impl TestIr {
-    /// An empty module.
-    pub fn new() -> TestIr {
-        TestIr { ctx: test_context(), module: Module::new() }
-    }
-
-    /// Appends `func.func @name` taking `inputs` and returning `results` i64s, with
-    /// an empty entry block; returns the function and its entry block.
-    pub fn function(&mut self, name: &str, inputs: usize, results: usize) -> (OpId, BlockId) {
-        self.function_with_visibility(name, inputs, results, None)
-    }
-
-    /// [`Self::function`] with `sym_visibility` set.
-    pub fn function_with_visibility(
-        &mut self,
-        name: &str,
-        inputs: usize,
-        results: usize,
-        visibility: Option<&str>,
-    ) -> (OpId, BlockId) {
-        let i64 = self.ctx.common().i64;
-        let signature = self.ctx.function_type(&vec![i64; inputs], &vec![i64; results]);
-        let signature = self.ctx.type_attr(signature);
-        let sym_name = self.ctx.string_attr(name);
-        let mut entries = vec![("sym_name", sym_name), ("function_type", signature)];
-        if let Some(visibility) = visibility {
-            entries.push(("sym_visibility", self.ctx.string_attr(visibility)));
-        }
-        let attrs = self.ctx.dict_attr(&entries);
-        let func = self.module.create_op(OperationState::new(OpName::FUNC).attrs(attrs).regions(1));
-        let body = self.module.body();
-        self.module.append_op(body, func);
-        let region = self.module.region(func, 0);
-        let entry = self.module.append_block(region, &vec![i64; inputs]);
-        (func, entry)
-    }
-
-    /// Appends op `name` with `operands` and `results` i64 results to `block`.
-    pub fn op(&mut self, block: BlockId, name: &str, operands: &[ValueId], results: usize) -> Vec<ValueId> {
-        let op = self.op_with(block, name, operands, results, 0, &[]);
-        self.module.results(op).collect()
-    }
-
-    /// Appends a general op: `regions` regions (each with one empty block) and
-    /// the given attributes.
-    pub fn op_with(
-        &mut self,
-        block: BlockId,
-        name: &str,
-        operands: &[ValueId],
-        results: usize,
-        regions: usize,
-        attrs: &[(&str, qopt_ir_core::Attribute)],
-    ) -> OpId {
-        let i64 = self.ctx.common().i64;
-        let name = self.ctx.op_name(name);
-        let attrs = self.ctx.dict_attr(attrs);
-        let state = OperationState::new(name)
-            .operands(operands)
-            .results(&vec![i64; results])
-            .attrs(attrs)
-            .regions(regions);
-        let op = self.module.create_op(state);
-        self.module.append_op(block, op);
-        for i in 0..regions {
-            let region = self.module.region(op, i);
-            self.module.append_block(region, &[]);
-        }
-        op
-    }
-
-    /// Appends `test.const` with `value`.
-    pub fn constant(&mut self, block: BlockId, value: i64) -> ValueId {
-        let value = self.ctx.i64_attr(value);
-        let op = self.op_with(block, "test.const", &[], 1, 0, &[("value", value)]);
-        self.module.result(op, 0)
-    }
-
-    /// Appends `func.return` of `values`.
-    pub fn ret(&mut self, block: BlockId, values: &[ValueId]) {
-        let op = self.module.create_op(OperationState::new(OpName::RETURN).operands(values));
-        self.module.append_op(block, op);
-    }
-
-    /// Verifies the module, runs `pipeline` (verifying after each pass) and prints
-    /// the result.
-    pub fn run(mut self, pipeline: &str) -> Result<RunOutput, String> {
-        let stats = self.run_unprinted(pipeline)?;
-        Ok(RunOutput { ir: module_to_string(&self.ctx, &self.module), stats })
-    }
-
-    /// [`Self::run`] without printing; returns the statistics.
-    pub fn run_unprinted(&mut self, pipeline: &str) -> Result<Vec<(&'static str, u64)>, String> {
-        verify(&mut self.ctx, &self.module).map_err(|d| PassError::from(d).to_string())?;
-        let mut registry = PassRegistry::new();
-        register_generic_passes(&mut registry)?;
-        let manager = PassManager::parse(&registry, pipeline).map_err(|e| e.render(pipeline))?;
-        let mut inst =
-            Instrumentation { statistics: true, reproducer_dir: None, ..Instrumentation::default() };
-        let report = manager
-            .run(&mut self.ctx, &mut self.module, &mut inst)
-            .map_err(|failure| PassError::from(failure.diagnostics).to_string())?;
-        Ok(report.statistics.into_iter().flat_map(|(_, counters)| counters).collect())
-    }
+    qopt_ir_core::test_ir::check_pass(&registry(), pipeline, input)
 }

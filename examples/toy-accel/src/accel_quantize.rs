@@ -43,7 +43,6 @@ use crate::backend::{engine_relu, ACCEL_TARGET};
 use crate::ops::conv::ACCEL_ROUNDING;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
-use qopt_interp::dataset::{ArgSpec, Dataset};
 use qopt_interp::{DType, Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
@@ -51,6 +50,7 @@ use qopt_ir_core::{
     OperationState, Pass, PassContext, PassError, PassOutcome, QuantParams, QuantType, Severity, Signedness,
     Type, ValueId,
 };
+use qopt_quant::runs::dataset::{ArgSpec, Dataset};
 use std::path::Path;
 
 /// The `accel-quantize` pass; see the module docs.

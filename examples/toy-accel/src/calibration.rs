@@ -6,7 +6,7 @@
 //! on each side, so that inputs a little beyond what calibration saw still fit.
 //! It needs only the min-max statistics every observer keeps.
 
-use qopt_passes::quant::{ObserverStats, RangeMethod, RangeTarget};
+use qopt_quant::{ObserverStats, RangeMethod, RangeTarget};
 
 /// Fraction of the observed width added below the minimum and above the maximum.
 pub const HEADROOM: f64 = 0.125;

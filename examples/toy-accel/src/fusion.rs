@@ -11,7 +11,7 @@ use crate::ops::conv::Elements;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::quant_params::quant_element;
 use qopt_ir_core::{Rewriter, ValueId};
-use qopt_passes::quant::{integer_bias, Activation, FuseSite, QuantPattern};
+use qopt_quant::{integer_bias, Activation, FuseSite, QuantPattern};
 
 /// The `fuse` pattern `fused-accel-conv2d-relu`; see the module docs.
 pub struct AccelConvRelu;

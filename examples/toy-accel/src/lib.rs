@@ -72,7 +72,7 @@ pub use ops::dma::DmaOutIn;
 
 use qopt_driver::Driver;
 use qopt_ir_core::{Context, Dialect, OpDef, Pass, RewritePattern};
-use qopt_passes::quant::RangeMethod as _;
+use qopt_quant::RangeMethod as _;
 use std::sync::Arc;
 
 /// The `accel` dialect; see the crate docs.
@@ -121,12 +121,12 @@ pub fn register_dialects(ctx: &mut Context) -> Result<(), String> {
 /// nothing.
 pub fn register_extensions(ctx: &mut Context) -> Result<(), String> {
     register_kernels(qopt_interp::KernelRegistry::install(ctx));
-    let methods = qopt_passes::quant::QuantMethods::install(ctx);
+    let methods = qopt_quant::QuantMethods::install(ctx);
     if methods.range_method(AccelHeadroom.name()).is_none() {
         methods.add_range_method(Arc::new(AccelHeadroom))?;
     }
-    use qopt_passes::quant::QuantPattern;
-    let patterns = qopt_passes::quant::FusionPatterns::install(ctx);
+    use qopt_quant::QuantPattern;
+    let patterns = qopt_quant::FusionPatterns::install(ctx);
     if !patterns.all().iter().any(|p| p.name() == AccelConvRelu.name()) {
         patterns.add(Arc::new(AccelConvRelu))?;
     }

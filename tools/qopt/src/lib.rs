@@ -176,9 +176,10 @@ impl Driver {
     /// A driver named `tool` with qopt's own dialects and passes registered.
     pub fn new(tool: &'static str) -> Driver {
         let mut passes = PassRegistry::new();
-        // invariant: the registry is empty and the generic passes' names are
-        // distinct and valid, so registering them cannot fail.
+        // invariant: the registry is empty and the generic and quantization
+        // passes' names are distinct and valid, so registering them cannot fail.
         let _ = qopt_passes::register_generic_passes(&mut passes);
+        let _ = qopt_quant::register_quant_passes(&mut passes);
         let mut driver =
             Driver { tool, dialects: Vec::new(), passes, interface_docs: STANDARD_INTERFACE_DOCS.to_vec() };
         driver.add_dialects(qopt_dialect_fp::register);

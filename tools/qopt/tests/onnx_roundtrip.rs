@@ -36,6 +36,7 @@ fn model_dir(name: &str) -> PathBuf {
 fn run_passes(ctx: &mut Context, module: &mut Module, pipeline: &str) {
     let mut registry = PassRegistry::new();
     qopt_passes::register_generic_passes(&mut registry).unwrap();
+    qopt_quant::register_quant_passes(&mut registry).unwrap();
     let manager = PassManager::parse(&registry, pipeline).unwrap_or_else(|e| panic!("{}", e.message));
     let mut inst = Instrumentation { reproducer_dir: None, ..Instrumentation::default() };
     manager.run(ctx, module, &mut inst).unwrap_or_else(|e| panic!("{pipeline}: {e:?}"));

@@ -1,0 +1,498 @@
+//! `quantize-search{data=... max-drop=... labels=...|reference=...}`:
+//! automatic mixed precision. It measures how much each quantized value
+//! ("site": a layer's output with the layer's weights, or a function
+//! argument) costs alone, then keeps the fewest most sensitive sites wide
+//! (i16 by default) until the quantized model's metric is within `max-drop`
+//! of the float model's, and writes its decisions as `qnn.cast_hint` ops that
+//! `quantize` replays.
+//!
+//! **Scheme.** The pass takes the options of `insert-observers`, `calibrate`
+//! and `insert-fakeq` and runs those passes itself, on clones of the module,
+//! so every measurement uses the scheme `quantize` with the same options will
+//! build. Measurements run the fake-quant model: `qnn.fake_quant` computes
+//! exactly the rounding and clamping the integer ops do, so it predicts the
+//! integer model up to the requantize rounding of each layer's output stage
+//! (the README's table shows the two within 0.1 dB), at a fraction of the cost.
+//!
+//! **Steps** (the module is changed only at the end):
+//! 1. the float model's outputs on the evaluation data (`eval-data`, default
+//!    `data`; `batches` limits both): the reference for the SQNR, and for the
+//!    metric unless `labels` or `reference` is given;
+//! 2. the fully quantized model (calibrated on `data`) and its metric; with a
+//!    storage `wide` (i16, i8), the sites whose wide form could overflow the
+//!    accumulator (below) are left out of the search;
+//! 3. per site, the model with only that site quantized (every other
+//!    `qnn.fake_quant` removed, every other layer's bias back to its float
+//!    value): SQNR against the float outputs and the metric;
+//! 4. sites sorted from most to least sensitive (worst metric alone, then
+//!    lowest SQNR alone); bisection finds the fewest leading sites that,
+//!    widened to `wide`, bring the drop to at most `max-drop`, re-measuring
+//!    the whole model for each candidate; then each chosen site, least
+//!    sensitive first, is dropped again when the model still meets the
+//!    target without it;
+//! 5. a `qnn.cast_hint {kind = wide}` after each chosen value, located at
+//!    its producer (the ONNX node after `qimport`).
+//!
+//! **Accumulators.** A wide activation multiplies into the accumulator of
+//! every conv and dense reading it: an i16 input with 8-bit weights stays
+//! within i32 only while `Σ|w|·max|x| + |b|` does. Each candidate is lowered
+//! as `quantize` lowers it (`insert-fakeq`, `propagate-qparams`,
+//! `expand-fakeq`, `quantize-constants`) and `quant-lint`'s bound
+//! ([`accumulator_overflow`], `accumulator-bits`, default 32) is computed for
+//! every layer. A site is skipped when widening it alone makes a layer's
+//! bound exceed the accumulator where the scheme without wide sites does not;
+//! under weights narrower than the wide layers' (`weight-type=i4`, wide
+//! i16: a hinted layer gets 8-bit weights) also when it does so with every
+//! layer's weights at the wide width, since the layers reading it may be
+//! chosen too. When every site wide overflows nothing new, no site is
+//! checked alone. Skipped sites are in the table and report with the layer
+//! and bound; statistic `overflow-skipped-sites`.
+//!
+//! The metric is top-1 accuracy against `labels` (int64 or int32 class
+//! indices, one per sample), else top-1 agreement with `reference` (a `.npy`
+//! of outputs, one row per sample), else top-1 agreement with the float
+//! model. The drop is the float model's metric minus the candidate's. Hints
+//! already in the module are kept and their values are not searched. The
+//! sensitivity table goes to standard error as a note, and to `report` as
+//! JSON (written atomically). Statistics: `sites`, `widened-sites`,
+//! `overflow-skipped-sites`, `evaluations`.
+
+
+use crate::search::sites::{find_sites, fake_quant_owners, only_site, insert_hint};
+use crate::search::evaluate::{Measurement, Evaluation};
+use crate::search::Search;
+use crate::search::report::{percent, Report};
+use crate::runs::data::DataSettings;
+use crate::records::hints::{storage_kind, storage_text};
+use crate::passes::{Calibrate, InsertFakeq, InsertObservers};
+use qopt_interp::progress::Progress;
+use qopt_ir_core::pass::pipeline::parse_pipeline;
+use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::{
+    BadOptionValue, Diagnostic, IntType, Module, Pass, PassContext,
+    PassError, PassOutcome, Severity, SrcPos,
+};
+use std::path::Path;
+use std::time::Instant;
+
+
+/// The `quantize-search` pass; see the module docs.
+pub struct QuantizeSearch;
+
+/// The options this pass adds to those of the passes it runs.
+pub(crate) const OWN_OPTIONS: [&str; 7] =
+    ["eval-data", "labels", "reference", "max-drop", "wide", "report", "accumulator-bits"];
+
+/// The passes whose options the search takes, in pipeline order.
+pub(crate) fn scheme_passes() -> [(&'static str, Box<dyn Pass>); 3] {
+    [
+        ("insert-observers", Box::new(InsertObservers)),
+        ("calibrate", Box::new(Calibrate)),
+        ("insert-fakeq", Box::new(InsertFakeq)),
+    ]
+}
+
+/// `max-drop` as a fraction: `"0.1%"` is 0.001, a plain number is a fraction
+/// (`"0.001"`); it must be in [0, 1).
+pub fn parse_max_drop(text: &str) -> Result<f64, String> {
+    let trimmed = text.trim();
+    let (number, scale) = match trimmed.strip_suffix('%') {
+        Some(percent) => (percent.trim(), 0.01),
+        None => (trimmed, 1.0),
+    };
+    let value = number
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .map(|v| v * scale)
+        .ok_or_else(|| format!("'max-drop' must be a percentage like 0.1% or a fraction like 0.001, got '{text}'"))?;
+    if !(0.0..1.0).contains(&value) {
+        return Err(format!("'max-drop' must be at least 0 and below 100%, got '{text}'"));
+    }
+    Ok(value)
+}
+
+impl Pass for QuantizeSearch {
+    fn name(&self) -> &'static str {
+        "quantize-search"
+    }
+
+    fn summary(&self) -> &'static str {
+        "automatic mixed precision: keep the fewest most sensitive values wide (qnn.cast_hint) within max-drop"
+    }
+
+    /// The pass only adds `qnn.cast_hint` ops (`cast-hint-is-identity`).
+    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
+        Some(qopt_ir_core::equivalence::Relation::Exact)
+    }
+
+    fn description(&self) -> &'static str {
+        "Runs on the float model (after `fold-bn`). With the options of `insert-observers`, `calibrate` \
+         and `insert-fakeq`, it measures on clones of the module: the float model's outputs on the \
+         evaluation data (`eval-data`, default `data`), the fully quantized model (fake-quant), and for \
+         each quantized value (a layer's output with the layer's weights, or an argument) the model \
+         with that value alone quantized: SQNR against the float outputs and the metric (accuracy \
+         with `labels`, else top-1 agreement with `reference` or with the float model). It then \
+         bisects over the values sorted by sensitivity for the fewest that, kept `wide` (i16, i8 or \
+         float), bring the metric's drop to at most `max-drop` (`0.1%` or `0.001`), re-measuring the \
+         whole model each time, drops again any chosen value the target does not need (a value whose \
+         wide form could overflow a conv or dense accumulator, by quant-lint's bound, is never kept wide), and writes \
+         a `qnn.cast_hint {kind = wide}` after each chosen value, which `quantize` with the same \
+         options replays. The sensitivity table is printed as a note and written to `report` as \
+         JSON.\n\n\
+         ```\n\
+         %y = fp.conv2d(%x, %w, %b) ... loc(\"/conv1/Conv\")\n\
+         // -> %y = fp.conv2d(...); %h = qnn.cast_hint(%y) {kind = \"i16\"} ... loc(\"/conv1/Conv\")\n\
+         ```"
+    }
+
+    fn options(&self) -> Vec<OptionSpec> {
+        let mut options: Vec<OptionSpec> = Vec::new();
+        for (_, pass) in scheme_passes() {
+            for spec in pass.options() {
+                if !options.iter().any(|o| o.name == spec.name) {
+                    options.push(spec);
+                }
+            }
+        }
+        options.extend([
+            OptionSpec::new("eval-data", OptionKind::String, "")
+                .reads_file()
+                .help("samples the metric is measured on (default: data), a .npy, .npz or directory"),
+            OptionSpec::new("labels", OptionKind::String, "")
+                .reads_file()
+                .help("class indices of the evaluation samples (.npy of int64 or int32): the metric is accuracy"),
+            OptionSpec::new("reference", OptionKind::String, "").reads_file().help(
+                "reference outputs of the evaluation samples (.npy, one row per sample): the metric is top-1 \
+                 agreement with them (default: agreement with the float model)",
+            ),
+            OptionSpec::new("max-drop", OptionKind::String, "1%")
+                .help("the largest drop of the metric from the float model's: a percentage (0.1%) or a fraction"),
+            OptionSpec::new("wide", OptionKind::Enum(&["i16", "i8", "float"]), "i16")
+                .help("what a sensitive value is kept as: i16 (W8A16 layers), i8 (over a narrower scheme), or float"),
+            OptionSpec::new("report", OptionKind::String, "")
+                .writes_file()
+                .help("write the sensitivity table and the decisions to this JSON file"),
+            OptionSpec::new("accumulator-bits", OptionKind::Int, "32").help(
+                "width of the signed accumulator of conv and dense (as quant-lint's): a value whose wide form \
+                 could overflow it is not kept wide",
+            ),
+        ]);
+        options
+    }
+
+    fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
+        for (_, pass) in scheme_passes() {
+            pass.check_options(options)?;
+        }
+        parse_max_drop(options.string("max-drop")).map_err(|e| BadOptionValue::new("max-drop", e))?;
+        let bits = options.int("accumulator-bits");
+        if !(8..=64).contains(&bits) {
+            return Err(BadOptionValue::new(
+                "accumulator-bits",
+                format!("accumulator-bits must be 8 to 64, got {bits}"),
+            ));
+        }
+        if !options.string("labels").is_empty() && !options.string("reference").is_empty() {
+            return Err(BadOptionValue::new(
+                "reference",
+                "give 'labels' (accuracy) or 'reference' (agreement), not both",
+            ));
+        }
+        Ok(())
+    }
+
+    fn run(
+        &self,
+        cx: &mut PassContext<'_>,
+        module: &mut Module,
+        options: &PassOptions,
+    ) -> Result<PassOutcome, PassError> {
+        let mut started = Instant::now();
+        let settings = Settings::read(options)?;
+        let sub_options = SchemeOptions::read(options)?;
+        let evaluation = Evaluation::open(cx.ctx, module, &settings)?;
+        let mut search = Search { settings: &settings, scheme: &sub_options, evaluation, evaluations: 0 };
+
+        // 1. The float model.
+        let float_outputs = search.evaluation.outputs(cx.ctx, module)?;
+        let target = search.evaluation.target(&float_outputs)?;
+        let float_metric = target.metric(&float_outputs);
+        search.evaluation.float = Some(float_outputs);
+
+        // 2. Calibrated once: observers are identities, so their statistics
+        // do not depend on which values end up quantized.
+        let mut observed = module.clone();
+        run_pass(cx, &InsertObservers, &mut observed, &sub_options.observers, true)?;
+        run_pass(cx, &Calibrate, &mut observed, &sub_options.calibrate, true)?;
+        let sites = find_sites(cx.ctx, &observed);
+        let mut quantized = observed.clone();
+        run_pass(cx, &InsertFakeq, &mut quantized, &sub_options.fakeq, true)?;
+        let full = search.measure(cx.ctx, &quantized, &target)?;
+
+        cx.add_phase("float-and-quantized", started.elapsed());
+        started = Instant::now();
+
+        // Sites whose wide form could overflow an accumulator stay out.
+        let overflows = search.overflows(cx, &observed, &sites)?;
+        if storage_kind(&settings.wide).is_some() {
+            cx.add_phase("accumulator-check", started.elapsed());
+            started = Instant::now();
+        }
+
+        // 3. Each site alone.
+        let owners = fake_quant_owners(cx.ctx, &quantized, &sites);
+        let mut rows = Vec::with_capacity(sites.len());
+        let progress = Progress::new(sites.len(), "sites").with_label("quantize-search");
+        for (index, site) in sites.iter().enumerate() {
+            progress.redraw();
+            let alone = only_site(cx.ctx, module, &quantized, &owners, index, site);
+            let measured = search.measure(cx.ctx, &alone, &target);
+            progress.advance();
+            match measured {
+                Ok(row) => rows.push(row),
+                Err(e) => {
+                    progress.finish();
+                    return Err(e);
+                }
+            }
+        }
+        progress.redraw();
+        progress.finish();
+
+        cx.add_phase("sensitivity", started.elapsed());
+        started = Instant::now();
+
+        // 4. Most sensitive first; bisect for the fewest, then prune.
+        let mut order: Vec<usize> = (0..sites.len()).collect();
+        order.sort_by(|&a, &b| {
+            rows[a].metric.total_cmp(&rows[b].metric).then(rows[a].sqnr_db.total_cmp(&rows[b].sqnr_db))
+        });
+        let meets = |m: &Measurement| float_metric - m.metric <= settings.max_drop + 1e-12;
+        let eligible: Vec<usize> = order.iter().copied().filter(|&i| overflows[i].is_none()).collect();
+        let skipped = order.len() - eligible.len();
+        let mut chosen: Vec<usize> = Vec::new();
+        let mut result = full.clone();
+        let mut reached = meets(&full);
+        if !reached && !eligible.is_empty() {
+            let all = search.widened(cx, module, &observed, &sites, &eligible, &target)?;
+            if meets(&all) {
+                let (mut failing, mut passing, mut at_passing) = (0usize, eligible.len(), all);
+                while passing - failing > 1 {
+                    let middle = (failing + passing) / 2;
+                    let m = search.widened(cx, module, &observed, &sites, &eligible[..middle], &target)?;
+                    if meets(&m) {
+                        (passing, at_passing) = (middle, m);
+                    } else {
+                        failing = middle;
+                    }
+                }
+                chosen = eligible[..passing].to_vec();
+                result = at_passing;
+                for position in (0..chosen.len()).rev() {
+                    if chosen.len() == 1 {
+                        break;
+                    }
+                    let mut fewer = chosen.clone();
+                    fewer.remove(position);
+                    let m = search.widened(cx, module, &observed, &sites, &fewer, &target)?;
+                    if meets(&m) {
+                        (chosen, result) = (fewer, m);
+                    }
+                }
+                reached = true;
+            } else {
+                let (that_can, hinted) = if skipped > 0 {
+                    (format!(" that can be ({skipped} more could overflow an accumulator)"), "those values are")
+                } else {
+                    (String::new(), "every value is")
+                };
+                cx.warn(Diagnostic::warning(
+                    None,
+                    SrcPos::NONE,
+                    format!(
+                        "even with all {} quantized values kept {}{that_can}, the {} drops by {} (max-drop {}); \
+                         {hinted} hinted",
+                        eligible.len(),
+                        settings.wide,
+                        target.name(),
+                        percent(float_metric - all.metric),
+                        percent(settings.max_drop)
+                    ),
+                ));
+                chosen = eligible.clone();
+                result = all;
+            }
+        } else if !reached {
+            cx.warn(Diagnostic::warning(
+                None,
+                SrcPos::NONE,
+                format!(
+                    "the {} drops by {} (max-drop {}), and no quantized value can be kept {}: the {} form of each \
+                     could overflow an accumulator",
+                    target.name(),
+                    percent(float_metric - full.metric),
+                    percent(settings.max_drop),
+                    settings.wide,
+                    settings.wide
+                ),
+            ));
+        }
+
+        cx.add_phase("search", started.elapsed());
+
+        // 5. The hints.
+        for &index in &chosen {
+            insert_hint(cx.ctx, module, &sites[index], &settings.wide);
+        }
+
+        let report = Report {
+            settings: &settings,
+            target: &target,
+            samples: search.evaluation.samples(),
+            float_metric,
+            full: &full,
+            result: &result,
+            reached,
+            sites: &sites,
+            rows: &rows,
+            order: &order,
+            chosen: &chosen,
+            overflows: &overflows,
+            evaluations: search.evaluations,
+        };
+        if !settings.report.is_empty() {
+            let json = report.json();
+            qopt_ir_core::write_file_atomically(Path::new(&settings.report), |out| out.write_all(json.as_bytes()))
+                .map_err(|e| format!("cannot write the report '{}': {e}", settings.report))?;
+        }
+        cx.warn(Diagnostic { severity: Severity::Note, ..Diagnostic::warning(None, SrcPos::NONE, report.text()) });
+        cx.add_stat("sites", sites.len() as u64);
+        cx.add_stat("widened-sites", chosen.len() as u64);
+        cx.add_stat("overflow-skipped-sites", skipped as u64);
+        cx.add_stat("evaluations", search.evaluations);
+        Ok(PassOutcome::from_changed(!chosen.is_empty()))
+    }
+}
+
+/// The pass's own options, checked.
+pub(crate) struct Settings {
+    pub(crate) data: DataSettings,
+    pub(crate) eval_data: String,
+    pub(crate) labels: String,
+    pub(crate) reference: String,
+    pub(crate) max_drop: f64,
+    pub(crate) wide: String,
+    pub(crate) report: String,
+    pub(crate) threads: usize,
+    pub(crate) accumulator_bits: u32,
+}
+
+impl Settings {
+    pub(crate) fn read(options: &PassOptions) -> Result<Settings, PassError> {
+        let data = DataSettings::read(options)?;
+        let eval_data = match options.string("eval-data") {
+            "" => data.data.clone(),
+            path => path.to_string(),
+        };
+        let threads = match usize::try_from(options.int("threads")) {
+            Ok(0) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            Ok(n) => n,
+            Err(_) => return Err(format!("'threads' must be at least 0, got {}", options.int("threads")).into()),
+        };
+        Ok(Settings {
+            data,
+            eval_data,
+            labels: options.string("labels").to_string(),
+            reference: options.string("reference").to_string(),
+            max_drop: parse_max_drop(options.string("max-drop"))?,
+            wide: options.string("wide").to_string(),
+            report: options.string("report").to_string(),
+            threads,
+            accumulator_bits: u32::try_from(options.int("accumulator-bits"))
+                .ok()
+                .filter(|b| (8..=64).contains(b))
+                .ok_or_else(|| format!("accumulator-bits must be 8 to 64, got {}", options.int("accumulator-bits")))?,
+        })
+    }
+}
+
+/// The options of each pass the search runs: those of the search's options
+/// given explicitly that the pass declares.
+pub(crate) struct SchemeOptions {
+    pub(crate) observers: PassOptions,
+    pub(crate) calibrate: PassOptions,
+    pub(crate) fakeq: PassOptions,
+    /// `insert-fakeq`'s options with `weight-type` at the weight width of a
+    /// layer whose output is kept wide, when that is wider than
+    /// `weight-type` (`weight-type=i4`, wide i16: `i8`); `None` otherwise.
+    pub(crate) fakeq_wide_weights: Option<PassOptions>,
+}
+
+impl SchemeOptions {
+    pub(crate) fn read(options: &PassOptions) -> Result<SchemeOptions, PassError> {
+        let [(o, observers), (c, calibrate), (f, fakeq)] = scheme_passes();
+        let given = |pass: &dyn Pass| -> Vec<String> {
+            let specs = pass.options();
+            options
+                .iter()
+                .filter(|(key, _)| {
+                    options.is_explicit(key) && !OWN_OPTIONS.contains(key) && specs.iter().any(|s| s.name == *key)
+                })
+                .map(|(key, value)| format!("{key}={value}"))
+                .collect()
+        };
+        let fakeq_given = given(fakeq.as_ref());
+        let fakeq_options = pass_options(f, fakeq.as_ref(), &fakeq_given)?;
+        let weights = storage_kind(fakeq_options.string("weight-type"));
+        let wide_weights = storage_kind(options.string("wide")).zip(weights).and_then(|(wide, weights)| {
+            let hinted = IntType { width: wide.width.min(8), signedness: weights.signedness };
+            (hinted.width > weights.width).then_some(hinted)
+        });
+        let fakeq_wide_weights = match wide_weights {
+            Some(hinted) => {
+                let mut forced: Vec<String> =
+                    fakeq_given.iter().filter(|o| !o.starts_with("weight-type=")).cloned().collect();
+                forced.push(format!("weight-type={}", storage_text(hinted)));
+                Some(pass_options(f, fakeq.as_ref(), &forced)?)
+            }
+            None => None,
+        };
+        Ok(SchemeOptions {
+            observers: pass_options(o, observers.as_ref(), &given(observers.as_ref()))?,
+            calibrate: pass_options(c, calibrate.as_ref(), &given(calibrate.as_ref()))?,
+            fakeq: fakeq_options,
+            fakeq_wide_weights,
+        })
+    }
+}
+
+/// The options of `pass` (registered as `name`) with `given` (`key=value`
+/// each) and defaults for the rest.
+pub(crate) fn pass_options(name: &str, pass: &dyn Pass, given: &[String]) -> Result<PassOptions, PassError> {
+    let text = if given.is_empty() { name.to_string() } else { format!("{name}{{{}}}", given.join(" ")) };
+    let elements = parse_pipeline(&text).map_err(|e| format!("options for {name}: {e}"))?;
+    let [element] = &elements[..] else { return Err(format!("options for {name}: not one pass").into()) };
+    element.resolve_options(&pass.options()).map_err(|e| format!("options for {name}: {e}").into())
+}
+
+/// Runs `pass` on `module`; its warnings are passed on when `forward` (the
+/// first, fully quantized run: what `quantize` would warn about).
+pub(crate) fn run_pass(
+    cx: &mut PassContext<'_>,
+    pass: &dyn Pass,
+    module: &mut Module,
+    options: &PassOptions,
+    forward: bool,
+) -> Result<(), PassError> {
+    let warnings = {
+        let mut inner = PassContext::new(cx.ctx);
+        pass.run(&mut inner, module, options)?;
+        inner.warnings().to_vec()
+    };
+    if forward {
+        warnings.into_iter().for_each(|w| cx.warn(w));
+    }
+    Ok(())
+}
+

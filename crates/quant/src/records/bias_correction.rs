@@ -1,0 +1,234 @@
+//! [`BiasRecord`]: the attribute `qnn.bias_correction` on a conv or dense
+//! whose bias a pass corrected, so the IR says what was changed and why.
+//!
+//! ```text
+//! %y = fp.conv2d(%x, %wq, %b) {qnn.bias_correction = {correction = dense<[0.01, -0.02]> : tensor<2xf64>,
+//!        float_mean = dense<[0.31, 1.2]> : tensor<2xf64>, quant_mean = dense<[0.32, 1.18]> : tensor<2xf64>,
+//!        samples = 500}} : ...
+//! ```
+//!
+//! - `correction` (always): per output channel, what has been subtracted from
+//!   the bias, so the float model's bias is the stored bias + `correction`.
+//!   `insert-fakeq`'s fast bias correction and `bias-correct` both keep it up
+//!   to date; `bias-correct` needs it to run the float model with the float
+//!   biases.
+//! - `float_mean`, `quant_mean`, `samples` (written by `bias-correct`): the
+//!   per-channel mean of the op's result over `samples` calibration samples,
+//!   in the float model and in the fake-quant model, both with the float bias
+//!   (stored bias + `correction`). `bias-correct` makes `correction` equal to
+//!   `quant_mean − float_mean`; with the means present it does not measure
+//!   again, so they can be read, edited, or removed (to measure again).
+//!
+//! The records belong to the fake-quant model: `expand-fakeq` removes them
+//! ([`drop_records`]), so integer ops never carry them.
+//!
+//! Invariant: every vector has one value per output channel; [`BiasRecord::load`]
+//! refuses anything else, and non-finite values, with a message naming the field.
+
+use qopt_dialect_fp::constants::{create_constant, dense, erase_if_unused_constant};
+use qopt_ir_core::interfaces::QuantizableOp;
+use qopt_ir_core::{
+    constant_value, dense_values_f64, AttrData, Attribute, Context, DenseElements, InsertPoint, Module, OpId,
+    Rewriter, ValueId,
+};
+
+/// The attribute's name (the `fp` dialect declares it an annotation of its
+/// weighted ops, so the equivalence checker ignores it).
+pub const BIAS_CORRECTION: &str = qopt_dialect_fp::attrs::BIAS_CORRECTION;
+
+/// The contents of [`BIAS_CORRECTION`] (see the module docs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BiasRecord {
+    /// Subtracted from the bias so far, per output channel.
+    pub correction: Vec<f64>,
+    /// The measured means, when `bias-correct` measured them.
+    pub measured: Option<MeasuredMeans>,
+}
+
+/// The per-channel means of an op's result that `bias-correct` measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeasuredMeans {
+    /// The float model's mean.
+    pub float_mean: Vec<f64>,
+    /// The fake-quant model's mean, with the float bias.
+    pub quant_mean: Vec<f64>,
+    /// The calibration samples they are means over.
+    pub samples: i64,
+}
+
+impl MeasuredMeans {
+    /// `quant_mean − float_mean`: the correction these means call for.
+    pub fn error(&self) -> Vec<f64> {
+        self.quant_mean.iter().zip(&self.float_mean).map(|(q, f)| q - f).collect()
+    }
+}
+
+impl BiasRecord {
+    /// No correction yet, for `channels` output channels.
+    pub fn none(channels: usize) -> BiasRecord {
+        BiasRecord { correction: vec![0.0; channels], measured: None }
+    }
+
+    /// The record on `op`, or [`BiasRecord::none`] without one; an error when
+    /// it is malformed or its vectors do not have `channels` values.
+    pub fn load(ctx: &Context, module: &Module, op: OpId, channels: usize) -> Result<BiasRecord, String> {
+        let Some(dict) = module.op_attr(ctx, op, BIAS_CORRECTION) else {
+            return Ok(BiasRecord::none(channels));
+        };
+        if !matches!(ctx.attr_data(dict), AttrData::Dict(_)) {
+            return Err(format!("'{BIAS_CORRECTION}' must be a dictionary"));
+        }
+        let vector = |name: &str| channel_field(ctx, BIAS_CORRECTION, dict, name, channels);
+        let correction = vector("correction")?.unwrap_or_else(|| vec![0.0; channels]);
+        let samples = match ctx.dict_get(dict, "samples") {
+            None => None,
+            Some(a) => Some(
+                ctx.attr_as_int(a)
+                    .and_then(|n| i64::try_from(n).ok())
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("'{BIAS_CORRECTION}': 'samples' must be a positive integer"))?,
+            ),
+        };
+        let measured = match (vector("float_mean")?, vector("quant_mean")?, samples) {
+            (Some(float_mean), Some(quant_mean), Some(samples)) => {
+                Some(MeasuredMeans { float_mean, quant_mean, samples })
+            }
+            (None, None, None) => None,
+            _ => {
+                return Err(format!(
+                    "'{BIAS_CORRECTION}' needs 'float_mean', 'quant_mean' and 'samples' together \
+                     (remove all three to measure again)"
+                ))
+            }
+        };
+        Ok(BiasRecord { correction, measured })
+    }
+
+    /// Writes the record onto `op` (replacing any earlier one).
+    pub fn store(&self, ctx: &mut Context, module: &mut Module, op: OpId) -> Result<(), String> {
+        let mut entries = vec![("correction", vector_attr(ctx, &self.correction)?)];
+        if let Some(m) = &self.measured {
+            entries.push(("float_mean", vector_attr(ctx, &m.float_mean)?));
+            entries.push(("quant_mean", vector_attr(ctx, &m.quant_mean)?));
+            entries.push(("samples", ctx.i64_attr(m.samples)));
+        }
+        let dict = ctx.dict_attr(&entries);
+        let attrs = ctx.dict_set(module.op_attrs(op), BIAS_CORRECTION, dict);
+        module.set_op_attrs(op, attrs);
+        Ok(())
+    }
+}
+
+/// Removes every [`BIAS_CORRECTION`] record of `module` (`expand-fakeq`
+/// does: the records describe float biases of the fake-quant model, which
+/// the integer model no longer has). Returns how many were removed.
+pub fn drop_records(ctx: &mut Context, module: &mut Module) -> usize {
+    drop_record_attrs(ctx, module, BIAS_CORRECTION)
+}
+
+/// Removes the attribute `name` from every op of `module` that has it;
+/// returns how many ops had it. Shared by the measurement records.
+pub(super) fn drop_record_attrs(ctx: &mut Context, module: &mut Module, name: &str) -> usize {
+    let ops: Vec<OpId> =
+        module.walk_preorder(module.root()).filter(|&op| module.op_attr(ctx, op, name).is_some()).collect();
+    for &op in &ops {
+        let attrs = ctx.dict_remove(module.op_attrs(op), name);
+        module.set_op_attrs(op, attrs);
+    }
+    ops.len()
+}
+
+/// `values` as a `tensor<Nxf64>` dense attribute.
+pub(super) fn vector_attr(ctx: &mut Context, values: &[f64]) -> Result<Attribute, String> {
+    let f64_ty = ctx.common().f64;
+    let ty = ctx.tensor_type(&[values.len() as i64], f64_ty);
+    Ok(ctx.dense_attr(DenseElements::from_f64(ctx, ty, values)?))
+}
+
+/// Field `name` of the record attribute `record` (the dictionary `dict`): a
+/// dense float tensor of one finite value per output channel, or `None` when
+/// the field is absent.
+pub(super) fn channel_field(
+    ctx: &Context,
+    record: &str,
+    dict: Attribute,
+    name: &str,
+    channels: usize,
+) -> Result<Option<Vec<f64>>, String> {
+    let Some(attr) = ctx.dict_get(dict, name) else { return Ok(None) };
+    let values = match ctx.attr_data(attr) {
+        AttrData::Dense(d) => dense_values_f64(ctx, d, ctx.element_type(d.ty)),
+        _ => None,
+    }
+    .ok_or_else(|| format!("'{record}': '{name}' must be a dense float tensor"))?;
+    if values.len() != channels {
+        return Err(format!(
+            "'{record}': '{name}' has {} values for {channels} output channels",
+            values.len()
+        ));
+    }
+    if let Some(bad) = values.iter().find(|v| !v.is_finite()) {
+        return Err(format!("'{record}': '{name}' holds {bad}"));
+    }
+    Ok(Some(values))
+}
+
+/// Subtracts `shift` (one value per output channel) from the constant bias
+/// of `op`, adding a bias operand if it has none. The new bias constant has
+/// the old one's type and location (the op's, for a new bias).
+pub fn subtract_from_bias(
+    ctx: &mut Context,
+    module: &mut Module,
+    op: OpId,
+    q: &QuantizableOp,
+    shift: &[f64],
+) -> Result<(), String> {
+    let Some(b) = q.bias else { return Err("the op has no bias operand".into()) };
+    let operands = module.num_operands(op);
+    if b > operands {
+        return Err("the op lacks operands before its bias".into());
+    }
+    let result_ty = module.value_type(module.result(op, 0));
+    let elem = ctx.element_type(result_ty);
+    let (old_bias, values) = if b < operands {
+        let bias = module.operand(op, b);
+        let attr = constant_value(ctx, module, bias).ok_or("the bias is not a constant")?;
+        let values = match ctx.attr_data(attr) {
+            AttrData::Dense(d) => qopt_ir_core::dense_values_f64(ctx, d, ctx.element_type(d.ty))
+                .ok_or("the bias values cannot be read")?,
+            _ => return Err("the bias is not a dense constant".into()),
+        };
+        (Some(bias), values)
+    } else {
+        (None, vec![0.0; shift.len()])
+    };
+    if values.len() != shift.len() {
+        return Err(format!("the bias has {} values for {} output channels", values.len(), shift.len()));
+    }
+    let corrected: Vec<f64> = values.iter().zip(shift).map(|(v, s)| v - s).collect();
+    let bias_ty = match old_bias {
+        Some(v) => module.value_type(v),
+        None => ctx.tensor_type(&[shift.len() as i64], elem),
+    };
+    let value = dense(ctx, bias_ty, &corrected)?;
+    let loc = match old_bias.map(|v| module.defining_op(v)) {
+        Some(def) if !def.is_none() => module.op_loc(def),
+        _ => module.op_loc(op),
+    };
+    let mut rewriter = Rewriter::new(ctx, module);
+    rewriter.set_insertion_point(InsertPoint::Before(op));
+    rewriter.set_loc(loc);
+    let new_bias = create_constant(&mut rewriter, value)?;
+    match old_bias {
+        Some(old) => {
+            module.set_operand(op, b, new_bias);
+            erase_if_unused_constant(ctx, module, old);
+        }
+        None => {
+            let mut all: Vec<ValueId> = (0..operands).map(|i| module.operand(op, i)).collect();
+            all.push(new_bias);
+            module.set_operands(op, &all);
+        }
+    }
+    Ok(())
+}
