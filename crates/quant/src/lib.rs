@@ -34,6 +34,7 @@
 pub mod calibration;
 pub mod channels;
 pub mod fuse;
+pub mod layer_pairs;
 pub mod passes;
 pub mod quantizable;
 pub mod records;
@@ -42,11 +43,10 @@ pub mod search;
 #[cfg(test)]
 mod test_ir;
 
+pub use calibration::batch::{value_range, ObservedBatch};
 pub use calibration::channel_means::ChannelMeans;
 pub use calibration::histogram::Histogram;
-pub use calibration::methods::{
-    value_range, ObservedBatch, Observer, QuantMethods, RangeMethod, RangeTarget,
-};
+pub use calibration::methods::{Observer, QuantMethods, RangeMethod, RangeTarget};
 pub use calibration::observers::{DEFAULT_AVERAGING_CONSTANT, DEFAULT_BINS};
 pub use calibration::stats::ObserverStats;
 pub use fuse::patterns::{integer_bias, Activation, FuseSite, FusionPatterns, QuantPattern, SiteOperand};

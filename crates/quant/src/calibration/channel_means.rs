@@ -16,7 +16,7 @@
 //! [`ChannelMeans::observe`] and [`ChannelMeans::merge`] enforce with an error
 //! rather than store an inexact sum.
 
-use crate::calibration::methods::ObservedBatch;
+use crate::calibration::batch::ObservedBatch;
 use crate::channels::channel_blocks;
 use qopt_dialect_fp::{attrs, shape};
 use qopt_ir_core::{dense_values_f64, AttrData, Attribute, Context, DenseElements};

@@ -6,6 +6,7 @@
 //! [`channel_means::ChannelMeans`]), and the built-in [`observers`] and
 //! [`ranges`].
 
+pub mod batch;
 pub mod channel_means;
 pub mod histogram;
 pub mod methods;

@@ -8,8 +8,9 @@
 //!
 //! Every observer counts batches in `samples`.
 
+use crate::calibration::batch::{value_range, ObservedBatch};
 use crate::calibration::histogram::Histogram;
-use crate::calibration::methods::{value_range, ObservedBatch, Observer};
+use crate::calibration::methods::Observer;
 use crate::calibration::stats::ObserverStats;
 use std::sync::Arc;
 

@@ -71,7 +71,7 @@
 use crate::records::bias_absorption::{AbsorptionRecord, MeasuredMinima};
 use crate::records::bias_correction::{subtract_from_bias};
 use crate::runs::data::{check_counts, DataSettings};
-use crate::passes::equalize::{follow, read_constant, second_input_axis, Follow, Names};
+use crate::layer_pairs::{follow, read_constant, second_input_axis, Follow, Names};
 use crate::runs::paired_run::{ChannelShift, PairedRun, RunData, RunFailure, Sweeps, Watcher};
 use crate::channels::{channel_blocks};
 use crate::records::hints::{is_skipped};

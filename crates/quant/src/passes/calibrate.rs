@@ -38,7 +38,8 @@
 //! ```
 
 use crate::runs::data::{check_counts, chunk_calls, non_negative, DataSettings};
-use crate::calibration::methods::{value_range, ObservedBatch, Observer, QuantMethods};
+use crate::calibration::batch::{value_range, ObservedBatch};
+use crate::calibration::methods::{Observer, QuantMethods};
 use crate::calibration::stats::{ObserverStats};
 use qopt_dialect_qnn::op_names as qnn_op;
 use crate::runs::dataset::Dataset;

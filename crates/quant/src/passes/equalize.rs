@@ -55,13 +55,12 @@
 //! %h = fp.dense(%x, %w1) ...   %r = fp.relu(%h) ...   %y = fp.dense(%r, %w2) ...
 //! ```
 
+use crate::layer_pairs::{follow, read_constant, second_input_axis, Follow, Names};
 use qopt_dialect_fp::constants::{create_constant, dense, erase_if_unused_constant};
 use qopt_dialect_fp::op_names as fp_op;
-use qopt_dialect_fp::shape;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::{
-    constant_value, dense_values_f64, AttrData, BadOptionValue, Context, FxHashMap, InsertPoint, Module, OpId,
-    OpName, Pass, PassContext, PassError, PassOutcome, Rewriter, ValueId,
+    BadOptionValue, Context, FxHashMap, InsertPoint, Module, OpId, Pass, PassContext, PassError, PassOutcome, Rewriter, ValueId,
 };
 
 /// The `equalize` pass; see the module docs.
@@ -175,32 +174,6 @@ impl Pass for Equalize {
             write_back(cx.ctx, module, layer).map_err(|e| PassError::from(format!("equalize: {e}")))?;
         }
         Ok(PassOutcome::from_changed(!pairs.is_empty() || relu6_rewritten > 0))
-    }
-}
-
-/// The interned names of the ops the pass (and `absorb-bias`) reads.
-pub(super) struct Names {
-    conv2d: OpName,
-    conv1d: OpName,
-    dense: OpName,
-    pub(super) relu: OpName,
-    pub(super) clip: OpName,
-}
-
-impl Names {
-    pub(super) fn new(ctx: &mut Context) -> Names {
-        Names {
-            conv2d: ctx.op_name(fp_op::CONV2D),
-            conv1d: ctx.op_name(fp_op::CONV1D),
-            dense: ctx.op_name(fp_op::DENSE),
-            relu: ctx.op_name(fp_op::RELU),
-            clip: ctx.op_name(fp_op::CLIP),
-        }
-    }
-
-    pub(super) fn is_layer(&self, module: &Module, op: OpId) -> bool {
-        let name = module.op_name(op);
-        name == self.conv2d || name == self.conv1d || name == self.dense
     }
 }
 
@@ -318,64 +291,6 @@ fn find_pairs(cx: &mut PassContext<'_>, module: &Module, names: &Names, relu6_to
     found
 }
 
-/// Where a layer's result leads.
-pub(super) enum Follow {
-    /// To this layer's activation operand, through this relu or clip if any.
-    Layer(OpId, Option<OpId>),
-    /// The result, or the relu or clip after it, has several users.
-    Shared,
-    /// Anywhere else.
-    Nothing,
-}
-
-/// Follows `value` through at most one `fp.relu` or `fp.clip` with one user
-/// to a layer that reads it as its activation (operand 0), and only there.
-pub(super) fn follow(module: &Module, names: &Names, value: ValueId) -> Follow {
-    let mut value = value;
-    let mut between = None;
-    loop {
-        let users = module.users(value);
-        if users.len() != 1 || module.uses(value).count() != 1 {
-            return if users.is_empty() { Follow::Nothing } else { Follow::Shared };
-        }
-        let user = users[0];
-        if names.is_layer(module, user) {
-            let is_activation = module.num_operands(user) >= 2 && module.operand(user, 0) == value;
-            return if is_activation { Follow::Layer(user, between) } else { Follow::Nothing };
-        }
-        let name = module.op_name(user);
-        let activation = name == names.relu || name == names.clip;
-        if between.is_some() || !activation || module.num_results(user) != 1 || module.operand(user, 0) != value {
-            return Follow::Nothing;
-        }
-        between = Some(user);
-        value = module.result(user, 0);
-    }
-}
-
-/// The weight axis of `second` that holds its input channels: 1 with one
-/// group (or a dense), 0 for a depthwise convolution.
-pub(super) fn second_input_axis(ctx: &Context, module: &Module, second: OpId) -> Result<usize, String> {
-    if module.op_is(ctx, second, fp_op::DENSE) {
-        return Ok(1);
-    }
-    let groups = module.op_attr(ctx, second, "groups").and_then(|a| ctx.attr_as_int(a)).unwrap_or(1);
-    if groups == 1 {
-        return Ok(1);
-    }
-    let weight_shape = ctx.tensor_shape(module.value_type(module.operand(second, 1))).unwrap_or(&[]);
-    let depthwise = weight_shape.len() >= 2 && i128::from(weight_shape[0]) == groups && weight_shape[1] == 1;
-    if depthwise {
-        Ok(0)
-    } else {
-        Err(format!(
-            "{} has {groups} groups, neither 1 nor one per channel (depthwise); grouped convolutions are not \
-             equalized",
-            ctx.op_name_str(module.op_name(second))
-        ))
-    }
-}
-
 /// Reads `op`'s constant float weight and bias.
 fn read_layer(ctx: &Context, module: &Module, op: OpId) -> Result<Layer, String> {
     let name = ctx.op_name_str(module.op_name(op));
@@ -402,18 +317,6 @@ fn read_layer(ctx: &Context, module: &Module, op: OpId) -> Result<Layer, String>
         None
     };
     Ok(Layer { op, weight_shape, weight, bias, changed: false })
-}
-
-/// The shape and values of the float constant `v`.
-pub(super) fn read_constant(ctx: &Context, module: &Module, v: ValueId) -> Option<(Vec<usize>, Vec<f64>)> {
-    let attr = constant_value(ctx, module, v)?;
-    let AttrData::Dense(d) = ctx.attr_data(attr) else { return None };
-    let elem = ctx.element_type(d.ty);
-    if !shape::is_float_element(ctx, elem) {
-        return None;
-    }
-    let shape = ctx.tensor_shape(d.ty)?.iter().map(|&d| usize::try_from(d).ok()).collect::<Option<Vec<_>>>()?;
-    Some((shape, dense_values_f64(ctx, d, elem)?))
 }
 
 /// The largest magnitude of each index of `axis` in a C-order tensor.

@@ -2,8 +2,8 @@
 //! or top-1 agreement with a reference) and output SQNR over the evaluation
 //! data, run in parallel.
 
-use crate::passes::quantize_search::Settings;
 use crate::runs::data::CalibrationData;
+use crate::search::settings::Settings;
 use qopt_interp::npy::read_npy_file;
 use qopt_interp::{DType, Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::{Context, Module, PassError};

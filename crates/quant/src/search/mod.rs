@@ -4,17 +4,18 @@
 
 pub mod evaluate;
 pub mod report;
+pub mod settings;
 pub mod sites;
 #[cfg(test)]
 mod tests;
 
-use crate::passes::quantize_search::{pass_options, run_pass, SchemeOptions, Settings};
 use crate::passes::{
     Calibrate, ExpandFakeq, InsertFakeq, InsertObservers, PropagateQparams, QuantizeConstants,
 };
 use crate::quantizable::quantizable;
 use crate::records::hints::{storage_kind, STORAGE};
 use crate::search::evaluate::{Evaluation, Measurement, Target};
+use crate::search::settings::{pass_options, run_pass, SchemeOptions, Settings};
 use crate::search::sites::{insert_hint, Site};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{accumulator_overflow, AccumulatorOverflow};

@@ -1,8 +1,8 @@
 //! The report `quantize-search{report=FILE}` writes: what was measured and
 //! decided, as JSON.
 
-use crate::passes::quantize_search::Settings;
 use crate::search::evaluate::{Measurement, Target};
+use crate::search::settings::Settings;
 use crate::search::sites::Site;
 use crate::search::SiteOverflow;
 use std::fmt::Write as _;

@@ -1,8 +1,8 @@
 //! Unit tests of the search's metric, arguments and report text.
 
-use crate::passes::quantize_search::parse_max_drop;
 use crate::search::evaluate::{argmax, Outputs, Target};
 use crate::search::report::json_string;
+use crate::search::settings::parse_max_drop;
 
 /// Three samples of three classes: top-1 classes 2, 0, 1.
 fn outputs() -> Outputs {

@@ -34,7 +34,7 @@
 //! threads, each channel's arithmetic fixed, so the result does not depend
 //! on the thread count.
 
-use crate::passes::round_weights::layer_inputs::{dot};
+use super::layer_inputs::dot;
 use std::time::{Duration, Instant};
 
 /// The rectified sigmoid's upper stretch ζ.
