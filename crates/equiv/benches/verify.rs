@@ -13,9 +13,9 @@
 //! `scripts/.venv/bin/python scripts/make_resnet18ish.py target/models/resnet18ish`.
 
 use qopt_equiv::{render, EquivHook, Limits, Mode, SharedReport};
-use qopt_interp::npy::{read_npy_file, write_npy_file, RawArray};
 use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
 use qopt_ir_core::{parse_module, verify, Context, Module};
+use qopt_npy::{read_npy_file, write_npy_file, RawArray};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -16,10 +16,6 @@
 //!   and per-layer comparison) and the reusable [`Interpreter`], whose
 //!   [`Interpreter::run_observed`] also reports each call's arguments
 //!   ([`RunObserver`], for `collect-calibration-data`).
-//! - [`NpzStream`]: a `.npz` written member by member, entry by entry, with
-//!   memory independent of the entry count, assembled atomically.
-//! - [`dataset::Dataset`]: calibration samples streamed from `.npy` / `.npz` files
-//!   or directories of them, one batch at a time.
 //! - [`random_arguments`]: deterministic random arguments for a function
 //!   (`qrun --random-inputs`, `qopt --verify-numerics`), from [`qopt_ir_core::SplitMix64`].
 //!
@@ -36,8 +32,6 @@ mod error;
 mod exec;
 mod gemm;
 mod kernels;
-pub mod npy;
-mod npz_stream;
 pub mod progress;
 mod random_inputs;
 mod registry;
@@ -47,7 +41,6 @@ mod tensor;
 pub use error::InterpError;
 pub use exec::{run_function, run_function_with, Interpreter, RunObserver, MAX_CALL_DEPTH, MAX_ELEMENTS};
 pub use kernels::qnn::{dequantize_tensor, QuantConv2d, Relu};
-pub use npz_stream::NpzStream;
 pub use random_inputs::{
     check_random_arguments, random_arguments, IntegerValues, RandomInputError, RandomInputs, SMALL_INTEGERS,
 };

@@ -124,7 +124,7 @@ fn plan_argument(ctx: &Context, ty: Type, how: &RandomInputs) -> Result<Argument
             text()
         ));
     }
-    let dtype = DType::of_element(ctx, *element).map_err(|e| e.message)?;
+    let dtype = DType::of_element(ctx, *element)?;
     let int_range = match (quant_element(ctx, *element), ctx.type_data(*element)) {
         (Some(q), _) => (i128::from(q.storage_min), i128::from(q.storage_max)),
         (None, TypeData::Int(t)) => {

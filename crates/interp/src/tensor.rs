@@ -10,41 +10,14 @@
 //! their storage integer type. `u64` has no variant.
 
 use crate::error::{bail, InterpError};
-use crate::npy::{NpyElement, RawArray};
 use ndarray::{ArrayD, IxDyn};
 use qopt_ir_core::{
     bits_to_f64, element_kind, type_to_string, Context, DenseElements, ElementKind, FloatKind, Type,
     TypeData, DYNAMIC,
 };
+use qopt_npy::{NpyElement, RawArray};
 
-pub use crate::npy::DType;
-
-impl DType {
-    /// The storage type of elements of IR element type `elem` (scalar or
-    /// quantized), or an error naming the type.
-    pub fn of_element(ctx: &Context, elem: Type) -> Result<DType, InterpError> {
-        let kind = element_kind(ctx, elem);
-        let dtype = match kind {
-            Some(ElementKind::Float(FloatKind::F64)) => Some(DType::F64),
-            Some(ElementKind::Float(_)) => Some(DType::F32),
-            Some(ElementKind::Int { width: 1, .. }) if !matches!(ctx.type_data(elem), TypeData::Quant(_)) => {
-                Some(DType::Bool)
-            }
-            Some(ElementKind::Int { width, signed }) => match (width, signed) {
-                (0..=8, true) => Some(DType::I8),
-                (0..=8, false) => Some(DType::U8),
-                (9..=16, true) => Some(DType::I16),
-                (9..=16, false) | (17..=32, true) => Some(DType::I32),
-                (17..=32, false) | (33..=64, true) => Some(DType::I64),
-                _ => None,
-            },
-            None => None,
-        };
-        dtype.ok_or_else(|| {
-            InterpError::new(format!("element type {} has no interpreter storage", type_to_string(ctx, elem)))
-        })
-    }
-}
+pub use qopt_npy::DType;
 
 /// An n-dimensional array of one storage type.
 #[derive(Clone, Debug, PartialEq)]

@@ -7,9 +7,9 @@
 //! too), strides, dilations, asymmetric pads, output padding, `auto_pad` and
 //! `output_shape`, 1-D and 2-D.
 
-use qopt_interp::npy::read_npy_file;
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::Context;
+use qopt_npy::read_npy_file;
 use qopt_onnx::{import_model, ImportOptions};
 use std::path::{Path, PathBuf};
 

@@ -4,9 +4,9 @@
 //! and the interpreter's outputs match ONNX Runtime's stored ones: on every
 //! output, max |error| ≤ 1e-4 × max |ONNX Runtime output|.
 
-use qopt_interp::npy::read_npy_file;
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::Context;
+use qopt_npy::read_npy_file;
 use qopt_onnx::{import_model, ImportOptions};
 use std::path::{Path, PathBuf};
 

@@ -10,9 +10,9 @@
 //! whole suite (see `docs/onnx-import.md`, "Conformance"); this test needs no
 //! Python.
 
-use qopt_interp::npy::read_npy_file;
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::Context;
+use qopt_npy::read_npy_file;
 use qopt_onnx::{import_model, ImportOptions};
 use std::path::{Path, PathBuf};
 

@@ -9,9 +9,9 @@
 //!   computes in f32). The script checks ONNX Runtime against the reference
 //!   on the other cases.
 
-use qopt_interp::npy::read_npz_file;
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::Context;
+use qopt_npy::read_npz_file;
 use qopt_onnx::{import_model, ImportOptions};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

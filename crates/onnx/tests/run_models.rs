@@ -7,9 +7,9 @@
 //! - QDQ models (ONNX Runtime's `quantize_static` output): within one
 //!   quantization step of the output's dequantized type on every element.
 
-use qopt_interp::npy::read_npy_file;
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::{Context, Module, TypeData};
+use qopt_npy::read_npy_file;
 use qopt_onnx::{import_model, ImportOptions};
 use std::path::{Path, PathBuf};
 

@@ -14,13 +14,13 @@
 mod common;
 
 use common::{context, run_pipeline};
-use qopt_interp::npy::write_npy_file;
 use qopt_interp::{run_function, KernelRegistry, Tensor};
 use qopt_ir_core::ScratchDir;
 use qopt_ir_core::SplitMix64;
 use qopt_ir_core::{
     constant_value, dense_values_f64, module_to_string, parse_module, AttrData, Context, Module, OpId,
 };
+use qopt_npy::write_npy_file;
 use std::path::PathBuf;
 
 /// Writes `samples` × `shape` f32 values to a scratch `.npy`; returns the directory

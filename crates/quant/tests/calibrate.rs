@@ -12,9 +12,9 @@
 mod common;
 
 use common::{context, repo, run_pipeline};
-use qopt_interp::npy::{read_npy_file, write_npy_file, RawArray};
 use qopt_ir_core::ScratchDir;
 use qopt_ir_core::{module_to_string, parse_module};
+use qopt_npy::{read_npy_file, write_npy_file, RawArray};
 use std::path::{Path, PathBuf};
 
 /// Parses `text`, runs `pipeline`, and prints the result.
@@ -112,7 +112,7 @@ mod determinism {
 
     use super::{run, scratch};
     use proptest::prelude::*;
-    use qopt_interp::npy::{write_npy_file, RawArray};
+    use qopt_npy::{write_npy_file, RawArray};
 
     /// A small network: dense → relu → dense, every value observed.
     const MODEL: &str = r#"func.func @main(%x: tensor<1x4xf32>) -> tensor<1x3xf32> {

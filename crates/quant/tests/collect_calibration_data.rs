@@ -4,11 +4,11 @@
 //! direct interpreter runs; an unpartitioned module gives `@main`'s boundary
 //! only; bad data and bad output paths are errors that write nothing.
 
-use qopt_interp::npy::{self, RawArray};
 use qopt_interp::{run_function, KernelRegistry, Tensor};
 use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
 use qopt_ir_core::ScratchDir;
 use qopt_ir_core::{parse_module, Context, Module, OpId, PipelineFailure};
+use qopt_npy::{self as npy, RawArray};
 use qopt_passes::{BackendSupport, BackendTargets};
 use qopt_quant::runs::dataset::{ArgSpec, Dataset};
 use std::path::{Path, PathBuf};

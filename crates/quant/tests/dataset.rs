@@ -5,8 +5,8 @@
 //! `rss_child`), which reads the data set call by call and reports its peak
 //! resident set (`VmHWM`).
 
-use qopt_interp::npy::{write_npy_file, write_npz_file, RawArray};
 use qopt_interp::DType;
+use qopt_npy::{write_npy_file, write_npz_file, RawArray};
 use qopt_quant::runs::dataset::{ArgSpec, Dataset};
 use std::path::{Path, PathBuf};
 

@@ -7,9 +7,9 @@
 mod common;
 
 use common::{context, repo, run_pipeline as run};
-use qopt_interp::npy::{read_npy_file, RawArray};
 use qopt_interp::{run_function, KernelRegistry, Tensor};
 use qopt_ir_core::parse_module;
+use qopt_npy::{read_npy_file, RawArray};
 
 /// The `i`-th row of `all` as a batch of one.
 fn sample(all: &RawArray, i: usize) -> Tensor {

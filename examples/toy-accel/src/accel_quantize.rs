@@ -187,7 +187,7 @@ fn observe_ranges(
             .enumerate()
             .map(|(k, &v)| {
                 let ty = module.value_type(v);
-                let dtype = DType::of_element(ctx, ctx.element_type(ty)).map_err(|e| e.message)?;
+                let dtype = DType::of_element(ctx, ctx.element_type(ty))?;
                 let shape = ctx.tensor_shape(ty).unwrap_or(&[]).iter().map(|&d| d.max(0) as usize).collect();
                 Ok(ArgSpec::new(format!("{name}/{side}{k}"), dtype, shape))
             })

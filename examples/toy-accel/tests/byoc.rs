@@ -5,8 +5,8 @@
 //! the float model layer by layer in `toy-run`. The README's "The BYOC flow"
 //! section runs the same commands.
 
-use qopt_interp::npy;
 use qopt_ir_core::ScratchDir;
+use qopt_npy as npy;
 use std::path::Path;
 use std::process::Command;
 

@@ -7,9 +7,9 @@
 //! 5x5 convolution the accelerator does not take (it stays `qnn`).
 
 use qopt_driver::Driver;
-use qopt_interp::npy::RawArray;
 use qopt_interp::{run_function, DType, KernelContext, KernelRegistry, Tensor};
 use qopt_ir_core::{module_to_string, parse_module, verify, Context, Instrumentation, Module, PassManager};
+use qopt_npy::RawArray;
 
 // Scales are powers of two, so the multipliers are exact and requantization
 // meets many ties: the test also pins the rounding mode.

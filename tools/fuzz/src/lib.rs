@@ -12,9 +12,9 @@
 
 pub mod mutate;
 
-use qopt_interp::npy::{npy_bytes, read_arrays, read_npy};
 use qopt_interp::{DType, Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::{module_to_string, parse_module, verify, Context, TypeData};
+use qopt_npy::{npy_bytes, read_arrays, read_npy};
 use qopt_onnx::{import_model, ImportOptions};
 
 /// A fuzz target: its name, the file extensions of its seed inputs, and

@@ -14,7 +14,7 @@
 
 mod common;
 
-use qopt_interp::npy::{read_npy_file, write_npy_file};
+use qopt_npy::{read_npy_file, write_npy_file};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

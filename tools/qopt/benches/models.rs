@@ -13,9 +13,9 @@
 //! (needs numpy and onnx), or point `QOPT_RESNET18ISH` at a directory holding
 //! its `model.onnx` and `test.npy`. Pass a model name to run only that one.
 
-use qopt_interp::npy::read_npy_file;
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::{Context, Module};
+use qopt_npy::read_npy_file;
 use qopt_onnx::{import_model, ImportOptions};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -9,8 +9,8 @@
 //! is the same trap before a 300-input layer, whose i32 accumulator i16
 //! inputs would overflow: the search must leave that value i8.
 
-use qopt_interp::npy;
 use qopt_ir_core::ScratchDir;
+use qopt_npy as npy;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -22,10 +22,10 @@
 //! to seconds; digits_cnn runs on all 597, among them sample 450, where the
 //! QDQ float form is one step off and the fused re-import must not be.
 
-use qopt_interp::npy::read_npy_file;
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
 use qopt_ir_core::{parse_module, verify, Context, Module, QuantParams, TypeData};
+use qopt_npy::read_npy_file;
 use qopt_onnx::{export_module, import_model, ExportFormat, ExportOptions, ImportOptions};
 use std::path::{Path, PathBuf};
 

@@ -23,8 +23,8 @@
 //! to [`cases`].
 
 use qopt_codegen_x86::{compile, CpuFeatures, Lowerings, Program, Target};
-use qopt_interp::npy::{self, RawArray};
 use qopt_ir_core::ScratchDir;
+use qopt_npy::{self as npy, RawArray};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 

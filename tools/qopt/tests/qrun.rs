@@ -2,8 +2,8 @@
 //! `--batch`, `--bench`, `--compare`, `--json`, `--random-inputs`, and every
 //! error path with its exit code and message.
 
-use qopt_interp::npy::{self, NpyElement, RawArray};
 use qopt_ir_core::ScratchDir;
+use qopt_npy::{self as npy, NpyElement, RawArray};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 

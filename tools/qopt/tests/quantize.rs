@@ -9,9 +9,9 @@
 //! same bytes as the pipeline.
 
 use qopt_driver::Driver;
-use qopt_interp::npy::{self, RawArray};
 use qopt_ir_core::pass::pipeline::{parse_pipeline, print_pipeline};
 use qopt_ir_core::ScratchDir;
+use qopt_npy::{self as npy, RawArray};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -802,7 +802,7 @@ fn model_layers_match_the_interpreter() {
         let mut ctx = context();
         let text = std::fs::read(model).unwrap();
         let module = parse_module(&mut ctx, &text, model).unwrap();
-        let raw = qopt_interp::npy::read_npy_file(input).unwrap();
+        let raw = qopt_npy::read_npy_file(input).unwrap();
         let sample: usize = raw.shape[1..].iter().product();
         let values: Vec<f32> = raw.to_vec::<f32>().unwrap();
         let mut shape = raw.shape.clone();

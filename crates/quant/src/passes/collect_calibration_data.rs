@@ -20,7 +20,7 @@
 //!   `.npz` with one member per argument, or a directory; `batches`,
 //!   `batch-size`, `func`); NaN or infinite data is refused the same way.
 //! - **Streaming.** Samples are read one call at a time and every entry goes
-//!   straight to its member's scratch file ([`qopt_interp::NpzStream`]), so
+//!   straight to its member's scratch file ([`qopt_npy::NpzStream`]), so
 //!   memory does not grow with the number of samples. The archive is
 //!   assembled at the end and renamed over `out` atomically; any error leaves
 //!   `out` as it was. Members are STORED (what `np.savez` writes, so
@@ -41,7 +41,8 @@
 //! ```
 
 use crate::runs::data::{check_counts, DataSettings};
-use qopt_interp::{Interpreter, KernelRegistry, NpzStream, RunObserver, Tensor};
+use qopt_interp::{Interpreter, KernelRegistry, RunObserver, Tensor};
+use qopt_npy::NpzStream;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{

@@ -120,7 +120,7 @@ fn arg_specs(
     let mut specs = Vec::new();
     for (i, ty) in inputs.into_iter().enumerate() {
         let shape = ctx.tensor_shape(ty).ok_or_else(|| format!("argument {i} is not a tensor"))?.to_vec();
-        let dtype = DType::of_element(ctx, ctx.element_type(ty)).map_err(|e| e.message)?;
+        let dtype = DType::of_element(ctx, ctx.element_type(ty))?;
         let mut dims = Vec::with_capacity(shape.len());
         for (d, &size) in shape.iter().enumerate() {
             match (d, size) {

@@ -75,8 +75,8 @@
 
 use memmap2::MmapOptions;
 use ndarray::{ArrayD, IxDyn};
-use qopt_interp::npy::{self, not_a_regular_file, NpyElement, NpyError};
 use qopt_interp::{DType, Tensor};
+use qopt_npy::{self as npy, not_a_regular_file, NpyElement, NpyError};
 use std::ffi::OsString;
 use std::fmt;
 use std::fs::File;
@@ -896,7 +896,7 @@ fn fit(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use qopt_interp::npy::{npy_bytes, write_npy_file, write_npz_file, RawArray};
+    use qopt_npy::{npy_bytes, write_npy_file, write_npz_file, RawArray};
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A fresh temporary directory, removed on drop.
@@ -959,7 +959,7 @@ mod tests {
         let members: Vec<(String, Vec<u8>)> =
             members.iter().map(|(name, a)| (format!("{name}.npy"), npy_bytes(a).unwrap())).collect();
         let borrowed: Vec<(&str, Vec<u8>)> = members.iter().map(|(n, d)| (n.as_str(), d.clone())).collect();
-        npy::deflate_zip(&borrowed, false)
+        qopt_npy::testing::deflate_zip(&borrowed, false)
     }
 
     #[test]

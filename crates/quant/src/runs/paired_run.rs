@@ -42,12 +42,12 @@
 use crate::channels::channel_blocks_mut;
 use crate::runs::data::CalibrationData;
 use qopt_dialect_qnn::op_names as qnn_op;
-use qopt_interp::npy::RawArray;
 use qopt_interp::progress::{Progress, REDRAW_EVERY};
 use qopt_interp::{DType, Kernel, KernelContext, KernelRegistry, KernelResults, Tensor};
 use qopt_ir_core::{
     AttrData, Context, FxHashMap, FxHashSet, Module, OpId, ScratchGuard, Traits, Type, ValueId,
 };
+use qopt_npy::RawArray;
 use std::fs::File;
 use std::io::{BufWriter, Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};

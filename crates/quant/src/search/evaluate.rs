@@ -4,9 +4,9 @@
 
 use crate::runs::data::CalibrationData;
 use crate::search::settings::Settings;
-use qopt_interp::npy::read_npy_file;
 use qopt_interp::{DType, Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::{Context, Module, PassError};
+use qopt_npy::read_npy_file;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 

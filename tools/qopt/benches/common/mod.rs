@@ -3,7 +3,7 @@
 //! that prints its peak resident memory, and growing calibration data.
 
 use qopt_driver::{Cli, Driver};
-use qopt_interp::npy::RawArray;
+use qopt_npy::RawArray;
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;

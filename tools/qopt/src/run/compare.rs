@@ -306,8 +306,8 @@ fn real_values(ctx: &Context, ty: Type, t: &Tensor) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use qopt_interp::npy::RawArray;
     use qopt_ir_core::{FloatKind, IntType, QuantParams, QuantType, Signedness};
+    use qopt_npy::RawArray;
 
     fn i8_tensor(shape: &[usize], values: &[i8]) -> Tensor {
         Tensor::from_raw(&RawArray::from_elements(shape.to_vec(), values).unwrap()).unwrap()

@@ -16,8 +16,8 @@
 //! below 2.4e-4 steps for a reference within 255 steps of zero.
 
 use super::tensor_text::number;
-use qopt_interp::npy::{self, RawArray};
 use qopt_interp::Tensor;
+use qopt_npy::{self as npy, RawArray};
 use std::fmt::Write as _;
 use std::path::Path;
 

@@ -17,9 +17,9 @@
 //! giving the first bad element, or a warning with `--allow-nonfinite`).
 
 use super::model::{Model, Signature};
-use qopt_interp::npy::{self, RawArray};
 use qopt_interp::{random_arguments, DType, IntegerValues, RandomInputs, Tensor};
 use qopt_ir_core::{Type, TypeData, DYNAMIC};
+use qopt_npy::{self as npy, RawArray};
 use std::path::{Path, PathBuf};
 
 /// Where the inputs come from.
@@ -142,7 +142,7 @@ fn check_type(
 ) -> Result<(), String> {
     let (shape, element) = tensor_parts(model, sig, i, ty)?;
     let want =
-        DType::of_element(&model.ctx, element).map_err(|e| format!("{}: {}", sig.arg_name(i), e.message))?;
+        DType::of_element(&model.ctx, element).map_err(|e| format!("{}: {e}", sig.arg_name(i)))?;
     let got = input.tensor.shape();
     let fits = |batched: bool| {
         let dim_fits = |(k, (&d, &n)): (usize, (&i64, &usize))| match (batched && k == 0, d == DYNAMIC) {

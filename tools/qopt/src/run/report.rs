@@ -337,7 +337,7 @@ mod tests {
 
     #[test]
     fn int64_outputs_are_exact_in_summaries_values_and_json() {
-        use qopt_interp::npy::RawArray;
+        use qopt_npy::RawArray;
         let values = [9_007_199_254_740_993i64, -9_223_372_036_854_775_807];
         let t = Tensor::from_raw(&RawArray::from_elements(vec![2], &values).unwrap()).unwrap();
         let line = run_text(std::slice::from_ref(&t), &out0(), false);

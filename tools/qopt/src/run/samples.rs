@@ -7,9 +7,9 @@
 //! stacking copy byte ranges and never look at elements.
 
 use super::model::{Model, Signature};
-use qopt_interp::npy::RawArray;
 use qopt_interp::Tensor;
 use qopt_ir_core::DYNAMIC;
+use qopt_npy::RawArray;
 use std::borrow::Cow;
 
 /// The inputs of one run, whole or cut into chunks.

@@ -163,7 +163,7 @@ impl Printer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use qopt_interp::npy::RawArray;
+    use qopt_npy::RawArray;
 
     #[test]
     fn numbers_have_six_significant_digits() {

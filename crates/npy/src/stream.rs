@@ -10,7 +10,7 @@
 //! CRC-32 is computed by reading the scratch file once, then the local
 //! header, the `.npy` header (whose shape now knows the entry count) and the
 //! data are copied out; the central directory follows. Members are STORED,
-//! as `np.savez` writes them, so NumPy and [`crate::dataset`] read the result
+//! as `np.savez` writes them, so NumPy and `qopt_quant::runs::dataset` read the result
 //! (the dataset maps member data in place).
 //!
 //! The archive has no ZIP64 records: a member or an archive past 4 GiB is an
@@ -20,9 +20,9 @@
 //! partial target behind (the target, if it existed, is untouched), and
 //! an interrupt (SIGINT, SIGTERM) removes it too ([`ScratchGuard`]).
 
-use crate::npy::{
-    crc32_continue, end_of_central_directory, npy_header, DType, RawArray, StoredEntry, ZIP32_LIMIT,
-};
+use crate::npy::npy_header;
+use crate::zip_write::{end_of_central_directory, StoredEntry, ZIP32_LIMIT};
+use crate::{crc32_continue, DType, RawArray};
 use qopt_ir_core::ScratchGuard;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Write};
@@ -207,7 +207,7 @@ fn copy_part(part: &Path, bytes: u64, sink: &mut dyn FnMut(&[u8]) -> io::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::npy::read_npz_file;
+    use crate::files::read_npz_file;
 
     fn scratch_dir(name: &str) -> qopt_ir_core::ScratchDir {
         qopt_ir_core::ScratchDir::new(&format!("npz-stream-{name}"))
