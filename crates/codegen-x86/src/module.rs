@@ -12,8 +12,8 @@
 use crate::abi::{KernelCode, Place, BUFFER_ALIGN};
 use crate::arena::{plan_arena, Lifetime};
 use crate::buffer::ElementType;
-use crate::convert::ByteQuant;
 use crate::error::{CodegenError, CodegenErrorKind};
+use crate::kernels::quant_params::ByteQuant;
 use crate::lower::{buffer_element, describe_location, Emit, LowerOp, Lowerings, Plan, Rodata};
 use crate::target::Target;
 use qopt_interp::progress::Progress;

@@ -1,5 +1,5 @@
 //! `qnn.add` of two contiguous byte operands on i16 pairs: 16 elements per
-//! step instead of [`binary`](super::binary)'s 8 lanes of i64 products.
+//! step instead of [`binary`](crate::lower::binary)'s 8 lanes of i64 products.
 //!
 //! §7.1's sum `X = v_a·m_a + v_b·m_b` (`v = q − zp`, |v| ≤ 255, `m < 2^31`)
 //! is rounded once by the shift `s = 31 + n`. Splitting each multiplier as
@@ -29,9 +29,9 @@
 
 use super::rows::{INPUT0, INPUT1, OUTPUT, ROW_LENGTH, STREAM_POINTERS};
 use crate::buffer::ElementType;
-use crate::convert::ByteQuant;
-use crate::emit::broadcast_u32;
 use crate::error::CodegenError;
+use crate::kernels::quant_params::ByteQuant;
+use crate::kernels::registers::broadcast_u32;
 use iced_x86::code_asm::*;
 use qopt_dialect_qnn::fixed_point::{requantize_sum, saturate, Rounding};
 

@@ -25,7 +25,7 @@
 //!   transpose each 4 positions × 8 channels to 8 dwords, store per channel
 //! ```
 //!
-//! The per-lane requantization is [`dense`](super::dense)'s
+//! The per-lane requantization is [`dense`](crate::lower::dense)'s
 //! ([`lane_requantizer`]); the multiply-accumulate schemes and their
 //! exactness are those of [`layer`](super::layer), unchanged by the
 //! orientation: each lane still sums `a · w'` over the same units.
@@ -35,8 +35,8 @@ use super::gemm::{push_unit, GemmShape};
 use super::layer::{Accumulation, Layer};
 use super::{add_multiple, emit_item_kernel, emit_reduction, multiply_by, split_index, ITEM};
 use crate::abi::Place;
-use crate::emit::xmm_of;
 use crate::error::CodegenError;
+use crate::kernels::registers::xmm_of;
 use iced_x86::code_asm::*;
 
 /// Channels per block: two vectors of 8.

@@ -40,8 +40,8 @@ use super::layer::{DepthwiseTaps, Layer};
 use super::{append_aligned, emit_item_kernel, multiply_by, split_index, ITEM};
 use crate::abi::Place;
 use crate::buffer::ElementType;
-use crate::emit::xmm_of;
 use crate::error::CodegenError;
+use crate::kernels::registers::xmm_of;
 use crate::lower::Emit;
 use iced_x86::code_asm::*;
 

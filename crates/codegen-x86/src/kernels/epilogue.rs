@@ -24,7 +24,7 @@
 //! `zp_out` (relu bounds included), `zp_out`, and the one-constants.
 
 use super::layer::{ChannelRequant, Layer};
-use super::requantize_i32::{HalfConstants, Narrowing, Requantizer, ShiftCount, Vector};
+use super::requantize::{HalfConstants, Narrowing, Requantizer, ShiftCount, Vector};
 use crate::buffer::ElementType;
 use iced_x86::code_asm::*;
 
@@ -246,7 +246,7 @@ pub(crate) fn pack_8(
     unsigned: bool,
 ) -> Result<(), IcedError> {
     a.vextracti128(scratch, x, 1)?;
-    a.vpackssdw(out, crate::emit::xmm_of(x), scratch)?;
+    a.vpackssdw(out, crate::kernels::registers::xmm_of(x), scratch)?;
     if unsigned {
         a.vpackuswb(out, out, out)
     } else {
@@ -269,7 +269,7 @@ pub(crate) fn pack_16(
     a.vpackssdw(out, first, second)?;
     a.vpermq(out, out, 0xD8)?;
     a.vextracti128(scratch, out, 1)?;
-    let out_x = crate::emit::xmm_of(out);
+    let out_x = crate::kernels::registers::xmm_of(out);
     if unsigned {
         a.vpackuswb(out_x, out_x, scratch)
     } else {

@@ -45,8 +45,8 @@ use super::epilogue::{
 use super::layer::{Accumulation, Layer};
 use super::{add_multiple, emit_item_kernel, emit_reduction, multiply_by, split_index, ITEM};
 use crate::abi::Place;
-use crate::emit::xmm_of;
 use crate::error::CodegenError;
+use crate::kernels::registers::xmm_of;
 use iced_x86::code_asm::*;
 
 /// Accumulators: `acc[r][v]` is `ACCUMULATORS[r · vectors + v]`.

@@ -31,8 +31,8 @@ use super::gemm::GemmShape;
 use super::{add_multiple, emit_item_kernel, multiply_by, split_index, ITEM};
 use crate::abi::Place;
 use crate::buffer::ElementType;
-use crate::emit::{broadcast_u32, broadcast_u64};
 use crate::error::CodegenError;
+use crate::kernels::registers::{broadcast_u32, broadcast_u64};
 use iced_x86::code_asm::*;
 
 /// Bytes after the last plane of an image that kernels may read (never
@@ -160,7 +160,7 @@ fn center_words(
     wide: bool,
     signed: bool,
 ) -> Result<(), IcedError> {
-    let x = crate::emit::xmm_of(reg);
+    let x = crate::kernels::registers::xmm_of(reg);
     match (wide, signed) {
         (true, true) => a.vpmovsxbw(reg, x)?,
         (true, false) => a.vpmovzxbw(reg, x)?,
@@ -725,7 +725,7 @@ fn emit_tap_load(
             ptr(base + rax * 2 + disp)
         }
     };
-    let dst_x = crate::emit::xmm_of(dst);
+    let dst_x = crate::kernels::registers::xmm_of(dst);
     let (wide, unit_stride) = (load.vectors == 2, load.stride == 1);
     match (load.bytes, wide, unit_stride) {
         (false, true, true) => a.vmovdqu(dst, at(0))?,
@@ -830,4 +830,32 @@ fn emit_gather_unit(a: &mut CodeAssembler, bytes: bool, vectors: usize) -> Resul
         a.vmovdqu(ymmword_ptr(PANEL_CURSOR + 32 * v), out)?;
     }
     Ok(())
+}
+
+/// The window of one conv2d (the lowering reads it from the op's shapes and
+/// attributes).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct ConvGeometry {
+    /// Images `N`.
+    pub batches: usize,
+    /// Input channels `C`.
+    pub channels: usize,
+    /// Input height `H`.
+    pub height: usize,
+    /// Input width `W`.
+    pub width: usize,
+    /// Output channels `O`.
+    pub out_channels: usize,
+    /// `[kh, kw]`.
+    pub kernel: [usize; 2],
+    /// `[OH, OW]`.
+    pub output: [usize; 2],
+    /// `[stride_h, stride_w]`.
+    pub stride: [usize; 2],
+    /// `[top, left, bottom, right]`.
+    pub pad: [usize; 4],
+    /// `[dilation_h, dilation_w]`.
+    pub dilation: [usize; 2],
+    /// Channel groups.
+    pub groups: usize,
 }

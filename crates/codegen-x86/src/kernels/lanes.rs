@@ -19,8 +19,8 @@
 //! saturate), and may clobber the registers the caller reserves for it.
 
 use super::rows::{bind, OUTPUT, ROW_LENGTH, STREAM_POINTERS};
-use crate::emit::xmm_of;
 use crate::error::CodegenError;
+use crate::kernels::registers::xmm_of;
 use iced_x86::code_asm::*;
 
 /// How an input moves along the row.

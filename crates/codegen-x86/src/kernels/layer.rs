@@ -32,8 +32,8 @@
 //! sum is taken modulo 2^32 anyway), and padded taps read `zp_a`.
 
 use crate::buffer::ElementType;
-use crate::convert::{kernel_multiplier_and_shift, ByteQuant, FixedPointMultiplier};
 use crate::error::CodegenError;
+use crate::kernels::quant_params::{kernel_multiplier_and_shift, ByteQuant, FixedPointMultiplier};
 use crate::lower::LowerOp;
 use crate::target::{CpuFeatures, Target};
 use iced_x86::code_asm::asm_traits::{CodeAsmVpdpbusd, CodeAsmVpmaddubsw, CodeAsmVpmaddwd};

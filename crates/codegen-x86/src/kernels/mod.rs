@@ -43,26 +43,17 @@
 //! registers ([`emit_item_kernel`] writes that frame once for all of them).
 
 pub(crate) mod add_words;
-pub(crate) mod binary;
 pub(crate) mod channel_gemm;
-pub(crate) mod concat;
-pub(crate) mod conv;
 pub(crate) mod copy;
-pub(crate) mod dense;
 pub(crate) mod depthwise;
 pub(crate) mod epilogue;
 pub(crate) mod gemm;
 pub(crate) mod im2col;
 pub(crate) mod lanes;
 pub(crate) mod layer;
-pub(crate) mod lookup;
-pub(crate) mod movement;
-pub(crate) mod operands;
-pub(crate) mod pool;
+pub(crate) mod quant_params;
+pub(crate) mod registers;
 pub(crate) mod requantize;
-pub(crate) mod requantize_i32;
-pub(crate) mod rescale;
-pub(crate) mod resize;
 pub(crate) mod rows;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -73,24 +64,9 @@ mod tests;
 
 use crate::abi::{assemble, load_addresses, new_assembler, pop_callee_saved, push_callee_saved, Place};
 use crate::error::{CodegenError, CodegenErrorKind};
-use crate::lower::Lowerings;
 use iced_x86::code_asm::*;
-use qopt_dialect_qnn::op_names as qnn_op;
-use std::sync::Arc;
 
-pub use conv::Conv2dLowering;
-pub use dense::DenseLowering;
 pub use layer::{ConvGemmChoice, DepthwiseTaps, KernelOptions};
-
-/// Registers the conv2d and dense lowerings (with default options).
-pub(crate) fn register(l: &mut Lowerings) {
-    let conv = Arc::new(Conv2dLowering::default());
-    l.register(qnn_op::CONV2D, conv.clone());
-    l.register(qnn_op::CONV2D_RELU, conv);
-    let dense = Arc::new(DenseLowering::default());
-    l.register(qnn_op::DENSE, dense.clone());
-    l.register(qnn_op::DENSE_RELU, dense);
-}
 
 /// Registers that hold the current work item and the end of the range in
 /// every kernel [`emit_item_kernel`] writes.

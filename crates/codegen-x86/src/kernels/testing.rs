@@ -7,8 +7,8 @@
 //! outside its result fails the test.
 
 use crate::abi::Place;
-use crate::jit::ExecutableCode;
 use crate::lower::{Emit, LowerOp, Lowerings, Plan, Rodata};
+use crate::runtime::executable::ExecutableCode;
 use crate::target::{CpuFeatures, Target, TargetCpu};
 use crate::CodegenError;
 use ndarray::{ArrayD, IxDyn};

@@ -14,11 +14,12 @@
 //! The VNNI code is assembled on every machine and run only where the CPU
 //! has it.
 
-use super::{Conv2dLowering, ConvGemmChoice, DenseLowering, DepthwiseTaps, KernelOptions};
+use super::{ConvGemmChoice, DepthwiseTaps, KernelOptions};
 use crate::abi::{call_kernel, Place, BUFFER_ALIGN};
-use crate::guard::{GuardSide, GuardedRegion};
-use crate::jit::ExecutableCode;
+use crate::lower::{Conv2dLowering, DenseLowering};
 use crate::lower::{Emit, LowerOp, OpLowering, Plan, Rodata};
+use crate::runtime::executable::ExecutableCode;
+use crate::runtime::guard::{GuardSide, GuardedRegion};
 use crate::target::{CpuFeatures, Target, TargetCpu};
 use ndarray::{ArrayD, IxDyn};
 use proptest::prelude::*;

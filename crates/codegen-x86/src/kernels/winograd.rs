@@ -45,7 +45,6 @@
 //! 8-byte half). The tiles past the output compute on padding and are never
 //! stored.
 
-use super::conv::ConvGeometry;
 use super::epilogue::{
     channel_requantizer, load_low_bound, pack_8, store_bytes, CHANNEL_INIT, CHANNEL_RECORD,
 };
@@ -54,8 +53,9 @@ use super::im2col::ImageShape;
 use super::layer::{Accumulation, Layer};
 use super::{add_multiple, emit_item_kernel, multiply_by, split_index, ITEM};
 use crate::abi::Place;
-use crate::emit::xmm_of;
 use crate::error::CodegenError;
+use crate::kernels::im2col::ConvGeometry;
+use crate::kernels::registers::xmm_of;
 use iced_x86::code_asm::*;
 
 /// Taps of the transformed 4×4 tile.

@@ -13,7 +13,22 @@
 //! [`Lowerings::builtin`]) and compiling with it; nothing here needs to
 //! change.
 
-mod builtin;
+mod alias;
+pub(crate) mod binary;
+pub(crate) mod concat;
+pub(crate) mod conv;
+pub(crate) mod convert;
+pub(crate) mod dense;
+pub(crate) mod lookup;
+pub(crate) mod movement;
+pub(crate) mod operands;
+pub(crate) mod pooling;
+pub(crate) mod requantize;
+pub(crate) mod resize;
+mod table;
+
+pub use conv::Conv2dLowering;
+pub use dense::DenseLowering;
 
 use crate::abi::{KernelCode, Place};
 use crate::buffer::ElementType;
@@ -315,7 +330,7 @@ impl Lowerings {
     /// The lowerings of the `qnn` and `fp` ops this backend compiles.
     pub fn builtin() -> Lowerings {
         let mut l = Lowerings::empty();
-        builtin::register(&mut l);
+        table::register(&mut l);
         l
     }
 

@@ -141,8 +141,7 @@ fn check_type(
     batched: bool,
 ) -> Result<(), String> {
     let (shape, element) = tensor_parts(model, sig, i, ty)?;
-    let want =
-        DType::of_element(&model.ctx, element).map_err(|e| format!("{}: {e}", sig.arg_name(i)))?;
+    let want = DType::of_element(&model.ctx, element).map_err(|e| format!("{}: {e}", sig.arg_name(i)))?;
     let got = input.tensor.shape();
     let fits = |batched: bool| {
         let dim_fits = |(k, (&d, &n)): (usize, (&i64, &usize))| match (batched && k == 0, d == DYNAMIC) {

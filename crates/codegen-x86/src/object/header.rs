@@ -19,9 +19,9 @@
 //!
 //! The header includes only `<stdint.h>` and is valid C99 and C++.
 
-use crate::entry::{c_element_type, entry_buffers, text_image, EntryKind};
 use crate::error::CodegenError;
 use crate::module::{Program, QuantizedTensor, TensorSignature};
+use crate::object::entry::{c_element_type, entry_buffers, text_image, EntryKind};
 use crate::object::{check_prefix, ObjectOptions};
 use std::fmt::Write as _;
 

@@ -9,13 +9,19 @@
 //! threads are the workspace's pool (`pool.rs`), started on the first
 //! multi-threaded run and kept until the workspace is dropped.
 
+pub(crate) mod clock;
+pub(crate) mod executable;
+pub(crate) mod guard;
+pub(crate) mod tensors;
+pub(crate) mod threads;
+
 use crate::abi::BUFFER_ALIGN;
 use crate::buffer::{Elements, ElementsMut};
 use crate::error::{CodegenError, CodegenErrorKind};
-use crate::guard::{GuardSide, GuardedRegion};
-use crate::jit::ExecutableCode;
 use crate::module::Program;
-use crate::pool::{SpinBarrier, WorkerPool};
+use crate::runtime::executable::ExecutableCode;
+use crate::runtime::guard::{GuardSide, GuardedRegion};
+use crate::runtime::threads::{SpinBarrier, WorkerPool};
 use crate::target::CpuFeatures;
 use std::time::{Duration, Instant};
 

@@ -23,9 +23,14 @@
 //! [`ObjectOptions`] names the symbols; `header.rs` writes the matching C
 //! header.
 
-use crate::entry::{text_image, DataSection};
+pub(crate) mod cpu_check;
+pub(crate) mod entry;
+pub(crate) mod header;
+pub(crate) mod listing;
+
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::module::Program;
+use crate::object::entry::{text_image, DataSection};
 use ::object::write::{Object, Relocation, StandardSection, Symbol, SymbolSection};
 use ::object::{
     elf, Architecture, BinaryFormat, Endianness, RelocationFlags, SectionKind, SymbolFlags, SymbolKind,
@@ -116,7 +121,11 @@ pub fn write_object(program: &Program, options: &ObjectOptions) -> Result<Vec<u8
     });
     let bss = {
         let id = obj.section_id(StandardSection::UninitializedData);
-        obj.append_section_bss(id, crate::entry::bss_bytes(program) as u64, crate::abi::BUFFER_ALIGN as u64);
+        obj.append_section_bss(
+            id,
+            crate::object::entry::bss_bytes(program) as u64,
+            crate::abi::BUFFER_ALIGN as u64,
+        );
         Some(id)
     };
     // An empty .note.GNU-stack (PROGBITS, no flags) says the stack need not

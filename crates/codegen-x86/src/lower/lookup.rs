@@ -10,9 +10,9 @@
 //! the verifier and the interpreter do.
 
 use super::operands::QuantOperand;
-use super::requantize::AVX2;
-use super::rows::{bind, emit_rows, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS};
 use crate::error::CodegenError;
+use crate::kernels::requantize::AVX2;
+use crate::kernels::rows::{bind, emit_rows, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS};
 use crate::lower::{Emit, LowerOp, OpLowering, Plan};
 use iced_x86::code_asm::*;
 use qopt_ir_core::{dense_values_i128, AttrData};
@@ -100,7 +100,7 @@ impl OpLowering for Lookup {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::*;
+    use crate::kernels::testing::*;
 
     fn table(entries: usize, lo: i64, hi: i64, seed: u64) -> String {
         let span = (hi - lo + 1) as u64;

@@ -37,15 +37,15 @@
 //! wider rows take every tap.
 
 use super::operands::QuantOperand;
-use super::requantize::{param_block, AVX2};
-use super::rescale::{emit_round_shift_clamp, StageConstants, StageRegisters};
-use super::rows::{
+use crate::abi::KernelCode;
+use crate::error::CodegenError;
+use crate::kernels::quant_params::{ByteQuant, FixedPointMultiplier};
+use crate::kernels::registers::broadcast_u64;
+use crate::kernels::requantize::{emit_round_shift_clamp, StageConstants, StageRegisters};
+use crate::kernels::requantize::{param_block, AVX2};
+use crate::kernels::rows::{
     bind, emit_rows_with_locals, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
 };
-use crate::abi::KernelCode;
-use crate::convert::{ByteQuant, FixedPointMultiplier};
-use crate::emit::broadcast_u64;
-use crate::error::CodegenError;
 use crate::lower::{Emit, LowerOp, OpLowering, Plan};
 use iced_x86::code_asm::*;
 use qopt_dialect_fp::attrs::PoolAttrs;
@@ -300,7 +300,7 @@ impl PoolTable {
         let (row_values, row_class) = classes(&pool.rows.divisor);
         let (col_values, col_class) = classes(&pool.cols.divisor);
         let blocks_at = ENTRY * (oh + ow);
-        let block = super::requantize::PARAM_BLOCK;
+        let block = crate::kernels::requantize::PARAM_BLOCK;
         let mut bytes = Vec::with_capacity(blocks_at + block * row_values.len() * col_values.len());
         let mut entry = |first: usize, count: usize, offset: usize| {
             for v in [first as u32, count as u32, offset as u32, 0] {
@@ -504,7 +504,7 @@ fn emit_row_max(a: &mut CodeAssembler, plan: &RowMax, unsigned: bool, base: i32)
             stored += 16;
         }
         if tail % 16 > 0 {
-            super::epilogue::store_bytes(a, xmm0, dst, stored, tail % 16, rax)?;
+            crate::kernels::epilogue::store_bytes(a, xmm0, dst, stored, tail % 16, rax)?;
         }
     }
     Ok(())
@@ -847,7 +847,7 @@ fn emit_pool(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::*;
+    use crate::kernels::testing::*;
 
     /// A small deterministic generator.
     struct Dice(u64);

@@ -13,10 +13,10 @@
 
 use super::movement::{concat_windows, emit_strided_copy};
 use super::operands::QuantOperand;
-use super::requantize::{emit_requantize_rows, per_tensor_block, AVX2};
-use super::rows::{Stream, AUX};
-use crate::convert::ByteQuant;
 use crate::error::CodegenError;
+use crate::kernels::quant_params::ByteQuant;
+use crate::kernels::requantize::{emit_requantize_rows, per_tensor_block, AVX2};
+use crate::kernels::rows::{Stream, AUX};
 use crate::lower::{Emit, LowerOp, OpLowering, Plan};
 use qopt_dialect_qnn::quant_params::requantize_multipliers;
 use qopt_dialect_qnn::rounding_of;
@@ -102,7 +102,7 @@ impl OpLowering for QuantConcat {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::*;
+    use crate::kernels::testing::*;
 
     #[test]
     fn concat_matches_the_interpreter() {

@@ -22,9 +22,9 @@
 //! calls name the kernel they reach, and fields the linker fills name their
 //! relocation. Padding between functions (`int3`) is not listed.
 
-use crate::entry::{text_image, DataSection, TextImage};
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::module::{Program, TensorSignature};
+use crate::object::entry::{text_image, DataSection, TextImage};
 use crate::object::{check_prefix, ObjectOptions};
 use iced_x86::{
     Decoder, DecoderOptions, Formatter, GasFormatter, Instruction, IntelFormatter, OpKind, SymbolResolver,
@@ -95,9 +95,9 @@ pub fn listing(
         counted(program.kernels.len(), "kernel"),
         image.entries.len(),
         program.rodata.len(),
-        crate::entry::bss_bytes(program),
+        crate::object::entry::bss_bytes(program),
         program.arena_bytes,
-        crate::entry::cpu_check_flag_offset(program)
+        crate::object::entry::cpu_check_flag_offset(program)
     );
     for (what, sigs) in [("input", &program.inputs), ("output", &program.outputs)] {
         for (i, sig) in sigs.iter().enumerate() {
@@ -154,7 +154,7 @@ fn counted(n: usize, what: &str) -> String {
 /// `float[3][37] tensor<3x37xf32>`.
 fn describe(sig: &TensorSignature) -> String {
     let dims: String = sig.shape.iter().map(|d| format!("[{d}]")).collect();
-    format!("{}{dims} {}", crate::entry::c_element_type(sig.element), sig.type_text)
+    format!("{}{dims} {}", crate::object::entry::c_element_type(sig.element), sig.type_text)
 }
 
 /// Appends the instructions of `image.text[offset..offset + len]`.

@@ -28,21 +28,56 @@
 //! f32 expressed types. Per-axis parameters, wider storage and f16/bf16
 //! expressed types are errors of kind `Unsupported`, never wrong answers.
 
+//!
+//! **The loop.** [`emit_elementwise`] writes a complete kernel with the convention of
+//! `abi.rs`; its work items are elements, and it reads the input at one place
+//! and writes the output at another:
+//!
+//! ```text
+//!   rdi = input + begin × in_size;  rsi = output + begin × out_size
+//!   rdx = end − begin                             (elements to convert)
+//!   [float kernels] save MXCSR, load 0x1F80      IEEE defaults for the call
+//!   load constants into ymm8..ymm15 / r8..r10     (the kernel's parameters)
+//!   r11 = len / 8;  jz tail
+//! vector:  8 elements per iteration (AVX2)        body_vector
+//!   advance rdi, rsi;  dec r11;  jnz vector
+//! tail:    rdx = len % 8;  jz done
+//! scalar:  1 element per iteration                body_scalar
+//!   advance rdi, rsi;  dec rdx;  jnz scalar
+//! done:    vzeroupper;  [restore MXCSR];  ret
+//! ```
+//!
+//! Bodies read only `[rdi]` and write only `[rsi]`, 8 elements (vector) or 1
+//! (scalar) at a time, so the kernel touches exactly `len` input and `len`
+//! output elements. They may clobber rax, rcx, ymm0..ymm7 and must leave the
+//! constant registers alone. Branches are relative and nothing refers to an
+//! absolute address, so the bytes run wherever they are mapped. Only
+//! caller-saved registers are used (every ymm is caller-saved in System V), so
+//! nothing needs saving.
+//!
+//! **Floating-point environment.** A kernel that does float arithmetic sets
+//! MXCSR to its power-on value 0x1F80 (round to nearest even, no
+//! flush-to-zero, no denormals-are-zero, exceptions masked) for its duration
+//! and restores the caller's on return, so its results are the IEEE results of
+//! `docs/quant-semantics.md` even when the caller runs with FTZ/DAZ or another
+//! rounding mode.
+use crate::abi::KernelCode;
 use crate::abi::Place;
+use crate::abi::{assemble, load_addresses, new_assembler};
 use crate::buffer::{ElementType, Elements, ElementsMut};
-use crate::emit::{
-    broadcast_u32, broadcast_u64, emit_elementwise, load_8_bytes, load_byte, store_8_bytes, LoopShape,
-};
 use crate::error::{CodegenError, CodegenErrorKind};
-use crate::jit::ExecutableCode;
-use crate::kernels::rescale::{emit_multiply_round_clamp, StageConstants, StageRegisters};
+use crate::kernels::quant_params::{ByteQuant, FixedPointMultiplier};
+use crate::kernels::registers::{broadcast_u32, broadcast_u64};
+use crate::kernels::requantize::{emit_multiply_round_clamp, StageConstants, StageRegisters};
+use crate::lower::{LowerOp, OpLowering, Plan};
+use crate::runtime::executable::ExecutableCode;
 use crate::target::{CpuFeatures, Target};
 use iced_x86::code_asm::*;
 use qopt_dialect_qnn::fixed_point::{scale_f32, Rounding};
 use qopt_dialect_qnn::op_names as qnn_op;
-use qopt_dialect_qnn::quant_params::{self, check_quant_type, requantize_multipliers, storage_range};
+use qopt_dialect_qnn::quant_params::{self, requantize_multipliers};
 use qopt_dialect_qnn::rounding_of;
-use qopt_ir_core::{type_to_string, Context, FloatKind, Module, OpId, QuantType, Signedness, Type, TypeData};
+use qopt_ir_core::{type_to_string, Context, FloatKind, Module, OpId, QuantType, Type, TypeData};
 
 /// The features the kernels of this module emit.
 const NEEDED: CpuFeatures = CpuFeatures { avx: true, avx2: true, ..CpuFeatures::NONE };
@@ -53,70 +88,6 @@ const CMP_ORDERED: i32 = 7;
 /// immediate rather than MXCSR (bit 2 = 0), precision exception suppressed
 /// (bit 3).
 const ROUND_NEAREST_EVEN: i32 = 8;
-
-/// One quantized side of a conversion: a per-tensor 8-bit type.
-#[derive(Copy, Clone, PartialEq, Debug)]
-pub struct ByteQuant {
-    /// The buffer type of the stored values (`I8` or `U8`).
-    pub element: ElementType,
-    /// The scale as written in the type (f64).
-    pub scale: f64,
-    /// The stored value of real 0.
-    pub zero_point: i32,
-    /// Smallest stored value (the storage range, narrowed if the type narrows it).
-    pub qmin: i32,
-    /// Largest stored value.
-    pub qmax: i32,
-}
-
-impl ByteQuant {
-    /// The parameters of `q`, or an error when the type is invalid or outside
-    /// what these kernels compile (`what` names the operand).
-    pub fn of(q: &QuantType, what: &str) -> Result<ByteQuant, CodegenError> {
-        check_quant_type(q)
-            .map_err(|e| CodegenError::new(CodegenErrorKind::InvalidInput, format!("{what}: {e}")))?;
-        let unsupported =
-            |m: String| CodegenError::new(CodegenErrorKind::Unsupported, format!("{what}: {m}"));
-        let Some(p) = quant_params::per_tensor(q) else {
-            return Err(unsupported("per-axis parameters are not compiled yet (per tensor only)".into()));
-        };
-        if q.storage.width > 8 {
-            return Err(unsupported(format!(
-                "{}-bit storage is not compiled yet (8 bits at most)",
-                q.storage.width
-            )));
-        }
-        if q.expressed != FloatKind::F32 {
-            return Err(unsupported("only f32 expressed types are compiled yet".into()));
-        }
-        let element = match q.storage.signedness {
-            Signedness::Signless => ElementType::I8,
-            Signedness::Unsigned => ElementType::U8,
-        };
-        let (qmin, qmax) = storage_range(q);
-        // check_quant_type keeps zp and the range within the 8-bit storage.
-        Ok(ByteQuant {
-            element,
-            scale: p.scale,
-            zero_point: p.zero_point as i32,
-            qmin: qmin as i32,
-            qmax: qmax as i32,
-        })
-    }
-
-    fn is_unsigned(&self) -> bool {
-        self.element == ElementType::U8
-    }
-}
-
-/// The fixed-point form of a requantization: `M ≈ multiplier × 2^(−31−shift)`.
-#[derive(Copy, Clone, PartialEq, Eq, Debug)]
-pub struct FixedPointMultiplier {
-    /// `m`, in `[2^30, 2^31)`.
-    pub multiplier: i32,
-    /// `n`; the right shift is `31 + n`.
-    pub shift: i32,
-}
 
 /// The parameters of one conversion op, as the kernel is specialized for them.
 #[derive(Clone, PartialEq, Debug)]
@@ -271,27 +242,22 @@ fn expect_f32_tensor(ctx: &Context, ty: Type, what: &str) -> Result<(), CodegenE
     }
 }
 
-/// The multiplier and right shift the requantize kernel uses for `(m, n)`:
-/// the same results as `R(v × m, 31 + n, mode)` for every input with
-/// |v| < 2^31, followed by a clamp to bounds of magnitude below 2^29, with a
-/// shift in `1..=62` so that the 64-bit arithmetic cannot overflow.
-///
-/// - `1 ≤ s ≤ 62`: `(m, s)` itself. |v × m| < 2^62 and the rounding bias is at
-///   most 2^61, so the biased value fits i64.
-/// - `s ≥ 63`: |v × m| < 2^62 ≤ 2^(s−1), strictly below half a step, so `R` is 0
-///   in every mode; `(0, 1)` gives 0 in every mode too.
-/// - `s ≤ 0`: `R = v × m × 2^(−s)` has the sign of `v` and, for `v ≠ 0`,
-///   magnitude at least 2^30, so the clamp gives the same bound as for
-///   `(2^30, 1)`, whose result `v × 2^29` has the same sign and magnitude at
-///   least 2^29 (and is 0 for `v = 0`, as `R` is).
-pub fn kernel_multiplier_and_shift(m: FixedPointMultiplier) -> (i32, u32) {
-    let s = 31i64 + i64::from(m.shift);
-    if s >= 63 {
-        (0, 1)
-    } else if s <= 0 {
-        (1 << 30, 1)
-    } else {
-        (m.multiplier, s as u32)
+/// `qnn.quantize`, `qnn.dequantize`: one elementwise kernel.
+pub(crate) struct Convert;
+
+impl OpLowering for Convert {
+    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
+        ConvertSpec::from_op(op.ctx, op.module, op.op)?;
+        op.target.require(&ConvertSpec::needed_features(), op.name())?;
+        Ok(Plan::kernels())
+    }
+
+    fn emit(&self, op: &LowerOp<'_>, out: &mut crate::lower::Emit<'_>) -> Result<(), CodegenError> {
+        let spec = ConvertSpec::from_op(op.ctx, op.module, op.op)?;
+        let len = op.result_shape(0)?.iter().product::<usize>();
+        let code = spec.emit((out.operand(0)?, out.result(0)?))?;
+        out.kernel(KernelCode { code, work: len, work_item: "element", strategy: "AVX2, 8 lanes".into() });
+        Ok(())
     }
 }
 
@@ -520,32 +486,141 @@ fn emit_requantize(
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use qopt_dialect_qnn::fixed_point::{quantize_multiplier, requantize, saturate};
+/// Elements per iteration of the vector loop (one ymm of i32 / f32 lanes).
+pub(crate) const VECTOR_LANES: usize = 8;
 
-    /// The shift plan against the reference `requantize` over every 9-bit `v`,
-    /// each mode, and shifts from far below 0 to far above 62, in plain Rust
-    /// (no generated code): the plan itself is exact.
-    #[test]
-    fn kernel_shift_plan_matches_the_reference_at_every_shift() {
-        let (low, high) = (-255i64, 255i64);
-        for exponent in -80..=80 {
-            for mantissa in [0.5, 0.75, 0.999_999_9] {
-                let real = mantissa * 2f64.powi(exponent);
-                let (m, n) = quantize_multiplier(real).unwrap();
-                let (km, ks) = kernel_multiplier_and_shift(FixedPointMultiplier { multiplier: m, shift: n });
-                assert!((1..=62).contains(&ks));
-                for mode in [Rounding::HalfAwayFromZero, Rounding::HalfToEven, Rounding::HalfUp] {
-                    for v in -511i64..=511 {
-                        let want = saturate(i128::from(requantize(v, m, n, mode)), low, high);
-                        let x = i128::from(v) * i128::from(km);
-                        let got = qopt_dialect_qnn::fixed_point::rounding_shift(x, i64::from(ks), mode);
-                        assert_eq!(saturate(got, low, high), want, "M = {real}, v = {v}, {mode}");
-                    }
-                }
-            }
+/// MXCSR's power-on value: round to nearest even, all exceptions masked, no
+/// FTZ, no DAZ.
+const MXCSR_IEEE_DEFAULT: u32 = 0x1F80;
+
+/// Bytes per element on each side, and whether the kernel does float
+/// arithmetic (and so pins MXCSR).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct LoopShape {
+    /// Input bytes per element.
+    pub input_size: usize,
+    /// Output bytes per element.
+    pub output_size: usize,
+    /// The kernel computes with floats: pin MXCSR to the IEEE defaults.
+    pub uses_float_environment: bool,
+}
+
+/// One part of a kernel's body: appends instructions to the assembler.
+pub(crate) type Emitter<'e> = &'e dyn Fn(&mut CodeAssembler) -> Result<(), IcedError>;
+
+/// The complete function of an elementwise kernel (see the module doc) that
+/// reads `input` and writes `output`, as position-independent machine code.
+pub(crate) fn emit_elementwise(
+    shape: LoopShape,
+    (input, output): (Place, Place),
+    load_constants: Emitter<'_>,
+    body_vector: Emitter<'_>,
+    body_scalar: Emitter<'_>,
+) -> Result<Vec<u8>, CodegenError> {
+    let mut a = new_assembler()?;
+    load_addresses(&mut a, &[(rdi, input), (rsi, output)])?;
+    a.mov(rdx, r8)?;
+    a.sub(rdx, rcx)?;
+    advance_by_elements(&mut a, rdi, rcx, shape.input_size)?;
+    advance_by_elements(&mut a, rsi, rcx, shape.output_size)?;
+    let mut vector_loop = a.create_label();
+    let mut tail = a.create_label();
+    let mut scalar_loop = a.create_label();
+    let mut done = a.create_label();
+    let lanes = VECTOR_LANES as i32;
+    let (in_size, out_size) = (shape.input_size as i32, shape.output_size as i32);
+
+    if shape.uses_float_environment {
+        a.sub(rsp, 8)?;
+        a.stmxcsr(dword_ptr(rsp))?;
+        a.mov(dword_ptr(rsp + 4), MXCSR_IEEE_DEFAULT)?;
+        a.ldmxcsr(dword_ptr(rsp + 4))?;
+    }
+    load_constants(&mut a)?;
+
+    a.mov(r11, rdx)?;
+    a.shr(r11, VECTOR_LANES.trailing_zeros())?;
+    a.jz(tail)?;
+    a.set_label(&mut vector_loop)?;
+    body_vector(&mut a)?;
+    a.add(rdi, lanes * in_size)?;
+    a.add(rsi, lanes * out_size)?;
+    a.dec(r11)?;
+    a.jnz(vector_loop)?;
+
+    a.set_label(&mut tail)?;
+    a.and(rdx, lanes - 1)?;
+    a.jz(done)?;
+    a.set_label(&mut scalar_loop)?;
+    body_scalar(&mut a)?;
+    a.add(rdi, in_size)?;
+    a.add(rsi, out_size)?;
+    a.dec(rdx)?;
+    a.jnz(scalar_loop)?;
+
+    a.set_label(&mut done)?;
+    a.vzeroupper()?;
+    if shape.uses_float_environment {
+        a.ldmxcsr(dword_ptr(rsp))?;
+        a.add(rsp, 8)?;
+    }
+    a.ret()?;
+    assemble(&mut a)
+}
+
+/// `pointer += count × element_size` for element sizes 1, 2, 4 and 8.
+fn advance_by_elements(
+    a: &mut CodeAssembler,
+    pointer: AsmRegister64,
+    count: AsmRegister64,
+    element_size: usize,
+) -> Result<(), CodegenError> {
+    let scale = match element_size {
+        1 | 2 | 4 | 8 => element_size as u32,
+        _ => {
+            return Err(CodegenError::new(
+                crate::error::CodegenErrorKind::Assembler,
+                format!("element size {element_size} is not 1, 2, 4 or 8"),
+            ))
         }
+    };
+    a.lea(pointer, qword_ptr(pointer + count * scale))?;
+    Ok(())
+}
+
+/// Narrows the 8 i32 lanes of ymm0, each already within the byte range of the
+/// output (so the saturating packs never saturate), to 8 bytes in order and
+/// stores them at `[rsi]`. Clobbers ymm1.
+pub(crate) fn store_8_bytes(a: &mut CodeAssembler, unsigned: bool) -> Result<(), IcedError> {
+    a.vextracti128(xmm1, ymm0, 1)?;
+    a.vpackssdw(xmm0, xmm0, xmm1)?;
+    if unsigned {
+        a.vpackuswb(xmm0, xmm0, xmm0)?;
+    } else {
+        a.vpacksswb(xmm0, xmm0, xmm0)?;
+    }
+    a.vmovq(qword_ptr(rsi), xmm0)
+}
+
+/// Loads 8 stored bytes at `[rdi]` into the 8 i32 lanes of `ymm`, sign- or
+/// zero-extended.
+pub(crate) fn load_8_bytes(
+    a: &mut CodeAssembler,
+    ymm: AsmRegisterYmm,
+    unsigned: bool,
+) -> Result<(), IcedError> {
+    if unsigned {
+        a.vpmovzxbd(ymm, qword_ptr(rdi))
+    } else {
+        a.vpmovsxbd(ymm, qword_ptr(rdi))
+    }
+}
+
+/// Loads the stored byte at `[rdi]` into eax, sign- or zero-extended.
+pub(crate) fn load_byte(a: &mut CodeAssembler, unsigned: bool) -> Result<(), IcedError> {
+    if unsigned {
+        a.movzx(eax, byte_ptr(rdi))
+    } else {
+        a.movsx(eax, byte_ptr(rdi))
     }
 }

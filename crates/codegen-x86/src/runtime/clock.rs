@@ -9,7 +9,7 @@
 
 use crate::abi::{assemble, new_assembler};
 use crate::error::CodegenError;
-use crate::jit::ExecutableCode;
+use crate::runtime::executable::ExecutableCode;
 use iced_x86::code_asm::*;
 use std::time::Instant;
 

@@ -156,7 +156,7 @@ pub(crate) fn emit_feature_test(a: &mut CodeAssembler, features: &CpuFeatures) -
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
-    use crate::jit::ExecutableCode;
+    use crate::runtime::executable::ExecutableCode;
 
     /// Runs the test for `features` here: 1 or 0.
     fn run(features: &CpuFeatures) -> u64 {

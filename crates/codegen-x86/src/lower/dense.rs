@@ -27,17 +27,17 @@
 //! The last block may have fewer than 8 channels: its weights are padded
 //! with zero channels and only its valid bytes are stored.
 
-use super::epilogue::{
-    globals, lane_records, lane_requantizer, load_low_bound, pack_8, store_bytes, LANE_INIT, LANE_RECORD,
-};
-use super::gemm::push_unit;
-use super::im2col::{emit_pad, ImageShape};
-use super::layer::{Accumulation, KernelOptions, Layer};
-use super::{append_aligned, emit_item_kernel, emit_reduction, multiply_by, split_index, ITEM};
 use crate::abi::{KernelCode, Place};
 use crate::buffer::ElementType;
-use crate::emit::xmm_of;
 use crate::error::{CodegenError, CodegenErrorKind};
+use crate::kernels::epilogue::{
+    globals, lane_records, lane_requantizer, load_low_bound, pack_8, store_bytes, LANE_INIT, LANE_RECORD,
+};
+use crate::kernels::gemm::push_unit;
+use crate::kernels::im2col::{emit_pad, ImageShape};
+use crate::kernels::layer::{Accumulation, KernelOptions, Layer};
+use crate::kernels::registers::xmm_of;
+use crate::kernels::{append_aligned, emit_item_kernel, emit_reduction, multiply_by, split_index, ITEM};
 use crate::lower::{Emit, LowerOp, OpLowering, Plan};
 use iced_x86::code_asm::*;
 use qopt_dialect_qnn::op_names as qnn_op;
@@ -240,7 +240,7 @@ fn emit_dense_gemm(
         a.add(WEIGHT_CURSOR, BLOB)?;
         multiply_by(a, RECORD, r8, plan.tile_blocks * LANE_RECORD)?;
         a.add(RECORD, BLOB)?;
-        super::add_constant(a, RECORD, records_at, r9)?;
+        crate::kernels::add_constant(a, RECORD, records_at, r9)?;
 
         // The last row tile may have fewer rows and the last channel tile
         // fewer blocks (and a short last block): up to four tile variants.
@@ -290,7 +290,7 @@ fn emit_tile(
     let broadcasts = &ALL_YMM[rows * blocks..rows * blocks + rows];
     let product = ALL_YMM[rows * blocks + rows];
     let block_bytes = plan.units * 32;
-    let ones = ymmword_ptr(BLOB + (globals_at + super::epilogue::GLOBAL_ONES_WORDS));
+    let ones = ymmword_ptr(BLOB + (globals_at + crate::kernels::epilogue::GLOBAL_ONES_WORDS));
     for b in 0..blocks {
         for r in 0..rows {
             a.vmovdqu(acc(r, b), ymmword_ptr(RECORD + (b * LANE_RECORD + LANE_INIT)))?;

@@ -23,18 +23,20 @@
 //!   clamped value (equal when `|X| ≤ 2^16` and `−s ≤ 16`, otherwise both
 //!   saturate to the bound of X's sign, or are both 0).
 
-use super::add_words;
-use super::lanes::{emit_byte_lanes, Along, LaneInput};
 use super::operands::QuantOperand;
-use super::requantize::{AVX2, LANE_RUN};
-use super::rescale::{
+use crate::error::{CodegenError, CodegenErrorKind};
+use crate::kernels::add_words;
+use crate::kernels::lanes::{emit_byte_lanes, Along, LaneInput};
+use crate::kernels::quant_params::{ByteQuant, FixedPointMultiplier};
+use crate::kernels::registers::{broadcast_u32, broadcast_u64};
+use crate::kernels::requantize::{
     emit_clamp_offset, emit_merge_even_odd, emit_multiply_round_clamp, emit_round_shift_clamp, rounding_bias,
     StageConstants, StageRegisters,
 };
-use super::rows::{broadcast_strides, emit_rows, Nest, Stream, INPUT0, INPUT1, OUTPUT, STREAM_POINTERS};
-use crate::convert::{ByteQuant, FixedPointMultiplier};
-use crate::emit::{broadcast_u32, broadcast_u64};
-use crate::error::{CodegenError, CodegenErrorKind};
+use crate::kernels::requantize::{AVX2, LANE_RUN};
+use crate::kernels::rows::{
+    broadcast_strides, emit_rows, Nest, Stream, INPUT0, INPUT1, OUTPUT, STREAM_POINTERS,
+};
 use crate::lower::{Emit, LowerOp, OpLowering, Plan};
 use iced_x86::code_asm::*;
 use qopt_dialect_qnn::fixed_point::Rounding;
@@ -311,8 +313,8 @@ fn emit_binary(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::*;
     use super::*;
+    use crate::kernels::testing::*;
 
     #[test]
     fn sum_shift_forms() {

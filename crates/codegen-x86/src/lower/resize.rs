@@ -12,12 +12,12 @@
 //! contiguously when that dimension keeps its size and scale).
 
 use super::movement::emit_copy_row;
-use super::requantize::AVX2;
-use super::rows::{
-    bind, emit_rows, row_major_strides, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
-};
 use crate::buffer::ElementType;
 use crate::error::CodegenError;
+use crate::kernels::requantize::AVX2;
+use crate::kernels::rows::{
+    bind, emit_rows, row_major_strides, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
+};
 use crate::lower::{Emit, LowerOp, OpLowering, Plan};
 use iced_x86::code_asm::*;
 use qopt_dialect_fp::{resize_keeps_dimension, resize_params, NearestMode, ResizeMode, ResizeParams};
@@ -185,7 +185,7 @@ impl OpLowering for Resize {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::*;
+    use crate::kernels::testing::*;
     use qopt_interp::Tensor;
 
     const COORDINATES: [&str; 6] = [

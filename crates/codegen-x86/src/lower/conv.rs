@@ -1,9 +1,9 @@
 //! The lowering of `qnn.conv2d` and `qnn.conv2d_relu` ([`Conv2dLowering`]).
 //!
 //! A depthwise convolution (groups = input channels = output channels,
-//! horizontal stride 1 or 2) runs [`depthwise`](super::depthwise)'s direct
+//! horizontal stride 1 or 2) runs [`depthwise`](crate::kernels::depthwise)'s direct
 //! kernel after the pad kernel. Every other convolution runs three kernels:
-//! pad → pack → GEMM ([`im2col`](super::im2col), [`gemm`](super::gemm)),
+//! pad → pack → GEMM ([`im2col`](crate::kernels::im2col), [`gemm`](crate::kernels::gemm)),
 //! groups being one more coordinate of the work items. The scratch space
 //! holds the padded image, then the panels. A 1×1 convolution with unit
 //! strides and no padding skips the pad kernel: its pack kernel centers the
@@ -15,20 +15,23 @@
 //! dilation and group count; all rounding modes; the relu forms with or
 //! without `relu_max`. Anything else is an `Unsupported` error from `plan`.
 
-use super::append_aligned;
-use super::channel_gemm::{
-    channel_block_records, emit_channel_gemm, pack_channel_weights, ChannelGemmPlaces, ChannelGemmShape,
-};
-use super::depthwise::{emit_depthwise, DepthwiseShape};
-use super::epilogue::{channel_records, globals};
-use super::gemm::{emit_gemm, pack_weights, split_table, GemmPlaces, GemmShape};
-use super::im2col::{emit_pack, emit_pad, pack_tables, reads_input_directly, ImageShape, PackPlaces, Window};
-use super::layer::{Accumulation, ConvGemmChoice, KernelOptions, Layer};
-use super::winograd::{
-    emit_input_transform, emit_output_transform, transformed_weights, OutputTransformPlaces, WinogradShape,
-};
 use crate::abi::{KernelCode, Place, BUFFER_ALIGN};
 use crate::error::{CodegenError, CodegenErrorKind};
+use crate::kernels::append_aligned;
+use crate::kernels::channel_gemm::{
+    channel_block_records, emit_channel_gemm, pack_channel_weights, ChannelGemmPlaces, ChannelGemmShape,
+};
+use crate::kernels::depthwise::{emit_depthwise, DepthwiseShape};
+use crate::kernels::epilogue::{channel_records, globals};
+use crate::kernels::gemm::{emit_gemm, pack_weights, split_table, GemmPlaces, GemmShape};
+use crate::kernels::im2col::ConvGeometry;
+use crate::kernels::im2col::{
+    emit_pack, emit_pad, pack_tables, reads_input_directly, ImageShape, PackPlaces, Window,
+};
+use crate::kernels::layer::{Accumulation, ConvGemmChoice, KernelOptions, Layer};
+use crate::kernels::winograd::{
+    emit_input_transform, emit_output_transform, transformed_weights, OutputTransformPlaces, WinogradShape,
+};
 use crate::lower::{Emit, LowerOp, OpLowering, Plan};
 use qopt_dialect_qnn::op_names as qnn_op;
 
@@ -38,33 +41,6 @@ use qopt_dialect_qnn::op_names as qnn_op;
 pub struct Conv2dLowering {
     /// Which multiply-accumulate schemes the kernels may use.
     pub options: KernelOptions,
-}
-
-/// The window of one conv2d, read from its shapes and attributes.
-#[derive(Copy, Clone, Debug)]
-pub(crate) struct ConvGeometry {
-    /// Images `N`.
-    pub batches: usize,
-    /// Input channels `C`.
-    pub channels: usize,
-    /// Input height `H`.
-    pub height: usize,
-    /// Input width `W`.
-    pub width: usize,
-    /// Output channels `O`.
-    pub out_channels: usize,
-    /// `[kh, kw]`.
-    pub kernel: [usize; 2],
-    /// `[OH, OW]`.
-    pub output: [usize; 2],
-    /// `[stride_h, stride_w]`.
-    pub stride: [usize; 2],
-    /// `[top, left, bottom, right]`.
-    pub pad: [usize; 4],
-    /// `[dilation_h, dilation_w]`.
-    pub dilation: [usize; 2],
-    /// Channel groups.
-    pub groups: usize,
 }
 
 impl ConvGeometry {
@@ -156,11 +132,11 @@ struct ConvPlan {
 /// Which GEMM multiplies a conv's packed panels.
 #[derive(Copy, Clone, Debug)]
 enum ConvGemm {
-    /// Positions in the lanes ([`gemm`](super::gemm)).
+    /// Positions in the lanes ([`gemm`](crate::kernels::gemm)).
     Positions(GemmShape),
-    /// Output channels in the lanes ([`channel_gemm`](super::channel_gemm)).
+    /// Output channels in the lanes ([`channel_gemm`](crate::kernels::channel_gemm)).
     Channels(ChannelGemmShape),
-    /// Winograd F(2×2, 3×3) ([`winograd`](super::winograd)): its own image,
+    /// Winograd F(2×2, 3×3) ([`winograd`](crate::kernels::winograd)): its own image,
     /// input transform, GEMM and output transform.
     Winograd(WinogradShape),
 }

@@ -409,7 +409,7 @@ fn emit_stub(program: &Program, kind: EntryKind, at: usize) -> Result<Stub, Code
     for r in ARGUMENT_REGISTERS {
         a.push(r)?;
     }
-    crate::cpu_check::emit_feature_test(&mut a, &program.target.features)?;
+    crate::object::cpu_check::emit_feature_test(&mut a, &program.target.features)?;
     a.mov(r11d, CPU_LACKS_FEATURES)?;
     a.sub(r11d, eax)?; // 1 when every feature is there, else 2
     a.mov(flag_byte(), r11b)?;

@@ -17,13 +17,13 @@
 //! Constant padding is two kernels, run in order: fill the whole result with
 //! the pad value ([`emit_fill_row`]), then copy the input into its interior.
 
-use super::requantize::AVX2;
-use super::rows::{
-    bind, emit_rows, row_major_strides, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
-};
 use crate::abi::KernelCode;
 use crate::buffer::ElementType;
 use crate::error::{CodegenError, CodegenErrorKind};
+use crate::kernels::requantize::AVX2;
+use crate::kernels::rows::{
+    bind, emit_rows, row_major_strides, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
+};
 use crate::lower::{Emit, LowerOp, OpLowering, Plan};
 use iced_x86::code_asm::*;
 use qopt_dialect_fp::attrs;
@@ -660,7 +660,7 @@ pub(crate) fn lowerings() -> Vec<(&'static str, std::sync::Arc<dyn OpLowering>)>
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::*;
+    use crate::kernels::testing::*;
     use qopt_interp::Tensor;
 
     /// Element types to move: f32, per-tensor i8 and u8.

@@ -8,8 +8,8 @@
 //! stricter).
 
 use crate::buffer::ElementType;
-use crate::convert::ByteQuant;
 use crate::error::CodegenError;
+use crate::kernels::quant_params::ByteQuant;
 use crate::lower::LowerOp;
 use qopt_dialect_qnn::quant_params::{self, check_quant_type, ScaleZp};
 use qopt_ir_core::{type_to_string, QuantType, Type};
