@@ -1,13 +1,20 @@
 //! The compile driver as a library: `qcompile` is
 //! `CompileDriver::new("qcompile").main()`, and a downstream crate builds its
 //! own compiler the same way after adding its dialects (through the
-//! [`Driver`] it wraps) and its ops' lowerings:
+//! [`Driver`] it wraps). Its ops' lowerings go into the context, from the
+//! same setup (`Lowerings::install(ctx)`), so `qrun --backend=x86` finds them
+//! too; lowerings given to the driver itself ([`CompileDriver::lowerings_mut`])
+//! replace the context's for this tool only:
 //!
 //! ```no_run
 //! use qopt_driver::compile::CompileDriver;
 //! let mut compiler = CompileDriver::new("toy-compile");
-//! compiler.driver_mut().add_dialects(|ctx| { let _ = ctx; /* ctx.register_dialect(MyDialect) */ Ok(()) });
-//! // compiler.lowerings_mut().register("accel.conv", std::sync::Arc::new(MyConvLowering));
+//! compiler.driver_mut().add_dialects(|ctx| {
+//!     // ctx.register_dialect(MyDialect)?;
+//!     // qopt_codegen_x86::Lowerings::install(ctx).register("accel.conv", std::sync::Arc::new(MyConvLowering));
+//!     let _ = ctx;
+//!     Ok(())
+//! });
 //! std::process::exit(compiler.run(std::env::args_os()));
 //! ```
 //!
@@ -155,14 +162,15 @@ struct ObjectFiles<'a> {
 }
 
 impl CompileDriver {
-    /// A driver named `tool` with qopt's dialects and the backend's built-in
-    /// lowerings.
+    /// A driver named `tool` with qopt's dialects, compiling with the
+    /// lowerings of each model's context (`Lowerings::of`).
     pub fn new(tool: &'static str) -> CompileDriver {
-        CompileDriver::with_parts(Driver::new(tool), Lowerings::builtin())
+        CompileDriver::with_parts(Driver::new(tool), Lowerings::empty())
     }
 
     /// A driver whose models are parsed with `driver`'s dialects and compiled
-    /// with `lowerings`; the tool is named after `driver`.
+    /// with the context's lowerings, those of `lowerings` replacing them; the
+    /// tool is named after `driver`.
     pub fn with_parts(driver: Driver, lowerings: Lowerings) -> CompileDriver {
         CompileDriver { driver, lowerings }
     }
@@ -177,7 +185,7 @@ impl CompileDriver {
         &mut self.driver
     }
 
-    /// The lowerings, to add or replace ops' lowerings.
+    /// The lowerings this driver adds to (or replaces in) the context's.
     pub fn lowerings_mut(&mut self) -> &mut Lowerings {
         &mut self.lowerings
     }
@@ -277,7 +285,9 @@ impl CompileDriver {
             })?;
         let function = cli.function.strip_prefix('@').unwrap_or(&cli.function);
         let target = Target::named(cli.target_cpu);
-        let program = compile(&model.ctx, &model.module, function, &self.lowerings, &target)
+        let mut lowerings = Lowerings::of(&model.ctx);
+        lowerings.extend(&self.lowerings);
+        let program = compile(&model.ctx, &model.module, function, &lowerings, &target)
             .map_err(|e| format!("{}: {}", model.name, e.message))?;
         let file_name =
             cli.model.file_name().map_or_else(|| model.name.clone(), |n| n.to_string_lossy().into_owned());

@@ -9,9 +9,10 @@
 //! and scratch space known.
 //!
 //! A downstream dialect adds its ops to the backend by registering an
-//! [`OpLowering`] for each op name in a [`Lowerings`] (starting from
-//! [`Lowerings::builtin`]) and compiling with it; nothing here needs to
-//! change.
+//! [`OpLowering`] for each op name in the [`Lowerings`] of its context
+//! ([`Lowerings::install`], from the setup that registers the dialect), or
+//! in a [`Lowerings`] it compiles with; nothing here needs to change. Every
+//! built-in lowering is named once, in `table.rs`.
 
 mod alias;
 pub(crate) mod binary;
@@ -332,6 +333,31 @@ impl Lowerings {
         let mut l = Lowerings::empty();
         table::register(&mut l);
         l
+    }
+
+    /// The lowerings of `ctx`: those a downstream crate installed
+    /// ([`Lowerings::install`]), else the built-in ones. `qrun --backend=x86`
+    /// and `qcompile` compile with these.
+    pub fn of(ctx: &Context) -> Lowerings {
+        ctx.extension::<Lowerings>().cloned().unwrap_or_else(Lowerings::builtin)
+    }
+
+    /// The lowerings of `ctx` for adding to, installing the built-in ones
+    /// first if there are none. A downstream crate calls this from the setup
+    /// that registers its dialect, so every tool that compiles its modules
+    /// finds its ops' lowerings.
+    pub fn install(ctx: &mut Context) -> &mut Lowerings {
+        if ctx.extension::<Lowerings>().is_none() {
+            ctx.set_extension(Lowerings::builtin());
+        }
+        ctx.extension_mut::<Lowerings>()
+    }
+
+    /// Adds every lowering of `other`, replacing those of the same op names.
+    pub fn extend(&mut self, other: &Lowerings) {
+        for (name, lowering) in &other.by_name {
+            self.by_name.insert(name.clone(), lowering.clone());
+        }
     }
 
     /// Registers (or replaces) the lowering of op `name`.

@@ -65,7 +65,7 @@ impl Compiled {
     fn build(model: &Model, func: &str, cpu: TargetCpu) -> Result<Compiled, CodegenError> {
         let start = std::time::Instant::now();
         let target = Target::for_running(cpu)?;
-        let program = compile(&model.ctx, &model.module, func, &Lowerings::builtin(), &target)?;
+        let program = compile(&model.ctx, &model.module, func, &Lowerings::of(&model.ctx), &target)?;
         let jit = JitModule::new(program)?;
         Ok(Compiled { jit, compile_time: start.elapsed() })
     }
