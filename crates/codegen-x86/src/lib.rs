@@ -1,44 +1,37 @@
-//! qopt's x86-64 backend (issue 12): quantized IR compiled to machine code,
-//! bit-exact with the interpreter.
+//! qopt's x86-64 backend: quantized IR compiled to machine code, bit-exact
+//! with the interpreter. Its folders follow a module's way to machine code:
 //!
+//! - [`lower`]: how an op becomes kernels ([`OpLowering`], [`LowerOp`],
+//!   [`Plan`], [`Emit`]), the registry by op name ([`Lowerings`], found in
+//!   the context so downstream lowerings reach every tool), and one file per
+//!   op family; `lower/table.rs` is the one table of the built-in lowerings.
+//! - `kernels/`: the building blocks lowerings assemble kernels from: the
+//!   conv and dense GEMMs, im2col, Winograd, depthwise, their epilogues, the
+//!   one requantizer (`kernels/requantize.rs`), the row and lane machinery
+//!   of the elementwise kernels, and the parameters kernels are specialized
+//!   for ([`ByteQuant`], [`kernel_multiplier_and_shift`]).
+//! - `module.rs`, `arena.rs`, [`abi`]: compiling a function into a
+//!   [`Program`] (plans, a liveness-planned arena, kernels in order) and the
+//!   kernel calling convention.
+//! - `runtime/`: running a program in this process ([`JitModule`],
+//!   [`Workspace`]): W^X executable memory ([`ExecutableCode`]), guard
+//!   pages ([`GuardedRegion`]), worker threads, and the clock measure.
+//! - `object/`: a program as files: a relocatable ELF object with C entry
+//!   points ([`write_object`]), its C header ([`c_header`]), a listing
+//!   ([`listing`]), and the CPU check the entry points run first.
 //! - [`Target`], [`TargetCpu`], [`CpuFeatures`] (`target.rs`): run-time
 //!   detection of AVX2, FMA, AVX-512 and the VNNI extensions, and
 //!   `--target-cpu=native|x86-64-v3|x86-64-v4` with a clear error when this
 //!   CPU cannot run the requested target.
-//! - [`ExecutableCode`] (`jit.rs`): W^X executable memory, written while
-//!   read + write, then switched to read + execute, unmapped on drop.
-//! - [`ConvertKernel`] (`convert.rs`): JIT-compiled `qnn.quantize`,
-//!   `qnn.dequantize` and `qnn.requantize` on per-tensor 8-bit types,
-//!   specialized per op and bit-exact with the interpreter; `emit.rs` holds
-//!   the loop every elementwise kernel shares.
-//! - [`Conv2dLowering`], [`DenseLowering`] (`kernels/`): `qnn.conv2d`,
-//!   `qnn.dense` and their relu forms, specialized per layer (weights packed
-//!   into rodata, requantization fused into the GEMM epilogue) with
-//!   `vpmaddwd` (exact for any weights), `vpmaddubsw` (where the weights
-//!   prove it cannot saturate) or `vpdpbusd` (VNNI targets); [`KernelOptions`]
-//!   may forbid the byte schemes.
-//! - `kernels/`: the kernels of the built-in lowerings beyond conversions:
-//!   `qnn.requantize` (per tensor or per axis), `qnn.add` / `qnn.mul` with
-//!   broadcasting, `qnn.concat`, the average pools, `qnn.lookup`, and
-//!   quantized max pooling, transpose, slices, split, concat, pad and relu,
-//!   all in the row nest of `kernels/rows.rs`, the integer ones sharing the
-//!   rescaling of `kernels/rescale.rs`.
 //!
 //! **Assembler: iced-x86's `code_asm`.** It assembles at run time from plain
 //! Rust calls, so registers, immediates and instruction choice are ordinary
 //! values that the per-op specialization and the run-time ISA choice (AVX2 vs
 //! AVX-512/VNNI) can compute; it validates every operand combination and
 //! returns errors instead of panicking; and the same crate carries the
-//! decoder and formatter that `--emit=asm` will need. dynasm-rs checks at
-//! Rust compile time instead, which suits fixed templates but makes
-//! run-time register and ISA choice awkward, and it brings a proc-macro.
-//!
-//! Outputs of a compiled [`Program`] besides the JIT ([`JitModule`]):
-//! - [`write_object`] (`object.rs`): a relocatable x86-64 ELF object with C
-//!   entry points (`entry.rs` builds their stubs), and [`c_header`]
-//!   (`header.rs`) its header;
-//! - [`listing`] (`listing.rs`): a readable assembly listing.
-//!
+//! decoder and formatter that `--emit=asm` needs. dynasm-rs checks at Rust
+//! compile time instead, which suits fixed templates but makes run-time
+//! register and ISA choice awkward, and it brings a proc-macro.
 
 #![warn(missing_docs)]
 

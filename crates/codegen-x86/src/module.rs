@@ -6,7 +6,7 @@
 //! one after another.
 //!
 //! A [`Program`] is plain data: machine code, the kernel table, rodata and
-//! the arena size. `runtime.rs` maps it and runs it in this process; an
+//! the arena size. `runtime/` maps it and runs it in this process; an
 //! object-file writer can write the same bytes out.
 
 use crate::abi::{KernelCode, Place, BUFFER_ALIGN};

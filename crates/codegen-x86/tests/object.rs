@@ -1,4 +1,4 @@
-//! Object files, headers and listings (`object.rs`, `entry.rs`, `header.rs`,
+//! Object files, headers and listings (`object/`: `mod.rs`, `entry.rs`, `header.rs`,
 //! `listing.rs`): the ELF layout read back with the `object` crate, the
 //! entry stubs run in this process after applying their relocations by hand
 //! (bit for bit against the interpreter, float and quantized entries, with

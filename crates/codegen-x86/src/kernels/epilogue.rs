@@ -24,7 +24,7 @@
 //! `zp_out` (relu bounds included), `zp_out`, and the one-constants.
 
 use super::layer::{ChannelRequant, Layer};
-use super::requantize::{HalfConstants, Narrowing, Requantizer, ShiftCount, Vector};
+use super::requantize::{Count, HalfConstants, Narrowing, Requantizer, ShiftCount, Vector};
 use crate::buffer::ElementType;
 use iced_x86::code_asm::*;
 
@@ -170,9 +170,9 @@ pub(crate) fn channel_requantizer(
     let half = HalfConstants {
         multiplier: Vector::Mem(ymmword_ptr(record + (disp + CHANNEL_MULTIPLIER))),
         rounding_bias: Vector::Mem(ymmword_ptr(record + (disp + CHANNEL_BIAS))),
-        shift: ShiftCount::Uniform(xmmword_ptr(record + (disp + CHANNEL_SHIFT))),
+        shift: ShiftCount::Uniform(Count::Mem(xmmword_ptr(record + (disp + CHANNEL_SHIFT)))),
     };
-    let high_shift = ShiftCount::Uniform(xmmword_ptr(record + (disp + CHANNEL_SHIFT_HIGH)));
+    let high_shift = ShiftCount::Uniform(Count::Mem(xmmword_ptr(record + (disp + CHANNEL_SHIFT_HIGH))));
     shared_requantizer(layer, half, half, high_shift, base, globals, low)
 }
 

@@ -1,41 +1,34 @@
-//! The kernels of the built-in lowerings, one module per kind of kernel.
+//! The building blocks lowerings assemble kernels from; no file here reads
+//! an op (the lowerings in `lower/` do).
 //!
-//! **Conv and dense.** JIT kernels for `qnn.conv2d`, `qnn.conv2d_relu`, `qnn.dense` and
-//! `qnn.dense_relu`, bit-exact with the interpreter (`docs/quant-semantics.md`
-//! §6) and specialized per layer: shapes, strides, pads, zero points and
-//! offsets are immediates, weights are packed into rodata at compile time in
-//! the layout of the kernel that reads them, per-channel requantization
-//! constants sit next to them, and the requantization is fused into the
-//! epilogue of the reduction.
+//! **Conv and dense.** Specialized per layer (`docs/quant-semantics.md` §6):
+//! shapes, strides, pads, zero points and offsets are immediates, weights
+//! are packed into rodata at compile time in the layout of the kernel that
+//! reads them, per-channel requantization constants sit next to them, and
+//! the requantization is fused into the epilogue of the reduction.
 //!
-//! - [`layer`]: the op read into numbers ([`layer::Layer`]) and the choice of
+//! - [`layer`]: a layer as numbers ([`layer::Layer`]) and the choice of
 //!   multiply-accumulate scheme (`vpmaddwd` exact, `vpmaddubsw` where the
 //!   weights prove it cannot saturate, `vpdpbusd` where the target has VNNI).
-//! - [`requantize_i32`]: the vector requantization of i32 accumulators the
-//!   epilogues use (with a cheaper form when every shift is at least 32).
-//! - [`epilogue`]: per-channel records in rodata, the requantizers that read
-//!   them, packing to bytes, exact-length stores.
-//! - [`im2col`]: the activation kernels that run before a GEMM (padding and
-//!   centering into a scratch image, then packing panels).
+//! - [`im2col`]: the convolution's geometry and the activation kernels that
+//!   run before a GEMM (padding and centering into a scratch image, then
+//!   packing panels).
 //! - [`gemm`]: the register-blocked conv GEMM (channels × positions), and
 //!   [`channel_gemm`] with channels in the lanes for layers with few
-//!   positions.
-//! - [`winograd`]: exact Winograd F(2×2, 3×3) for 3×3 stride-1 convs, its
-//!   transforms around [`gemm`] (which then writes raw i32 sums).
-//! - [`conv`], [`depthwise`], [`dense`]: the lowerings.
-//! - [`copy`]: a plain byte copy, which the module compiler uses to return
-//!   an input or a constant in an output buffer.
+//!   positions; [`winograd`]: exact Winograd F(2×2, 3×3) around [`gemm`];
+//!   [`depthwise`]: depthwise convolution.
+//! - [`epilogue`]: per-channel records in rodata, the requantizers that read
+//!   them, packing to bytes, exact-length stores.
 //!
-//! **Everything else** runs on the row walker of [`rows`] (independent rows,
-//! long rows split into blocks) with the 8-lane byte loops of [`lanes`] and
-//! the general rescaling of [`rescale`] (one or two i64 terms, the §12
-//! rounding, clamp, zero point): [`requantize`] (per tensor and per axis),
-//! [`binary`] (add, mul; [`add_words`] the i16-pair add), [`concat`],
-//! [`pool`], [`lookup`], [`movement`] (transpose, slice, split, concat, pad,
-//! relu), [`resize`] (nearest).
-//! [`requantize_i32`] and [`rescale`] compute the same function on
-//! different inputs (an i32 accumulator with per-channel constants; one or
-//! two i64 terms with per-row constants); merging them is open work.
+//! **Requantization.** [`requantize`]: the one requantizer every integer
+//! kernel emits, on register or memory constants, and the row kernel of
+//! `qnn.requantize`; [`quant_params`]: the parameters it is specialized for.
+//!
+//! **Elementwise.** [`rows`]: the row walker (independent rows, long rows
+//! split into blocks); [`lanes`]: the 8-lane byte loops; [`add_words`]: the
+//! i16-pair add; [`registers`]: broadcasts and register halves; [`copy`]: a
+//! plain byte copy, which the module compiler uses to return an input or a
+//! constant in an output buffer.
 //!
 //! Every kernel follows `abi.rs`: its work items are independent (each
 //! writes only its own outputs or scratch bytes), it reads only its

@@ -1,94 +1,58 @@
-//! The one requantizer: `clamp(R(v × m, s, mode), low, high) + zp_out` of
-//! `docs/quant-semantics.md` §4.3–§5 (the rounding shift with the §12
-//! branch-free forms), emitted by every integer kernel, with the constants
-//! wherever the kernel keeps them.
+//! The one requantizer every integer kernel emits: `clamp(R(v × m, s,
+//! mode), low, high) + zp_out` of `docs/quant-semantics.md` §4.3–§5, the
+//! rounding shift in the branch-free forms of §12.
 //!
 //! - [`StageConstants`]: one rescaling's multiplier, shift, rounding bias,
-//!   bounds and zero point, from [`kernel_multiplier_and_shift`]'s plan;
-//! - on registers (the row kernels: `qnn.requantize`, `qnn.concat`,
-//!   `qnn.add`, `qnn.mul`, the average pools): [`emit_round_shift_clamp`],
-//!   [`emit_multiply_round_clamp`], [`emit_clamp_offset`], and the row
-//!   kernel [`emit_requantize_rows`] with its parameter blocks;
-//! - on memory constants (the conv and dense epilogues, whose registers all
-//!   hold accumulators): [`Requantizer`], with a cheaper narrowing when every
-//!   shift is at least 32.
-//!
-//! **On registers.** The fixed-point rescaling every integer kernel shares: the rounding shift
-//! `R(x, s, mode)` of `docs/quant-semantics.md` §4.3 on 64-bit lanes, the
-//! clamp to the output's storage range and the output zero point (§5, §7), as
-//! one instruction sequence that `qnn.requantize`, `qnn.concat`, `qnn.add`,
-//! `qnn.mul` and the average pools all emit.
-//!
-//! The values are held in ymm registers named by [`StageRegisters`]; the
-//! kernels decide where the constants come from (immediates broadcast once, or
-//! a parameter block in rodata loaded per row) and call:
-//!
-//! - [`emit_round_shift_clamp`]: 4 i64 lanes `x` → `clamp(R(x, s), lo, hi) + zp`,
-//! - [`emit_multiply_round_clamp`]: 8 i32 lanes `v` → the same of `v × m`,
-//!   the products formed exactly by `vpmuldq` on even and odd lanes,
-//! - [`emit_clamp_offset`]: the clamp and `+ zp` alone (for a shift left).
-//!
-//! **Exactness.** The rounding uses §12's branch-free forms with bias
-//! [`rounding_bias`]: `half_up` adds `h`, `half_away_from_zero` adds
-//! `h − (x < 0)`, `half_to_even` adds `h − 1 + bit s of x`. AVX2 has no 64-bit
-//! arithmetic shift; for the sign mask `σ` of `y`, `srl(y ⊕ σ, s) ⊕ σ =
-//! sra(y, s)`. The shift `s` must be in `1..=62` and `|x| < 2^62`, so that
-//! `x + bias` cannot wrap (`bias ≤ 2^61`); [`StageConstants::single_term`]
-//! turns any multiplier into such a plan with the same clamped results
-//! (`convert::kernel_multiplier_and_shift`), and `qnn.add` handles its two-term
-//! sum in `binary.rs`. The clamp compares 64-bit lanes with `vpcmpgtq` and
-//! selects with `vblendvpd`, so the result is in `[lo, hi] + zp`, the range of
-//! the output's stored values, and the packs that narrow it never saturate.
-
-//!
-//! **On memory: [`Requantizer`].** The vector requantization of i32
-//! accumulators in the epilogues of conv2d and dense.
-//!
-//! [`Requantizer::emit`] turns 8 i32 lanes `v` of a ymm into the 8 stored
-//! values `clamp(R(v × m, s, mode), low, high) + zp_out` (`docs/quant-semantics.md`
-//! §4.4, §5, §6), as i32 lanes that the caller's saturating packs to bytes
-//! ([`pack_8`](super::epilogue::pack_8)) take exactly: a bound the packs
-//! enforce themselves (at or past the byte range) may be left to them.
+//!   bounds and zero point, from [`kernel_multiplier_and_shift`]'s plan
+//!   (`1 ≤ s ≤ 62` and `|v × m| < 2^62`, so the 64-bit arithmetic never
+//!   wraps; the argument is in `docs/codegen-x86.md` §9.5).
+//! - [`Requantizer`]: the instruction sequence, with each constant a
+//!   [`Vector`] wherever the kernel keeps it: registers for the row kernels
+//!   (`qnn.requantize`, `qnn.concat`, `qnn.add`, `qnn.mul`, the average
+//!   pools: [`StageRegisters::requantizer`]), memory for the conv and dense
+//!   epilogues, whose registers all hold accumulators. It takes 8 i32 lanes
+//!   to multiply ([`Requantizer::emit`]), two halves of i64 sums
+//!   ([`Requantizer::emit_sums`], a two-term `qnn.add`), halves already
+//!   scaled ([`Requantizer::emit_clamped_halves`]), or one i64 value
+//!   ([`Requantizer::emit_one`], a pool window).
+//! - [`emit_requantize_rows`]: the row kernel of `qnn.requantize` and of
+//!   `qnn.concat`'s rescaled inputs, with per-row [`param_block`]s.
 //!
 //! ```text
 //!   odd = v >> 32 (per qword)            lanes 1, 3, 5, 7 to the low dwords
 //!   x   = vpmuldq(v, m_even)              exact i64 products y, lanes 0, 2, 4, 6
 //!   odd = vpmuldq(odd, m_odd)             lanes 1, 3, 5, 7
-//!   each half: y + rounding bias           (§12's branch-free forms)
-//!   then the arithmetic shift right by s and the clamp, in one of two ways
-//!   (Narrowing), and + zp_out (i32)
+//!   each half: y + rounding bias          (§12: half_up adds h, half_away_from_zero
+//!                                          h − (y < 0), half_to_even h − 1 + bit s of y)
+//!   then the arithmetic shift right by s and the clamp (Narrowing),
+//!   the halves back in lane order, + zp_out (i32)
 //! ```
 //!
-//! **Narrowing.** [`Narrowing::Wide`] works for every `s` the shift plan
-//! gives (1 to 62): AVX2 has no 64-bit arithmetic shift, so it is built from
-//! logical shifts and the sign mask σ (`srl(y ⊕ σ, s) ⊕ σ = sra(y, s)`), the
-//! clamp is a 64-bit compare-and-blend per bound and half, and the halves
-//! are put back in order at the end. [`Narrowing::HighDwords`] is for
-//! layers whose every shift is at least 32: then
-//! `R = ⌊y / 2^s⌋ = ⌊⌊y / 2^32⌋ / 2^(s−32)⌋`, and `⌊y / 2^32⌋` is just the
-//! high dword of `y` (|y| < 2^63, two's complement), so the high dwords of
-//! both halves are blended into one vector and shifted with the native
-//! 32-bit arithmetic shift (`vpsrad` / `vpsravd`) by `s − 32`; the result
-//! fits i32, so it is clamped with `vpmaxsd` / `vpminsd` on all 8 lanes at
-//! once. Same values, about half the instructions. With half_away_from_zero
-//! rounding it works on magnitudes instead (`vpabsd`, unsigned products,
-//! `vpsignd`), which needs no sign masks ([`Requantizer::emit`]).
+//! **Narrowing.** [`Narrowing::Wide`] works for every `s` (1 to 62): AVX2 has
+//! no 64-bit arithmetic shift, so it is built from logical shifts and the
+//! sign mask σ (`srl(y ⊕ σ, s) ⊕ σ = sra(y, s)`), and the clamp is a 64-bit
+//! compare-and-blend per bound and half (`vpcmpgtq`, `vblendvpd`), so the
+//! result is in `[low, high] + zp_out` and the packs that narrow it never
+//! saturate. [`Narrowing::HighDwords`] is for epilogues whose every shift is
+//! at least 32: then `R = ⌊y / 2^s⌋ = ⌊⌊y / 2^32⌋ / 2^(s−32)⌋`, and
+//! `⌊y / 2^32⌋` is the high dword of `y` (|y| < 2^63, two's complement), so
+//! the high dwords of both halves are blended into one vector and shifted
+//! with the native 32-bit arithmetic shift (`vpsrad` / `vpsravd`) by
+//! `s − 32`; the result fits i32, so it is clamped with `vpmaxsd` /
+//! `vpminsd` on all 8 lanes at once. Same values, about half the
+//! instructions. With half_away_from_zero rounding it works on magnitudes
+//! instead (`vpabsd`, unsigned products, `vpsignd`), which needs no sign
+//! masks.
 //!
-//! Every constant is memory (rodata) holding the 32-byte vector, so a kernel
-//! whose registers are all accumulators can still requantize. Shift counts
-//! are 64-bit counts in memory
-//! (`vpsrlq ymm, ymm, m128`: one per output channel, the same in every
-//! lane) or per-lane vectors (`vpsrlvq`, `vpsravd`: dense, whose lanes are
-//! output channels). Multipliers and shifts come from
-//! [`kernel_multiplier_and_shift`](crate::kernels::quant_params::kernel_multiplier_and_shift),
-//! whose plan keeps `1 ≤ s ≤ 62` so the 64-bit arithmetic never wraps (the
-//! argument is in `docs/codegen-x86.md` §9.5).
+//! Shift counts are uniform (`vpsrlq ymm, ymm, xmm/m128`: the row kernels,
+//! or one per output channel) or per lane (`vpsrlvq`, `vpsravd`: dense,
+//! whose lanes are output channels).
 
 use crate::abi::KernelCode;
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::kernels::lanes::{emit_byte_lanes, Along, LaneInput};
 use crate::kernels::quant_params::{kernel_multiplier_and_shift, ByteQuant, FixedPointMultiplier};
-use crate::kernels::registers::broadcast_u64;
+use crate::kernels::registers::{broadcast_u32, broadcast_u64};
 use crate::kernels::rows::{emit_rows, Nest, AUX, INPUT0, OUTPUT, STREAM_POINTERS};
 use crate::target::CpuFeatures;
 use iced_x86::code_asm::*;
@@ -109,8 +73,30 @@ pub(crate) struct StageRegisters {
     pub low: AsmRegisterYmm,
     /// Four i64 upper bounds `qmax − zp_out`.
     pub high: AsmRegisterYmm,
-    /// Four i64 output zero points.
+    /// Eight i32 output zero points (added after the halves are merged).
     pub zp_out: AsmRegisterYmm,
+}
+
+impl StageRegisters {
+    /// The [`Requantizer`] that reads its constants from these registers and
+    /// multiplies by `multiplier` (`m` in the low dword of each qword;
+    /// only [`Requantizer::emit`] forms products).
+    pub(crate) fn requantizer(&self, rounding: Rounding, multiplier: AsmRegisterYmm) -> Requantizer {
+        let half = HalfConstants {
+            multiplier: Vector::Reg(multiplier),
+            rounding_bias: Vector::Reg(self.bias),
+            shift: ShiftCount::Uniform(Count::Reg(self.shift)),
+        };
+        Requantizer {
+            even: half,
+            odd: half,
+            rounding,
+            ones: Vector::Reg(self.one),
+            narrowing: Narrowing::Wide { low: self.low, high: Vector::Reg(self.high) },
+            zero_point: Vector::Reg(self.zp_out),
+            zero: Some(self.zero),
+        }
+    }
 }
 
 /// `h = 2^(s−1)`, or `h − 1` for `half_to_even` (which adds bit `s` of `x`
@@ -174,87 +160,13 @@ impl StageConstants {
     }
 }
 
-/// `x ← clamp(R(x, s, rounding), low, high) + zp_out` on the four i64 lanes of
-/// `x`; clobbers `scratch`. Needs `|x| < 2^62` and `s` in `1..=62`.
-pub(crate) fn emit_round_shift_clamp(
-    a: &mut CodeAssembler,
-    rounding: Rounding,
-    regs: &StageRegisters,
-    x: AsmRegisterYmm,
-    scratch: AsmRegisterYmm,
-) -> Result<(), IcedError> {
-    match rounding {
-        Rounding::HalfUp => a.vpaddq(x, x, regs.bias)?,
-        Rounding::HalfAwayFromZero => {
-            a.vpcmpgtq(scratch, regs.zero, x)?; // −1 where x < 0
-            a.vpaddq(x, x, regs.bias)?;
-            a.vpaddq(x, x, scratch)?;
-        }
-        Rounding::HalfToEven => {
-            a.vpsrlq(scratch, x, regs.shift)?;
-            a.vpand(scratch, scratch, regs.one)?; // bit s of x
-            a.vpaddq(x, x, regs.bias)?;
-            a.vpaddq(x, x, scratch)?;
-        }
-    }
-    // Arithmetic shift right by s: srl(x ^ sign, s) ^ sign.
-    a.vpcmpgtq(scratch, regs.zero, x)?;
-    a.vpxor(x, x, scratch)?;
-    a.vpsrlq(x, x, regs.shift)?;
-    a.vpxor(x, x, scratch)?;
-    emit_clamp_offset(a, regs, x, scratch)
-}
-
-/// `x ← clamp(x, low, high) + zp_out` on four i64 lanes; clobbers `scratch`.
-pub(crate) fn emit_clamp_offset(
-    a: &mut CodeAssembler,
-    regs: &StageRegisters,
-    x: AsmRegisterYmm,
-    scratch: AsmRegisterYmm,
-) -> Result<(), IcedError> {
-    a.vpcmpgtq(scratch, regs.low, x)?; // low > x
-    a.vblendvpd(x, x, regs.low, scratch)?;
-    a.vpcmpgtq(scratch, x, regs.high)?; // x > high
-    a.vblendvpd(x, x, regs.high, scratch)?;
-    a.vpaddq(x, x, regs.zp_out)
-}
-
-/// `v ← clamp(R(v × m, s, rounding), low, high) + zp_out` on the eight i32
-/// lanes of `v` (|v| < 2^31; the results, of at most 9 bits, come back as i32
-/// lanes in element order). `m` holds the multiplier in every dword (only the
-/// low dword of each qword is read). Clobbers `odd` and `scratch`.
-pub(crate) fn emit_multiply_round_clamp(
-    a: &mut CodeAssembler,
-    rounding: Rounding,
-    regs: &StageRegisters,
-    m: AsmRegisterYmm,
-    v: AsmRegisterYmm,
-    [odd, scratch]: [AsmRegisterYmm; 2],
-) -> Result<(), IcedError> {
-    a.vpsrlq(odd, v, 32)?; // odd lanes to the low dwords
-    a.vpmuldq(v, v, m)?; // v × m, elements 0, 2, 4, 6 (exact i64)
-    a.vpmuldq(odd, odd, m)?; // v × m, elements 1, 3, 5, 7
-    emit_round_shift_clamp(a, rounding, regs, v, scratch)?;
-    emit_round_shift_clamp(a, rounding, regs, odd, scratch)?;
-    emit_merge_even_odd(a, v, v, odd)
-}
-
-/// `dst ← [even[0], odd[0], even[1], odd[1], ...]` as i32 lanes, from two
-/// vectors of four i64 lanes whose values fit i32; clobbers `odd`.
-pub(crate) fn emit_merge_even_odd(
-    a: &mut CodeAssembler,
-    dst: AsmRegisterYmm,
-    even: AsmRegisterYmm,
-    odd: AsmRegisterYmm,
-) -> Result<(), IcedError> {
-    a.vpsllq(odd, odd, 32)?;
-    a.vpblendd(dst, even, odd, 0b1010_1010)
-}
-
-/// A 256-bit operand: 32 bytes of memory (the epilogues' registers all
-/// hold accumulators).
+/// A 256-bit operand: a register (the row kernels keep their constants in
+/// registers) or 32 bytes of memory (the epilogues' registers all hold
+/// accumulators).
 #[derive(Copy, Clone, Debug)]
 pub(crate) enum Vector {
+    /// The value is this register.
+    Reg(AsmRegisterYmm),
     /// The value is the 32 bytes at this address.
     Mem(AsmMemoryOperand),
 }
@@ -263,7 +175,28 @@ pub(crate) enum Vector {
 macro_rules! with_vector {
     ($a:expr, $op:ident, $dst:expr, $src:expr, $v:expr) => {
         match $v {
+            Vector::Reg(r) => $a.$op($dst, $src, r),
             Vector::Mem(m) => $a.$op($dst, $src, m),
+        }
+    };
+}
+
+/// A uniform shift count: the low 64 bits of an xmm register or of 16 bytes
+/// of memory.
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum Count {
+    /// The count is in this register.
+    Reg(AsmRegisterXmm),
+    /// The count is at this address.
+    Mem(AsmMemoryOperand),
+}
+
+/// `a.op(dst, src, count)` for a [`Count`] third operand.
+macro_rules! with_count {
+    ($a:expr, $op:ident, $dst:expr, $src:expr, $c:expr) => {
+        match $c {
+            Count::Reg(r) => $a.$op($dst, $src, r),
+            Count::Mem(m) => $a.$op($dst, $src, m),
         }
     };
 }
@@ -271,9 +204,8 @@ macro_rules! with_vector {
 /// How a shift count is given.
 #[derive(Copy, Clone, Debug)]
 pub(crate) enum ShiftCount {
-    /// One count for every lane: the low 64 bits of this 16-byte memory
-    /// operand (`vpsrlq` / `vpsrad ymm, ymm, m128`).
-    Uniform(AsmMemoryOperand),
+    /// One count for every lane (`vpsrlq` / `vpsrad ymm, ymm, xmm/m128`).
+    Uniform(Count),
     /// A count per lane (`vpsrlvq` per qword, `vpsravd` per dword).
     PerLane(Vector),
 }
@@ -357,21 +289,12 @@ impl Requantizer {
         self.add_rounding_bias(a, x, scratch, &self.even)?;
         self.add_rounding_bias(a, odd, scratch, &self.odd)?;
         match self.narrowing {
-            Narrowing::Wide { low, high } => {
+            Narrowing::Wide { .. } => {
                 for (half, constants) in [(x, &self.even), (odd, &self.odd)] {
-                    // Arithmetic shift right by s: srl(y ^ sign, s) ^ sign.
-                    self.sign_mask(a, half, scratch)?;
-                    a.vpxor(half, half, scratch)?;
-                    shift_right_logical(a, half, half, constants.shift)?;
-                    a.vpxor(half, half, scratch)?;
-                    a.vpcmpgtq(scratch, low, half)?; // low > y
-                    a.vblendvpd(half, half, low, scratch)?;
-                    with_vector!(a, vpcmpgtq, scratch, half, high)?; // y > high
-                    let Vector::Mem(m) = high;
-                    a.vblendvpd(half, half, m, scratch)?;
+                    self.shift_right(a, half, scratch, constants.shift)?;
+                    self.clamp_wide(a, half, scratch)?;
                 }
-                a.vpsllq(odd, odd, 32)?;
-                a.vpblendd(x, x, odd, 0b1010_1010)?; // back in lane order
+                merge_even_odd(a, x, x, odd)?;
             }
             Narrowing::HighDwords { shift, low, high } => {
                 // High dword of each y into its lane: even lanes shifted
@@ -379,13 +302,96 @@ impl Requantizer {
                 a.vpsrlq(x, x, 32)?;
                 a.vpblendd(x, x, odd, 0b1010_1010)?;
                 match shift {
-                    ShiftCount::Uniform(m) => a.vpsrad(x, x, m)?,
+                    ShiftCount::Uniform(c) => with_count!(a, vpsrad, x, x, c)?,
                     ShiftCount::PerLane(v) => with_vector!(a, vpsravd, x, x, v)?,
                 }
                 clamp(a, x, (low, high))?;
             }
         }
         with_vector!(a, vpaddd, x, x, self.zero_point)
+    }
+
+    /// The 8 stored values of two halves of i64 sums `X` (elements 0, 2, 4, 6
+    /// in `even`, 1, 3, 5, 7 in `odd`, each `|X| < 2^62`): `clamp(R(X, s),
+    /// low, high) + zp_out` in `dst` as i32 lanes in element order (a
+    /// two-term `qnn.add`). Needs [`Narrowing::Wide`]; clobbers both halves
+    /// and `scratch`.
+    pub fn emit_sums(
+        &self,
+        a: &mut CodeAssembler,
+        dst: AsmRegisterYmm,
+        [even, odd]: [AsmRegisterYmm; 2],
+        scratch: AsmRegisterYmm,
+    ) -> Result<(), IcedError> {
+        for (half, constants) in [(even, &self.even), (odd, &self.odd)] {
+            self.add_rounding_bias(a, half, scratch, constants)?;
+            self.shift_right(a, half, scratch, constants.shift)?;
+        }
+        self.emit_clamped_halves(a, dst, [even, odd], scratch)
+    }
+
+    /// `clamp(X, low, high) + zp_out` of two halves of i64 values already
+    /// scaled, merged into `dst` as i32 lanes in element order. Needs
+    /// [`Narrowing::Wide`]; clobbers both halves and `scratch`.
+    pub fn emit_clamped_halves(
+        &self,
+        a: &mut CodeAssembler,
+        dst: AsmRegisterYmm,
+        [even, odd]: [AsmRegisterYmm; 2],
+        scratch: AsmRegisterYmm,
+    ) -> Result<(), IcedError> {
+        self.clamp_wide(a, even, scratch)?;
+        self.clamp_wide(a, odd, scratch)?;
+        merge_even_odd(a, dst, even, odd)?;
+        with_vector!(a, vpaddd, dst, dst, self.zero_point)
+    }
+
+    /// `clamp(R(x, s), low, high) + zp_out` of the i64 value in the low
+    /// qword of `x`, left in its low dword (an average pool's window sum
+    /// times its multiplier). Needs [`Narrowing::Wide`]; clobbers `scratch`.
+    pub fn emit_one(
+        &self,
+        a: &mut CodeAssembler,
+        x: AsmRegisterYmm,
+        scratch: AsmRegisterYmm,
+    ) -> Result<(), IcedError> {
+        self.add_rounding_bias(a, x, scratch, &self.even)?;
+        self.shift_right(a, x, scratch, self.even.shift)?;
+        self.clamp_wide(a, x, scratch)?;
+        with_vector!(a, vpaddd, x, x, self.zero_point)
+    }
+
+    /// The arithmetic shift right of the i64 lanes of `y` by `s`, which AVX2
+    /// lacks: `srl(y ⊕ σ, s) ⊕ σ` for the sign mask `σ`.
+    fn shift_right(
+        &self,
+        a: &mut CodeAssembler,
+        y: AsmRegisterYmm,
+        scratch: AsmRegisterYmm,
+        shift: ShiftCount,
+    ) -> Result<(), IcedError> {
+        self.sign_mask(a, y, scratch)?;
+        a.vpxor(y, y, scratch)?;
+        shift_right_logical(a, y, y, shift)?;
+        a.vpxor(y, y, scratch)
+    }
+
+    /// Clamps the i64 lanes of `y` to the bounds of [`Narrowing::Wide`]
+    /// (64-bit compares and blends); nothing for another narrowing.
+    fn clamp_wide(
+        &self,
+        a: &mut CodeAssembler,
+        y: AsmRegisterYmm,
+        scratch: AsmRegisterYmm,
+    ) -> Result<(), IcedError> {
+        let Narrowing::Wide { low, high } = self.narrowing else { return Ok(()) };
+        a.vpcmpgtq(scratch, low, y)?; // low > y
+        a.vblendvpd(y, y, low, scratch)?;
+        with_vector!(a, vpcmpgtq, scratch, y, high)?; // y > high
+        match high {
+            Vector::Reg(r) => a.vblendvpd(y, y, r, scratch),
+            Vector::Mem(m) => a.vblendvpd(y, y, m, scratch),
+        }
     }
 
     /// Half-away-from-zero rounding through the high dwords, by magnitude:
@@ -412,7 +418,7 @@ impl Requantizer {
         a.vpsrlq(scratch, scratch, 32)?;
         a.vpblendd(scratch, scratch, odd, 0b1010_1010)?;
         match high_shift {
-            ShiftCount::Uniform(m) => a.vpsrld(scratch, scratch, m)?,
+            ShiftCount::Uniform(c) => with_count!(a, vpsrld, scratch, scratch, c)?,
             ShiftCount::PerLane(v) => with_vector!(a, vpsrlvd, scratch, scratch, v)?,
         }
         a.vpsignd(x, scratch, x)?;
@@ -476,6 +482,18 @@ fn clamp(
     Ok(())
 }
 
+/// `dst ← [even[0], odd[0], even[1], odd[1], ...]` as i32 lanes, from two
+/// vectors of four i64 lanes whose values fit i32; clobbers `odd`.
+fn merge_even_odd(
+    a: &mut CodeAssembler,
+    dst: AsmRegisterYmm,
+    even: AsmRegisterYmm,
+    odd: AsmRegisterYmm,
+) -> Result<(), IcedError> {
+    a.vpsllq(odd, odd, 32)?;
+    a.vpblendd(dst, even, odd, 0b1010_1010) // back in lane order
+}
+
 /// `dst = src >> count` (logical, per qword).
 fn shift_right_logical(
     a: &mut CodeAssembler,
@@ -484,7 +502,7 @@ fn shift_right_logical(
     count: ShiftCount,
 ) -> Result<(), IcedError> {
     match count {
-        ShiftCount::Uniform(m) => a.vpsrlq(dst, src, m),
+        ShiftCount::Uniform(c) => with_count!(a, vpsrlq, dst, src, c),
         ShiftCount::PerLane(v) => with_vector!(a, vpsrlvq, dst, src, v),
     }
 }
@@ -587,7 +605,7 @@ pub(crate) fn emit_requantize_rows(
             broadcast_u64(a, REGS.one, 1)?;
             broadcast_u64(a, REGS.low, low as u64)?;
             broadcast_u64(a, REGS.high, high as u64)?;
-            broadcast_u64(a, REGS.zp_out, zp_out as u64)?;
+            broadcast_u32(a, REGS.zp_out, zp_out as u32)?;
             Ok(())
         },
         &|a, _| {
@@ -597,7 +615,7 @@ pub(crate) fn emit_requantize_rows(
             a.vmovdqu(REGS.shift, xmmword_ptr(block + SHIFT_AT))?;
             emit_byte_lanes(a, &[input], out_unsigned, ymm1, &|a| {
                 a.vpsubd(ymm0, ymm0, ZP_IN)?;
-                emit_multiply_round_clamp(a, rounding, &REGS, MULTIPLIER, ymm0, [ymm1, ymm2])
+                REGS.requantizer(rounding, MULTIPLIER).emit(a, ymm0, ymm1, ymm2)
             })
         },
         strategy,

@@ -29,10 +29,7 @@ use crate::kernels::add_words;
 use crate::kernels::lanes::{emit_byte_lanes, Along, LaneInput};
 use crate::kernels::quant_params::{ByteQuant, FixedPointMultiplier};
 use crate::kernels::registers::{broadcast_u32, broadcast_u64};
-use crate::kernels::requantize::{
-    emit_clamp_offset, emit_merge_even_odd, emit_multiply_round_clamp, emit_round_shift_clamp, rounding_bias,
-    StageConstants, StageRegisters,
-};
+use crate::kernels::requantize::{rounding_bias, StageConstants, StageRegisters};
 use crate::kernels::requantize::{AVX2, LANE_RUN};
 use crate::kernels::rows::{
     broadcast_strides, emit_rows, Nest, Stream, INPUT0, INPUT1, OUTPUT, STREAM_POINTERS,
@@ -256,7 +253,7 @@ fn emit_binary(
         a.vpxor(REGS.zero, REGS.zero, REGS.zero)?;
         broadcast_u64(a, REGS.low, stage.low as u64)?;
         broadcast_u64(a, REGS.high, stage.high as u64)?;
-        broadcast_u64(a, REGS.zp_out, stage.zp_out as u64)?;
+        broadcast_u32(a, REGS.zp_out, stage.zp_out as u32)?;
         if let SumShift::Left { .. } = sum {
             broadcast_u64(a, LIMIT_HIGH, LEFT_SHIFT_LIMIT as u64)?;
             broadcast_u64(a, LIMIT_LOW, (-LEFT_SHIFT_LIMIT) as u64)?;
@@ -274,7 +271,7 @@ fn emit_binary(
         match r.kind {
             BinaryKind::Mul => {
                 a.vpmulld(ymm0, ymm0, ymm1)?; // v_a × v_b, exact (|·| ≤ 65025)
-                emit_multiply_round_clamp(a, rounding, &REGS, MULTIPLIER_A, ymm0, [ymm1, ymm2])
+                REGS.requantizer(rounding, MULTIPLIER_A).emit(a, ymm0, ymm1, ymm2)
             }
             BinaryKind::Add => {
                 a.vpmuldq(ymm2, ymm0, MULTIPLIER_A)?;
@@ -285,20 +282,20 @@ fn emit_binary(
                 a.vpmuldq(ymm0, ymm0, MULTIPLIER_A)?;
                 a.vpmuldq(ymm1, ymm1, MULTIPLIER_B)?;
                 a.vpaddq(ymm0, ymm0, ymm1)?; // X of elements 1, 3, 5, 7
-                for x in [ymm2, ymm0] {
-                    match sum {
-                        SumShift::Right { .. } => emit_round_shift_clamp(a, rounding, &REGS, x, ymm3)?,
-                        SumShift::Left { shift, .. } => {
+                let requantizer = REGS.requantizer(rounding, MULTIPLIER_A);
+                match sum {
+                    SumShift::Right { .. } => requantizer.emit_sums(a, ymm0, [ymm2, ymm0], ymm3),
+                    SumShift::Left { shift, .. } => {
+                        for x in [ymm2, ymm0] {
                             a.vpcmpgtq(ymm3, LIMIT_LOW, x)?;
                             a.vblendvpd(x, x, LIMIT_LOW, ymm3)?;
                             a.vpcmpgtq(ymm3, x, LIMIT_HIGH)?;
                             a.vblendvpd(x, x, LIMIT_HIGH, ymm3)?;
                             a.vpsllq(x, x, shift as i32)?;
-                            emit_clamp_offset(a, &REGS, x, ymm3)?;
                         }
+                        requantizer.emit_clamped_halves(a, ymm0, [ymm2, ymm0], ymm3)
                     }
                 }
-                emit_merge_even_odd(a, ymm0, ymm2, ymm0)
             }
         }
     };

@@ -17,12 +17,12 @@
 //! - **dequantize** (stored byte → f32): `f32(q − zp) ⊗ s` (`vcvtdq2ps`, exact
 //!   for |q − zp| ≤ 2^24, then one `vmulps`).
 //! - **requantize** (stored byte → stored byte): `v = q − zp_in`, then the
-//!   rescaling every integer kernel shares (`kernels/rescale.rs`): the 64-bit
+//!   requantizer every integer kernel shares (`kernels/requantize.rs`): the 64-bit
 //!   product `v × m` (`vpmuldq` on even and odd lanes), the rounding shift of
 //!   §12 with the arithmetic shift built from logical shifts and the sign
 //!   mask, a 64-bit clamp to `[qmin − zp_out, qmax − zp_out]`, `+ zp_out`. Its
 //!   tail runs the same vector instructions on one lane. (The `qnn.requantize`
-//!   lowering uses `kernels/requantize.rs`, which also takes per-axis input.)
+//!   lowering uses `lower/requantize.rs`, which also takes per-axis input.)
 //!
 //! Supported: storage of 1 to 8 bits (i8 / u8 buffers), per-tensor parameters,
 //! f32 expressed types. Per-axis parameters, wider storage and f16/bf16
@@ -68,7 +68,7 @@ use crate::buffer::{ElementType, Elements, ElementsMut};
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::kernels::quant_params::{ByteQuant, FixedPointMultiplier};
 use crate::kernels::registers::{broadcast_u32, broadcast_u64};
-use crate::kernels::requantize::{emit_multiply_round_clamp, StageConstants, StageRegisters};
+use crate::kernels::requantize::{StageConstants, StageRegisters};
 use crate::lower::{LowerOp, OpLowering, Plan};
 use crate::runtime::executable::ExecutableCode;
 use crate::target::{CpuFeatures, Target};
@@ -324,7 +324,7 @@ impl ConvertKernel {
             let io = [input.as_ptr().cast_mut(), output.as_mut_ptr()];
             // SAFETY: `compile` produced a complete kernel with the
             // convention of abi.rs that reads io[0] and writes io[1]
-            // (emit.rs), checked that the host has every feature it uses;
+            // (the loop below), checked that the host has every feature it uses;
             // over the range 0..len it reads exactly `len` elements of the
             // input type and writes exactly `len` of the output type, which
             // the checks above guarantee the buffers hold. It touches
@@ -425,7 +425,7 @@ fn emit_dequantize(input: &ByteQuant, places: (Place, Place)) -> Result<Vec<u8>,
     )
 }
 
-/// requantize, with the shared rescaling of `kernels/rescale.rs`. Constants:
+/// requantize, with the shared requantizer of `kernels/requantize.rs`. Constants:
 /// ymm15 zp_in (i32), ymm14 m (i32; `vpmuldq` reads the low dword of each
 /// qword), and the [`StageRegisters`] ymm13 bias, ymm12 ones, xmm7 the shift,
 /// ymm11 / ymm10 the clamp bounds `qmin − zp_out` / `qmax − zp_out`, ymm9
@@ -454,7 +454,7 @@ fn emit_requantize(
     // v = q − zp_in in ymm0 (i32) → the requantized values, i32 in ymm0.
     let rescale = |a: &mut CodeAssembler| -> Result<(), IcedError> {
         a.vpsubd(ymm0, ymm0, ymm15)?;
-        emit_multiply_round_clamp(a, rounding, &regs, ymm14, ymm0, [ymm1, ymm2])
+        regs.requantizer(rounding, ymm14).emit(a, ymm0, ymm1, ymm2)
     };
     emit_elementwise(
         shape,
@@ -466,7 +466,7 @@ fn emit_requantize(
             broadcast_u64(a, ymm12, 1)?;
             broadcast_u64(a, ymm11, stage.low as u64)?;
             broadcast_u64(a, ymm10, stage.high as u64)?;
-            broadcast_u64(a, ymm9, stage.zp_out as u64)?;
+            broadcast_u32(a, ymm9, stage.zp_out as u32)?;
             a.vpxor(ymm8, ymm8, ymm8)?;
             a.mov(eax, stage.shift)?;
             a.vmovd(xmm7, eax)

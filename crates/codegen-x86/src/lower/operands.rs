@@ -4,7 +4,7 @@
 //! `Unsupported` errors (never panics) for what the kernels do not compile.
 //!
 //! The expressed type plays no part in integer arithmetic, so any of f32, f16
-//! and bf16 is accepted here (`convert.rs`, which computes in floats, is
+//! and bf16 is accepted here (`lower/convert.rs`, which computes in floats, is
 //! stricter).
 
 use crate::buffer::ElementType;

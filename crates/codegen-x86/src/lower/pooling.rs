@@ -17,7 +17,7 @@
 //! `count_include_pad` inside the padded input (the window clipped at the
 //! end padding only, as the interpreter does). Each distinct `(dy, dx)` gets
 //! a parameter block with `quantize_multiplier(s_in ⊘₆₄ (n ⊗₆₄ s_out))` in
-//! the kernel form of `rescale.rs`, and `v` is rescaled by the shared
+//! the kernel form of `kernels/requantize.rs`, and `v` is rescaled by the shared
 //! sequence on one lane (`vpmuldq` reads `v` as i32: the plan refuses
 //! windows whose `taps × 255` could reach 2^31). An empty window (`n = 0`)
 //! has multiplier 0, so it gives `zp_out`, as the interpreter does.
@@ -40,9 +40,9 @@ use super::operands::QuantOperand;
 use crate::abi::KernelCode;
 use crate::error::CodegenError;
 use crate::kernels::quant_params::{ByteQuant, FixedPointMultiplier};
-use crate::kernels::registers::broadcast_u64;
-use crate::kernels::requantize::{emit_round_shift_clamp, StageConstants, StageRegisters};
+use crate::kernels::registers::{broadcast_u32, broadcast_u64};
 use crate::kernels::requantize::{param_block, AVX2};
+use crate::kernels::requantize::{StageConstants, StageRegisters};
 use crate::kernels::rows::{
     bind, emit_rows_with_locals, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
 };
@@ -704,7 +704,7 @@ fn emit_pool(
                 broadcast_u64(a, REGS.one, 1)?;
                 broadcast_u64(a, REGS.low, i64::from(out.qmin - out.zero_point) as u64)?;
                 broadcast_u64(a, REGS.high, i64::from(out.qmax - out.zero_point) as u64)?;
-                broadcast_u64(a, REGS.zp_out, i64::from(out.zero_point) as u64)?;
+                broadcast_u32(a, REGS.zp_out, out.zero_point as u32)?;
                 if !unsigned {
                     broadcast_u64(a, SIGN_BYTES, 0x8080_8080_8080_8080)?;
                 }
@@ -831,7 +831,7 @@ fn emit_pool(
                 a.vpmuldq(ymm0, ymm0, ymmword_ptr(r8 + 32))?;
                 a.vmovdqu(REGS.bias, ymmword_ptr(r8 + 64))?;
                 a.vmovdqu(REGS.shift, xmmword_ptr(r8 + 96))?;
-                emit_round_shift_clamp(a, rounding, &REGS, ymm0, ymm1)?;
+                REGS.requantizer(rounding, REGS.zero).emit_one(a, ymm0, ymm1)?;
                 a.vmovd(eax, xmm0)?;
             }
             a.mov(byte_ptr(dst), al)?;

@@ -8,7 +8,7 @@
 //! the tensor with the block stream (`AUX`) stepping one block per index of
 //! the quantized axis (not at all per tensor), so every row loads its block
 //! once and runs [`emit_byte_lanes`] with `v = q − zp_in` and the shared
-//! rescaling of `rescale.rs`. When the axis is the last dimension, rows have
+//! requantizer of `kernels/requantize.rs`. When the axis is the last dimension, rows have
 //! one element each (see `Nest::simplified`): slower, still exact.
 //!
 //! Multipliers come from `quant_params::requantize_multipliers`, as in the

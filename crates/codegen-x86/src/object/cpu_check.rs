@@ -20,7 +20,7 @@
 //! Each leaf is read only when the CPU reports it (`cpuid(0).eax`,
 //! `cpuid(7, 0).eax`, `cpuid(0x80000000).eax`). `cpuid` is slow (and traps
 //! to the hypervisor in a virtual machine), so the entries keep the answer
-//! in a byte of `.bss` and test only that byte on later calls (`entry.rs`).
+//! in a byte of `.bss` and test only that byte on later calls (`object/entry.rs`).
 //! The test clobbers rax, rbx, rcx, rdx and r11.
 
 use crate::target::CpuFeatures;

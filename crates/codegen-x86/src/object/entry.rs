@@ -11,7 +11,7 @@
 //!   mov r13, rsp                   r13 = io
 //!   lea r10, [rip+.bss]            the CPU check's byte after the static arena:
 //!   cmp byte [r10+FLAG], 1         1 when an earlier call found every feature
-//!   jne check                      (cpu_check.rs; 2: return 2 without running)
+//!   jne check                      (object/cpu_check.rs; 2: return 2 without running)
 //!   rbx = arena                    .bss (lea rbx, [rip+.bss]) or the workspace argument
 //!   r12 = rodata                   lea r12, [rip+.rodata]
 //!   io[s] = argument s             from rdi.. r9, then [rbp+16], [rbp+24], ...
@@ -149,7 +149,7 @@ pub struct TextImage {
 }
 
 /// Builds the `.text` image of `program` with entry symbols named after
-/// `prefix` (a C identifier; see `object.rs`).
+/// `prefix` (a C identifier; see `object/mod.rs`).
 pub fn text_image(program: &Program, prefix: &str) -> Result<TextImage, CodegenError> {
     let mut text = program.code.clone();
     let mut entries = Vec::new();
@@ -243,7 +243,7 @@ pub const RETURN_OK: u32 = 0;
 /// needs an arena and the workspace is null or misaligned.
 pub const RETURN_BAD_WORKSPACE: u32 = 1;
 /// What every entry returns without running when this CPU lacks a feature
-/// the program was compiled for (`cpu_check.rs`).
+/// the program was compiled for (`object/cpu_check.rs`).
 pub const RETURN_CPU_LACKS_FEATURES: u32 = 2;
 
 /// The CPU check's byte in `.bss`: 0 not checked yet, then one of these.

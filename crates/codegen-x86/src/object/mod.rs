@@ -6,9 +6,9 @@
 //!
 //! | section | contents | alignment |
 //! |---|---|---|
-//! | `.text` | the kernels at their offsets, then the entry stubs (`entry.rs`) | 64 |
+//! | `.text` | the kernels at their offsets, then the entry stubs (`object/entry.rs`) | 64 |
 //! | `.rodata` | the program's rodata (packed weights, constants, tables) | 64 |
-//! | `.bss` | the static arena, [`Program::arena_bytes`], then the CPU check's byte (`entry.rs`) | 64 |
+//! | `.bss` | the static arena, [`Program::arena_bytes`], then the CPU check's byte (`object/entry.rs`) | 64 |
 //! | `.note.GNU-stack` | empty: the code needs no executable stack | 1 |
 //!
 //! `.rodata` is left out when empty. Symbols: a file symbol
@@ -20,7 +20,7 @@
 //! address a stub takes; nothing else needs relocating (kernels address
 //! everything from the bases they are passed, and calls stay in `.text`).
 //!
-//! [`ObjectOptions`] names the symbols; `header.rs` writes the matching C
+//! [`ObjectOptions`] names the symbols; `object/header.rs` writes the matching C
 //! header.
 
 pub(crate) mod cpu_check;

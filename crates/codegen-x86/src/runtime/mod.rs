@@ -6,7 +6,7 @@
 //! With several threads, each kernel's work items are split into one
 //! contiguous range per thread and every thread waits for the others before
 //! the next kernel starts (kernels read what earlier kernels wrote). The
-//! threads are the workspace's pool (`pool.rs`), started on the first
+//! threads are the workspace's pool (`runtime/threads.rs`), started on the first
 //! multi-threaded run and kept until the workspace is dropped.
 
 pub(crate) mod clock;
