@@ -53,8 +53,8 @@ use crate::error::{CodegenError, CodegenErrorKind};
 use crate::kernels::lanes::{emit_byte_lanes, Along, LaneInput};
 use crate::kernels::quant_params::{kernel_multiplier_and_shift, ByteQuant, FixedPointMultiplier};
 use crate::kernels::registers::{broadcast_u32, broadcast_u64};
-use crate::kernels::rows::{emit_rows, Nest, AUX, INPUT0, OUTPUT, STREAM_POINTERS};
-use crate::target::CpuFeatures;
+use crate::kernels::rows::{emit_rows, Nest, AUX, INPUT0, LANE_RUN, OUTPUT, STREAM_POINTERS};
+
 use iced_x86::code_asm::*;
 use qopt_dialect_qnn::fixed_point::Rounding;
 
@@ -506,13 +506,6 @@ fn shift_right_logical(
         ShiftCount::PerLane(v) => with_vector!(a, vpsrlvq, dst, src, v),
     }
 }
-
-/// The features the byte kernels of this directory emit.
-pub(crate) const AVX2: CpuFeatures = CpuFeatures { avx: true, avx2: true, ..CpuFeatures::NONE };
-
-/// Elements per work item of the byte kernels: rows longer than this are
-/// split into blocks.
-pub(crate) const LANE_RUN: usize = 4096;
 
 /// Bytes of one parameter block.
 pub(crate) const PARAM_BLOCK: usize = 128;

@@ -35,7 +35,15 @@ use crate::abi::{
     assemble, load_addresses, new_assembler, pop_callee_saved, push_callee_saved, KernelCode, Place,
 };
 use crate::error::{CodegenError, CodegenErrorKind};
+use crate::target::CpuFeatures;
 use iced_x86::code_asm::*;
+
+/// The features the row kernels emit.
+pub(crate) const AVX2: CpuFeatures = CpuFeatures { avx: true, avx2: true, ..CpuFeatures::NONE };
+
+/// Elements per work item of the byte kernels: rows longer than this are
+/// split into blocks.
+pub(crate) const LANE_RUN: usize = 4096;
 
 /// The slot of the first input stream (pointer in rsi).
 pub(crate) const INPUT0: usize = 0;

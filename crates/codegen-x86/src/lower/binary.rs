@@ -30,11 +30,12 @@ use crate::kernels::lanes::{emit_byte_lanes, Along, LaneInput};
 use crate::kernels::quant_params::{ByteQuant, FixedPointMultiplier};
 use crate::kernels::registers::{broadcast_u32, broadcast_u64};
 use crate::kernels::requantize::{rounding_bias, StageConstants, StageRegisters};
-use crate::kernels::requantize::{AVX2, LANE_RUN};
+use crate::kernels::rows::LANE_RUN;
 use crate::kernels::rows::{
     broadcast_strides, emit_rows, Nest, Stream, INPUT0, INPUT1, OUTPUT, STREAM_POINTERS,
 };
-use crate::lower::{Emit, LowerOp, OpLowering, Plan};
+use crate::lower::rows::RowKernel;
+use crate::lower::{Emit, LowerOp};
 use iced_x86::code_asm::*;
 use qopt_dialect_qnn::fixed_point::Rounding;
 use qopt_dialect_qnn::op_names as qnn_op;
@@ -78,7 +79,7 @@ impl SumShift {
 }
 
 /// One add or mul as the kernel is specialized for it.
-struct BinaryOp {
+pub(crate) struct BinaryOp {
     kind: BinaryKind,
     a: ByteQuant,
     b: ByteQuant,
@@ -127,16 +128,14 @@ fn read(op: &LowerOp<'_>) -> Result<BinaryOp, CodegenError> {
     Ok(BinaryOp { kind, a, b, out, shape, strides_a, strides_b, product, sum })
 }
 
-impl OpLowering for Binary {
-    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
-        read(op)?;
-        super::operands::check_tensor_sizes(op)?;
-        op.target.require(&AVX2, op.name())?;
-        Ok(Plan::kernels())
+impl RowKernel for Binary {
+    type Op<'a> = BinaryOp;
+
+    fn read<'a>(&self, op: &LowerOp<'a>) -> Result<BinaryOp, CodegenError> {
+        read(op)
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
-        let r = read(op)?;
+    fn emit_rows(&self, op: &LowerOp<'_>, r: Self::Op<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
         let rounding = rounding_of(op.ctx, op.module.op_attrs(op.op));
         let nest = Nest::new(&r.shape)
             .with(

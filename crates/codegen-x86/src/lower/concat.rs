@@ -15,9 +15,10 @@ use super::movement::{concat_windows, emit_strided_copy};
 use super::operands::QuantOperand;
 use crate::error::CodegenError;
 use crate::kernels::quant_params::ByteQuant;
-use crate::kernels::requantize::{emit_requantize_rows, per_tensor_block, AVX2};
+use crate::kernels::requantize::{emit_requantize_rows, per_tensor_block};
 use crate::kernels::rows::{Stream, AUX};
-use crate::lower::{Emit, LowerOp, OpLowering, Plan};
+use crate::lower::rows::RowKernel;
+use crate::lower::{Emit, LowerOp};
 use qopt_dialect_qnn::quant_params::requantize_multipliers;
 use qopt_dialect_qnn::rounding_of;
 
@@ -25,7 +26,7 @@ use qopt_dialect_qnn::rounding_of;
 pub(crate) struct QuantConcat;
 
 /// How one input reaches the result.
-enum Part {
+pub(crate) enum Part {
     /// Bytes copied unchanged.
     Copy,
     /// Requantized with `(m, n)`.
@@ -59,16 +60,19 @@ fn read(op: &LowerOp<'_>) -> Result<(ByteQuant, Vec<Part>), CodegenError> {
     Ok((output, parts))
 }
 
-impl OpLowering for QuantConcat {
-    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
-        read(op)?;
-        super::operands::check_tensor_sizes(op)?;
-        op.target.require(&AVX2, op.name())?;
-        Ok(Plan::kernels())
+impl RowKernel for QuantConcat {
+    type Op<'a> = (ByteQuant, Vec<Part>);
+
+    fn read<'a>(&self, op: &LowerOp<'a>) -> Result<(ByteQuant, Vec<Part>), CodegenError> {
+        read(op)
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
-        let (output, parts) = read(op)?;
+    fn emit_rows(
+        &self,
+        op: &LowerOp<'_>,
+        (output, parts): Self::Op<'_>,
+        out: &mut Emit<'_>,
+    ) -> Result<(), CodegenError> {
         let windows = concat_windows(op)?;
         let rounding = rounding_of(op.ctx, op.module.op_attrs(op.op));
         for (i, (part, window)) in parts.iter().zip(&windows.parts).enumerate() {

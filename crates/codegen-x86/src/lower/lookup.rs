@@ -11,9 +11,9 @@
 
 use super::operands::QuantOperand;
 use crate::error::CodegenError;
-use crate::kernels::requantize::AVX2;
 use crate::kernels::rows::{bind, emit_rows, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS};
-use crate::lower::{Emit, LowerOp, OpLowering, Plan};
+use crate::lower::rows::RowKernel;
+use crate::lower::{Emit, LowerOp};
 use iced_x86::code_asm::*;
 use qopt_ir_core::{dense_values_i128, AttrData};
 
@@ -55,16 +55,19 @@ fn read(op: &LowerOp<'_>) -> Result<([u8; 256], Vec<usize>), CodegenError> {
     Ok((by_byte, shape))
 }
 
-impl OpLowering for Lookup {
-    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
-        read(op)?;
-        super::operands::check_tensor_sizes(op)?;
-        op.target.require(&AVX2, op.name())?;
-        Ok(Plan::kernels())
+impl RowKernel for Lookup {
+    type Op<'a> = ([u8; 256], Vec<usize>);
+
+    fn read<'a>(&self, op: &LowerOp<'a>) -> Result<([u8; 256], Vec<usize>), CodegenError> {
+        read(op)
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
-        let (by_byte, shape) = read(op)?;
+    fn emit_rows(
+        &self,
+        _op: &LowerOp<'_>,
+        (by_byte, shape): Self::Op<'_>,
+        out: &mut Emit<'_>,
+    ) -> Result<(), CodegenError> {
         let table = out.rodata(&by_byte);
         let nest = Nest::new(&shape)
             .with(INPUT0, Stream::contiguous(out.operand(0)?, &shape, 1))

@@ -26,6 +26,7 @@ pub(crate) mod operands;
 pub(crate) mod pooling;
 pub(crate) mod requantize;
 pub(crate) mod resize;
+pub(crate) mod rows;
 mod table;
 
 pub use conv::Conv2dLowering;

@@ -20,14 +20,13 @@
 use crate::abi::KernelCode;
 use crate::buffer::ElementType;
 use crate::error::{CodegenError, CodegenErrorKind};
-use crate::kernels::requantize::AVX2;
 use crate::kernels::rows::{
     bind, emit_rows, row_major_strides, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
 };
-use crate::lower::{Emit, LowerOp, OpLowering, Plan};
+use crate::lower::rows::RowKernel;
+use crate::lower::{Emit, LowerOp};
 use iced_x86::code_asm::*;
 use qopt_dialect_fp::attrs;
-use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape::normalize_axis;
 use qopt_ir_core::QuantParams;
 
@@ -235,15 +234,14 @@ fn transpose_nest(op: &LowerOp<'_>, out: Option<&Emit<'_>>) -> Result<(Nest, Ele
     Ok((nest, element))
 }
 
-impl OpLowering for Transpose {
-    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
-        transpose_nest(op, None)?;
-        super::operands::check_tensor_sizes(op)?;
-        op.target.require(&AVX2, op.name())?;
-        Ok(Plan::kernels())
+impl RowKernel for Transpose {
+    type Op<'a> = ();
+
+    fn read<'a>(&self, op: &LowerOp<'a>) -> Result<(), CodegenError> {
+        transpose_nest(op, None).map(|_| ())
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
+    fn emit_rows(&self, op: &LowerOp<'_>, (): Self::Op<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
         let (nest, element) = transpose_nest(op, Some(out))?;
         out.kernel(emit_strided_copy(&nest, element)?);
         Ok(())
@@ -293,15 +291,14 @@ fn slice_nest(
     Ok((nest, element))
 }
 
-impl OpLowering for StridedSlice {
-    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
-        slice_nest(op, crate::abi::Place::Io(0), crate::abi::Place::Io(1))?;
-        super::operands::check_tensor_sizes(op)?;
-        op.target.require(&AVX2, op.name())?;
-        Ok(Plan::kernels())
+impl RowKernel for StridedSlice {
+    type Op<'a> = ();
+
+    fn read<'a>(&self, op: &LowerOp<'a>) -> Result<(), CodegenError> {
+        slice_nest(op, crate::abi::Place::Io(0), crate::abi::Place::Io(1)).map(|_| ())
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
+    fn emit_rows(&self, op: &LowerOp<'_>, (): Self::Op<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
         let (nest, element) = slice_nest(op, out.operand(0)?, out.result(0)?)?;
         out.kernel(emit_strided_copy(&nest, element)?);
         Ok(())
@@ -396,16 +393,19 @@ fn split_windows(op: &LowerOp<'_>) -> Result<(ElementType, Windows), CodegenErro
     Ok((element, windows))
 }
 
-impl OpLowering for Split {
-    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
-        split_windows(op)?;
-        super::operands::check_tensor_sizes(op)?;
-        op.target.require(&AVX2, op.name())?;
-        Ok(Plan::kernels())
+impl RowKernel for Split {
+    type Op<'a> = (ElementType, Windows);
+
+    fn read<'a>(&self, op: &LowerOp<'a>) -> Result<(ElementType, Windows), CodegenError> {
+        split_windows(op)
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
-        let (element, windows) = split_windows(op)?;
+    fn emit_rows(
+        &self,
+        _op: &LowerOp<'_>,
+        (element, windows): Self::Op<'_>,
+        out: &mut Emit<'_>,
+    ) -> Result<(), CodegenError> {
         for (j, window) in windows.parts.iter().enumerate() {
             let nest = windows.nest(window, out.result(j)?, out.operand(0)?, element.size(), false);
             out.kernel(emit_strided_copy(&nest, element)?);
@@ -429,18 +429,19 @@ pub(crate) fn concat_windows(op: &LowerOp<'_>) -> Result<Windows, CodegenError> 
 /// `fp.concat {axis}`: one copy per operand.
 pub(crate) struct Concat;
 
-impl OpLowering for Concat {
-    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
-        moved_element(op)?;
-        concat_windows(op)?;
-        super::operands::check_tensor_sizes(op)?;
-        op.target.require(&AVX2, op.name())?;
-        Ok(Plan::kernels())
+impl RowKernel for Concat {
+    type Op<'a> = (ElementType, Windows);
+
+    fn read<'a>(&self, op: &LowerOp<'a>) -> Result<(ElementType, Windows), CodegenError> {
+        Ok((moved_element(op)?, concat_windows(op)?))
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
-        let element = moved_element(op)?;
-        let windows = concat_windows(op)?;
+    fn emit_rows(
+        &self,
+        _op: &LowerOp<'_>,
+        (element, windows): Self::Op<'_>,
+        out: &mut Emit<'_>,
+    ) -> Result<(), CodegenError> {
         for (i, window) in windows.parts.iter().enumerate() {
             let nest = windows.nest(window, out.operand(i)?, out.result(0)?, element.size(), true);
             out.kernel(emit_strided_copy(&nest, element)?);
@@ -500,16 +501,19 @@ fn pad_params(op: &LowerOp<'_>) -> Result<(ElementType, Vec<usize>, Vec<usize>, 
     Ok((element, shape, pads[..rank].to_vec(), pattern))
 }
 
-impl OpLowering for Pad {
-    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
-        pad_params(op)?;
-        super::operands::check_tensor_sizes(op)?;
-        op.target.require(&AVX2, op.name())?;
-        Ok(Plan::kernels())
+impl RowKernel for Pad {
+    type Op<'a> = (ElementType, Vec<usize>, Vec<usize>, u32);
+
+    fn read<'a>(&self, op: &LowerOp<'a>) -> Result<(ElementType, Vec<usize>, Vec<usize>, u32), CodegenError> {
+        pad_params(op)
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
-        let (element, shape, begins, pattern) = pad_params(op)?;
+    fn emit_rows(
+        &self,
+        op: &LowerOp<'_>,
+        (element, shape, begins, pattern): Self::Op<'_>,
+        out: &mut Emit<'_>,
+    ) -> Result<(), CodegenError> {
         let out_shape = op.result_shape(0)?;
         let size = element.size();
         out.kernel(emit_fill(out.result(0)?, out_shape.iter().product(), element, pattern)?);
@@ -529,7 +533,7 @@ impl OpLowering for Pad {
 pub(crate) struct Relu;
 
 /// What a relu kernel is specialized for.
-struct ReluParams {
+pub(crate) struct ReluParams {
     element: ElementType,
     shape: Vec<usize>,
     /// The floor of each index of `axis` (one when per tensor).
@@ -558,16 +562,19 @@ fn relu_params(op: &LowerOp<'_>) -> Result<ReluParams, CodegenError> {
     Ok(ReluParams { element, shape, zero_points, axis })
 }
 
-impl OpLowering for Relu {
-    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
-        relu_params(op)?;
-        super::operands::check_tensor_sizes(op)?;
-        op.target.require(&AVX2, op.name())?;
-        Ok(Plan::kernels())
+impl RowKernel for Relu {
+    type Op<'a> = ReluParams;
+
+    fn read<'a>(&self, op: &LowerOp<'a>) -> Result<ReluParams, CodegenError> {
+        relu_params(op)
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
-        let ReluParams { element, shape, zero_points, axis } = relu_params(op)?;
+    fn emit_rows(
+        &self,
+        _op: &LowerOp<'_>,
+        ReluParams { element, shape, zero_points, axis }: Self::Op<'_>,
+        out: &mut Emit<'_>,
+    ) -> Result<(), CodegenError> {
         let size = element.size();
         // One 32-byte block per zero point: the byte repeated.
         let blocks: Vec<u8> = zero_points.iter().flat_map(|&z| [z as u8; 32]).collect();
@@ -644,18 +651,6 @@ fn relu_lanes(a: &mut CodeAssembler, element: ElementType, x: AsmRegisterYmm) ->
         ElementType::I8 => a.vpmaxsb(x, x, ymm15),
         ElementType::U8 => a.vpmaxub(x, x, ymm15),
     }
-}
-
-/// The lowerings of this file, by op name.
-pub(crate) fn lowerings() -> Vec<(&'static str, std::sync::Arc<dyn OpLowering>)> {
-    vec![
-        (fp_op::TRANSPOSE, std::sync::Arc::new(Transpose)),
-        (fp_op::STRIDED_SLICE, std::sync::Arc::new(StridedSlice)),
-        (fp_op::SPLIT, std::sync::Arc::new(Split)),
-        (fp_op::CONCAT, std::sync::Arc::new(Concat)),
-        (fp_op::PAD, std::sync::Arc::new(Pad)),
-        (fp_op::RELU, std::sync::Arc::new(Relu)),
-    ]
 }
 
 #[cfg(test)]

@@ -41,12 +41,13 @@ use crate::abi::KernelCode;
 use crate::error::CodegenError;
 use crate::kernels::quant_params::{ByteQuant, FixedPointMultiplier};
 use crate::kernels::registers::{broadcast_u32, broadcast_u64};
-use crate::kernels::requantize::{param_block, AVX2};
+use crate::kernels::requantize::param_block;
 use crate::kernels::requantize::{StageConstants, StageRegisters};
 use crate::kernels::rows::{
     bind, emit_rows_with_locals, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
 };
-use crate::lower::{Emit, LowerOp, OpLowering, Plan};
+use crate::lower::rows::RowKernel;
+use crate::lower::{Emit, LowerOp};
 use iced_x86::code_asm::*;
 use qopt_dialect_fp::attrs::PoolAttrs;
 use qopt_dialect_fp::op_names as fp_op;
@@ -115,7 +116,7 @@ impl AxisPool {
 }
 
 /// One pool as the kernel is specialized for it.
-struct PoolOp {
+pub(crate) struct PoolOp {
     kind: PoolKind,
     unsigned: bool,
     /// N × C.
@@ -250,16 +251,19 @@ fn read(op: &LowerOp<'_>) -> Result<PoolOp, CodegenError> {
 /// `fp.max_pool1d`.
 pub(crate) struct Pool;
 
-impl OpLowering for Pool {
-    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
-        read(op)?;
-        super::operands::check_tensor_sizes(op)?;
-        op.target.require(&AVX2, op.name())?;
-        Ok(Plan::kernels())
+impl RowKernel for Pool {
+    type Op<'a> = PoolOp;
+
+    fn read<'a>(&self, op: &LowerOp<'a>) -> Result<PoolOp, CodegenError> {
+        read(op)
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
-        let pool = read(op)?;
+    fn emit_rows(
+        &self,
+        op: &LowerOp<'_>,
+        pool: Self::Op<'_>,
+        out: &mut Emit<'_>,
+    ) -> Result<(), CodegenError> {
         let rounding = rounding_of(op.ctx, op.module.op_attrs(op.op));
         let table = PoolTable::new(&pool, rounding)?;
         let place = out.rodata(&table.bytes);

@@ -19,16 +19,17 @@ use super::operands::QuantOperand;
 use crate::error::CodegenError;
 use crate::kernels::quant_params::{ByteQuant, FixedPointMultiplier};
 use crate::kernels::requantize::StageConstants;
-use crate::kernels::requantize::{emit_requantize_rows, param_block, AVX2, PARAM_BLOCK};
+use crate::kernels::requantize::{emit_requantize_rows, param_block, PARAM_BLOCK};
 use crate::kernels::rows::{Nest, Stream, AUX, INPUT0, OUTPUT};
-use crate::lower::{Emit, LowerOp, OpLowering, Plan};
+use crate::lower::rows::RowKernel;
+use crate::lower::{Emit, LowerOp};
 use qopt_dialect_qnn::quant_params::requantize_multipliers;
 use qopt_dialect_qnn::rounding_of;
 
 /// `qnn.requantize`: per-tensor or per-axis input, per-tensor result.
 pub(crate) struct Requantize;
 
-struct RequantizeOp<'a> {
+pub(crate) struct RequantizeOp<'a> {
     input: QuantOperand<'a>,
     output: ByteQuant,
     shape: Vec<usize>,
@@ -58,16 +59,14 @@ fn output_quant<'a>(op: &LowerOp<'a>) -> Result<&'a qopt_ir_core::QuantType, Cod
     op.quant_of(op.result_type(0)).ok_or_else(|| op.invalid("the result must be quantized"))
 }
 
-impl OpLowering for Requantize {
-    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
-        read(op)?;
-        super::operands::check_tensor_sizes(op)?;
-        op.target.require(&AVX2, op.name())?;
-        Ok(Plan::kernels())
+impl RowKernel for Requantize {
+    type Op<'a> = RequantizeOp<'a>;
+
+    fn read<'a>(&self, op: &LowerOp<'a>) -> Result<RequantizeOp<'a>, CodegenError> {
+        read(op)
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
-        let r = read(op)?;
+    fn emit_rows(&self, op: &LowerOp<'_>, r: Self::Op<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
         let rounding = rounding_of(op.ctx, op.module.op_attrs(op.op));
         let mut blocks = Vec::with_capacity(r.multipliers.len() * PARAM_BLOCK);
         for (p, &(multiplier, shift)) in r.input.params.iter().zip(&r.multipliers) {

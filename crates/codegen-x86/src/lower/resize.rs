@@ -14,11 +14,11 @@
 use super::movement::emit_copy_row;
 use crate::buffer::ElementType;
 use crate::error::CodegenError;
-use crate::kernels::requantize::AVX2;
 use crate::kernels::rows::{
     bind, emit_rows, row_major_strides, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
 };
-use crate::lower::{Emit, LowerOp, OpLowering, Plan};
+use crate::lower::rows::RowKernel;
+use crate::lower::{Emit, LowerOp};
 use iced_x86::code_asm::*;
 use qopt_dialect_fp::{resize_keeps_dimension, resize_params, NearestMode, ResizeMode, ResizeParams};
 
@@ -66,7 +66,7 @@ pub(crate) fn nearest_picks(
 }
 
 /// What the kernel is specialized for.
-struct ResizeOp {
+pub(crate) struct ResizeOp {
     element: ElementType,
     in_shape: Vec<usize>,
     out_shape: Vec<usize>,
@@ -105,16 +105,14 @@ fn read(op: &LowerOp<'_>) -> Result<ResizeOp, CodegenError> {
     Ok(ResizeOp { element, in_shape, out_shape, picks })
 }
 
-impl OpLowering for Resize {
-    fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
-        read(op)?;
-        super::operands::check_tensor_sizes(op)?;
-        op.target.require(&AVX2, op.name())?;
-        Ok(Plan::kernels())
+impl RowKernel for Resize {
+    type Op<'a> = ResizeOp;
+
+    fn read<'a>(&self, op: &LowerOp<'a>) -> Result<ResizeOp, CodegenError> {
+        read(op)
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
-        let r = read(op)?;
+    fn emit_rows(&self, _op: &LowerOp<'_>, r: Self::Op<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
         let size = r.element.size();
         // A scalar is a row of one element.
         let (in_shape, out_shape, picks) = if r.in_shape.is_empty() {

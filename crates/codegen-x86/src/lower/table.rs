@@ -12,6 +12,7 @@ use super::lookup::Lookup;
 use super::pooling::Pool;
 use super::requantize::Requantize;
 use super::resize::Resize;
+use super::rows::RowLowering;
 use super::{movement, Lowerings, OpLowering};
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
@@ -19,34 +20,30 @@ use std::sync::Arc;
 
 /// Registers every built-in lowering.
 pub(super) fn register(l: &mut Lowerings) {
-    let convert: Arc<dyn OpLowering> = Arc::new(Convert);
-    for name in [qnn_op::QUANTIZE, qnn_op::DEQUANTIZE] {
-        l.register(name, convert.clone());
-    }
-    l.register(qnn_op::REQUANTIZE, Arc::new(Requantize));
-    let binary: Arc<dyn OpLowering> = Arc::new(Binary);
-    for name in [qnn_op::ADD, qnn_op::MUL] {
-        l.register(name, binary.clone());
-    }
-    l.register(qnn_op::CONCAT, Arc::new(QuantConcat));
-    l.register(qnn_op::LOOKUP, Arc::new(Lookup));
-    let pool: Arc<dyn OpLowering> = Arc::new(Pool);
-    for name in [qnn_op::AVG_POOL2D, qnn_op::GLOBAL_AVG_POOL2D, fp_op::MAX_POOL2D, fp_op::MAX_POOL1D] {
-        l.register(name, pool.clone());
-    }
-    l.register(fp_op::RESIZE, Arc::new(Resize));
-    for (name, lowering) in movement::lowerings() {
-        l.register(name, lowering);
-    }
-    let conv = Arc::new(Conv2dLowering::default());
-    l.register(qnn_op::CONV2D, conv.clone());
-    l.register(qnn_op::CONV2D_RELU, conv);
-    let dense = Arc::new(DenseLowering::default());
-    l.register(qnn_op::DENSE, dense.clone());
-    l.register(qnn_op::DENSE_RELU, dense);
-    let alias: Arc<dyn OpLowering> = Arc::new(Alias);
-    for name in ["fp.reshape", "fp.flatten", "fp.squeeze", "fp.unsqueeze", "qnn.cast_hint", "qnn.stop_fusion"]
-    {
-        l.register(name, alias.clone());
+    let table: Vec<(&[&str], Arc<dyn OpLowering>)> = vec![
+        (&[qnn_op::QUANTIZE, qnn_op::DEQUANTIZE], Arc::new(Convert)),
+        (&[qnn_op::REQUANTIZE], Arc::new(RowLowering(Requantize))),
+        (&[qnn_op::ADD, qnn_op::MUL], Arc::new(RowLowering(Binary))),
+        (&[qnn_op::CONCAT], Arc::new(RowLowering(QuantConcat))),
+        (&[qnn_op::LOOKUP], Arc::new(RowLowering(Lookup))),
+        (
+            &[qnn_op::AVG_POOL2D, qnn_op::GLOBAL_AVG_POOL2D, fp_op::MAX_POOL2D, fp_op::MAX_POOL1D],
+            Arc::new(RowLowering(Pool)),
+        ),
+        (&[fp_op::RESIZE], Arc::new(RowLowering(Resize))),
+        (&[fp_op::TRANSPOSE], Arc::new(RowLowering(movement::Transpose))),
+        (&[fp_op::STRIDED_SLICE], Arc::new(RowLowering(movement::StridedSlice))),
+        (&[fp_op::SPLIT], Arc::new(RowLowering(movement::Split))),
+        (&[fp_op::CONCAT], Arc::new(RowLowering(movement::Concat))),
+        (&[fp_op::PAD], Arc::new(RowLowering(movement::Pad))),
+        (&[fp_op::RELU], Arc::new(RowLowering(movement::Relu))),
+        (&[qnn_op::CONV2D, qnn_op::CONV2D_RELU], Arc::new(Conv2dLowering::default())),
+        (&[qnn_op::DENSE, qnn_op::DENSE_RELU], Arc::new(DenseLowering::default())),
+        (&[fp_op::RESHAPE, fp_op::FLATTEN, qnn_op::CAST_HINT, qnn_op::STOP_FUSION], Arc::new(Alias)),
+    ];
+    for (names, lowering) in table {
+        for name in names {
+            l.register(name, lowering.clone());
+        }
     }
 }
