@@ -32,7 +32,7 @@ mod walk;
 
 pub mod pass;
 pub use pass::{
-    BadOptionValue, Instrumentation, NamedPipeline, Pass, PassContext, PassError, PassFilter,
+    BadOptionValue, Instrumentation, NamedPipeline, Pass, PassContext, PassError, PassFilter, PassInfo,
     PassInstrumentation, PassManager, PassOutcome, PassRegistry, PassRun, PipelineFailure, RunReport,
     TimingNode, TimingTree,
 };

@@ -28,6 +28,8 @@
 //! test.effect(%0, %x) : (i64, i64) -> ()
 //! ```
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
@@ -38,24 +40,24 @@ use qopt_ir_core::{
 /// The `canonicalize` pass; see the module docs.
 pub struct Canonicalize;
 
+const INFO: PassInfo = PassInfo {
+    name: "canonicalize",
+    summary: "fold ops, erase dead pure ops and apply the dialects' canonicalization patterns",
+    description: "Runs the greedy rewrite driver over the module with every registered dialect's \
+     canonicalization patterns, the ops' folders and dead-op removal, until a sweep \
+     changes nothing. Fails if `max-iterations` sweeps (or the driver's rewrite bound) \
+     are reached first, naming the patterns that fired.\n\n\
+     ```\n\
+     %0 = test.neg(%x) : (i64) -> i64\n\
+     %1 = test.neg(%0) : (i64) -> i64   // -> uses of %1 become %x\n\
+     ```",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
+};
+
 impl Pass for Canonicalize {
-    fn name(&self) -> &'static str {
-        "canonicalize"
-    }
-
-    fn summary(&self) -> &'static str {
-        "fold ops, erase dead pure ops and apply the dialects' canonicalization patterns"
-    }
-
-    fn description(&self) -> &'static str {
-        "Runs the greedy rewrite driver over the module with every registered dialect's \
-         canonicalization patterns, the ops' folders and dead-op removal, until a sweep \
-         changes nothing. Fails if `max-iterations` sweeps (or the driver's rewrite bound) \
-         are reached first, naming the patterns that fired.\n\n\
-         ```\n\
-         %0 = test.neg(%x) : (i64) -> i64\n\
-         %1 = test.neg(%0) : (i64) -> i64   // -> uses of %1 become %x\n\
-         ```"
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {
@@ -63,10 +65,6 @@ impl Pass for Canonicalize {
             OptionSpec::new("max-iterations", OptionKind::Int, "10").help("full sweeps over the module before giving up (at least 1)"),
             OptionSpec::new("fold", OptionKind::Bool, "true").help("fold ops through their registered folders"),
         ]
-    }
-
-    fn preserves_semantics(&self) -> bool {
-        true
     }
 
     fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {

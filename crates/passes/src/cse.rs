@@ -32,6 +32,8 @@
 //! test.effect(%0, %0) : (i64, i64) -> ()
 //! ```
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
     Attribute, BlockId, Context, FxHashMap, FxHasher, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome,
@@ -43,27 +45,23 @@ use std::hash::{Hash, Hasher};
 /// The `cse` pass; see the module docs.
 pub struct Cse;
 
+const INFO: PassInfo = PassInfo {
+    name: "cse",
+    summary: "merge equal pure ops, reusing the dominating one",
+    description: "Erases a pure op without regions when an equal op (same name, attributes, operands \
+     and result types; commutative operands in either order) dominates it, replacing its \
+     results by that op's. Values from enclosing blocks are reused inside regions.\n\n\
+     ```\n\
+     %0 = test.add(%x, %y) : (i64, i64) -> i64\n\
+     %1 = test.add(%y, %x) : (i64, i64) -> i64   // uses of %1 become %0\n\
+     ```",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
+};
+
 impl Pass for Cse {
-    fn name(&self) -> &'static str {
-        "cse"
-    }
-
-    fn summary(&self) -> &'static str {
-        "merge equal pure ops, reusing the dominating one"
-    }
-
-    fn description(&self) -> &'static str {
-        "Erases a pure op without regions when an equal op (same name, attributes, operands \
-         and result types; commutative operands in either order) dominates it, replacing its \
-         results by that op's. Values from enclosing blocks are reused inside regions.\n\n\
-         ```\n\
-         %0 = test.add(%x, %y) : (i64, i64) -> i64\n\
-         %1 = test.add(%y, %x) : (i64, i64) -> i64   // uses of %1 become %0\n\
-         ```"
-    }
-
-    fn preserves_semantics(&self) -> bool {
-        true
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn run(

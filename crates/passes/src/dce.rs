@@ -24,32 +24,30 @@
 //! test.effect(%x) : (i64) -> ()
 //! ```
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{Context, EntityId, Module, OpId, Pass, PassContext, PassError, PassOutcome, Traits};
 
 /// The `dce` pass; see the module docs.
 pub struct Dce;
 
+const INFO: PassInfo = PassInfo {
+    name: "dce",
+    summary: "erase pure ops whose results are unused, to a fixed point",
+    description: "Erases ops that are pure, not terminators, have no used results and nothing with \
+     side effects nested in them; then the ops that only they used, and so on.\n\n\
+     ```\n\
+     %0 = test.const() {value = 1} : () -> i64\n\
+     %1 = test.add(%x, %0) : (i64, i64) -> i64   // unused: both ops are erased\n\
+     ```",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
+};
+
 impl Pass for Dce {
-    fn name(&self) -> &'static str {
-        "dce"
-    }
-
-    fn summary(&self) -> &'static str {
-        "erase pure ops whose results are unused, to a fixed point"
-    }
-
-    fn description(&self) -> &'static str {
-        "Erases ops that are pure, not terminators, have no used results and nothing with \
-         side effects nested in them; then the ops that only they used, and so on.\n\n\
-         ```\n\
-         %0 = test.const() {value = 1} : () -> i64\n\
-         %1 = test.add(%x, %0) : (i64, i64) -> i64   // unused: both ops are erased\n\
-         ```"
-    }
-
-    fn preserves_semantics(&self) -> bool {
-        true
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn run(

@@ -37,6 +37,8 @@
 //! %1 = fp.add(%x, %0) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
 //! ```
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
@@ -51,40 +53,32 @@ pub struct FoldConstant;
 /// Default of the `max-elements` option: 1 << 20.
 const DEFAULT_MAX_ELEMENTS: &str = "1048576";
 
+const INFO: PassInfo = PassInfo {
+    name: "fold-constant",
+    summary: "evaluate ops whose operands are all constants through their folders",
+    description: "Folds every op whose operands are all constants through its registered folder, \
+     materializing the results as constants, until no such op is left; then erases the \
+     constants the folding left unused. Applies no patterns and leaves ops with a \
+     non-constant operand alone (`x + 0` stays). Results with more than `max-elements` \
+     elements are not materialized.\n\n\
+     ```\n\
+     %0 = fp.constant() {value = dense<[1.0, 2.0]> : tensor<2xf32>} : () -> tensor<2xf32>\n\
+     %1 = fp.constant() {value = dense<3.0> : tensor<2xf32>} : () -> tensor<2xf32>\n\
+     %2 = fp.mul(%0, %1) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>\n\
+     // -> %2 = fp.constant() {value = dense<[3.0, 6.0]> : tensor<2xf32>} : () -> tensor<2xf32>\n\
+     ```",
+    preserves_semantics: true,
+    // Integer constants must come out bit for bit; float folders round in f64, so float constants are compared within ulps.
+    equivalence: Some(Relation::Real),
+};
+
 impl Pass for FoldConstant {
-    fn name(&self) -> &'static str {
-        "fold-constant"
-    }
-
-    fn summary(&self) -> &'static str {
-        "evaluate ops whose operands are all constants through their folders"
-    }
-
-    fn description(&self) -> &'static str {
-        "Folds every op whose operands are all constants through its registered folder, \
-         materializing the results as constants, until no such op is left; then erases the \
-         constants the folding left unused. Applies no patterns and leaves ops with a \
-         non-constant operand alone (`x + 0` stays). Results with more than `max-elements` \
-         elements are not materialized.\n\n\
-         ```\n\
-         %0 = fp.constant() {value = dense<[1.0, 2.0]> : tensor<2xf32>} : () -> tensor<2xf32>\n\
-         %1 = fp.constant() {value = dense<3.0> : tensor<2xf32>} : () -> tensor<2xf32>\n\
-         %2 = fp.mul(%0, %1) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>\n\
-         // -> %2 = fp.constant() {value = dense<[3.0, 6.0]> : tensor<2xf32>} : () -> tensor<2xf32>\n\
-         ```"
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {
         vec![OptionSpec::new("max-elements", OptionKind::Int, DEFAULT_MAX_ELEMENTS).help("largest folded result (in elements) that is materialized as a constant")]
-    }
-
-    fn preserves_semantics(&self) -> bool {
-        true
-    }
-
-    /// Integer constants must come out bit for bit; float folders round in f64, so float constants are compared within ulps.
-    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
-        Some(qopt_ir_core::equivalence::Relation::Real)
     }
 
     fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {

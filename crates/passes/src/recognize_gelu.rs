@@ -44,6 +44,7 @@
 //! %y = fp.gelu(%x) : (tensor<2x8xf32>) -> tensor<2x8xf32> loc("gelu")
 //! ```
 
+use qopt_ir_core::PassInfo;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{Context, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome, ValueId};
@@ -56,40 +57,32 @@ use crate::fp_chains::{
 /// The `recognize-gelu` pass; see the module docs.
 pub struct RecognizeGelu;
 
+const INFO: PassInfo = PassInfo {
+    name: "recognize-gelu",
+    summary: "fuse the erf and tanh decompositions of GELU (ONNX before opset 20) into fp.gelu",
+    description: "Rewrites `0.5 · x · (1 + erf(x / √2))` (PyTorch's export of GELU before opset 20; the \
+     division may be a multiplication by `1/√2`) into `fp.gelu(x)`, and \
+     `0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))` (`x³` as `fp.pow(x, 3)` or two \
+     multiplications) into `fp.gelu(x) {approximate = \"tanh\"}`. The outer product may be \
+     grouped either way and commutative operands come in either order; constants are scalars \
+     or splats within 4 f32 ulps of the expected values. Only chains whose intermediate values \
+     have no other users are rewritten; the new op takes the final multiplication's location and \
+     the chain's ops are erased. `fp.gelu` rounds once where the chain rounds at every step, so \
+     results differ by about an f32 ulp (by more, relatively, deep in the negative tail, where \
+     the chain's `1 + erf` cancels). Statistics: `erf-gelus`, `tanh-gelus`.\n\n\
+     ```\n\
+     %0 = fp.div(%x, %sqrt2) ...; %1 = fp.erf(%0) ...; %2 = fp.add(%1, %one) ...\n\
+     %3 = fp.mul(%x, %2) ...; %y = fp.mul(%3, %half) ...\n\
+     // -> %y = fp.gelu(%x) : (tensor<2x8xf32>) -> tensor<2x8xf32>\n\
+     ```",
+    preserves_semantics: true,
+    // Not checked yet: no rules state the GELU decompositions.
+    equivalence: None,
+};
+
 impl Pass for RecognizeGelu {
-    fn name(&self) -> &'static str {
-        "recognize-gelu"
-    }
-
-    fn summary(&self) -> &'static str {
-        "fuse the erf and tanh decompositions of GELU (ONNX before opset 20) into fp.gelu"
-    }
-
-    fn description(&self) -> &'static str {
-        "Rewrites `0.5 · x · (1 + erf(x / √2))` (PyTorch's export of GELU before opset 20; the \
-         division may be a multiplication by `1/√2`) into `fp.gelu(x)`, and \
-         `0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))` (`x³` as `fp.pow(x, 3)` or two \
-         multiplications) into `fp.gelu(x) {approximate = \"tanh\"}`. The outer product may be \
-         grouped either way and commutative operands come in either order; constants are scalars \
-         or splats within 4 f32 ulps of the expected values. Only chains whose intermediate values \
-         have no other users are rewritten; the new op takes the final multiplication's location and \
-         the chain's ops are erased. `fp.gelu` rounds once where the chain rounds at every step, so \
-         results differ by about an f32 ulp (by more, relatively, deep in the negative tail, where \
-         the chain's `1 + erf` cancels). Statistics: `erf-gelus`, `tanh-gelus`.\n\n\
-         ```\n\
-         %0 = fp.div(%x, %sqrt2) ...; %1 = fp.erf(%0) ...; %2 = fp.add(%1, %one) ...\n\
-         %3 = fp.mul(%x, %2) ...; %y = fp.mul(%3, %half) ...\n\
-         // -> %y = fp.gelu(%x) : (tensor<2x8xf32>) -> tensor<2x8xf32>\n\
-         ```"
-    }
-
-    fn preserves_semantics(&self) -> bool {
-        true
-    }
-
-    /// Not checked yet: no rules state the GELU decompositions.
-    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
-        None
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn run(

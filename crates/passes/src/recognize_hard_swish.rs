@@ -30,6 +30,8 @@
 //! // -> %y = fp.hard_swish(%x) : (tensor<8xf32>) -> tensor<8xf32> loc("hs")
 //! ```
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{Context, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome, ValueId};
@@ -42,36 +44,28 @@ use crate::fp_chains::{
 /// The `recognize-hard-swish` pass; see the module docs.
 pub struct RecognizeHardSwish;
 
+const INFO: PassInfo = PassInfo {
+    name: "recognize-hard-swish",
+    summary: "fuses the decompositions of HardSwish exporters write (x·clip(x+3,0,6)/6, x·hard_sigmoid(x)) into fp.hard_swish",
+    description: "Rewrites `x · clip(x + 3, 0, 6) / 6` (the division also as `· 1/6`, or applied to the clip \
+     first) and `x · hard_sigmoid(x) {alpha = 1/6, beta = 1/2}` into `fp.hard_swish(x)`, for any \
+     operand order of `fp.add` and `fp.mul` and constants within 4 f32 ulps, when every \
+     intermediate value has one user and no op changes `x`'s type. The chain's location goes to \
+     the new op. `fp.hard_swish` rounds once, the chain after every op: results differ by about \
+     an ulp. Statistic: `hard-swishes`.\n\n\
+     ```\n\
+     %a = fp.add(%x, %three) ...; %c = fp.clip(%a) {max = 6.0 : f32, min = 0.0 : f32} ...\n\
+     %m = fp.mul(%x, %c) ...; %y = fp.div(%m, %six) ...\n\
+     // -> %y = fp.hard_swish(%x) : (tensor<8xf32>) -> tensor<8xf32>\n\
+     ```",
+    preserves_semantics: true,
+    // Not checked yet: no rules state the HardSwish decompositions.
+    equivalence: Some(Relation::Real),
+};
+
 impl Pass for RecognizeHardSwish {
-    fn name(&self) -> &'static str {
-        "recognize-hard-swish"
-    }
-
-    fn summary(&self) -> &'static str {
-        "fuses the decompositions of HardSwish exporters write (x·clip(x+3,0,6)/6, x·hard_sigmoid(x)) into fp.hard_swish"
-    }
-
-    fn description(&self) -> &'static str {
-        "Rewrites `x · clip(x + 3, 0, 6) / 6` (the division also as `· 1/6`, or applied to the clip \
-         first) and `x · hard_sigmoid(x) {alpha = 1/6, beta = 1/2}` into `fp.hard_swish(x)`, for any \
-         operand order of `fp.add` and `fp.mul` and constants within 4 f32 ulps, when every \
-         intermediate value has one user and no op changes `x`'s type. The chain's location goes to \
-         the new op. `fp.hard_swish` rounds once, the chain after every op: results differ by about \
-         an ulp. Statistic: `hard-swishes`.\n\n\
-         ```\n\
-         %a = fp.add(%x, %three) ...; %c = fp.clip(%a) {max = 6.0 : f32, min = 0.0 : f32} ...\n\
-         %m = fp.mul(%x, %c) ...; %y = fp.div(%m, %six) ...\n\
-         // -> %y = fp.hard_swish(%x) : (tensor<8xf32>) -> tensor<8xf32>\n\
-         ```"
-    }
-
-    fn preserves_semantics(&self) -> bool {
-        true
-    }
-
-    /// Not checked yet: no rules state the HardSwish decompositions.
-    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
-        Some(qopt_ir_core::equivalence::Relation::Real)
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn run(

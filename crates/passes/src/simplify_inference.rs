@@ -30,6 +30,8 @@
 //! %y = fp.add(%2, %1) : (tensor<1x2x4x4xf32>, tensor<2x1x1xf32>) -> tensor<1x2x4x4xf32> loc("bn1")
 //! ```
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::{attrs, shape, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
 use qopt_ir_core::pass::PassOptions;
@@ -44,34 +46,26 @@ use qopt_dialect_fp::constants::{create_constant, dense, erase_if_unused_constan
 /// The `simplify-inference` pass; see the module docs.
 pub struct SimplifyInference;
 
+const INFO: PassInfo = PassInfo {
+    name: "simplify-inference",
+    summary: "rewrite batch norms with constant parameters into a per-channel multiply and add",
+    description: "Rewrites `fp.batch_norm(x, scale, bias, mean, var) {epsilon}` whose parameters are \
+     constants into `fp.add(fp.mul(x, s), b)` with `s = scale / sqrt(var + epsilon)` and \
+     `b = bias - mean * s`, computed in f64 and shaped [C, 1, ..., 1] to broadcast along \
+     axis 1. Batch norms with non-constant parameters are kept with a warning. Run \
+     `fold-bn` first to fold batch norms into preceding convolutions instead.\n\n\
+     ```\n\
+     %y = fp.batch_norm(%x, %scale, %bias, %mean, %var) {epsilon = 1.0 : f32} : ...\n\
+     // -> %0 = fp.mul(%x, %s) ...; %y = fp.add(%0, %b) ...\n\
+     ```",
+    preserves_semantics: true,
+    // The scale and shift are computed in f64 and rounded once.
+    equivalence: Some(Relation::Real),
+};
+
 impl Pass for SimplifyInference {
-    fn name(&self) -> &'static str {
-        "simplify-inference"
-    }
-
-    fn summary(&self) -> &'static str {
-        "rewrite batch norms with constant parameters into a per-channel multiply and add"
-    }
-
-    fn description(&self) -> &'static str {
-        "Rewrites `fp.batch_norm(x, scale, bias, mean, var) {epsilon}` whose parameters are \
-         constants into `fp.add(fp.mul(x, s), b)` with `s = scale / sqrt(var + epsilon)` and \
-         `b = bias - mean * s`, computed in f64 and shaped [C, 1, ..., 1] to broadcast along \
-         axis 1. Batch norms with non-constant parameters are kept with a warning. Run \
-         `fold-bn` first to fold batch norms into preceding convolutions instead.\n\n\
-         ```\n\
-         %y = fp.batch_norm(%x, %scale, %bias, %mean, %var) {epsilon = 1.0 : f32} : ...\n\
-         // -> %0 = fp.mul(%x, %s) ...; %y = fp.add(%0, %b) ...\n\
-         ```"
-    }
-
-    fn preserves_semantics(&self) -> bool {
-        true
-    }
-
-    /// The scale and shift are computed in f64 and rounded once.
-    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
-        Some(qopt_ir_core::equivalence::Relation::Real)
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn run(

@@ -25,6 +25,8 @@
 //! // after: @unused is gone
 //! ```
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
     AttrData, Attribute, Context, FxHashMap, FxIndexSet, Module, OpId, OpName, Pass, PassContext, PassError,
@@ -34,26 +36,22 @@ use qopt_ir_core::{
 /// The `symbol-dce` pass; see the module docs.
 pub struct SymbolDce;
 
+const INFO: PassInfo = PassInfo {
+    name: "symbol-dce",
+    summary: "erase private functions that no live code refers to",
+    description: "Public functions and other top-level ops are live; a private function is live if a \
+     live op refers to it through a symbol reference attribute (also inside arrays and \
+     dictionaries). Private functions that are not live are erased.\n\n\
+     ```\n\
+     func.func private @unused(%x: i64) -> i64   // erased unless something live says @unused\n\
+     ```",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
+};
+
 impl Pass for SymbolDce {
-    fn name(&self) -> &'static str {
-        "symbol-dce"
-    }
-
-    fn summary(&self) -> &'static str {
-        "erase private functions that no live code refers to"
-    }
-
-    fn description(&self) -> &'static str {
-        "Public functions and other top-level ops are live; a private function is live if a \
-         live op refers to it through a symbol reference attribute (also inside arrays and \
-         dictionaries). Private functions that are not live are erased.\n\n\
-         ```\n\
-         func.func private @unused(%x: i64) -> i64   // erased unless something live says @unused\n\
-         ```"
-    }
-
-    fn preserves_semantics(&self) -> bool {
-        true
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn run(

@@ -36,6 +36,7 @@ use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
+use qopt_ir_core::PassInfo;
 use qopt_ir_core::{
     Context, DenseElements, Diagnostic, Dialect, InsertPoint, Location, Module, OpId, OperationState, Pass,
     PassContext, PassError, PassOutcome, Rewriter, Severity, ValueId,
@@ -48,48 +49,40 @@ pub struct AccelLower;
 /// The option that bounds channel counts.
 const MAX_CHANNELS: &str = "max-channels";
 
+const INFO: PassInfo = PassInfo {
+    name: "accel-lower",
+    summary: "run each qnn.conv2d_relu the toy accelerator supports on it, between DMA transfers",
+    description: "Rewrites each `qnn.conv2d_relu` the accelerator supports (3x3 kernels with pad 1 or 1x1 \
+     with pad 0, dilation 1, groups 1, stride 1 or 2, i8 storage, batch 1, static shapes, \
+     channels multiples of 8 and at most `max-channels`) into `accel.dma_in` on each operand, \
+     `accel.conv2d_relu` and `accel.dma_out`, keeping the op's location; a missing bias becomes \
+     a zero constant. Ops it cannot take stay, with a warning naming every reason. Run \
+     `canonicalize` after it to keep the data of chained convolutions on the device.\n\n\
+     ```\n\
+     // before\n\
+     %y = qnn.conv2d_relu(%x, %w, %b) {pad = [1, 1, 1, 1]} : (tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>, \
+     tensor<16x8x3x3x!qnn.uniform<i8:f32, 0.01:0>>, tensor<16xi32>) -> tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>\n\
+     // after\n\
+     %0 = accel.dma_in(%x) : (tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>) -> tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>\n\
+     %1 = accel.dma_in(%w) : (tensor<16x8x3x3x!qnn.uniform<i8:f32, 0.01:0>>) -> tensor<16x8x3x3x!qnn.uniform<i8:f32, 0.01:0>>\n\
+     %2 = accel.dma_in(%b) : (tensor<16xi32>) -> tensor<16xi32>\n\
+     %3 = accel.conv2d_relu(%0, %1, %2) {stride = [1, 1]} : (...) -> tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>\n\
+     %y = accel.dma_out(%3) : (tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>) -> tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>\n\
+     ```",
+    preserves_semantics: true,
+    // Bit-identical results: the `accel` rules define each op the pass
+    // writes as the `qnn` computation it replaces.
+    equivalence: Some(Relation::Exact),
+};
+
 impl Pass for AccelLower {
-    fn name(&self) -> &'static str {
-        "accel-lower"
-    }
-
-    fn summary(&self) -> &'static str {
-        "run each qnn.conv2d_relu the toy accelerator supports on it, between DMA transfers"
-    }
-
-    fn description(&self) -> &'static str {
-        "Rewrites each `qnn.conv2d_relu` the accelerator supports (3x3 kernels with pad 1 or 1x1 \
-         with pad 0, dilation 1, groups 1, stride 1 or 2, i8 storage, batch 1, static shapes, \
-         channels multiples of 8 and at most `max-channels`) into `accel.dma_in` on each operand, \
-         `accel.conv2d_relu` and `accel.dma_out`, keeping the op's location; a missing bias becomes \
-         a zero constant. Ops it cannot take stay, with a warning naming every reason. Run \
-         `canonicalize` after it to keep the data of chained convolutions on the device.\n\n\
-         ```\n\
-         // before\n\
-         %y = qnn.conv2d_relu(%x, %w, %b) {pad = [1, 1, 1, 1]} : (tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>, \
-         tensor<16x8x3x3x!qnn.uniform<i8:f32, 0.01:0>>, tensor<16xi32>) -> tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>\n\
-         // after\n\
-         %0 = accel.dma_in(%x) : (tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>) -> tensor<1x8x4x4x!qnn.uniform<i8:f32, 0.05:-3>>\n\
-         %1 = accel.dma_in(%w) : (tensor<16x8x3x3x!qnn.uniform<i8:f32, 0.01:0>>) -> tensor<16x8x3x3x!qnn.uniform<i8:f32, 0.01:0>>\n\
-         %2 = accel.dma_in(%b) : (tensor<16xi32>) -> tensor<16xi32>\n\
-         %3 = accel.conv2d_relu(%0, %1, %2) {stride = [1, 1]} : (...) -> tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>\n\
-         %y = accel.dma_out(%3) : (tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>) -> tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>\n\
-         ```"
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {
         vec![OptionSpec::new(MAX_CHANNELS, OptionKind::Int, "512")
             .help("the most input or output channels the conv engine takes")]
-    }
-
-    fn preserves_semantics(&self) -> bool {
-        true
-    }
-
-    /// Bit-identical results: the `accel` rules define each op the pass
-    /// writes as the `qnn` computation it replaces.
-    fn equivalence(&self) -> Option<Relation> {
-        Some(Relation::Exact)
     }
 
     // Checked when the pipeline is parsed: a bad value is a usage error

@@ -45,6 +45,7 @@ use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::{DType, Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::PassInfo;
 use qopt_ir_core::{
     Attribute, Context, DenseElements, Diagnostic, FloatKind, FxHashMap, IntType, Location, Module, OpId,
     OperationState, Pass, PassContext, PassError, PassOutcome, QuantParams, QuantType, Severity, Signedness,
@@ -57,23 +58,23 @@ use std::path::Path;
 #[derive(Copy, Clone, Debug, Default)]
 pub struct AccelQuantize;
 
+const INFO: PassInfo = PassInfo {
+    name: "accel-quantize",
+    summary: "quantize the @accel_<k> regions to i8 qnn.conv2d_relu from the boundary data collect-calibration-data wrote",
+    description: "The toy accelerator vendor's own quantizer. For each region `@accel_<k>` that \
+     `partition{target=accel}` outlined (fp.conv2d + fp.relu pairs), runs the region on its \
+     recorded inputs from `calibration` (the `.npz` of `collect-calibration-data`), checks the \
+     recorded outputs, and rewrites it with i8 per-tensor activations (min-max, asymmetric), \
+     i8 symmetric per-channel weights and i32 biases into `qnn.quantize`, \
+     `qnn.conv2d_relu {rounding = \"half_away_from_zero\"}` and `qnn.dequantize`; the \
+     function's signature stays float. Run `accel-lower` after it.",
+    preserves_semantics: false,
+    equivalence: None,
+};
+
 impl Pass for AccelQuantize {
-    fn name(&self) -> &'static str {
-        "accel-quantize"
-    }
-
-    fn summary(&self) -> &'static str {
-        "quantize the @accel_<k> regions to i8 qnn.conv2d_relu from the boundary data collect-calibration-data wrote"
-    }
-
-    fn description(&self) -> &'static str {
-        "The toy accelerator vendor's own quantizer. For each region `@accel_<k>` that \
-         `partition{target=accel}` outlined (fp.conv2d + fp.relu pairs), runs the region on its \
-         recorded inputs from `calibration` (the `.npz` of `collect-calibration-data`), checks the \
-         recorded outputs, and rewrites it with i8 per-tensor activations (min-max, asymmetric), \
-         i8 symmetric per-channel weights and i32 biases into `qnn.quantize`, \
-         `qnn.conv2d_relu {rounding = \"half_away_from_zero\"}` and `qnn.dequantize`; the \
-         function's signature stays float. Run `accel-lower` after it."
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {

@@ -9,6 +9,7 @@ use qopt_driver::Driver;
 use qopt_equiv::{check, EquivHook, Limits, Mode, Outcome, SharedReport};
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionSpec, PassOptions};
+use qopt_ir_core::PassInfo;
 use qopt_ir_core::{
     loc_to_string, parse_module, split_input, verify, Context, DenseElements, Dialect, InsertPoint,
     Instrumentation, Module, OpId, Pass, PassContext, PassError, PassManager, PassOutcome, PipelineFailure,
@@ -79,18 +80,21 @@ fn the_lowering_pipeline_is_proven_pass_by_pass() {
 /// lowering that forgot the bias operand would.
 struct AccelLowerDropsTheBias;
 
+const INFO: PassInfo = PassInfo {
+    name: "accel-lower-drops-the-bias",
+    summary: "accel-lower with zeros in place of each bias (a broken pass for tests)",
+    description: "",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
+};
+
 impl Pass for AccelLowerDropsTheBias {
-    fn name(&self) -> &'static str {
-        "accel-lower-drops-the-bias"
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
-    fn summary(&self) -> &'static str {
-        "accel-lower with zeros in place of each bias (a broken pass for tests)"
-    }
+
     fn options(&self) -> Vec<OptionSpec> {
         AccelLower.options()
-    }
-    fn preserves_semantics(&self) -> bool {
-        true
     }
     fn run(
         &self,

@@ -1,6 +1,7 @@
 //! The `qopt` binary's contract: exit codes, stdin, atomic `-o`, split input,
 //! located diagnostics, pipeline errors with suggestions.
 
+use qopt_ir_core::PassInfo;
 use qopt_ir_core::ScratchDir;
 use std::io::Write;
 use std::path::PathBuf;
@@ -388,13 +389,19 @@ fn json_diagnostics_are_one_object_per_line() {
 /// A pass that fails with a located error, to see how pass failures are reported.
 struct FailingPass;
 
+const INFO: PassInfo = PassInfo {
+    name: "test-fail",
+    summary: "fail with an error at line 2",
+    description: "",
+    preserves_semantics: false,
+    equivalence: None,
+};
+
 impl qopt_ir_core::Pass for FailingPass {
-    fn name(&self) -> &'static str {
-        "test-fail"
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
-    fn summary(&self) -> &'static str {
-        "fail with an error at line 2"
-    }
+
     fn run(
         &self,
         _cx: &mut qopt_ir_core::PassContext<'_>,

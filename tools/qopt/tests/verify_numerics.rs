@@ -9,6 +9,7 @@
 use clap::Parser as _;
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
+use qopt_ir_core::PassInfo;
 use qopt_ir_core::ScratchDir;
 use qopt_ir_core::{
     dense_values_f64, AttrData, DenseElements, Module, Pass, PassContext, PassError, PassOutcome,
@@ -106,19 +107,25 @@ struct PerturbConstant {
     relation: Relation,
 }
 
+/// [`PerturbConstant`] claiming exactness, and claiming requantization.
+const EXACT_INFO: PassInfo = PassInfo {
+    name: "test-perturb-constant",
+    summary: "add 0.5 to one weight while claiming to keep results",
+    description: "",
+    preserves_semantics: false,
+    equivalence: Some(Relation::Exact),
+};
+const REQUANTIZED_INFO: PassInfo =
+    PassInfo { name: "test-perturb-requantized", equivalence: Some(Relation::Requantization), ..EXACT_INFO };
+
 impl Pass for PerturbConstant {
-    fn name(&self) -> &'static str {
+    fn info(&self) -> &'static PassInfo {
         match self.relation {
-            Relation::Requantization => "test-perturb-requantized",
-            _ => "test-perturb-constant",
+            Relation::Requantization => &REQUANTIZED_INFO,
+            _ => &EXACT_INFO,
         }
     }
-    fn summary(&self) -> &'static str {
-        "add 0.5 to one weight while claiming to keep results"
-    }
-    fn equivalence(&self) -> Option<Relation> {
-        Some(self.relation)
-    }
+
     fn run(
         &self,
         cx: &mut PassContext<'_>,

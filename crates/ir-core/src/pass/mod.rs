@@ -34,6 +34,23 @@ pub use timing::{TimingNode, TimingTree};
 use crate::{Context, Diagnostic, Diagnostics, Module, SrcPos};
 use std::fmt;
 
+/// What a pass is, declared once per pass as a `const` (see [`Pass::info`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PassInfo {
+    /// The flag name used in pipelines, kebab-case (`fold-bn`).
+    pub name: &'static str,
+    /// One line for `--list-passes`.
+    pub summary: &'static str,
+    /// Longer prose, ideally with a before/after `.qir` example (may be empty).
+    pub description: &'static str,
+    /// Whether the pass keeps the module's meaning exactly.
+    pub preserves_semantics: bool,
+    /// The relation under which `--verify-equiv` proves the pass (usually
+    /// [`Relation::Exact`](crate::equivalence::Relation::Exact) for a pass
+    /// that preserves semantics), or `None` when it is not checked.
+    pub equivalence: Option<crate::equivalence::Relation>,
+}
+
 /// A transformation of a module, registered by name in a [`PassRegistry`].
 ///
 /// Passes are stateless: `run` may be called many times, on many modules, with
@@ -42,15 +59,23 @@ use std::fmt;
 /// pipeline starts, so reading them with the [`PassOptions`] getters for their
 /// declared kinds cannot fail.
 pub trait Pass: Send + Sync {
+    /// What the pass is: its name, documentation and how it relates the
+    /// module before and after, in one declarative record.
+    fn info(&self) -> &'static PassInfo;
+
     /// The flag name used in pipelines, kebab-case (`fold-bn`).
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.info().name
+    }
 
     /// One line for `--list-passes`.
-    fn summary(&self) -> &'static str;
+    fn summary(&self) -> &'static str {
+        self.info().summary
+    }
 
     /// Longer prose, ideally with a before/after `.qir` example.
     fn description(&self) -> &'static str {
-        ""
+        self.info().description
     }
 
     /// The options the pass accepts.
@@ -70,17 +95,14 @@ pub trait Pass: Send + Sync {
     /// Whether the pass keeps the module's meaning exactly (so translation
     /// validation can check it).
     fn preserves_semantics(&self) -> bool {
-        false
+        self.info().preserves_semantics
     }
 
     /// The relation under which `qopt --verify-equiv` proves the pass, or
     /// `None` when it is not checked (the pass changes numerics on purpose, or
-    /// no rules state what it does). By default [`Relation::Exact`] for a pass
-    /// that [`preserves_semantics`](Pass::preserves_semantics).
-    ///
-    /// [`Relation::Exact`]: crate::equivalence::Relation::Exact
+    /// no rules state what it does).
     fn equivalence(&self) -> Option<crate::equivalence::Relation> {
-        self.preserves_semantics().then_some(crate::equivalence::Relation::Exact)
+        self.info().equivalence
     }
 
     /// Checks options against what the context knows, before any pass runs:

@@ -4,6 +4,8 @@
 use super::pipeline::{OptionKind, OptionSpec, OptionValue, PassOptions};
 use super::registry::{NamedPipeline, PassRegistry};
 use super::{Pass, PassContext, PassError, PassOutcome};
+use crate::equivalence::Relation;
+use crate::PassInfo;
 use crate::{Context, Diagnostic, Module, OpName, OperationState, SrcPos};
 use std::sync::Arc;
 
@@ -61,13 +63,19 @@ fn rename_functions(cx: &mut PassContext<'_>, module: &mut Module, suffix: &str)
 /// Always claims a change, even with an empty suffix.
 pub(super) struct RenameFuncs;
 
+const RENAMEFUNCS_INFO: PassInfo = PassInfo {
+    name: "test-rename-funcs",
+    summary: "append a suffix to every function name",
+    description: "",
+    preserves_semantics: false,
+    equivalence: None,
+};
+
 impl Pass for RenameFuncs {
-    fn name(&self) -> &'static str {
-        "test-rename-funcs"
+    fn info(&self) -> &'static PassInfo {
+        &RENAMEFUNCS_INFO
     }
-    fn summary(&self) -> &'static str {
-        "append a suffix to every function name"
-    }
+
     fn options(&self) -> Vec<OptionSpec> {
         vec![spec("suffix", OptionKind::String, "_renamed", "appended to each function name")]
     }
@@ -86,16 +94,19 @@ impl Pass for RenameFuncs {
 /// `test-noop`: does nothing.
 pub(super) struct Noop;
 
+const NOOP_INFO: PassInfo = PassInfo {
+    name: "test-noop",
+    summary: "do nothing",
+    description: "",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
+};
+
 impl Pass for Noop {
-    fn name(&self) -> &'static str {
-        "test-noop"
+    fn info(&self) -> &'static PassInfo {
+        &NOOP_INFO
     }
-    fn summary(&self) -> &'static str {
-        "do nothing"
-    }
-    fn preserves_semantics(&self) -> bool {
-        true
-    }
+
     fn run(
         &self,
         _: &mut PassContext<'_>,
@@ -110,13 +121,19 @@ impl Pass for Noop {
 /// (2 ms), and changes nothing.
 pub(super) struct Phases;
 
+const PHASES_INFO: PassInfo = PassInfo {
+    name: "test-phases",
+    summary: "record phase timings",
+    description: "",
+    preserves_semantics: false,
+    equivalence: None,
+};
+
 impl Pass for Phases {
-    fn name(&self) -> &'static str {
-        "test-phases"
+    fn info(&self) -> &'static PassInfo {
+        &PHASES_INFO
     }
-    fn summary(&self) -> &'static str {
-        "record phase timings"
-    }
+
     fn run(
         &self,
         cx: &mut PassContext<'_>,
@@ -135,13 +152,19 @@ impl Pass for Phases {
 /// fails: as a fault of the pass, or with `refuse` as a refusal of its input.
 pub(super) struct Fail;
 
+const FAIL_INFO: PassInfo = PassInfo {
+    name: "test-fail",
+    summary: "change the IR, then fail",
+    description: "",
+    preserves_semantics: false,
+    equivalence: None,
+};
+
 impl Pass for Fail {
-    fn name(&self) -> &'static str {
-        "test-fail"
+    fn info(&self) -> &'static PassInfo {
+        &FAIL_INFO
     }
-    fn summary(&self) -> &'static str {
-        "change the IR, then fail"
-    }
+
     fn options(&self) -> Vec<OptionSpec> {
         vec![
             spec("code", OptionKind::Int, "7", "reported in the error"),
@@ -167,13 +190,19 @@ impl Pass for Fail {
 /// `test-panic`: panics.
 pub(super) struct Panic;
 
+const PANIC_INFO: PassInfo = PassInfo {
+    name: "test-panic",
+    summary: "panic",
+    description: "",
+    preserves_semantics: false,
+    equivalence: None,
+};
+
 impl Pass for Panic {
-    fn name(&self) -> &'static str {
-        "test-panic"
+    fn info(&self) -> &'static PassInfo {
+        &PANIC_INFO
     }
-    fn summary(&self) -> &'static str {
-        "panic"
-    }
+
     fn run(
         &self,
         _: &mut PassContext<'_>,
@@ -189,13 +218,19 @@ impl Pass for Panic {
 /// allowed.
 pub(super) struct BreakIr;
 
+const BREAKIR_INFO: PassInfo = PassInfo {
+    name: "test-break-ir",
+    summary: "insert an unregistered op",
+    description: "",
+    preserves_semantics: false,
+    equivalence: None,
+};
+
 impl Pass for BreakIr {
-    fn name(&self) -> &'static str {
-        "test-break-ir"
+    fn info(&self) -> &'static PassInfo {
+        &BREAKIR_INFO
     }
-    fn summary(&self) -> &'static str {
-        "insert an unregistered op"
-    }
+
     fn run(
         &self,
         cx: &mut PassContext<'_>,
@@ -219,13 +254,19 @@ impl Pass for BreakIr {
 /// options as statistics (and a warning when `flag` is set); changes nothing.
 pub(super) struct Options;
 
+const OPTIONS_INFO: PassInfo = PassInfo {
+    name: "test-options",
+    summary: "a pass with options of every kind",
+    description: "",
+    preserves_semantics: false,
+    equivalence: None,
+};
+
 impl Pass for Options {
-    fn name(&self) -> &'static str {
-        "test-options"
+    fn info(&self) -> &'static PassInfo {
+        &OPTIONS_INFO
     }
-    fn summary(&self) -> &'static str {
-        "a pass with options of every kind"
-    }
+
     fn options(&self) -> Vec<OptionSpec> {
         vec![
             spec("count", OptionKind::Int, "3", "how many"),

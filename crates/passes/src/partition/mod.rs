@@ -49,6 +49,8 @@
 mod outline;
 mod regions;
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use crate::backend_support::BackendTargets;
 use outline::{is_constant, outline_region};
 use qopt_dialect_qnn::op_names as qnn_op;
@@ -58,41 +60,37 @@ use qopt_ir_core::{BadOptionValue, Context, Module, OpId, OpName, Pass, PassCont
 /// The `partition` pass; see the module docs.
 pub struct Partition;
 
+const INFO: PassInfo = PassInfo {
+    name: "partition",
+    summary: "outline the regions a backend supports into private functions @TARGET_0, @TARGET_1, ... called in their place",
+    description: "For every public function, groups the ops that the backend `target` supports (its \
+     `BackendSupport` predicate, registered by name; `qnn` is built in: integer qnn ops and \
+     quant-agnostic ops on quantized values) into maximal connected regions that never form a \
+     cycle with the ops left outside, and moves each region into a private function \
+     `@<target>_<k>` called in its place. A region's arguments are the values it reads from \
+     outside, its results the values used outside; constants it reads are cloned into it. \
+     `qnn.stop_fusion` and `qnn.cast_hint` stay outside every region, so each is a region \
+     boundary (the hint stays on the boundary value). Ops keep their locations; the call is \
+     located at the function's name.\n\n\
+     ```\n\
+     %0 = qnn.conv2d_relu(%x, %w, %b) ... loc(\"conv1\")\n\
+     %1 = qnn.dequantize(%0) ...\n\
+     // -> %0 = func.call @qnn_0(%x) ... loc(\"qnn_0\")\n\
+     //    func.func private @qnn_0(%arg0: ...) -> ... { ... qnn.conv2d_relu ... }\n\
+     ```",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
+};
+
 impl Pass for Partition {
-    fn name(&self) -> &'static str {
-        "partition"
-    }
-
-    fn summary(&self) -> &'static str {
-        "outline the regions a backend supports into private functions @TARGET_0, @TARGET_1, ... called in their place"
-    }
-
-    fn description(&self) -> &'static str {
-        "For every public function, groups the ops that the backend `target` supports (its \
-         `BackendSupport` predicate, registered by name; `qnn` is built in: integer qnn ops and \
-         quant-agnostic ops on quantized values) into maximal connected regions that never form a \
-         cycle with the ops left outside, and moves each region into a private function \
-         `@<target>_<k>` called in its place. A region's arguments are the values it reads from \
-         outside, its results the values used outside; constants it reads are cloned into it. \
-         `qnn.stop_fusion` and `qnn.cast_hint` stay outside every region, so each is a region \
-         boundary (the hint stays on the boundary value). Ops keep their locations; the call is \
-         located at the function's name.\n\n\
-         ```\n\
-         %0 = qnn.conv2d_relu(%x, %w, %b) ... loc(\"conv1\")\n\
-         %1 = qnn.dequantize(%0) ...\n\
-         // -> %0 = func.call @qnn_0(%x) ... loc(\"qnn_0\")\n\
-         //    func.func private @qnn_0(%arg0: ...) -> ... { ... qnn.conv2d_relu ... }\n\
-         ```"
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {
         vec![OptionSpec::new("target", OptionKind::String, "")
             .required()
             .help("the backend whose supported ops are outlined (a registered BackendSupport, e.g. qnn)")]
-    }
-
-    fn preserves_semantics(&self) -> bool {
-        true
     }
 
     /// An unknown target is a usage error listing the registered ones.

@@ -68,6 +68,7 @@
 //! //   {qnn.bias_absorption = {absorbed = dense<[0.0, 0.5]>, channel_min = dense<[-1.0, 0.5]>, samples = 6}}
 //! ```
 
+use qopt_ir_core::PassInfo;
 use crate::records::bias_absorption::{AbsorptionRecord, MeasuredMinima};
 use crate::records::bias_correction::{subtract_from_bias};
 use crate::runs::data::{check_counts, DataSettings};
@@ -89,39 +90,35 @@ use std::time::Instant;
 /// The `absorb-bias` pass; see the module docs.
 pub struct AbsorbBias;
 
+const INFO: PassInfo = PassInfo {
+    name: "absorb-bias",
+    summary: "bias absorption: move the part of a layer's bias its relu never cuts (its calibrated minimum) into the next layer",
+    description: "Bias absorption (Nagel et al. 2019, Data-Free Quantization §4.1.1): for each pair `layer1 → fp.relu → \
+     layer2` (conv2d, conv1d or dense, layer2 possibly depthwise, each result with one user), with `m[c]` \
+     the smallest value of layer1's output channel c over the calibration data and `a = fraction · max(0, \
+     m)`, subtracts `a` from layer1's bias and adds `W2 · a` (summed over input channels and taps; `a[c] · \
+     Σ_k W2[c]` for a depthwise layer2) to layer2's. `relu(x − a) + a = relu(x)` for `x ≥ a ≥ 0`, so the \
+     model is unchanged wherever layer1's outputs stay at or above their calibrated minima (exact on the \
+     calibrated range only: `--verify-equiv` proves it under `calibrated-range`, assuming the recorded \
+     minima). Pairs with `fp.clip` (ReLU6) between the \
+     layers, a padded layer2 or shared results are skipped. The minima are recorded on layer1 \
+     (`qnn.bias_absorption`); a layer that holds them is not measured again, and when every pair holds \
+     them no data is read. Run it after `fold-bn` (and `equalize`), before `insert-observers`.\n\n\
+     ```\n\
+     %h = fp.conv2d(%x, %w1, %b1) ...; %r = fp.relu(%h) ...; %y = fp.conv2d(%r, %w2, %b2) ...\n\
+     // -> %b1' = %b1 − a, %b2' = %b2 + W2 · a, %h {qnn.bias_absorption = {absorbed = ..., channel_min = \
+     ..., samples = 500}}\n\
+     ```",
+    preserves_semantics: false,
+    // Exact over the reals where layer1's outputs stay at or above the
+    // minima it records (`qnn.bias_absorption`), so proven under
+    // `calibrated-range`, which assumes them.
+    equivalence: Some(Relation::CalibratedRange),
+};
+
 impl Pass for AbsorbBias {
-    fn name(&self) -> &'static str {
-        "absorb-bias"
-    }
-
-    fn summary(&self) -> &'static str {
-        "bias absorption: move the part of a layer's bias its relu never cuts (its calibrated minimum) into the next layer"
-    }
-
-    fn description(&self) -> &'static str {
-        "Bias absorption (Nagel et al. 2019, Data-Free Quantization §4.1.1): for each pair `layer1 → fp.relu → \
-         layer2` (conv2d, conv1d or dense, layer2 possibly depthwise, each result with one user), with `m[c]` \
-         the smallest value of layer1's output channel c over the calibration data and `a = fraction · max(0, \
-         m)`, subtracts `a` from layer1's bias and adds `W2 · a` (summed over input channels and taps; `a[c] · \
-         Σ_k W2[c]` for a depthwise layer2) to layer2's. `relu(x − a) + a = relu(x)` for `x ≥ a ≥ 0`, so the \
-         model is unchanged wherever layer1's outputs stay at or above their calibrated minima (exact on the \
-         calibrated range only: `--verify-equiv` proves it under `calibrated-range`, assuming the recorded \
-         minima). Pairs with `fp.clip` (ReLU6) between the \
-         layers, a padded layer2 or shared results are skipped. The minima are recorded on layer1 \
-         (`qnn.bias_absorption`); a layer that holds them is not measured again, and when every pair holds \
-         them no data is read. Run it after `fold-bn` (and `equalize`), before `insert-observers`.\n\n\
-         ```\n\
-         %h = fp.conv2d(%x, %w1, %b1) ...; %r = fp.relu(%h) ...; %y = fp.conv2d(%r, %w2, %b2) ...\n\
-         // -> %b1' = %b1 − a, %b2' = %b2 + W2 · a, %h {qnn.bias_absorption = {absorbed = ..., channel_min = \
-         ..., samples = 500}}\n\
-         ```"
-    }
-
-    /// Exact over the reals where layer1's outputs stay at or above the
-    /// minima it records (`qnn.bias_absorption`), so proven under
-    /// `calibrated-range`, which assumes them.
-    fn equivalence(&self) -> Option<Relation> {
-        Some(Relation::CalibratedRange)
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {

@@ -57,6 +57,7 @@
 //!        float_mean = dense<[...]> : tensor<2xf64>, quant_mean = dense<[...]> : tensor<2xf64>, samples = 500}} : ...
 //! ```
 
+use qopt_ir_core::PassInfo;
 use crate::records::bias_correction::{subtract_from_bias};
 use crate::records::bias_correction::{BiasRecord, MeasuredMeans};
 use crate::runs::data::{check_counts, DataSettings};
@@ -81,28 +82,28 @@ pub struct BiasCorrect;
 /// warning (the `quantize` pipeline sets it).
 pub(crate) const SKIP_UNSUPPORTED: &str = "skip-unsupported";
 
+const INFO: PassInfo = PassInfo {
+    name: "bias-correct",
+    summary: "empirical bias correction: subtract each quantized layer's mean output error on the data from its bias",
+    description: "Runs the calibration data through the fake-quant model and the float model (every \
+     `qnn.fake_quant` the identity) op by op, and for each conv or dense with a fake-quantized \
+     weight, in order, subtracts from its bias the per-channel mean of (quantized result − float \
+     result), so later layers are measured with the earlier corrections in place. Layers without \
+     a bias get one. The measured means are kept on the layer (`qnn.bias_correction`); a layer \
+     that holds them is not measured again, so a rerun changes nothing and edited means are \
+     applied as written. Run it after `insert-fakeq`.\n\n\
+     ```\n\
+     %y = fp.conv2d(%xq, %wq, %b) ...\n\
+     // -> %y = fp.conv2d(%xq, %wq, %b2) {qnn.bias_correction = {correction = ..., float_mean = ..., \
+     quant_mean = ..., samples = 500}} ...\n\
+     ```",
+    preserves_semantics: false,
+    equivalence: None,
+};
+
 impl Pass for BiasCorrect {
-    fn name(&self) -> &'static str {
-        "bias-correct"
-    }
-
-    fn summary(&self) -> &'static str {
-        "empirical bias correction: subtract each quantized layer's mean output error on the data from its bias"
-    }
-
-    fn description(&self) -> &'static str {
-        "Runs the calibration data through the fake-quant model and the float model (every \
-         `qnn.fake_quant` the identity) op by op, and for each conv or dense with a fake-quantized \
-         weight, in order, subtracts from its bias the per-channel mean of (quantized result − float \
-         result), so later layers are measured with the earlier corrections in place. Layers without \
-         a bias get one. The measured means are kept on the layer (`qnn.bias_correction`); a layer \
-         that holds them is not measured again, so a rerun changes nothing and edited means are \
-         applied as written. Run it after `insert-fakeq`.\n\n\
-         ```\n\
-         %y = fp.conv2d(%xq, %wq, %b) ...\n\
-         // -> %y = fp.conv2d(%xq, %wq, %b2) {qnn.bias_correction = {correction = ..., float_mean = ..., \
-         quant_mean = ..., samples = 500}} ...\n\
-         ```"
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {

@@ -37,6 +37,8 @@
 //! %o = qnn.observe(%x) {max = 3.5 : f32, min = -1.25 : f32, observer = "minmax", samples = 200} : ...
 //! ```
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use crate::runs::data::{check_counts, chunk_calls, non_negative, DataSettings};
 use crate::calibration::batch::{value_range, ObservedBatch};
 use crate::calibration::methods::{Observer, QuantMethods};
@@ -64,32 +66,28 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 pub struct Calibrate;
 
 
+const INFO: PassInfo = PassInfo {
+    name: "calibrate",
+    summary: "run @main over a data set and record statistics in the qnn.observe ops",
+    description: "Runs the function (`@main`) in the reference interpreter over the samples of `data` (a \
+     .npy with samples along dimension 0, an .npz with one member per argument, or a directory \
+     of such files) and folds what every `qnn.observe` sees into its attributes (`min`, `max`, \
+     `samples`, `histogram`, ...). Statistics already present are merged with, so calibrating \
+     again on more data adds to them. Both cores are used; the result does not depend on the \
+     thread count.\n\n\
+     ```\n\
+     %o = qnn.observe(%x) {observer = \"minmax\"} ...\n\
+     // -> %o = qnn.observe(%x) {max = 3.5 : f32, min = -1.25 : f32, observer = \"minmax\", samples = 200} ...\n\
+     ```",
+    preserves_semantics: false,
+    // Observers are identities (`observe-is-identity`), whatever statistics
+    // they hold.
+    equivalence: Some(Relation::Exact),
+};
+
 impl Pass for Calibrate {
-    fn name(&self) -> &'static str {
-        "calibrate"
-    }
-
-    fn summary(&self) -> &'static str {
-        "run @main over a data set and record statistics in the qnn.observe ops"
-    }
-
-    /// Observers are identities (`observe-is-identity`), whatever statistics
-    /// they hold.
-    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
-        Some(qopt_ir_core::equivalence::Relation::Exact)
-    }
-
-    fn description(&self) -> &'static str {
-        "Runs the function (`@main`) in the reference interpreter over the samples of `data` (a \
-         .npy with samples along dimension 0, an .npz with one member per argument, or a directory \
-         of such files) and folds what every `qnn.observe` sees into its attributes (`min`, `max`, \
-         `samples`, `histogram`, ...). Statistics already present are merged with, so calibrating \
-         again on more data adds to them. Both cores are used; the result does not depend on the \
-         thread count.\n\n\
-         ```\n\
-         %o = qnn.observe(%x) {observer = \"minmax\"} ...\n\
-         // -> %o = qnn.observe(%x) {max = 3.5 : f32, min = -1.25 : f32, observer = \"minmax\", samples = 200} ...\n\
-         ```"
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {

@@ -40,6 +40,8 @@
 //! //               accel_1/input0, accel_1/output0, main/output0
 //! ```
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use crate::runs::data::{check_counts, DataSettings};
 use qopt_interp::{Interpreter, KernelRegistry, RunObserver, Tensor};
 use qopt_npy::NpzStream;
@@ -53,26 +55,26 @@ use std::path::Path;
 /// The `collect-calibration-data` pass; see the module docs.
 pub struct CollectCalibrationData;
 
+const INFO: PassInfo = PassInfo {
+    name: "collect-calibration-data",
+    summary: "run @main over a data set and write every called function's inputs and outputs to an .npz",
+    description: "Runs the function (`@main`) in the reference interpreter over `data` (as `calibrate` reads \
+     it) and writes `out`, an uncompressed `.npz` with members `<function>/input<k>` and \
+     `<function>/output<k>` for the run function and every function called on the way (after \
+     `partition`, the outlined regions), each stacking one entry per run along a new leading \
+     dimension. Memory does not grow with the number of samples; `out` is written atomically. \
+     The module is not changed.\n\n\
+     ```\n\
+     collect-calibration-data{data=calib.npy out=boundary.npz}\n\
+     // boundary.npz: main/input0, accel_0/input0, accel_0/output0, main/output0\n\
+     ```",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
+};
+
 impl Pass for CollectCalibrationData {
-    fn name(&self) -> &'static str {
-        "collect-calibration-data"
-    }
-
-    fn summary(&self) -> &'static str {
-        "run @main over a data set and write every called function's inputs and outputs to an .npz"
-    }
-
-    fn description(&self) -> &'static str {
-        "Runs the function (`@main`) in the reference interpreter over `data` (as `calibrate` reads \
-         it) and writes `out`, an uncompressed `.npz` with members `<function>/input<k>` and \
-         `<function>/output<k>` for the run function and every function called on the way (after \
-         `partition`, the outlined regions), each stacking one entry per run along a new leading \
-         dimension. Memory does not grow with the number of samples; `out` is written atomically. \
-         The module is not changed.\n\n\
-         ```\n\
-         collect-calibration-data{data=calib.npy out=boundary.npz}\n\
-         // boundary.npz: main/input0, accel_0/input0, accel_0/output0, main/output0\n\
-         ```"
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {
@@ -90,11 +92,6 @@ impl Pass for CollectCalibrationData {
 
     fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
         check_counts(options, &["batches", "batch-size"])
-    }
-
-    /// The module is only read.
-    fn preserves_semantics(&self) -> bool {
-        true
     }
 
     fn run(

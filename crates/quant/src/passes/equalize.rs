@@ -55,6 +55,8 @@
 //! %h = fp.dense(%x, %w1) ...   %r = fp.relu(%h) ...   %y = fp.dense(%r, %w2) ...
 //! ```
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use crate::layer_pairs::{follow, read_constant, second_input_axis, Follow, Names};
 use qopt_dialect_fp::constants::{create_constant, dense, erase_if_unused_constant};
 use qopt_dialect_fp::op_names as fp_op;
@@ -69,31 +71,33 @@ pub struct Equalize;
 /// The largest `max-iterations` accepted.
 const MAX_SWEEPS: i64 = 1_000_000;
 
+const INFO: PassInfo = PassInfo {
+    name: "equalize",
+    summary: "Cross-layer equalization: rescales consecutive conv/dense layers so their per-channel weight ranges match",
+    description: "Cross-layer equalization (Nagel et al. 2019, Data-Free Quantization): for each pair \
+     `layer1 → [fp.relu →] layer2` of `fp.conv2d`, `fp.conv1d` (layer2 with one group, or depthwise) or \
+     `fp.dense` layers with constant weights, where layer1's result (and the relu's) has one user, divides \
+     output channel c of layer1 (weight and bias) by `s[c] = sqrt(r1[c] / r2[c])` and multiplies input \
+     channel c of layer2 by it (`r1`, `r2`: the channel's largest weight magnitude in each; 1 where either \
+     is 0), so both ranges become `sqrt(r1·r2)`; `relu(x / s) = relu(x) / s` for `s > 0` keeps the model. \
+     Chains are swept until every scale is within `tolerance` of 1. `fp.clip` (ReLU6) between layers is \
+     not scale-equivariant: such pairs are skipped with a warning, unless `relu6-to-relu=true` turns the \
+     clip into a relu, which changes the model. Run it after `fold-bn`, before `insert-observers`. \
+     Statistics: `equalized-pairs`, `sweeps`, `skipped-clip-pairs`, `skipped-shared-outputs`, \
+     `relu6-to-relu`.\n\n\
+     ```\n\
+     %h = fp.conv2d(%x, %w1, %b1) ...; %r = fp.relu(%h) ...; %y = fp.conv2d(%r, %w2, %b2) ...\n\
+     // -> %w1' = %w1 / s (axis 0), %b1' = %b1 / s, %w2' = %w2 · s (axis 1)\n\
+     ```",
+    preserves_semantics: true,
+    // Without `relu6-to-relu`, the rescaled weights are the old ones times
+    // positive scales, computed in f64 and rounded once.
+    equivalence: Some(Relation::Real),
+};
+
 impl Pass for Equalize {
-    fn name(&self) -> &'static str {
-        "equalize"
-    }
-
-    fn summary(&self) -> &'static str {
-        "Cross-layer equalization: rescales consecutive conv/dense layers so their per-channel weight ranges match"
-    }
-
-    fn description(&self) -> &'static str {
-        "Cross-layer equalization (Nagel et al. 2019, Data-Free Quantization): for each pair \
-         `layer1 → [fp.relu →] layer2` of `fp.conv2d`, `fp.conv1d` (layer2 with one group, or depthwise) or \
-         `fp.dense` layers with constant weights, where layer1's result (and the relu's) has one user, divides \
-         output channel c of layer1 (weight and bias) by `s[c] = sqrt(r1[c] / r2[c])` and multiplies input \
-         channel c of layer2 by it (`r1`, `r2`: the channel's largest weight magnitude in each; 1 where either \
-         is 0), so both ranges become `sqrt(r1·r2)`; `relu(x / s) = relu(x) / s` for `s > 0` keeps the model. \
-         Chains are swept until every scale is within `tolerance` of 1. `fp.clip` (ReLU6) between layers is \
-         not scale-equivariant: such pairs are skipped with a warning, unless `relu6-to-relu=true` turns the \
-         clip into a relu, which changes the model. Run it after `fold-bn`, before `insert-observers`. \
-         Statistics: `equalized-pairs`, `sweeps`, `skipped-clip-pairs`, `skipped-shared-outputs`, \
-         `relu6-to-relu`.\n\n\
-         ```\n\
-         %h = fp.conv2d(%x, %w1, %b1) ...; %r = fp.relu(%h) ...; %y = fp.conv2d(%r, %w2, %b2) ...\n\
-         // -> %w1' = %w1 / s (axis 0), %b1' = %b1 / s, %w2' = %w2 · s (axis 1)\n\
-         ```"
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {
@@ -121,16 +125,6 @@ impl Pass for Equalize {
             return Err(BadOptionValue::new("tolerance", message));
         }
         Ok(())
-    }
-
-    fn preserves_semantics(&self) -> bool {
-        true
-    }
-
-    /// Without `relu6-to-relu`, the rescaled weights are the old ones times
-    /// positive scales, computed in f64 and rounded once.
-    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
-        Some(qopt_ir_core::equivalence::Relation::Real)
     }
 
     fn run(

@@ -17,6 +17,8 @@
 //! %y = qnn.dequantize(%q) : (tensor<8x!qnn.uniform<i8:f32, 0.05:0>>) -> tensor<8xf32>
 //! ```
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use crate::records::bias_absorption;
 use crate::records::bias_correction::{drop_records};
 use qopt_dialect_qnn::op_names as qnn_op;
@@ -29,28 +31,24 @@ use qopt_ir_core::{
 /// The `expand-fakeq` pass; see the module docs.
 pub struct ExpandFakeq;
 
+const INFO: PassInfo = PassInfo {
+    name: "expand-fakeq",
+    summary: "turn each qnn.fake_quant into qnn.quantize followed by qnn.dequantize (exact)",
+    description: "Replaces `qnn.fake_quant(x) {type = Q}` by `qnn.dequantize(qnn.quantize(x))` through a tensor \
+     of `Q` with `x`'s shape, keeping the location. This is the definition of fake_quant, so the \
+     module computes the same values.\n\n\
+     ```\n\
+     %y = qnn.fake_quant(%x) {type = !qnn.uniform<i8:f32, 0.05:0>} : (tensor<8xf32>) -> tensor<8xf32>\n\
+     // -> %q = qnn.quantize(%x) : (tensor<8xf32>) -> tensor<8x!qnn.uniform<i8:f32, 0.05:0>>\n\
+     //    %y = qnn.dequantize(%q) : (tensor<8x!qnn.uniform<i8:f32, 0.05:0>>) -> tensor<8xf32>\n\
+     ```",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
+};
+
 impl Pass for ExpandFakeq {
-    fn name(&self) -> &'static str {
-        "expand-fakeq"
-    }
-
-    fn summary(&self) -> &'static str {
-        "turn each qnn.fake_quant into qnn.quantize followed by qnn.dequantize (exact)"
-    }
-
-    fn description(&self) -> &'static str {
-        "Replaces `qnn.fake_quant(x) {type = Q}` by `qnn.dequantize(qnn.quantize(x))` through a tensor \
-         of `Q` with `x`'s shape, keeping the location. This is the definition of fake_quant, so the \
-         module computes the same values.\n\n\
-         ```\n\
-         %y = qnn.fake_quant(%x) {type = !qnn.uniform<i8:f32, 0.05:0>} : (tensor<8xf32>) -> tensor<8xf32>\n\
-         // -> %q = qnn.quantize(%x) : (tensor<8xf32>) -> tensor<8x!qnn.uniform<i8:f32, 0.05:0>>\n\
-         //    %y = qnn.dequantize(%q) : (tensor<8x!qnn.uniform<i8:f32, 0.05:0>>) -> tensor<8xf32>\n\
-         ```"
-    }
-
-    fn preserves_semantics(&self) -> bool {
-        true
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn run(

@@ -74,6 +74,8 @@
 //! %z = fp.conv2d(%x, %0, %1) : (tensor<1x1x4x4xf32>, tensor<2x1x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32> loc("conv1")
 //! ```
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::{attrs, shape, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
 use qopt_ir_core::pass::PassOptions;
@@ -88,43 +90,35 @@ use qopt_dialect_fp::constants::{create_constant, dense, erase_if_unused_constan
 /// The `fold-bn` pass; see the module docs.
 pub struct FoldBn;
 
+const INFO: PassInfo = PassInfo {
+    name: "fold-bn",
+    summary: "fold batch norms, per-channel constant scales and shifts, and hard sigmoids' affine parts into the \
+     conv or dense before them",
+    description: "Folds `fp.batch_norm` with constant parameters, and `fp.mul` / `fp.add` by a per-channel \
+     constant, into a preceding `fp.conv2d`, `fp.conv1d`, `fp.conv_transpose2d`, \
+     `fp.conv_transpose1d` or `fp.dense` with constant weight \
+     (and bias) whose result has no other use: `w'[o, ...] = w[o, ...] * s[o]` and \
+     `b'[o] = (b[o] - mean[o]) * s[o] + beta[o]` with `s = scale / sqrt(var + epsilon)` \
+     (a multiply by `c` is `s = c`; an add of `c` is `b' = b + c`; a transposed convolution's \
+     weight C×(O/groups)×kernel is scaled by the output channel of each element), computed in f64 and \
+     rounded once. A missing bias becomes a new constant. `fp.hard_sigmoid {alpha, beta}` with \
+     `alpha > 0` after an `fp.conv2d`, `fp.conv1d` or `fp.dense` folds `s = alpha`, `b' = alpha·b + beta` \
+     and leaves `fp.clip {min = 0, max = 1}`, which `fuse` treats like a ReLU6. Batch norms after a \
+     conv or dense that cannot be folded (e.g. one with other users) are kept with a warning. \
+     Statistics: `folded-batch-norms`, `folded-scales`, `folded-hard-sigmoids`, `kept-batch-norms`.\n\n\
+     ```\n\
+     %y = fp.conv2d(%x, %w, %b) : ...\n\
+     %z = fp.batch_norm(%y, %scale, %bias, %mean, %var) {epsilon = 1.0e-5 : f32} : ...\n\
+     // -> %z = fp.conv2d(%x, %w', %b') : ...\n\
+     ```",
+    preserves_semantics: true,
+    // Folded weights and biases are computed in f64 and rounded once.
+    equivalence: Some(Relation::Real),
+};
+
 impl Pass for FoldBn {
-    fn name(&self) -> &'static str {
-        "fold-bn"
-    }
-
-    fn summary(&self) -> &'static str {
-        "fold batch norms, per-channel constant scales and shifts, and hard sigmoids' affine parts into the \
-         conv or dense before them"
-    }
-
-    fn description(&self) -> &'static str {
-        "Folds `fp.batch_norm` with constant parameters, and `fp.mul` / `fp.add` by a per-channel \
-         constant, into a preceding `fp.conv2d`, `fp.conv1d`, `fp.conv_transpose2d`, \
-         `fp.conv_transpose1d` or `fp.dense` with constant weight \
-         (and bias) whose result has no other use: `w'[o, ...] = w[o, ...] * s[o]` and \
-         `b'[o] = (b[o] - mean[o]) * s[o] + beta[o]` with `s = scale / sqrt(var + epsilon)` \
-         (a multiply by `c` is `s = c`; an add of `c` is `b' = b + c`; a transposed convolution's \
-         weight C×(O/groups)×kernel is scaled by the output channel of each element), computed in f64 and \
-         rounded once. A missing bias becomes a new constant. `fp.hard_sigmoid {alpha, beta}` with \
-         `alpha > 0` after an `fp.conv2d`, `fp.conv1d` or `fp.dense` folds `s = alpha`, `b' = alpha·b + beta` \
-         and leaves `fp.clip {min = 0, max = 1}`, which `fuse` treats like a ReLU6. Batch norms after a \
-         conv or dense that cannot be folded (e.g. one with other users) are kept with a warning. \
-         Statistics: `folded-batch-norms`, `folded-scales`, `folded-hard-sigmoids`, `kept-batch-norms`.\n\n\
-         ```\n\
-         %y = fp.conv2d(%x, %w, %b) : ...\n\
-         %z = fp.batch_norm(%y, %scale, %bias, %mean, %var) {epsilon = 1.0e-5 : f32} : ...\n\
-         // -> %z = fp.conv2d(%x, %w', %b') : ...\n\
-         ```"
-    }
-
-    fn preserves_semantics(&self) -> bool {
-        true
-    }
-
-    /// Folded weights and biases are computed in f64 and rounded once.
-    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
-        Some(qopt_ir_core::equivalence::Relation::Real)
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn run(

@@ -51,6 +51,8 @@
 //! %o1 = qnn.observe(%1) {observer = "minmax"} ... loc("relu1")
 //! ```
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use crate::calibration::methods::{QuantMethods};
 use crate::records::hints::{hinted_storage, is_kept_float, is_skipped, storage_text, SKIP, STORAGE};
 use crate::quantizable::{is_float_tensor, quantizable, runs_on_integers};
@@ -70,37 +72,33 @@ pub struct InsertObservers;
 /// Largest `bins` accepted (keeps histogram edges exact in f32).
 pub const MAX_BINS: i64 = 1 << 20;
 
+const INFO: PassInfo = PassInfo {
+    name: "insert-observers",
+    summary: "put a qnn.observe on every float value a quantized op would consume or produce",
+    description: "Inserts one `qnn.observe` on each function argument and on each activation operand and \
+     result of an op with the QuantizableOp interface (a result used only by a relu or clip is \
+     observed after it). Weights, biases, constants, values already fake-quantized or observed, \
+     and values marked `qnn.cast_hint {kind = \"float\"}` are left alone. A hint \
+     `qnn.cast_hint {kind = \"i16\"}` (any iN or uN, N from 2 to 16) is removed and recorded as \
+     `storage = \"i16\"` on the observer of its value (after a fused relu or clip), which \
+     `insert-fakeq` then quantizes to that storage. Ops that `skip` names \
+     or `ops` leaves out get the unit attribute `qnn.skip` (with the relu or clip after them), \
+     which every quantization pass honours, so they stay float to the end; ops already carrying \
+     it are left alone. `calibrate` fills the observers with statistics; `insert-fakeq` turns them \
+     into `qnn.fake_quant`.\n\n\
+     ```\n\
+     %0 = fp.conv2d(%x, %w, %b) ...\n\
+     // -> %o = qnn.observe(%x) {observer = \"minmax\"} ...; %0 = fp.conv2d(%o, %w, %b) ...\n\
+     ```",
+    preserves_semantics: false,
+    // Observers are identities (`observe-is-identity`), whatever statistics
+    // they hold.
+    equivalence: Some(Relation::Exact),
+};
+
 impl Pass for InsertObservers {
-    fn name(&self) -> &'static str {
-        "insert-observers"
-    }
-
-    fn summary(&self) -> &'static str {
-        "put a qnn.observe on every float value a quantized op would consume or produce"
-    }
-
-    /// Observers are identities (`observe-is-identity`), whatever statistics
-    /// they hold.
-    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
-        Some(qopt_ir_core::equivalence::Relation::Exact)
-    }
-
-    fn description(&self) -> &'static str {
-        "Inserts one `qnn.observe` on each function argument and on each activation operand and \
-         result of an op with the QuantizableOp interface (a result used only by a relu or clip is \
-         observed after it). Weights, biases, constants, values already fake-quantized or observed, \
-         and values marked `qnn.cast_hint {kind = \"float\"}` are left alone. A hint \
-         `qnn.cast_hint {kind = \"i16\"}` (any iN or uN, N from 2 to 16) is removed and recorded as \
-         `storage = \"i16\"` on the observer of its value (after a fused relu or clip), which \
-         `insert-fakeq` then quantizes to that storage. Ops that `skip` names \
-         or `ops` leaves out get the unit attribute `qnn.skip` (with the relu or clip after them), \
-         which every quantization pass honours, so they stay float to the end; ops already carrying \
-         it are left alone. `calibrate` fills the observers with statistics; `insert-fakeq` turns them \
-         into `qnn.fake_quant`.\n\n\
-         ```\n\
-         %0 = fp.conv2d(%x, %w, %b) ...\n\
-         // -> %o = qnn.observe(%x) {observer = \"minmax\"} ...; %0 = fp.conv2d(%o, %w, %b) ...\n\
-         ```"
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {

@@ -27,6 +27,7 @@
 //! %z = qnn.fake_quant(%y#0) {type = !qnn.uniform<i8:f32, 0.1:0>}
 //! ```
 
+use qopt_ir_core::PassInfo;
 use crate::records::scheme::{Scheme};
 use crate::records::hints::{is_skipped};
 use crate::quantizable::{runs_on_integers};
@@ -42,21 +43,21 @@ use qopt_ir_core::{
 /// The `propagate-qparams` pass; see the module docs.
 pub struct PropagateQparams;
 
+const INFO: PassInfo = PassInfo {
+    name: "propagate-qparams",
+    summary: "give the outputs of quant-agnostic ops their input's quantization, and concat inputs one shared type",
+    description: "On a fake-quant model: the `qnn.fake_quant` of a result of a quant-agnostic op (reshape, \
+     flatten, transpose, split, strided_slice, zero pad, max pool, relu, nearest resize) takes the type of the \
+     fake_quant its operand comes from, and the inputs and output of an `fp.concat` take one type \
+     covering all their ranges, so `fuse` needs no requantize there. Changes numerics slightly. \
+     Statistics: `parameters-changed`, `largest-scale-change-percent`.",
+    preserves_semantics: false,
+    equivalence: None,
+};
+
 impl Pass for PropagateQparams {
-    fn name(&self) -> &'static str {
-        "propagate-qparams"
-    }
-
-    fn summary(&self) -> &'static str {
-        "give the outputs of quant-agnostic ops their input's quantization, and concat inputs one shared type"
-    }
-
-    fn description(&self) -> &'static str {
-        "On a fake-quant model: the `qnn.fake_quant` of a result of a quant-agnostic op (reshape, \
-         flatten, transpose, split, strided_slice, zero pad, max pool, relu, nearest resize) takes the type of the \
-         fake_quant its operand comes from, and the inputs and output of an `fp.concat` take one type \
-         covering all their ranges, so `fuse` needs no requantize there. Changes numerics slightly. \
-         Statistics: `parameters-changed`, `largest-scale-change-percent`."
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn run(

@@ -42,6 +42,8 @@
 //! the weights allow exact Winograd F(2×2,3×3)
 //! (`quant_params::winograd_f2x3_exact`) or the first channel that does not.
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use crate::fuse::patterns::{bias_scales_match, is_i32_bias, FusionPatterns};
 use crate::records::hints::{is_kept_float, is_skipped};
 use crate::quantizable::{quantizable};
@@ -63,24 +65,24 @@ use qopt_ir_core::{
 /// The `quant-lint` pass; see the module docs.
 pub struct QuantLint;
 
+const INFO: PassInfo = PassInfo {
+    name: "quant-lint",
+    summary: "report what keeps the module from a clean integer model (analysis only; warnings with fixes)",
+    description: "Warns, at the op, about leftover quantize/dequantize pairs, weights left float, float islands \
+     (with the reason), scales that are not positive normal numbers, narrow-range constants out of \
+     range, concat inputs with other parameters than the output, observers without statistics, \
+     types that cut off more than `clip-threshold` of their calibrated range, accumulators that can \
+     overflow `accumulator-bits` and qnn.add operands whose scales are more than 2^31 apart. Each warning has a `fix:` note. Never \
+     changes the module; `werror=true` makes the warnings errors. Statistics: `qnn-ops`, \
+     `float-ops`, `quantizes`, `dequantizes`, `requantizes`, `weight-bytes`, `weight-bytes-as-f32`, \
+     `warnings`.",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
+};
+
 impl Pass for QuantLint {
-    fn name(&self) -> &'static str {
-        "quant-lint"
-    }
-
-    fn summary(&self) -> &'static str {
-        "report what keeps the module from a clean integer model (analysis only; warnings with fixes)"
-    }
-
-    fn description(&self) -> &'static str {
-        "Warns, at the op, about leftover quantize/dequantize pairs, weights left float, float islands \
-         (with the reason), scales that are not positive normal numbers, narrow-range constants out of \
-         range, concat inputs with other parameters than the output, observers without statistics, \
-         types that cut off more than `clip-threshold` of their calibrated range, accumulators that can \
-         overflow `accumulator-bits` and qnn.add operands whose scales are more than 2^31 apart. Each warning has a `fix:` note. Never \
-         changes the module; `werror=true` makes the warnings errors. Statistics: `qnn-ops`, \
-         `float-ops`, `quantizes`, `dequantizes`, `requantizes`, `weight-bytes`, `weight-bytes-as-f32`, \
-         `warnings`."
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {
@@ -102,10 +104,6 @@ impl Pass for QuantLint {
                 "warn when a quantized type cuts off more than this fraction of its calibrated range, in [0, 1]",
             ),
         ]
-    }
-
-    fn preserves_semantics(&self) -> bool {
-        true
     }
 
     fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {

@@ -27,6 +27,8 @@
 //!
 //! Statistics: `quantized-constants`, `quantized-biases`.
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use crate::records::hints::{is_skipped};
 use crate::quantizable::{quantizable};
 use qopt_dialect_fp::constants::{create_constant, erase_if_unused_constant};
@@ -43,27 +45,23 @@ use qopt_ir_core::{
 /// The `quantize-constants` pass; see the module docs.
 pub struct QuantizeConstants;
 
+const INFO: PassInfo = PassInfo {
+    name: "quantize-constants",
+    summary: "fold qnn.quantize of constants into quantized constants, and quantize biases to i32",
+    description: "Replaces `qnn.quantize(c)` of a constant by a constant of the quantized type holding the same \
+     stored values (exact), and the float constant bias of a conv or dense whose activation and \
+     weight are dequantized by `qnn.dequantize` of an i32 constant in units of s_x·s_w[c], zero \
+     point 0, rounded half to even (`docs/quant-semantics.md` §6.1). A bias that would not fit i32 \
+     stays float with a warning. Statistics: `quantized-constants`, `quantized-biases`.",
+    preserves_semantics: false,
+    // Checked against the `qnn` ops' definitions as quantize(float op(dequantize)):
+    // the wiring, attributes and types are proven, the integer rounding is not.
+    equivalence: Some(Relation::Requantization),
+};
+
 impl Pass for QuantizeConstants {
-    /// Checked against the `qnn` ops' definitions as quantize(float op(dequantize)):
-    /// the wiring, attributes and types are proven, the integer rounding is not.
-    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
-        Some(qopt_ir_core::equivalence::Relation::Requantization)
-    }
-
-    fn name(&self) -> &'static str {
-        "quantize-constants"
-    }
-
-    fn summary(&self) -> &'static str {
-        "fold qnn.quantize of constants into quantized constants, and quantize biases to i32"
-    }
-
-    fn description(&self) -> &'static str {
-        "Replaces `qnn.quantize(c)` of a constant by a constant of the quantized type holding the same \
-         stored values (exact), and the float constant bias of a conv or dense whose activation and \
-         weight are dequantized by `qnn.dequantize` of an i32 constant in units of s_x·s_w[c], zero \
-         point 0, rounded half to even (`docs/quant-semantics.md` §6.1). A bias that would not fit i32 \
-         stays float with a warning. Statistics: `quantized-constants`, `quantized-biases`."
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn run(

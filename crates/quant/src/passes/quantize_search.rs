@@ -58,6 +58,8 @@
 //! `overflow-skipped-sites`, `evaluations`.
 
 
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::equivalence::Relation;
 use crate::search::settings::{parse_max_drop, scheme_passes, Settings, SchemeOptions, run_pass};
 use crate::search::sites::{find_sites, fake_quant_owners, only_site, insert_hint};
 use crate::search::evaluate::{Measurement, Evaluation};
@@ -78,38 +80,34 @@ use std::time::Instant;
 /// The `quantize-search` pass; see the module docs.
 pub struct QuantizeSearch;
 
+const INFO: PassInfo = PassInfo {
+    name: "quantize-search",
+    summary: "automatic mixed precision: keep the fewest most sensitive values wide (qnn.cast_hint) within max-drop",
+    description: "Runs on the float model (after `fold-bn`). With the options of `insert-observers`, `calibrate` \
+     and `insert-fakeq`, it measures on clones of the module: the float model's outputs on the \
+     evaluation data (`eval-data`, default `data`), the fully quantized model (fake-quant), and for \
+     each quantized value (a layer's output with the layer's weights, or an argument) the model \
+     with that value alone quantized: SQNR against the float outputs and the metric (accuracy \
+     with `labels`, else top-1 agreement with `reference` or with the float model). It then \
+     bisects over the values sorted by sensitivity for the fewest that, kept `wide` (i16, i8 or \
+     float), bring the metric's drop to at most `max-drop` (`0.1%` or `0.001`), re-measuring the \
+     whole model each time, drops again any chosen value the target does not need (a value whose \
+     wide form could overflow a conv or dense accumulator, by quant-lint's bound, is never kept wide), and writes \
+     a `qnn.cast_hint {kind = wide}` after each chosen value, which `quantize` with the same \
+     options replays. The sensitivity table is printed as a note and written to `report` as \
+     JSON.\n\n\
+     ```\n\
+     %y = fp.conv2d(%x, %w, %b) ... loc(\"/conv1/Conv\")\n\
+     // -> %y = fp.conv2d(...); %h = qnn.cast_hint(%y) {kind = \"i16\"} ... loc(\"/conv1/Conv\")\n\
+     ```",
+    preserves_semantics: false,
+    // The pass only adds `qnn.cast_hint` ops (`cast-hint-is-identity`).
+    equivalence: Some(Relation::Exact),
+};
+
 impl Pass for QuantizeSearch {
-    fn name(&self) -> &'static str {
-        "quantize-search"
-    }
-
-    fn summary(&self) -> &'static str {
-        "automatic mixed precision: keep the fewest most sensitive values wide (qnn.cast_hint) within max-drop"
-    }
-
-    /// The pass only adds `qnn.cast_hint` ops (`cast-hint-is-identity`).
-    fn equivalence(&self) -> Option<qopt_ir_core::equivalence::Relation> {
-        Some(qopt_ir_core::equivalence::Relation::Exact)
-    }
-
-    fn description(&self) -> &'static str {
-        "Runs on the float model (after `fold-bn`). With the options of `insert-observers`, `calibrate` \
-         and `insert-fakeq`, it measures on clones of the module: the float model's outputs on the \
-         evaluation data (`eval-data`, default `data`), the fully quantized model (fake-quant), and for \
-         each quantized value (a layer's output with the layer's weights, or an argument) the model \
-         with that value alone quantized: SQNR against the float outputs and the metric (accuracy \
-         with `labels`, else top-1 agreement with `reference` or with the float model). It then \
-         bisects over the values sorted by sensitivity for the fewest that, kept `wide` (i16, i8 or \
-         float), bring the metric's drop to at most `max-drop` (`0.1%` or `0.001`), re-measuring the \
-         whole model each time, drops again any chosen value the target does not need (a value whose \
-         wide form could overflow a conv or dense accumulator, by quant-lint's bound, is never kept wide), and writes \
-         a `qnn.cast_hint {kind = wide}` after each chosen value, which `quantize` with the same \
-         options replays. The sensitivity table is printed as a note and written to `report` as \
-         JSON.\n\n\
-         ```\n\
-         %y = fp.conv2d(%x, %w, %b) ... loc(\"/conv1/Conv\")\n\
-         // -> %y = fp.conv2d(...); %h = qnn.cast_hint(%y) {kind = \"i16\"} ... loc(\"/conv1/Conv\")\n\
-         ```"
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {

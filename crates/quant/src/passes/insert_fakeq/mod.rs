@@ -42,6 +42,7 @@
 
 mod bias_correction;
 
+use qopt_ir_core::PassInfo;
 use bias_correction::{correct_bias};
 use crate::calibration::methods::{QuantMethods, RangeMethod, RangeTarget};
 use crate::records::scheme::{Scheme, DEGENERATE_SCALE};
@@ -81,26 +82,26 @@ fn check_percentile(options: &PassOptions) -> Result<(), BadOptionValue> {
     Ok(())
 }
 
+const INFO: PassInfo = PassInfo {
+    name: "insert-fakeq",
+    summary: "replace observers by qnn.fake_quant with calibrated parameters and fake-quantize weights",
+    description: "Replaces each `qnn.observe` by a `qnn.fake_quant` whose type comes from the observer's \
+     statistics through a range method (`method`), widened to contain 0, for `activation-type` \
+     and `activation-scheme`. The constant weight of every op whose activations are quantized \
+     gets a `qnn.fake_quant` too (`weight-type`, `weight-scheme`, per channel by default). \
+     Biases stay float. An observer with `storage = \"iN\"` (from a `qnn.cast_hint`) is quantized \
+     to that storage, and the op producing its value gets `min(N, 8)`-bit weights.\n\n\
+     ```\n\
+     %o = qnn.observe(%x) {max = 2.0 : f32, min = -1.0 : f32, samples = 4} ...\n\
+     // -> %o = qnn.fake_quant(%x) {type = !qnn.uniform<i8:f32, 0.0117647061:-43>} ...\n\
+     ```",
+    preserves_semantics: false,
+    equivalence: None,
+};
+
 impl Pass for InsertFakeq {
-    fn name(&self) -> &'static str {
-        "insert-fakeq"
-    }
-
-    fn summary(&self) -> &'static str {
-        "replace observers by qnn.fake_quant with calibrated parameters and fake-quantize weights"
-    }
-
-    fn description(&self) -> &'static str {
-        "Replaces each `qnn.observe` by a `qnn.fake_quant` whose type comes from the observer's \
-         statistics through a range method (`method`), widened to contain 0, for `activation-type` \
-         and `activation-scheme`. The constant weight of every op whose activations are quantized \
-         gets a `qnn.fake_quant` too (`weight-type`, `weight-scheme`, per channel by default). \
-         Biases stay float. An observer with `storage = \"iN\"` (from a `qnn.cast_hint`) is quantized \
-         to that storage, and the op producing its value gets `min(N, 8)`-bit weights.\n\n\
-         ```\n\
-         %o = qnn.observe(%x) {max = 2.0 : f32, min = -1.0 : f32, samples = 4} ...\n\
-         // -> %o = qnn.fake_quant(%x) {type = !qnn.uniform<i8:f32, 0.0117647061:-43>} ...\n\
-         ```"
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {

@@ -65,6 +65,7 @@
 mod adaround;
 mod layer_inputs;
 
+use qopt_ir_core::PassInfo;
 use adaround::{optimize_layer, ChannelProblem, LayerProblem, Schedule};
 use crate::runs::data::{check_counts, chunk_calls, DataSettings};
 use layer_inputs::{LayerInputs, Window};
@@ -87,28 +88,28 @@ use std::time::{Duration, Instant};
 /// The `round-weights` pass; see the module docs.
 pub struct RoundWeights;
 
+const INFO: PassInfo = PassInfo {
+    name: "round-weights",
+    summary: "choose floor or ceil of each fake-quantized weight to minimize the layer's output error on data (AdaRound)",
+    description: "Adaptive rounding (Nagel et al. 2020, AdaRound) after `insert-fakeq`: for every conv and dense \
+     whose weight is `qnn.fake_quant` of a constant of fewer than `bits-below` bits, chooses per weight \
+     the level below or above `W/s` so that the layer's output error on the calibration data is \
+     smallest (a relaxed rounding optimized with Adam from each layer's input Gram matrix), and \
+     writes the weight constant back as exactly those grid values; with `bias-correction` the bias \
+     moves by the change of the mean output error. `time-budget` bounds the optimization; \
+     `max-gram-mb` bounds the Gram matrices one data pass holds (more passes, same result; a layer \
+     above it alone keeps nearest rounding).\n\n\
+     ```\n\
+     %wq = qnn.fake_quant(%w) {type = !qnn.uniform<i4:f32:0, {0.5:0}>} ...\n\
+     // -> %w holds values on the grid of 0.5: floor or ceil of each weight, whichever the data prefers\n\
+     ```",
+    preserves_semantics: false,
+    equivalence: None,
+};
+
 impl Pass for RoundWeights {
-    fn name(&self) -> &'static str {
-        "round-weights"
-    }
-
-    fn summary(&self) -> &'static str {
-        "choose floor or ceil of each fake-quantized weight to minimize the layer's output error on data (AdaRound)"
-    }
-
-    fn description(&self) -> &'static str {
-        "Adaptive rounding (Nagel et al. 2020, AdaRound) after `insert-fakeq`: for every conv and dense \
-         whose weight is `qnn.fake_quant` of a constant of fewer than `bits-below` bits, chooses per weight \
-         the level below or above `W/s` so that the layer's output error on the calibration data is \
-         smallest (a relaxed rounding optimized with Adam from each layer's input Gram matrix), and \
-         writes the weight constant back as exactly those grid values; with `bias-correction` the bias \
-         moves by the change of the mean output error. `time-budget` bounds the optimization; \
-         `max-gram-mb` bounds the Gram matrices one data pass holds (more passes, same result; a layer \
-         above it alone keeps nearest rounding).\n\n\
-         ```\n\
-         %wq = qnn.fake_quant(%w) {type = !qnn.uniform<i4:f32:0, {0.5:0}>} ...\n\
-         // -> %w holds values on the grid of 0.5: floor or ceil of each weight, whichever the data prefers\n\
-         ```"
+    fn info(&self) -> &'static PassInfo {
+        &INFO
     }
 
     fn options(&self) -> Vec<OptionSpec> {
