@@ -79,3 +79,5 @@ pub use verify::{verify, verify_op};
 
 #[cfg(test)]
 mod module_tests;
+#[cfg(test)]
+mod rewrite_tests;
