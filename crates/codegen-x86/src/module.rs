@@ -16,6 +16,7 @@ use crate::error::{CodegenError, CodegenErrorKind};
 use crate::kernels::quant_params::ByteQuant;
 use crate::lower::{buffer_element, describe_location, Emit, LowerOp, Lowerings, Plan, Rodata};
 use crate::target::Target;
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::progress::Progress;
 use qopt_ir_core::{
     constant_value, type_to_string, AttrData, Context, DenseElements, FxHashMap, Module, OpId, Traits, Type,
@@ -474,7 +475,7 @@ fn quantized_interface(
     for &arg in args {
         let mut uses = module.uses(arg);
         let (Some(u), None) = (uses.next(), uses.next()) else { return None };
-        if !op_named(u.op, "qnn.quantize") || u.index != 0 {
+        if !op_named(u.op, qnn_op::QUANTIZE) || u.index != 0 {
             return None;
         }
         inputs.push(tensor(only_kernel_of(u.op)?, module.result(u.op, 0))?);
@@ -482,7 +483,7 @@ fn quantized_interface(
     let mut outputs = Vec::new();
     for &v in returned {
         let op = module.defining_op(v);
-        if op == OpId::NONE || !op_named(op, "qnn.dequantize") {
+        if op == OpId::NONE || !op_named(op, qnn_op::DEQUANTIZE) {
             return None;
         }
         let mut uses = module.uses(v);

@@ -35,6 +35,16 @@ pub mod op_names {
     pub use crate::ops::observe::names::*;
     pub use crate::ops::pool::names::*;
 }
+/// Names of the discardable `qnn.` attributes passes put on ops of any dialect.
+pub mod attr_names {
+    /// The unit attribute that keeps an op float through every quantization
+    /// pass: `insert-observers` puts it on the ops its `skip` and `ops`
+    /// options leave out (and on the relu or clip that would fuse into one),
+    /// and a person may write it. No pass observes, fake-quantizes the weights
+    /// of, propagates parameters through or fuses such an op; `quant-lint`
+    /// reports it as skipped by the user.
+    pub const SKIP: &str = "qnn.skip";
+}
 pub mod quant_params;
 
 pub use fixed_point::Rounding;

@@ -263,7 +263,7 @@ fn clip_top_is_storage_max(egraph: Graph<'_, '_>, c: Id, t: Id) -> Option<bool> 
     let (f32_ty, no_attrs) = (ctx.common().f32, ctx.dict_attr(&[]));
     let operand_ty = ctx.tensor_type(&[1], f32_ty);
     let result_ty = ctx.tensor_type(&[1], elem);
-    let kernel = analysis.kernels.get("qnn.quantize")?;
+    let kernel = analysis.kernels.get(qopt_dialect_qnn::op_names::QUANTIZE)?;
     let (operand_types, result_types) = ([operand_ty], [result_ty]);
     let mut kc = KernelContext::new(ctx, no_attrs, &result_types).with_operand_types(&operand_types);
     let input = Tensor::from_f32(&[1], vec![max as f32]).ok()?;

@@ -609,7 +609,7 @@ impl Lint<'_> {
         let channels = usize::try_from(*shape.first()?).ok()?.max(1);
         let in_channels = self.ctx.tensor_shape(self.module.value_type(self.module.operand(op, 0)))?.get(1).copied();
         let groups = self.module.op_attr(self.ctx, op, "groups").and_then(|a| self.ctx.attr_as_int(a)).unwrap_or(1);
-        let depthwise = name.starts_with("qnn.conv2d")
+        let depthwise = (name == qnn_op::CONV2D || name == qnn_op::CONV2D_RELU)
             && groups > 1
             && shape.get(1) == Some(&1)
             && in_channels == Some(groups as i64)
@@ -662,7 +662,7 @@ impl Lint<'_> {
             self.module.op_attr(self.ctx, op, key).and_then(|a| self.ctx.attr_as_i64_array(a)).is_none_or(|v| v == [1, 1])
         };
         let groups = self.module.op_attr(self.ctx, op, "groups").and_then(|a| self.ctx.attr_as_int(a)).unwrap_or(1);
-        self.name(op).starts_with("qnn.conv2d")
+        matches!(self.name(op), qnn_op::CONV2D | qnn_op::CONV2D_RELU)
             && weight_shape.len() == 4
             && weight_shape[2..] == [3, 3]
             && groups == 1

@@ -47,13 +47,7 @@ pub fn storage_text(storage: IntType) -> String {
     format!("{sign}{}", storage.width)
 }
 
-/// The unit attribute that keeps an op float through every quantization
-/// pass: `insert-observers` puts it on the ops its `skip` and `ops` options
-/// leave out (and on the relu or clip that would fuse into one), and a person
-/// may write it. No pass observes, fake-quantizes the weights of, propagates
-/// parameters through or fuses such an op; `quant-lint` reports it as
-/// skipped by the user.
-pub const SKIP: &str = "qnn.skip";
+pub use qopt_dialect_qnn::attr_names::SKIP;
 
 /// Whether `op` carries [`SKIP`].
 pub fn is_skipped(ctx: &Context, module: &Module, op: OpId) -> bool {
