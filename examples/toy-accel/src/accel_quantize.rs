@@ -47,9 +47,8 @@ use qopt_interp::{DType, Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::PassInfo;
 use qopt_ir_core::{
-    Attribute, Context, DenseElements, Diagnostic, FloatKind, FxHashMap, IntType, Location, Module, OpId,
-    OperationState, Pass, PassContext, PassError, PassOutcome, QuantParams, QuantType, Severity, Signedness,
-    Type, ValueId,
+    Attribute, Context, DenseElements, FloatKind, FxHashMap, IntType, Location, Module, OpId, OperationState,
+    Pass, PassContext, PassError, PassOutcome, QuantParams, QuantType, Signedness, Type, ValueId,
 };
 use qopt_quant::runs::dataset::{ArgSpec, Dataset};
 use std::path::Path;
@@ -151,7 +150,7 @@ fn conv_relu_pairs(ctx: &Context, module: &Module, function: OpId) -> Result<Vec
                 "accel-quantize quantizes regions of fp.conv2d + fp.relu pairs the engine takes \
                  (what partition{{target=accel}} outlines), not '{name}' here"
             );
-            return Err(Diagnostic::at_op(ctx, module, op, Severity::Error, message).into());
+            return Err(PassError::at_op(ctx, module, op, message));
         }
     }
     Ok(pairs)

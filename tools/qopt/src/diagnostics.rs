@@ -18,6 +18,7 @@
 //! usage errors found by the flag parser are printed by it.
 
 use crate::cli::DiagnosticFormat;
+use qopt_ir_core::json::write_string;
 use qopt_ir_core::{Diagnostic, Diagnostics, Severity, SourceMap, SrcPos};
 use std::fmt::Write as _;
 use std::io::Write;
@@ -92,10 +93,10 @@ pub fn diagnostic_to_json(d: &Diagnostic) -> String {
 
 fn write_json(out: &mut String, d: &Diagnostic) {
     out.push_str("{\"severity\":");
-    json_string(out, &d.severity.to_string());
+    write_string(out, &d.severity.to_string());
     out.push_str(",\"file\":");
     match d.file.as_deref() {
-        Some(file) => json_string(out, file),
+        Some(file) => write_string(out, file),
         None => out.push_str("null"),
     }
     if d.pos.is_some() {
@@ -104,7 +105,7 @@ fn write_json(out: &mut String, d: &Diagnostic) {
         out.push_str(",\"line\":null,\"col\":null");
     }
     out.push_str(",\"message\":");
-    json_string(out, &d.message);
+    write_string(out, &d.message);
     out.push_str(",\"notes\":[");
     for (i, note) in d.notes.iter().enumerate() {
         if i > 0 {
@@ -115,36 +116,9 @@ fn write_json(out: &mut String, d: &Diagnostic) {
     out.push_str("]}");
 }
 
-/// Appends `s` as a JSON string literal (RFC 8259: quote, backslash and control
-/// characters escaped; everything else, non-ASCII included, as is).
-pub(crate) fn json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn json_escapes_quotes_backslashes_and_control_characters() {
-        let mut out = String::new();
-        json_string(&mut out, "a \"b\" \\ c\nd\te\u{1}é");
-        assert_eq!(out, r#""a \"b\" \\ c\nd\te\u0001é""#);
-    }
 
     #[test]
     fn json_nests_notes_and_writes_null_for_unknowns() {

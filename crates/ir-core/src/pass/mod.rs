@@ -266,6 +266,12 @@ pub struct PassError {
 }
 
 impl PassError {
+    /// A refusal located at `op` ([`Diagnostic::at_op`]): what a pass returns
+    /// when the input at that op is not what it handles.
+    pub fn at_op(ctx: &Context, module: &Module, op: crate::OpId, message: impl Into<String>) -> PassError {
+        Diagnostic::at_op(ctx, module, op, crate::Severity::Error, message).into()
+    }
+
     /// A failure of the pass itself on input it should handle.
     pub fn internal(diagnostics: impl Into<Diagnostics>) -> PassError {
         PassError { diagnostics: diagnostics.into(), internal: true }

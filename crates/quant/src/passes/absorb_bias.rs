@@ -181,7 +181,7 @@ impl Pass for AbsorbBias {
                     unmeasured.len(),
                     crate::records::bias_absorption::BIAS_ABSORPTION
                 );
-                return Err(at_op(cx.ctx, module, first.first, message));
+                return Err(PassError::at_op(cx.ctx, module, first.first, message));
             }
             let settings = DataSettings::read(options)?;
             // Owned: the run borrows the context immutably while the kernels live in it.
@@ -210,14 +210,14 @@ impl Pass for AbsorbBias {
                 let into_next = absorbed_into_next(&pair.weight2, &pair.weight2_shape, pair.input_axis, &delta);
                 let negated: Vec<f64> = into_next.iter().map(|v| -v).collect();
                 subtract_from_bias(cx.ctx, module, pair.first, &pair.q1, &delta)
-                    .map_err(|e| at_op(cx.ctx, module, pair.first, e))?;
+                    .map_err(|e| PassError::at_op(cx.ctx, module, pair.first, e))?;
                 subtract_from_bias(cx.ctx, module, pair.second, &pair.q2, &negated)
-                    .map_err(|e| at_op(cx.ctx, module, pair.second, e))?;
+                    .map_err(|e| PassError::at_op(cx.ctx, module, pair.second, e))?;
                 absorbed_pairs += 1;
             }
             channels_absorbed += target.iter().filter(|&&t| t > 0.0).count() as u64;
             record.absorbed = target;
-            record.store(cx.ctx, module, pair.first).map_err(|e| at_op(cx.ctx, module, pair.first, e))?;
+            record.store(cx.ctx, module, pair.first).map_err(|e| PassError::at_op(cx.ctx, module, pair.first, e))?;
         }
         cx.add_stat("absorbed-pairs", absorbed_pairs);
         cx.add_stat("channels-absorbed", channels_absorbed);
@@ -252,9 +252,6 @@ struct Pairs {
     shared_outputs: u64,
 }
 
-fn at_op(ctx: &Context, module: &Module, op: OpId, message: impl Into<String>) -> PassError {
-    Diagnostic::at_op(ctx, module, op, Severity::Error, message.into()).into()
-}
 
 /// Finds the pairs in `func`'s body, warning about those that cannot be
 /// absorbed; a malformed record is an error (all of them reported).
@@ -265,7 +262,7 @@ fn find_pairs(cx: &mut PassContext<'_>, module: &Module, func: OpId, names: &Nam
     let mut errors = Vec::new();
     let Some(entry) = (module.num_regions(func) == 1).then(|| module.blocks(module.region(func, 0)).next()).flatten()
     else {
-        return Err(at_op(ctx, module, func, "the function has no body"));
+        return Err(PassError::at_op(ctx, module, func, "the function has no body"));
     };
     for first in module.block_ops(entry) {
         if !names.is_layer(module, first) || module.num_results(first) != 1 {
@@ -419,7 +416,7 @@ fn measure(
 ) -> Result<FxHashMap<OpId, MeasuredMinima>, PassError> {
     let located = |f: RunFailure| -> PassError {
         match f.op {
-            Some(op) => at_op(ctx, module, op, f.message),
+            Some(op) => PassError::at_op(ctx, module, op, f.message),
             None => f.message.into(),
         }
     };

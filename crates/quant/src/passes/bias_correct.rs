@@ -183,11 +183,11 @@ impl Pass for BiasCorrect {
             let delta: Vec<f64> = target.iter().zip(&record.correction).map(|(t, c)| t - c).collect();
             if delta.iter().any(|&d| d != 0.0) {
                 subtract_from_bias(cx.ctx, module, layer.op, &layer.q, &delta)
-                    .map_err(|e| at_op(cx.ctx, module, layer.op, e))?;
+                    .map_err(|e| PassError::at_op(cx.ctx, module, layer.op, e))?;
                 corrected += 1;
             }
             record.correction = target;
-            record.store(cx.ctx, module, layer.op).map_err(|e| at_op(cx.ctx, module, layer.op, e))?;
+            record.store(cx.ctx, module, layer.op).map_err(|e| PassError::at_op(cx.ctx, module, layer.op, e))?;
         }
         cx.add_stat("layers-measured", measured_now);
         cx.add_stat("biases-corrected", corrected);
@@ -208,9 +208,6 @@ struct Layer {
     record: BiasRecord,
 }
 
-fn at_op(ctx: &Context, module: &Module, op: OpId, message: impl Into<String>) -> PassError {
-    Diagnostic::at_op(ctx, module, op, Severity::Error, message.into()).into()
-}
 
 /// The layers of `func`'s body to correct, in body order: ops with a
 /// weight and a bias position whose weight is fake-quantized, not marked
@@ -284,7 +281,7 @@ fn measure(
 ) -> Result<FxHashMap<OpId, MeasuredMeans>, PassError> {
     let located = |f: RunFailure| -> PassError {
         match f.op {
-            Some(op) => at_op(ctx, module, op, f.message),
+            Some(op) => PassError::at_op(ctx, module, op, f.message),
             None => f.message.into(),
         }
     };
@@ -295,9 +292,9 @@ fn measure(
     for layer in layers.iter().filter(|l| l.record.correction.iter().any(|&c| c != 0.0)) {
         let b = layer.q.bias.unwrap_or(usize::MAX);
         if b >= module.num_operands(layer.op) {
-            return Err(at_op(ctx, module, layer.op, "'qnn.bias_correction' records a correction but the op has no bias"));
+            return Err(PassError::at_op(ctx, module, layer.op, "'qnn.bias_correction' records a correction but the op has no bias"));
         }
-        let float_bias = float_bias(ctx, module, layer, b).map_err(|e| at_op(ctx, module, layer.op, e))?;
+        let float_bias = float_bias(ctx, module, layer, b).map_err(|e| PassError::at_op(ctx, module, layer.op, e))?;
         float_biases.insert(layer.op, (b, float_bias));
     }
     let mut watcher = MeanErrors {

@@ -141,7 +141,7 @@ impl Pass for Calibrate {
             if !stats.has_data() && stats.samples == 0 {
                 unobserved.push(observer.op);
             }
-            stats.store(cx.ctx, module, observer.op).map_err(|e| at_op(cx.ctx, module, observer.op, e))?;
+            stats.store(cx.ctx, module, observer.op).map_err(|e| PassError::at_op(cx.ctx, module, observer.op, e))?;
         }
         for op in unobserved {
             cx.warn_at(
@@ -214,9 +214,6 @@ fn find_observers(ctx: &Context, module: &Module) -> Result<Vec<ObserverSite>, P
     }
 }
 
-fn at_op(ctx: &Context, module: &Module, op: OpId, message: String) -> PassError {
-    Diagnostic::at_op(ctx, module, op, Severity::Error, message).into()
-}
 
 
 /// One calibration over a data set.
@@ -349,7 +346,7 @@ impl CalibrationRun<'_> {
         let phases = [("prepare", prepare), ("run-samples", start.elapsed())];
         let state = state.into_inner().unwrap_or_else(PoisonError::into_inner);
         match state.error {
-            Some(ChunkError { op: Some(op), message }) => Err(at_op(self.ctx, self.module, op, message)),
+            Some(ChunkError { op: Some(op), message }) => Err(PassError::at_op(self.ctx, self.module, op, message)),
             Some(ChunkError { op: None, message }) => Err(message.into()),
             None => Ok((state.merged, phases)),
         }

@@ -37,9 +37,8 @@ use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{params, quant_element};
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
-    constant_value, dense_values_f64, static_num_elements, AttrData, Context, DenseElements, Diagnostic,
-    Diagnostics, FloatKind, InsertPoint, IntType, Module, OpId, OperationState, Pass, PassContext, PassError,
-    PassOutcome, QuantParams, QuantType, Rewriter, Severity, Signedness, Type, ValueId,
+    constant_value, dense_values_f64, static_num_elements, AttrData, Context, DenseElements, FloatKind, InsertPoint, IntType, Module, OpId, OperationState, Pass, PassContext, PassError,
+    PassOutcome, QuantParams, QuantType, Rewriter, Signedness, Type, ValueId,
 };
 
 /// The `quantize-constants` pass; see the module docs.
@@ -79,7 +78,7 @@ impl Pass for QuantizeConstants {
         for op in weighted {
             match bias_plan(cx.ctx, module, op) {
                 Ok(Some(plan)) => {
-                    quantize_bias(cx.ctx, module, op, plan).map_err(|e| at(cx.ctx, module, op, e))?;
+                    quantize_bias(cx.ctx, module, op, plan).map_err(|e| PassError::at_op(cx.ctx, module, op, e))?;
                     biases += 1;
                 }
                 Ok(None) => {}
@@ -92,9 +91,6 @@ impl Pass for QuantizeConstants {
     }
 }
 
-fn at(ctx: &Context, module: &Module, op: OpId, message: String) -> PassError {
-    Diagnostics(vec![Diagnostic::at_op(ctx, module, op, Severity::Error, message)]).into()
-}
 
 /// Folds every `qnn.quantize` of a constant; returns how many.
 fn quantize_constant_operands(ctx: &mut Context, module: &mut Module) -> Result<u64, PassError> {
@@ -107,14 +103,14 @@ fn quantize_constant_operands(ctx: &mut Context, module: &mut Module) -> Result<
         let source = module.operand(op, 0);
         let Some(value) = constant_value(ctx, module, source) else { continue };
         let result_ty = module.value_type(module.result(op, 0));
-        let quantized = quantize_dense(ctx, value, result_ty).map_err(|e| at(ctx, module, op, e))?;
+        let quantized = quantize_dense(ctx, value, result_ty).map_err(|e| PassError::at_op(ctx, module, op, e))?;
         let attr = ctx.dense_attr(quantized);
         let loc = module.op_loc(op);
         let mut rewriter = Rewriter::new(ctx, module);
         rewriter.set_insertion_point(InsertPoint::Before(op));
         rewriter.set_loc(loc);
         let constant =
-            create_constant(&mut rewriter, attr).map_err(|e| at(rewriter.ctx, rewriter.module, op, e))?;
+            create_constant(&mut rewriter, attr).map_err(|e| PassError::at_op(rewriter.ctx, rewriter.module, op, e))?;
         rewriter.replace_all_uses(rewriter.module.result(op, 0), constant);
         // invariant: the quantize has no uses left.
         let _ = rewriter.erase_op(op);

@@ -5,6 +5,7 @@ use crate::search::evaluate::{Measurement, Target};
 use crate::search::settings::Settings;
 use crate::search::sites::Site;
 use crate::search::SiteOverflow;
+use qopt_ir_core::json;
 use std::fmt::Write as _;
 
 /// `fraction` as a percentage with two decimals.
@@ -125,11 +126,11 @@ impl Report<'_> {
     pub(crate) fn json(&self) -> String {
         let number = |v: f64| if v.is_finite() { format!("{v}") } else { "null".to_string() };
         let mut out = String::from("{\n");
-        let _ = writeln!(out, "  \"metric\": {},", json_string(&self.metric_text()));
-        let _ = writeln!(out, "  \"eval_data\": {},", json_string(&self.settings.eval_data));
+        let _ = writeln!(out, "  \"metric\": {},", json::string(&self.metric_text()));
+        let _ = writeln!(out, "  \"eval_data\": {},", json::string(&self.settings.eval_data));
         let _ = writeln!(out, "  \"samples\": {},", self.samples);
         let _ = writeln!(out, "  \"max_drop\": {},", number(self.settings.max_drop));
-        let _ = writeln!(out, "  \"wide\": {},", json_string(&self.settings.wide));
+        let _ = writeln!(out, "  \"wide\": {},", json::string(&self.settings.wide));
         let _ = writeln!(out, "  \"float_metric\": {},", number(self.float_metric));
         let _ = writeln!(
             out,
@@ -153,18 +154,18 @@ impl Report<'_> {
                 "    {{\"rank\": {}, \"layer\": {}, \"op\": {}, \"sqnr_db_alone\": {}, \"metric_alone\": {}, \
                  \"decision\": {}}}",
                 rank + 1,
-                json_string(&self.sites[i].name),
-                json_string(&self.sites[i].op),
+                json::string(&self.sites[i].name),
+                json::string(&self.sites[i].op),
                 number(self.rows[i].sqnr_db),
                 number(self.rows[i].metric),
-                json_string(&self.decision(i)),
+                json::string(&self.decision(i)),
             );
             if let Some(o) = &self.overflows[i] {
                 out.pop();
                 let _ = write!(
                     out,
                     ", \"overflow\": {{\"layer\": {}, \"channel\": {}, \"bound\": {}, \"limit\": {}}}}}",
-                    json_string(&o.layer),
+                    json::string(&o.layer),
                     o.detail.channel,
                     o.detail.bound,
                     o.detail.limit
@@ -175,22 +176,4 @@ impl Report<'_> {
         out.push_str("  ]\n}\n");
         out
     }
-}
-
-/// `text` as a JSON string literal.
-pub(crate) fn json_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }

@@ -1,7 +1,6 @@
 //! Unit tests of the search's metric, arguments and report text.
 
 use crate::search::evaluate::{argmax, Outputs, Target};
-use crate::search::report::json_string;
 use crate::search::settings::parse_max_drop;
 
 /// Three samples of three classes: top-1 classes 2, 0, 1.
@@ -39,9 +38,4 @@ fn max_drop_reads_percentages_and_fractions() {
 fn argmax_takes_the_first_of_equals() {
     assert_eq!(argmax(&[0.0, 3.0, 3.0, -1.0]), 1);
     assert_eq!(argmax(&[-5.0]), 0);
-}
-
-#[test]
-fn json_strings_are_escaped() {
-    assert_eq!(json_string("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
 }

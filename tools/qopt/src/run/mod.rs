@@ -22,7 +22,7 @@
 //! - `--compare OTHER`: run both models, compare every located value
 //!   (`compare`, `metrics`).
 //!
-//! `report` writes the text or `--json` document (`json`, numbers and
+//! `report` writes the text or `--json` document (`qopt_ir_core::json`, numbers and
 //! tensors by `tensor_text`). `docs/qrun.md` is the user's reference.
 //!
 //! Exit codes: 0 success; 1 a bad model, bad inputs or a failing run (messages
@@ -34,7 +34,6 @@ mod compare;
 mod engine;
 mod expect;
 mod inputs;
-mod json;
 mod metrics;
 pub(crate) mod model;
 mod parallel;

@@ -25,9 +25,9 @@
 use super::bench::Latency;
 use super::compare::{Comparison, Outcome, Row};
 use super::expect::ExpectReport;
-use super::json::Json;
 use super::tensor_text::{integers, number, tensor};
 use qopt_interp::Tensor;
+use qopt_ir_core::json::Json;
 use std::fmt::Write as _;
 
 /// Names the run and its inputs for the JSON documents.

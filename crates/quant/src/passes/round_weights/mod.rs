@@ -433,7 +433,7 @@ impl Layer {
                 // The fake quant must leave the written value as it is, bit for bit.
                 if quantize_f32(value, s, zp, qmin, qmax) != stored || dequantize_f32(stored, zp, s) != value {
                     let message = format!("level {n} of output channel {c} is not exactly representable");
-                    return Err(Diagnostic::at_op(cx.ctx, module, self.op, Severity::Error, message).into());
+                    return Err(PassError::at_op(cx.ctx, module, self.op, message));
                 }
                 let nearest = quantize_f32(w, s, zp, qmin, qmax);
                 if stored != nearest {
@@ -756,7 +756,7 @@ fn collect_inputs(
                 Ok(partial) => merged.iter_mut().zip(&partial).for_each(|(m, p)| m.merge(p)),
                 Err((Some(layer), message)) => {
                     progress.finish();
-                    return Err(Diagnostic::at_op(ctx, module, layers[layer].op, Severity::Error, message).into());
+                    return Err(PassError::at_op(ctx, module, layers[layer].op, message));
                 }
                 Err((None, message)) => {
                     progress.finish();

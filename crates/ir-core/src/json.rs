@@ -1,16 +1,44 @@
-//! The JSON documents `--json` prints, written by hand (RFC 8259; no
-//! dependency): a small value tree and its compact serialization.
+//! JSON text, written by hand (RFC 8259; no dependency): string literals
+//! ([`write_string`], [`string`]) and a small value tree with its compact
+//! serialization ([`Json`]), for every JSON qopt writes: diagnostics
+//! (`--diagnostics=json`), `qrun --json` and `quantize-search`'s report.
 //!
 //! Numbers are written with Rust's shortest round-trip form. JSON has no
 //! infinities or NaN, so non-finite numbers are written as the strings
 //! `"inf"`, `"-inf"` and `"nan"` (an SQNR of equal values is `"inf"`).
 
-use crate::diagnostics::json_string;
 use std::fmt::Write as _;
+
+/// Appends `s` as a JSON string literal (RFC 8259: quote, backslash and control
+/// characters escaped; everything else, non-ASCII included, as is).
+pub fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// `s` as a JSON string literal.
+pub fn string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    write_string(&mut out, s);
+    out
+}
 
 /// A JSON value.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Json {
+pub enum Json {
     /// `null`.
     Null,
     /// `true` or `false`.
@@ -57,7 +85,7 @@ impl Json {
             Json::Int(v) => {
                 let _ = write!(out, "{v}");
             }
-            Json::Str(s) => json_string(out, s),
+            Json::Str(s) => write_string(out, s),
             Json::Arr(items) => {
                 out.push('[');
                 for (i, item) in items.iter().enumerate() {
@@ -74,7 +102,7 @@ impl Json {
                     if i > 0 {
                         out.push(',');
                     }
-                    json_string(out, key);
+                    write_string(out, key);
                     out.push(':');
                     value.write(out);
                 }
@@ -87,6 +115,11 @@ impl Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_escapes_quotes_backslashes_and_control_characters() {
+        assert_eq!(string("a \"b\" \\ c\nd\te\u{1}é"), r#""a \"b\" \\ c\nd\te\u0001é""#);
+    }
 
     #[test]
     fn strings_are_escaped() {
