@@ -5,24 +5,15 @@
 //! wrongly computed compensation in layer2, a padded layer2, a malformed
 //! record) are not proven.
 
+#[allow(dead_code)]
+mod common;
+
+use common::{context, parse};
 use qopt_equiv::{check, Limits, Outcome};
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
-use qopt_ir_core::{parse_module, split_input, verify, Context, Module};
+use qopt_ir_core::{parse_module, split_input};
 use std::path::Path;
-
-fn context() -> Context {
-    let mut ctx = Context::new();
-    qopt_dialect_fp::register(&mut ctx).unwrap();
-    qopt_dialect_qnn::register(&mut ctx).unwrap();
-    ctx
-}
-
-fn parse(ctx: &mut Context, text: &str) -> Module {
-    let module = parse_module(ctx, text.as_bytes(), "test.qir").unwrap_or_else(|d| panic!("{d}\n{text}"));
-    verify(ctx, &module).unwrap_or_else(|d| panic!("{d:?}\n{text}"));
-    module
-}
 
 fn outcome(before: &str, after: &str, relation: Relation) -> Outcome {
     let mut ctx = context();

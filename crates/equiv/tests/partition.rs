@@ -5,13 +5,16 @@
 //! broken on purpose (results returned in the wrong order, an op reading
 //! the wrong value) are caught.
 
+#[allow(dead_code)]
+mod common;
+
+use common::read;
 use qopt_equiv::{check, Limits, Outcome};
 use qopt_interp::{random_arguments, IntegerValues, KernelRegistry, RandomInputs, Tensor};
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
 use qopt_ir_core::{module_to_string, parse_module, split_input, verify, Context, Module, OpId};
 use qopt_passes::{BackendSupport, BackendTargets};
-use std::path::Path;
 use std::sync::Arc;
 
 /// A backend that runs the float ops named in `ops`.
@@ -53,11 +56,6 @@ fn partition(ctx: &mut Context, module: &Module, target: &str) -> Module {
     let mut inst = Instrumentation { reproducer_dir: None, ..Instrumentation::default() };
     manager.run(ctx, &mut after, &mut inst).unwrap_or_else(|e| panic!("{pipeline}: {e:?}"));
     after
-}
-
-fn read(relative: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(relative);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// The names of the functions of `module`, in order.

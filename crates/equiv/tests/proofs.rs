@@ -2,38 +2,14 @@
 //! model's layers, and catches deliberately broken passes (registered only
 //! here) at the op where they went wrong.
 
+#[allow(dead_code)]
+mod common;
+
+use common::{context, run, try_run};
 use qopt_equiv::{check, Limits, Outcome};
 use qopt_ir_core::equivalence::Relation;
-use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
 use qopt_ir_core::{loc_to_string, parse_module, split_input, verify, Context, Module};
 use std::path::Path;
-
-fn context() -> Context {
-    let mut ctx = Context::new();
-    qopt_dialect_fp::register(&mut ctx).unwrap();
-    qopt_dialect_qnn::register(&mut ctx).unwrap();
-    ctx.set_allow_unregistered(true);
-    ctx
-}
-
-fn run(ctx: &mut Context, module: &mut Module, pipeline: &str) {
-    let mut registry = PassRegistry::new();
-    qopt_passes::register_generic_passes(&mut registry).unwrap();
-    qopt_quant::register_quant_passes(&mut registry).unwrap();
-    let manager = PassManager::parse(&registry, pipeline).unwrap_or_else(|e| panic!("{}", e.message));
-    let mut inst = Instrumentation { reproducer_dir: None, ..Instrumentation::default() };
-    manager.run(ctx, module, &mut inst).unwrap_or_else(|e| panic!("{pipeline}: {e:?}"));
-}
-
-/// Runs `pipeline`; false when it fails (the error cases of a golden file).
-fn try_run(ctx: &mut Context, module: &mut Module, pipeline: &str) -> bool {
-    let mut registry = PassRegistry::new();
-    qopt_passes::register_generic_passes(&mut registry).unwrap();
-    qopt_quant::register_quant_passes(&mut registry).unwrap();
-    let manager = PassManager::parse(&registry, pipeline).unwrap_or_else(|e| panic!("{}", e.message));
-    let mut inst = Instrumentation { reproducer_dir: None, ..Instrumentation::default() };
-    manager.run(ctx, module, &mut inst).is_ok()
-}
 
 fn golden(name: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/passes").join(name))

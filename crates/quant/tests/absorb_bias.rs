@@ -17,43 +17,10 @@
 #[allow(dead_code)]
 mod common;
 
-use common::{context, run_pipeline};
+use common::{constant_operand, context, ops_named, parse, run_pipeline, write_data};
 use qopt_interp::{run_function, KernelRegistry, Tensor};
-use qopt_ir_core::ScratchDir;
 use qopt_ir_core::SplitMix64;
-use qopt_ir_core::{
-    constant_value, dense_values_f64, module_to_string, parse_module, AttrData, Context, Module, OpId,
-};
-use qopt_npy::write_npy_file;
-use std::path::PathBuf;
-
-/// Writes `shape` f32 values (samples first) to a scratch `.npy`; returns the directory
-/// (removed when dropped) and the file's path.
-fn write_data(name: &str, shape: &[usize], values: Vec<f32>) -> (ScratchDir, PathBuf) {
-    let dir = ScratchDir::new("absorb-bias");
-    let path = dir.join(format!("{name}.npy"));
-    let tensor = Tensor::from_f32(shape, values).unwrap();
-    write_npy_file(&path, &tensor.to_raw()).unwrap();
-    (dir, path)
-}
-
-fn parse(ctx: &mut Context, text: &str) -> Module {
-    parse_module(ctx, text.as_bytes(), "model.qir").unwrap_or_else(|e| panic!("{e:?}\n{text}"))
-}
-
-/// The ops named `name`, in order.
-fn ops_named(ctx: &Context, module: &Module, name: &str) -> Vec<OpId> {
-    module.walk_preorder(module.root()).filter(|&op| ctx.op_name_str(module.op_name(op)) == name).collect()
-}
-
-/// The values of the constant operand `i` of `op`.
-fn constant_operand(ctx: &Context, module: &Module, op: OpId, i: usize) -> Vec<f64> {
-    let attr = constant_value(ctx, module, module.operand(op, i)).expect("a constant operand");
-    match ctx.attr_data(attr) {
-        AttrData::Dense(d) => dense_values_f64(ctx, d, ctx.element_type(d.ty)).unwrap(),
-        _ => panic!("not dense"),
-    }
-}
+use qopt_ir_core::{dense_values_f64, module_to_string, AttrData, Context, Module, OpId};
 
 /// The `channel_min` recorded on `op`.
 fn recorded_minima(ctx: &Context, module: &Module, op: OpId) -> Vec<f64> {
