@@ -3,6 +3,9 @@
 //! module, calibration data in a scratch directory, and reading ops and
 //! constants back.
 
+// Each test binary uses some of these.
+#![allow(dead_code)]
+
 use qopt_interp::Tensor;
 use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
 use qopt_ir_core::{
