@@ -14,7 +14,6 @@
 //! - running the pass again, with or without data, changes nothing.
 
 // Each test binary uses part of the shared helpers (this one not `repo`).
-#[allow(dead_code)]
 mod common;
 
 use common::{constant_operand, context, ops_named, parse, run_pipeline, write_data};

@@ -10,7 +10,6 @@
 //!   correction subtracted), and correcting again changes nothing.
 
 // Each test binary uses part of the shared helpers (this one not `repo`).
-#[allow(dead_code)]
 mod common;
 
 use common::{constant_operand, context, ops_named, parse, run_pipeline, write_data};

@@ -12,7 +12,6 @@
 //! `|a - b| ≤ 1e-5 · max(1, max |reference|)`.
 
 // Only the random generator is used here.
-#[allow(dead_code)]
 mod common;
 
 use proptest::prelude::*;

@@ -11,7 +11,6 @@
 //! they differ somewhere on the grid.
 
 // Only the context, the pipeline runner and the generator are used here.
-#[allow(dead_code)]
 mod common;
 
 use common::{context, run_pipeline};

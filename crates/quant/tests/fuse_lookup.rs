@@ -10,7 +10,6 @@
 //! for bit.
 
 // Only the context and the pipeline runner are used here.
-#[allow(dead_code)]
 mod common;
 
 use common::{context, run_pipeline};
