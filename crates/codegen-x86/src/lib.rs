@@ -51,7 +51,6 @@ pub use buffer::{ElementType, Elements, ElementsMut};
 pub use error::{CodegenError, CodegenErrorKind};
 pub use kernels::quant_params::{kernel_multiplier_and_shift, ByteQuant, FixedPointMultiplier};
 pub use kernels::{ConvGemmChoice, DepthwiseTaps, KernelOptions};
-pub use lower::convert::{ConvertKernel, ConvertSpec};
 pub use lower::{Conv2dLowering, DenseLowering};
 pub use lower::{Emit, LowerOp, Lowerings, OpLowering, Plan};
 pub use module::{

@@ -1,10 +1,10 @@
-//! The JIT-compiled `qnn.quantize`, `qnn.dequantize` and `qnn.requantize`
+//! The compiled `qnn.quantize`, `qnn.dequantize` and `qnn.requantize`
 //! against the reference interpreter, bit for bit.
 //!
-//! Each case writes a one-op function in `.qir`, parses it, compiles the op
-//! with [`ConvertSpec::from_op`] (so the kernel reads the same types and
-//! `rounding` attribute the interpreter's kernel does), runs both on the same
-//! data and compares every output bit. Parameters are random: storage types
+//! Each case writes a one-op function in `.qir`, parses it, compiles it with
+//! the built-in lowerings (so the kernel reads the same types and `rounding`
+//! attribute the interpreter's kernel does), runs both on the same data and
+//! compares every output bit. Parameters are random: storage types
 //! (i8, u8, narrowed ranges, i4, u4), scales across many orders of magnitude,
 //! zero points often at the ends of the range, every rounding mode, and
 //! lengths that exercise the vector loop, the scalar tail and both together
@@ -18,10 +18,10 @@
 use ndarray::{ArrayD, IxDyn};
 use proptest::prelude::*;
 use qopt_codegen_x86::{
-    CodegenErrorKind, ConvertKernel, ConvertSpec, CpuFeatures, Elements, ElementsMut, Target, TargetCpu,
+    compile, CodegenError, CodegenErrorKind, CpuFeatures, JitModule, Lowerings, Target, TargetCpu, Workspace,
 };
 use qopt_interp::{run_function, KernelRegistry, Tensor};
-use qopt_ir_core::{parse_module, Context, Module, OpId};
+use qopt_ir_core::{parse_module, Context, Module};
 
 /// The lengths every property also runs at: empty, tail only, one vector,
 /// vector plus tail, several vectors with and without a tail.
@@ -75,14 +75,23 @@ fn context() -> Context {
     ctx
 }
 
-/// The op inside `@f`.
-fn the_op(module: &Module) -> OpId {
-    let func = module.top_level_ops().next().expect("a function");
-    let block = module.first_block(module.region(func, 0));
-    module.first_op(block)
+/// `@f` of `module` compiled for `target` and mapped.
+fn jit_for(ctx: &Context, module: &Module, target: &Target) -> Result<JitModule, CodegenError> {
+    JitModule::new(compile(ctx, module, "f", &Lowerings::builtin(), target)?)
 }
 
-/// Runs the op through the interpreter and through the JIT and asserts equal bits.
+/// `@f` of `module` compiled for this CPU.
+fn jit(ctx: &Context, module: &Module) -> JitModule {
+    let target = Target::for_running(TargetCpu::Native).unwrap();
+    jit_for(ctx, module, &target).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The compiled function's output for `input`.
+fn run_jit(jit: &JitModule, input: &Tensor) -> Tensor {
+    jit.run_tensors(std::slice::from_ref(input), &mut Workspace::new(), 1).unwrap().remove(0)
+}
+
+/// Runs the op through the interpreter and compiled, and asserts equal bits.
 fn check(op: &str, attrs: &str, input_elem: &str, output_elem: &str, input: Tensor) {
     let mut ctx = context();
     let len = input.len();
@@ -90,45 +99,12 @@ fn check(op: &str, attrs: &str, input_elem: &str, output_elem: &str, input: Tens
     let want = run_function(&ctx, &module, "f", std::slice::from_ref(&input), &KernelRegistry::standard())
         .unwrap_or_else(|e| panic!("interpreter: {e}"))
         .remove(0);
-    let spec = ConvertSpec::from_op(&ctx, &module, the_op(&module)).unwrap();
-    let target = Target::for_running(TargetCpu::Native).unwrap();
-    let kernel = ConvertKernel::compile(spec, &target).unwrap();
-    let got = run_kernel(&kernel, &input, &want);
+    let got = run_jit(&jit(&ctx, &module), &input);
     assert!(
         got.bit_equal(&want),
         "{op} {attrs} {input_elem} -> {output_elem}, len {len}:\n{}",
         diff(&input, &got, &want)
     );
-}
-
-/// The kernel's output for `input`, as a tensor of `like`'s type and shape.
-fn run_kernel(kernel: &ConvertKernel, input: &Tensor, like: &Tensor) -> Tensor {
-    let n = input.len();
-    let elements = match input {
-        Tensor::F32(a) => Elements::F32(a.as_slice().unwrap()),
-        Tensor::I8(a) => Elements::I8(a.as_slice().unwrap()),
-        Tensor::U8(a) => Elements::U8(a.as_slice().unwrap()),
-        other => panic!("no kernel input of type {}", other.dtype()),
-    };
-    let shape = IxDyn(&[n]);
-    match like {
-        Tensor::F32(_) => {
-            let mut out = vec![0f32; n];
-            kernel.run(elements, ElementsMut::F32(&mut out)).unwrap();
-            Tensor::F32(ArrayD::from_shape_vec(shape, out).unwrap())
-        }
-        Tensor::I8(_) => {
-            let mut out = vec![0i8; n];
-            kernel.run(elements, ElementsMut::I8(&mut out)).unwrap();
-            Tensor::I8(ArrayD::from_shape_vec(shape, out).unwrap())
-        }
-        Tensor::U8(_) => {
-            let mut out = vec![0u8; n];
-            kernel.run(elements, ElementsMut::U8(&mut out)).unwrap();
-            Tensor::U8(ArrayD::from_shape_vec(shape, out).unwrap())
-        }
-        other => panic!("no kernel output of type {}", other.dtype()),
-    }
 }
 
 /// The first few elements where `got` and `want` differ, with their inputs.
@@ -305,25 +281,19 @@ fn worked_examples() {
     if !avx2_here("worked_examples") {
         return;
     }
-    let target = Target::for_running(TargetCpu::Native).unwrap();
     let mut ctx = context();
     let module = one_op_module(&mut ctx, "qnn.quantize", "", "f32", &quant("i8", 0.5, -3), 7);
-    let kernel =
-        ConvertKernel::compile(ConvertSpec::from_op(&ctx, &module, the_op(&module)).unwrap(), &target)
-            .unwrap();
-    let mut out = [0i8; 7];
-    let x = [1.25, 1.75, -0.25, 100.0, -70.0, f32::NAN, f32::INFINITY];
-    kernel.run(Elements::F32(&x), ElementsMut::I8(&mut out)).unwrap();
-    assert_eq!(out, [-1, 1, -3, 127, -128, -3, 127]);
+    let x = f32_tensor(vec![1.25, 1.75, -0.25, 100.0, -70.0, f32::NAN, f32::INFINITY]);
+    assert_eq!(run_jit(&jit(&ctx, &module), &x), stored_tensor("i8", vec![-1, 1, -3, 127, -128, -3, 127]));
 
     let module =
         one_op_module(&mut ctx, "qnn.requantize", "", &quant("i8", 0.5, 2), &quant("i8", 0.2, 10), 4);
-    let kernel =
-        ConvertKernel::compile(ConvertSpec::from_op(&ctx, &module, the_op(&module)).unwrap(), &target)
-            .unwrap();
-    let mut out = [0i8; 4];
-    kernel.run(Elements::I8(&[7, -3, 127, -128]), ElementsMut::I8(&mut out)).unwrap();
-    assert_eq!(out, [23, -3, 127, -128]);
+    let q = stored_tensor("i8", vec![7, -3, 127, -128]);
+    assert_eq!(run_jit(&jit(&ctx, &module), &q), stored_tensor("i8", vec![23, -3, 127, -128]));
+
+    let module = one_op_module(&mut ctx, "qnn.dequantize", "", &quant("i8", 0.5, 0), "f32", 3);
+    let q = stored_tensor("i8", vec![1, 2, 3]);
+    assert_eq!(run_jit(&jit(&ctx, &module), &q), f32_tensor(vec![0.5, 1.0, 1.5]));
 }
 
 /// A caller running with flush-to-zero and denormals-are-zero still gets
@@ -340,86 +310,63 @@ fn results_do_not_depend_on_the_callers_mxcsr() {
     let x: Vec<f32> = (0..40).map(|k| f32::from_bits(0x0040_0000 + k * 0x0001_0000)).collect();
     let mut ctx = context();
     let module = one_op_module(&mut ctx, "qnn.quantize", "", "f32", &quant("i8", s, 0), x.len());
-    let target = Target::for_running(TargetCpu::Native).unwrap();
-    let kernel =
-        ConvertKernel::compile(ConvertSpec::from_op(&ctx, &module, the_op(&module)).unwrap(), &target)
-            .unwrap();
-    let mut ieee = vec![0i8; x.len()];
-    kernel.run(Elements::F32(&x), ElementsMut::I8(&mut ieee)).unwrap();
-    let reference: Vec<i8> = x
+    let jit = jit(&ctx, &module);
+    let input = f32_tensor(x.clone());
+    let ieee = run_jit(&jit, &input);
+    let reference: Vec<i64> = x
         .iter()
-        .map(|&v| qopt_dialect_qnn::fixed_point::quantize_f32(v, s as f32, 0, -128, 127) as i8)
+        .map(|&v| qopt_dialect_qnn::fixed_point::quantize_f32(v, s as f32, 0, -128, 127) as i64)
         .collect();
-    assert_eq!(ieee, reference);
-    assert!(ieee.iter().any(|&q| q != 0), "subnormal inputs give non-zero results under IEEE rules");
+    assert_eq!(ieee, stored_tensor("i8", reference));
+    assert!(
+        ieee.to_f64_vec().iter().any(|&q| q != 0.0),
+        "subnormal inputs give non-zero results under IEEE rules"
+    );
 
-    let mut with_ftz_daz = vec![0i8; x.len()];
+    let mut workspace = Workspace::new();
     let ftz_daz_round_down: u32 = 0x1F80 | 0x8000 | 0x0040 | 0x2000;
     let mut saved: u32 = 0;
     // SAFETY: stmxcsr/ldmxcsr only read and write the given u32s; MXCSR is
-    // restored before any Rust float code runs again.
+    // restored before any Rust float code runs again (the run between them
+    // copies and checks buffers, and its kernel pins its own MXCSR).
     unsafe {
         std::arch::asm!("stmxcsr [{}]", in(reg) &mut saved);
         std::arch::asm!("ldmxcsr [{}]", in(reg) &ftz_daz_round_down);
     }
-    let result = kernel.run(Elements::F32(&x), ElementsMut::I8(&mut with_ftz_daz));
+    let result = jit.run_tensors(std::slice::from_ref(&input), &mut workspace, 1);
     let mut after: u32 = 0;
     // SAFETY: as above.
     unsafe {
         std::arch::asm!("stmxcsr [{}]", in(reg) &mut after);
         std::arch::asm!("ldmxcsr [{}]", in(reg) &saved);
     }
-    result.unwrap();
     assert_eq!(after, ftz_daz_round_down, "the kernel restores the caller's MXCSR");
-    assert_eq!(with_ftz_daz, ieee);
+    assert_eq!(result.unwrap().remove(0), ieee);
 }
 
-/// Ops, types and buffers the kernels do not handle are errors, never wrong
-/// answers.
+/// Ops and types the kernels do not handle are errors, never wrong answers.
 #[test]
-fn unsupported_and_bad_input_are_errors() {
+fn unsupported_input_is_an_error() {
     let mut ctx = context();
+    let target = Target::for_running_on(TargetCpu::Native, &CpuFeatures::host()).unwrap();
     let per_axis = "!qnn.uniform<i8:f32:0, {0.1:0, 0.2:0}>";
     let module = one_op_module(&mut ctx, "qnn.quantize", "", "f32", per_axis, 2);
-    let e = ConvertSpec::from_op(&ctx, &module, the_op(&module)).unwrap_err();
+    let e = jit_for(&ctx, &module, &target).unwrap_err();
     assert_eq!(e.kind, CodegenErrorKind::Unsupported);
     assert!(e.message.contains("per-axis"), "{}", e.message);
 
     let module = one_op_module(&mut ctx, "qnn.quantize", "", "f32", &quant("i16", 0.5, 0), 2);
-    let e = ConvertSpec::from_op(&ctx, &module, the_op(&module)).unwrap_err();
-    assert_eq!(e.message, "qnn.quantize: the result: 16-bit storage is not compiled yet (8 bits at most)");
+    let e = jit_for(&ctx, &module, &target).unwrap_err();
+    assert!(
+        e.message.contains("qnn.quantize: the result: 16-bit storage is not compiled yet (8 bits at most)"),
+        "{}",
+        e.message
+    );
 
-    let module = one_op_module(&mut ctx, "fp.relu", "", "f32", "f32", 2);
-    let e = ConvertSpec::from_op(&ctx, &module, the_op(&module)).unwrap_err();
-    assert_eq!(e.kind, CodegenErrorKind::Unsupported);
-
-    if !avx2_here("unsupported_and_bad_input_are_errors") {
-        let no_avx2 = Target::for_running_on(TargetCpu::Native, &CpuFeatures::NONE).unwrap();
-        let spec = ConvertSpec::dequantize(&i8_type()).unwrap();
-        assert_eq!(
-            ConvertKernel::compile(spec, &no_avx2).unwrap_err().kind,
-            CodegenErrorKind::MissingCpuFeatures
-        );
-        return;
-    }
-    let target = Target::for_running(TargetCpu::Native).unwrap();
-    let kernel = ConvertKernel::compile(ConvertSpec::dequantize(&i8_type()).unwrap(), &target).unwrap();
-    let mut out = [0f32; 3];
-    let e = kernel.run(Elements::I8(&[1, 2]), ElementsMut::F32(&mut out)).unwrap_err();
-    assert_eq!(e.message, "input has 2 elements but output has 3");
-    let e = kernel.run(Elements::U8(&[1, 2, 3]), ElementsMut::F32(&mut out)).unwrap_err();
-    assert_eq!(e.message, "the kernel converts i8 to f32, got u8 to f32");
-    kernel.run(Elements::I8(&[1, 2, 3]), ElementsMut::F32(&mut out)).unwrap();
-    assert_eq!(out, [0.5, 1.0, 1.5]);
-}
-
-fn i8_type() -> qopt_ir_core::QuantType {
-    use qopt_ir_core::{FloatKind, IntType, QuantParams, QuantType, Signedness};
-    QuantType {
-        storage: IntType { width: 8, signedness: Signedness::Signless },
-        storage_min: -128,
-        storage_max: 127,
-        expressed: FloatKind::F32,
-        params: QuantParams::PerTensor { scale: 0.5, zero_point: 0 },
+    let module = one_op_module(&mut ctx, "qnn.dequantize", "", &quant("i8", 0.5, 0), "f32", 3);
+    let no_avx2 = Target::for_running_on(TargetCpu::Native, &CpuFeatures::NONE);
+    if let Ok(no_avx2) = no_avx2 {
+        let e = jit_for(&ctx, &module, &no_avx2).unwrap_err();
+        assert!(e.message.contains("AVX2") || e.message.contains("avx2"), "{}", e.message);
     }
 }

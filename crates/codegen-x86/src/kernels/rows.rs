@@ -292,6 +292,45 @@ pub(crate) fn emit_rows_with_locals(
     row: RowEmitter<'_>,
     strategy: String,
 ) -> Result<KernelCode, CodegenError> {
+    emit_rows_in(nest, max_run, Frame { locals, float_environment: false }, constants, row, strategy)
+}
+
+/// [`emit_rows`] for a body that computes with floats: MXCSR is set to its
+/// power-on value 0x1F80 (round to nearest even, no flush-to-zero, no
+/// denormals-are-zero, exceptions masked) for the call and the caller's
+/// value restored on return, so the results are the IEEE results of
+/// `docs/quant-semantics.md` whatever mode the caller runs in.
+pub(crate) fn emit_float_rows(
+    nest: &Nest,
+    max_run: usize,
+    constants: ConstantsEmitter<'_>,
+    row: RowEmitter<'_>,
+    strategy: String,
+) -> Result<KernelCode, CodegenError> {
+    emit_rows_in(nest, max_run, Frame { locals: 0, float_environment: true }, constants, row, strategy)
+}
+
+/// MXCSR's power-on value: round to nearest even, all exceptions masked, no
+/// FTZ, no DAZ.
+const MXCSR_IEEE_DEFAULT: u32 = 0x1F80;
+
+/// What a row kernel keeps on the stack besides its counters.
+#[derive(Copy, Clone)]
+struct Frame {
+    /// Qwords for the body.
+    locals: usize,
+    /// Whether the caller's MXCSR is saved and the IEEE default set.
+    float_environment: bool,
+}
+
+fn emit_rows_in(
+    nest: &Nest,
+    max_run: usize,
+    Frame { locals, float_environment }: Frame,
+    constants: ConstantsEmitter<'_>,
+    row: RowEmitter<'_>,
+    strategy: String,
+) -> Result<KernelCode, CodegenError> {
     if nest.elements() == 0 || nest.dims.is_empty() {
         return empty_kernel(&strategy);
     }
@@ -320,7 +359,9 @@ pub(crate) fn emit_rows_with_locals(
     let counters: Vec<AsmMemoryOperand> = (0..dims.len()).map(|d| qword_ptr(rsp + 8 * d as i32)).collect();
     let local_slots: Vec<AsmMemoryOperand> =
         (0..locals).map(|i| qword_ptr(rsp + 8 * (dims.len() + i) as i32)).collect();
-    let frame = (8 * (dims.len() + locals)).next_multiple_of(16) as i32;
+    // The saved MXCSR and the one loaded take the qword after the locals.
+    let mxcsr_at = 8 * (dims.len() + locals) as i32;
+    let frame = (8 * (dims.len() + locals + usize::from(float_environment))).next_multiple_of(16) as i32;
 
     let mut a = new_assembler()?;
     push_callee_saved(&mut a)?;
@@ -355,6 +396,11 @@ pub(crate) fn emit_rows_with_locals(
         a.mov(r9, dims[d] as u64)?;
         a.div(r9)?;
         a.mov(counters[d], rdx)?;
+    }
+    if float_environment {
+        a.stmxcsr(dword_ptr(rsp + mxcsr_at))?;
+        a.mov(dword_ptr(rsp + mxcsr_at + 4), MXCSR_IEEE_DEFAULT)?;
+        a.ldmxcsr(dword_ptr(rsp + mxcsr_at + 4))?;
     }
     constants(&mut a)?;
 
@@ -394,6 +440,9 @@ pub(crate) fn emit_rows_with_locals(
     a.jmp(next_row)?;
 
     bind(&mut a, &mut finish)?;
+    if float_environment {
+        a.ldmxcsr(dword_ptr(rsp + mxcsr_at))?;
+    }
     if frame > 0 {
         a.add(rsp, frame)?;
     }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 /// Registers every built-in lowering.
 pub(super) fn register(l: &mut Lowerings) {
     let table: Vec<(&[&str], Arc<dyn OpLowering>)> = vec![
-        (&[qnn_op::QUANTIZE, qnn_op::DEQUANTIZE], Arc::new(Convert)),
+        (&[qnn_op::QUANTIZE, qnn_op::DEQUANTIZE], Arc::new(RowLowering(Convert))),
         (&[qnn_op::REQUANTIZE], Arc::new(RowLowering(Requantize))),
         (&[qnn_op::ADD, qnn_op::MUL], Arc::new(RowLowering(Binary))),
         (&[qnn_op::CONCAT], Arc::new(RowLowering(QuantConcat))),
