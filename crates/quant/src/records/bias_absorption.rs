@@ -20,8 +20,8 @@
 //! `absorbed` is never negative; [`AbsorptionRecord::load`] refuses anything
 //! else with a message naming the field.
 
-use crate::records::bias_correction::{channel_field, drop_record_attrs, vector_attr};
-use qopt_ir_core::{AttrData, Context, Module, OpId};
+use super::channel_record::{drop_record_attrs, vector_attr, write_record, RecordReader};
+use qopt_ir_core::{Context, Module, OpId};
 
 /// The attribute's name (the `fp` dialect declares it an annotation of its
 /// weighted ops, so the equivalence checker leaves it out of the op's
@@ -61,29 +61,16 @@ impl AbsorptionRecord {
         op: OpId,
         channels: usize,
     ) -> Result<AbsorptionRecord, String> {
-        let Some(dict) = module.op_attr(ctx, op, BIAS_ABSORPTION) else {
+        let Some(record) = RecordReader::open(ctx, module, op, BIAS_ABSORPTION, channels)? else {
             return Ok(AbsorptionRecord::none(channels));
         };
-        if !matches!(ctx.attr_data(dict), AttrData::Dict(_)) {
-            return Err(format!("'{BIAS_ABSORPTION}' must be a dictionary"));
-        }
-        let vector = |name: &str| channel_field(ctx, BIAS_ABSORPTION, dict, name, channels);
-        let absorbed = vector("absorbed")?.unwrap_or_else(|| vec![0.0; channels]);
+        let absorbed = record.vector("absorbed")?.unwrap_or_else(|| vec![0.0; channels]);
         if let Some(bad) = absorbed.iter().find(|&&a| a < 0.0) {
             return Err(format!(
                 "'{BIAS_ABSORPTION}': 'absorbed' holds {bad}, but absorbed amounts are at least 0"
             ));
         }
-        let samples = match ctx.dict_get(dict, "samples") {
-            None => None,
-            Some(a) => Some(
-                ctx.attr_as_int(a)
-                    .and_then(|n| i64::try_from(n).ok())
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| format!("'{BIAS_ABSORPTION}': 'samples' must be a positive integer"))?,
-            ),
-        };
-        let measured = match (vector("channel_min")?, samples) {
+        let measured = match (record.vector("channel_min")?, record.samples()?) {
             (Some(channel_min), Some(samples)) => Some(MeasuredMinima { channel_min, samples }),
             (None, None) => None,
             _ => {
@@ -102,9 +89,7 @@ impl AbsorptionRecord {
             entries.push(("channel_min", vector_attr(ctx, &m.channel_min)?));
             entries.push(("samples", ctx.i64_attr(m.samples)));
         }
-        let dict = ctx.dict_attr(&entries);
-        let attrs = ctx.dict_set(module.op_attrs(op), BIAS_ABSORPTION, dict);
-        module.set_op_attrs(op, attrs);
+        write_record(ctx, module, op, BIAS_ABSORPTION, &entries);
         Ok(())
     }
 }

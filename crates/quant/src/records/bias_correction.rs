@@ -25,12 +25,10 @@
 //! Invariant: every vector has one value per output channel; [`BiasRecord::load`]
 //! refuses anything else, and non-finite values, with a message naming the field.
 
+use super::channel_record::{drop_record_attrs, vector_attr, write_record, RecordReader};
 use qopt_dialect_fp::constants::{create_constant, dense, erase_if_unused_constant};
 use qopt_ir_core::interfaces::QuantizableOp;
-use qopt_ir_core::{
-    constant_value, dense_values_f64, AttrData, Attribute, Context, DenseElements, InsertPoint, Module, OpId,
-    Rewriter, ValueId,
-};
+use qopt_ir_core::{constant_value, AttrData, Context, InsertPoint, Module, OpId, Rewriter, ValueId};
 
 /// The attribute's name (the `fp` dialect declares it an annotation of its
 /// weighted ops, so the equivalence checker ignores it).
@@ -72,24 +70,11 @@ impl BiasRecord {
     /// The record on `op`, or [`BiasRecord::none`] without one; an error when
     /// it is malformed or its vectors do not have `channels` values.
     pub fn load(ctx: &Context, module: &Module, op: OpId, channels: usize) -> Result<BiasRecord, String> {
-        let Some(dict) = module.op_attr(ctx, op, BIAS_CORRECTION) else {
+        let Some(record) = RecordReader::open(ctx, module, op, BIAS_CORRECTION, channels)? else {
             return Ok(BiasRecord::none(channels));
         };
-        if !matches!(ctx.attr_data(dict), AttrData::Dict(_)) {
-            return Err(format!("'{BIAS_CORRECTION}' must be a dictionary"));
-        }
-        let vector = |name: &str| channel_field(ctx, BIAS_CORRECTION, dict, name, channels);
-        let correction = vector("correction")?.unwrap_or_else(|| vec![0.0; channels]);
-        let samples = match ctx.dict_get(dict, "samples") {
-            None => None,
-            Some(a) => Some(
-                ctx.attr_as_int(a)
-                    .and_then(|n| i64::try_from(n).ok())
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| format!("'{BIAS_CORRECTION}': 'samples' must be a positive integer"))?,
-            ),
-        };
-        let measured = match (vector("float_mean")?, vector("quant_mean")?, samples) {
+        let correction = record.vector("correction")?.unwrap_or_else(|| vec![0.0; channels]);
+        let measured = match (record.vector("float_mean")?, record.vector("quant_mean")?, record.samples()?) {
             (Some(float_mean), Some(quant_mean), Some(samples)) => {
                 Some(MeasuredMeans { float_mean, quant_mean, samples })
             }
@@ -112,9 +97,7 @@ impl BiasRecord {
             entries.push(("quant_mean", vector_attr(ctx, &m.quant_mean)?));
             entries.push(("samples", ctx.i64_attr(m.samples)));
         }
-        let dict = ctx.dict_attr(&entries);
-        let attrs = ctx.dict_set(module.op_attrs(op), BIAS_CORRECTION, dict);
-        module.set_op_attrs(op, attrs);
+        write_record(ctx, module, op, BIAS_CORRECTION, &entries);
         Ok(())
     }
 }
@@ -124,53 +107,6 @@ impl BiasRecord {
 /// the integer model no longer has). Returns how many were removed.
 pub fn drop_records(ctx: &mut Context, module: &mut Module) -> usize {
     drop_record_attrs(ctx, module, BIAS_CORRECTION)
-}
-
-/// Removes the attribute `name` from every op of `module` that has it;
-/// returns how many ops had it. Shared by the measurement records.
-pub(super) fn drop_record_attrs(ctx: &mut Context, module: &mut Module, name: &str) -> usize {
-    let ops: Vec<OpId> =
-        module.walk_preorder(module.root()).filter(|&op| module.op_attr(ctx, op, name).is_some()).collect();
-    for &op in &ops {
-        let attrs = ctx.dict_remove(module.op_attrs(op), name);
-        module.set_op_attrs(op, attrs);
-    }
-    ops.len()
-}
-
-/// `values` as a `tensor<Nxf64>` dense attribute.
-pub(super) fn vector_attr(ctx: &mut Context, values: &[f64]) -> Result<Attribute, String> {
-    let f64_ty = ctx.common().f64;
-    let ty = ctx.tensor_type(&[values.len() as i64], f64_ty);
-    Ok(ctx.dense_attr(DenseElements::from_f64(ctx, ty, values)?))
-}
-
-/// Field `name` of the record attribute `record` (the dictionary `dict`): a
-/// dense float tensor of one finite value per output channel, or `None` when
-/// the field is absent.
-pub(super) fn channel_field(
-    ctx: &Context,
-    record: &str,
-    dict: Attribute,
-    name: &str,
-    channels: usize,
-) -> Result<Option<Vec<f64>>, String> {
-    let Some(attr) = ctx.dict_get(dict, name) else { return Ok(None) };
-    let values = match ctx.attr_data(attr) {
-        AttrData::Dense(d) => dense_values_f64(ctx, d, ctx.element_type(d.ty)),
-        _ => None,
-    }
-    .ok_or_else(|| format!("'{record}': '{name}' must be a dense float tensor"))?;
-    if values.len() != channels {
-        return Err(format!(
-            "'{record}': '{name}' has {} values for {channels} output channels",
-            values.len()
-        ));
-    }
-    if let Some(bad) = values.iter().find(|v| !v.is_finite()) {
-        return Err(format!("'{record}': '{name}' holds {bad}"));
-    }
-    Ok(Some(values))
 }
 
 /// Subtracts `shift` (one value per output channel) from the constant bias

@@ -7,5 +7,6 @@
 
 pub mod bias_absorption;
 pub mod bias_correction;
+mod channel_record;
 pub mod hints;
 pub mod scheme;
