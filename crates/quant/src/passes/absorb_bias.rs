@@ -68,6 +68,7 @@
 //! //   {qnn.bias_absorption = {absorbed = dense<[0.0, 0.5]>, channel_min = dense<[-1.0, 0.5]>, samples = 6}}
 //! ```
 
+use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
 use qopt_ir_core::PassInfo;
 use crate::records::bias_absorption::{AbsorptionRecord, MeasuredMinima};
 use crate::records::bias_correction::{subtract_from_bias};
@@ -132,12 +133,12 @@ impl Pass for AbsorbBias {
             OptionSpec::new("fraction", OptionKind::Float, "1.0")
                 .help("the part of each positive minimum to absorb, in (0, 1]"),
         );
-        options.push(OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)"));
+        options.push(threads_option());
         options
     }
 
     fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
-        check_counts(options, &["batches", "batch-size", "threads"])?;
+        check_counts(options, &COUNT_OPTIONS)?;
         let fraction = options.float("fraction");
         if !(fraction > 0.0 && fraction <= 1.0) {
             let message = format!("'fraction' must be in (0, 1], got {fraction}");
@@ -154,10 +155,7 @@ impl Pass for AbsorbBias {
     ) -> Result<PassOutcome, PassError> {
         self.check_options(options).map_err(|e| PassError::from(e.message))?;
         let fraction = options.float("fraction");
-        let threads = match usize::try_from(options.int("threads")).unwrap_or(0) {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n => n,
-        };
+        let threads = worker_threads(options)?;
         let func_name = options.string("func").trim_start_matches('@').to_string();
         let func = match module.lookup_symbol(cx.ctx, &func_name) {
             Some(op) if module.op_name(op) == qopt_ir_core::OpName::FUNC => op,

@@ -57,6 +57,7 @@
 //!        float_mean = dense<[...]> : tensor<2xf64>, quant_mean = dense<[...]> : tensor<2xf64>, samples = 500}} : ...
 //! ```
 
+use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
 use qopt_ir_core::PassInfo;
 use crate::records::bias_correction::{subtract_from_bias};
 use crate::records::bias_correction::{BiasRecord, MeasuredMeans};
@@ -110,7 +111,7 @@ impl Pass for BiasCorrect {
         let mut options = DataSettings::options(
             "calibration data: a .npy, an .npz (one member per argument) or a directory of them",
         );
-        options.push(OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)"));
+        options.push(threads_option());
         options.push(OptionSpec::new(SKIP_UNSUPPORTED, OptionKind::Bool, "false").help(
             "a function the paired run cannot follow (calls, ops with regions, several blocks, an op without a \
              kernel) gets a warning and is left as it is, instead of an error",
@@ -119,7 +120,7 @@ impl Pass for BiasCorrect {
     }
 
     fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
-        check_counts(options, &["batches", "batch-size", "threads"])
+        check_counts(options, &COUNT_OPTIONS)
     }
 
     fn run(
@@ -129,10 +130,7 @@ impl Pass for BiasCorrect {
         options: &PassOptions,
     ) -> Result<PassOutcome, PassError> {
         let settings = DataSettings::read(options)?;
-        let threads = match usize::try_from(options.int("threads")).unwrap_or(0) {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n => n,
-        };
+        let threads = worker_threads(options)?;
         let func = match module.lookup_symbol(cx.ctx, &settings.func) {
             Some(op) if module.op_name(op) == qopt_ir_core::OpName::FUNC => op,
             _ => return Err(format!("there is no function @{} to correct (set 'func')", settings.func).into()),

@@ -37,9 +37,10 @@
 //! %o = qnn.observe(%x) {max = 3.5 : f32, min = -1.25 : f32, observer = "minmax", samples = 200} : ...
 //! ```
 
+use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
 use qopt_ir_core::PassInfo;
 use qopt_ir_core::equivalence::Relation;
-use crate::runs::data::{check_counts, chunk_calls, non_negative, DataSettings};
+use crate::runs::data::{check_counts, chunk_calls, DataSettings};
 use crate::calibration::batch::{value_range, ObservedBatch};
 use crate::calibration::methods::{Observer, QuantMethods};
 use crate::calibration::stats::{ObserverStats};
@@ -47,7 +48,7 @@ use qopt_dialect_qnn::op_names as qnn_op;
 use crate::runs::dataset::Dataset;
 use qopt_interp::progress::{Progress, REDRAW_EVERY};
 use qopt_interp::{dequantize_tensor, Interpreter, KernelRegistry, Tensor};
-use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::pass::{OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::{
     Context, Diagnostic, FxHashMap, Module, OpId, Pass, PassContext, PassError,
@@ -94,12 +95,12 @@ impl Pass for Calibrate {
         let mut options = DataSettings::options(
             "calibration data: a .npy, an .npz (one member per argument) or a directory of them",
         );
-        options.push(OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)"));
+        options.push(threads_option());
         options
     }
 
     fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
-        check_counts(options, &["batches", "batch-size", "threads"])
+        check_counts(options, &COUNT_OPTIONS)
     }
 
     fn run(
@@ -165,10 +166,7 @@ struct Settings {
 
 impl Settings {
     fn read(options: &PassOptions) -> Result<Settings, PassError> {
-        let threads = match non_negative(options, "threads")? {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n => n,
-        };
+        let threads = worker_threads(options)?;
         Ok(Settings { data: DataSettings::read(options)?, threads })
     }
 }

@@ -38,6 +38,22 @@ pub fn check_counts(options: &PassOptions, names: &[&'static str]) -> Result<(),
     Ok(())
 }
 
+/// The counts every pass with worker threads checks ([`check_counts`]).
+pub const COUNT_OPTIONS: [&str; 3] = ["batches", "batch-size", "threads"];
+
+/// The option `threads` of a pass that runs a data set on worker threads.
+pub fn threads_option() -> OptionSpec {
+    OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)")
+}
+
+/// The option `threads` as a thread count, 0 meaning every core.
+pub fn worker_threads(options: &PassOptions) -> Result<usize, PassError> {
+    Ok(match non_negative(options, "threads")? {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    })
+}
+
 /// The most worker threads a data pass takes, as `qrun --threads`.
 pub const MAX_THREADS: i64 = 256;
 

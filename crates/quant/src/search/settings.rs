@@ -3,6 +3,7 @@
 //! those passes with its options.
 use crate::passes::{Calibrate, InsertFakeq, InsertObservers};
 use crate::records::hints::{storage_kind, storage_text};
+use crate::runs::data::worker_threads;
 use crate::runs::data::DataSettings;
 use qopt_ir_core::pass::pipeline::parse_pipeline;
 use qopt_ir_core::pass::PassOptions;
@@ -58,13 +59,7 @@ impl Settings {
             "" => data.data.clone(),
             path => path.to_string(),
         };
-        let threads = match usize::try_from(options.int("threads")) {
-            Ok(0) => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            Ok(n) => n,
-            Err(_) => {
-                return Err(format!("'threads' must be at least 0, got {}", options.int("threads")).into())
-            }
-        };
+        let threads = worker_threads(options)?;
         Ok(Settings {
             data,
             eval_data,

@@ -65,6 +65,7 @@
 mod adaround;
 mod layer_inputs;
 
+use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
 use qopt_ir_core::PassInfo;
 use adaround::{optimize_layer, ChannelProblem, LayerProblem, Schedule};
 use crate::runs::data::{check_counts, chunk_calls, DataSettings};
@@ -134,7 +135,7 @@ impl Pass for RoundWeights {
                 "leave the mean output error to the bias: minimize the error's variance and move the bias \
                  by the change of its mean",
             ),
-            OptionSpec::new("threads", OptionKind::Int, "0").help("worker threads (0: every core)"),
+            threads_option(),
             OptionSpec::new("max-gram-mb", OptionKind::Float, "1024").help(
                 "MB (10^6 bytes) of layer input Gram matrices one data pass collects (each worker thread holds a \
                  partial copy besides); more layers take more passes, and a layer above it alone keeps nearest \
@@ -145,7 +146,7 @@ impl Pass for RoundWeights {
     }
 
     fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
-        check_counts(options, &["batches", "batch-size", "threads"])?;
+        check_counts(options, &COUNT_OPTIONS)?;
         let iterations = options.int("iterations");
         if iterations < 1 {
             return Err(BadOptionValue::new("iterations", format!("'iterations' must be at least 1, got {iterations}")));
@@ -287,10 +288,7 @@ struct Settings {
 
 impl Settings {
     fn read(options: &PassOptions) -> Result<Settings, PassError> {
-        let threads = match usize::try_from(options.int("threads")).map_err(|_| "'threads' must be at least 0")? {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            n => n,
-        };
+        let threads = worker_threads(options)?;
         Ok(Settings {
             data: DataSettings::read(options)?,
             schedule: Schedule {
