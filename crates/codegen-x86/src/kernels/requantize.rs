@@ -171,12 +171,16 @@ pub(crate) enum Vector {
     Mem(AsmMemoryOperand),
 }
 
-/// `a.op(dst, src, v)` for a [`Vector`] third operand.
+/// `a.op(dst, src, v)` for a third operand `v` of an operand enum (`Reg` or
+/// `Mem`): [`Vector`] by default, or the enum named last.
 macro_rules! with_vector {
     ($a:expr, $op:ident, $dst:expr, $src:expr, $v:expr) => {
+        with_vector!($a, $op, $dst, $src, $v, Vector)
+    };
+    ($a:expr, $op:ident, $dst:expr, $src:expr, $v:expr, $operand:ident) => {
         match $v {
-            Vector::Reg(r) => $a.$op($dst, $src, r),
-            Vector::Mem(m) => $a.$op($dst, $src, m),
+            $operand::Reg(r) => $a.$op($dst, $src, r),
+            $operand::Mem(m) => $a.$op($dst, $src, m),
         }
     };
 }
@@ -189,16 +193,6 @@ pub(crate) enum Count {
     Reg(AsmRegisterXmm),
     /// The count is at this address.
     Mem(AsmMemoryOperand),
-}
-
-/// `a.op(dst, src, count)` for a [`Count`] third operand.
-macro_rules! with_count {
-    ($a:expr, $op:ident, $dst:expr, $src:expr, $c:expr) => {
-        match $c {
-            Count::Reg(r) => $a.$op($dst, $src, r),
-            Count::Mem(m) => $a.$op($dst, $src, m),
-        }
-    };
 }
 
 /// How a shift count is given.
@@ -302,7 +296,7 @@ impl Requantizer {
                 a.vpsrlq(x, x, 32)?;
                 a.vpblendd(x, x, odd, 0b1010_1010)?;
                 match shift {
-                    ShiftCount::Uniform(c) => with_count!(a, vpsrad, x, x, c)?,
+                    ShiftCount::Uniform(c) => with_vector!(a, vpsrad, x, x, c, Count)?,
                     ShiftCount::PerLane(v) => with_vector!(a, vpsravd, x, x, v)?,
                 }
                 clamp(a, x, (low, high))?;
@@ -418,7 +412,7 @@ impl Requantizer {
         a.vpsrlq(scratch, scratch, 32)?;
         a.vpblendd(scratch, scratch, odd, 0b1010_1010)?;
         match high_shift {
-            ShiftCount::Uniform(c) => with_count!(a, vpsrld, scratch, scratch, c)?,
+            ShiftCount::Uniform(c) => with_vector!(a, vpsrld, scratch, scratch, c, Count)?,
             ShiftCount::PerLane(v) => with_vector!(a, vpsrlvd, scratch, scratch, v)?,
         }
         a.vpsignd(x, scratch, x)?;
@@ -502,7 +496,7 @@ fn shift_right_logical(
     count: ShiftCount,
 ) -> Result<(), IcedError> {
     match count {
-        ShiftCount::Uniform(c) => with_count!(a, vpsrlq, dst, src, c),
+        ShiftCount::Uniform(c) => with_vector!(a, vpsrlq, dst, src, c, Count),
         ShiftCount::PerLane(v) => with_vector!(a, vpsrlvq, dst, src, v),
     }
 }

@@ -279,51 +279,28 @@ pub(crate) fn emit_rows(
     row: RowEmitter<'_>,
     strategy: String,
 ) -> Result<KernelCode, CodegenError> {
-    emit_rows_with_locals(nest, max_run, 0, constants, row, strategy)
+    emit_framed_rows(nest, max_run, Frame::default(), constants, row, strategy)
 }
 
-/// [`emit_rows`] with `locals` qwords of stack for the body
-/// ([`RowContext::locals`]).
-pub(crate) fn emit_rows_with_locals(
-    nest: &Nest,
-    max_run: usize,
-    locals: usize,
-    constants: ConstantsEmitter<'_>,
-    row: RowEmitter<'_>,
-    strategy: String,
-) -> Result<KernelCode, CodegenError> {
-    emit_rows_in(nest, max_run, Frame { locals, float_environment: false }, constants, row, strategy)
-}
-
-/// [`emit_rows`] for a body that computes with floats: MXCSR is set to its
-/// power-on value 0x1F80 (round to nearest even, no flush-to-zero, no
-/// denormals-are-zero, exceptions masked) for the call and the caller's
-/// value restored on return, so the results are the IEEE results of
-/// `docs/quant-semantics.md` whatever mode the caller runs in.
-pub(crate) fn emit_float_rows(
-    nest: &Nest,
-    max_run: usize,
-    constants: ConstantsEmitter<'_>,
-    row: RowEmitter<'_>,
-    strategy: String,
-) -> Result<KernelCode, CodegenError> {
-    emit_rows_in(nest, max_run, Frame { locals: 0, float_environment: true }, constants, row, strategy)
+/// What a row kernel keeps on the stack besides its counters.
+#[derive(Copy, Clone, Default)]
+pub(crate) struct Frame {
+    /// Qwords for the body ([`RowContext::locals`]).
+    pub locals: usize,
+    /// Whether the body computes with floats: MXCSR is then set to its
+    /// power-on value 0x1F80 (round to nearest even, no flush-to-zero, no
+    /// denormals-are-zero, exceptions masked) for the call and the caller's
+    /// value restored on return, so the results are the IEEE results of
+    /// `docs/quant-semantics.md` whatever mode the caller runs in.
+    pub float_environment: bool,
 }
 
 /// MXCSR's power-on value: round to nearest even, all exceptions masked, no
 /// FTZ, no DAZ.
 const MXCSR_IEEE_DEFAULT: u32 = 0x1F80;
 
-/// What a row kernel keeps on the stack besides its counters.
-#[derive(Copy, Clone)]
-struct Frame {
-    /// Qwords for the body.
-    locals: usize,
-    /// Whether the caller's MXCSR is saved and the IEEE default set.
-    float_environment: bool,
-}
-
-fn emit_rows_in(
+/// [`emit_rows`] with the stack and floating-point environment of `frame`.
+pub(crate) fn emit_framed_rows(
     nest: &Nest,
     max_run: usize,
     Frame { locals, float_environment }: Frame,

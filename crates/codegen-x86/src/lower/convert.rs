@@ -18,7 +18,7 @@
 //!   for |q − zp| ≤ 2^24, then one `vmulps`).
 //!
 //! Both compute with floats, so the kernel pins MXCSR to the IEEE defaults
-//! for the call ([`emit_float_rows`]) and the caller's rounding mode or
+//! for the call ([`Frame::float_environment`]) and the caller's rounding mode or
 //! FTZ/DAZ cannot change a result. Supported: storage of 1 to 8 bits (i8 /
 //! u8 buffers), per-tensor parameters, f32 expressed types. Per-axis
 //! parameters, wider storage and f16/bf16 expressed types are errors of kind
@@ -28,7 +28,7 @@ use crate::error::{CodegenError, CodegenErrorKind};
 use crate::kernels::quant_params::ByteQuant;
 use crate::kernels::registers::broadcast_u32;
 use crate::kernels::rows::{
-    bind, emit_float_rows, Nest, Stream, INPUT0, LANE_RUN, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
+    bind, emit_framed_rows, Frame, Nest, Stream, INPUT0, LANE_RUN, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
 };
 use crate::lower::rows::RowKernel;
 use crate::lower::{Emit, LowerOp};
@@ -191,9 +191,10 @@ fn emit_quantize(nest: &Nest, out: &ByteQuant) -> Result<crate::abi::KernelCode,
     let (low, high, zp) =
         ((out.qmin - out.zero_point) as f32, (out.qmax - out.zero_point) as f32, out.zero_point);
     let unsigned = out.is_unsigned();
-    emit_float_rows(
+    emit_framed_rows(
         nest,
         LANE_RUN,
+        Frame { locals: 0, float_environment: true },
         &|a| {
             broadcast_u32(a, ymm15, scale.to_bits())?;
             broadcast_u32(a, ymm14, low.to_bits())?;
@@ -240,9 +241,10 @@ fn emit_dequantize(nest: &Nest, input: &ByteQuant) -> Result<crate::abi::KernelC
     let scale = scale_f32(input.scale);
     let zp = input.zero_point;
     let unsigned = input.is_unsigned();
-    emit_float_rows(
+    emit_framed_rows(
         nest,
         LANE_RUN,
+        Frame { locals: 0, float_environment: true },
         &|a| {
             broadcast_u32(a, ymm15, scale.to_bits())?;
             broadcast_u32(a, ymm12, zp as u32)?;

@@ -44,7 +44,7 @@ use crate::kernels::registers::{broadcast_u32, broadcast_u64};
 use crate::kernels::requantize::param_block;
 use crate::kernels::requantize::{StageConstants, StageRegisters};
 use crate::kernels::rows::{
-    bind, emit_rows_with_locals, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
+    bind, emit_framed_rows, Frame, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
 };
 use crate::lower::rows::RowKernel;
 use crate::lower::{Emit, LowerOp};
@@ -688,10 +688,10 @@ fn emit_pool(
         (true, None) => pool.width.div_ceil(8),
         (false, _) => 0,
     };
-    emit_rows_with_locals(
+    emit_framed_rows(
         &nest,
         usize::MAX,
-        2 + buffer_qwords,
+        Frame { locals: 2 + buffer_qwords, float_environment: false },
         &|a| {
             if separable {
                 broadcast_u64(a, LOWEST_BYTES, if unsigned { 0 } else { 0x8080_8080_8080_8080 })?;
