@@ -20,6 +20,7 @@ pub mod equivalence;
 mod float_text;
 mod hash;
 pub mod interfaces;
+mod interned_names;
 pub mod json;
 mod location;
 mod module;

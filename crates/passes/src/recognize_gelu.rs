@@ -47,7 +47,7 @@
 use qopt_ir_core::PassInfo;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::pass::PassOptions;
-use qopt_ir_core::{Context, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome, ValueId};
+use qopt_ir_core::{Context, Module, OpId, Pass, PassContext, PassError, PassOutcome, ValueId};
 use smallvec::SmallVec;
 
 use crate::fp_chains::{
@@ -114,27 +114,9 @@ impl Pass for RecognizeGelu {
     }
 }
 
-/// The interned names of the ops the pass reads.
-struct Names {
-    mul: OpName,
-    div: OpName,
-    add: OpName,
-    erf: OpName,
-    tanh: OpName,
-    pow: OpName,
-}
-
-impl Names {
-    fn new(ctx: &mut Context) -> Names {
-        Names {
-            mul: ctx.op_name(fp_op::MUL),
-            div: ctx.op_name(fp_op::DIV),
-            add: ctx.op_name(fp_op::ADD),
-            erf: ctx.op_name(fp_op::ERF),
-            tanh: ctx.op_name(fp_op::TANH),
-            pow: ctx.op_name(fp_op::POW),
-        }
-    }
+qopt_ir_core::interned_op_names! {
+    /// The interned names of the ops the pass reads.
+    struct Names { mul = fp_op::MUL, div = fp_op::DIV, add = fp_op::ADD, erf = fp_op::ERF, tanh = fp_op::TANH, pow = fp_op::POW }
 }
 
 /// Which decomposition a chain is.

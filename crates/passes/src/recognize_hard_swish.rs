@@ -34,7 +34,7 @@ use qopt_ir_core::PassInfo;
 use qopt_ir_core::equivalence::Relation;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::pass::PassOptions;
-use qopt_ir_core::{Context, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome, ValueId};
+use qopt_ir_core::{Context, Module, OpId, Pass, PassContext, PassError, PassOutcome, ValueId};
 use smallvec::SmallVec;
 
 use crate::fp_chains::{
@@ -96,25 +96,9 @@ impl Pass for RecognizeHardSwish {
     }
 }
 
-/// The interned names of the ops the pass reads.
-struct Names {
-    mul: OpName,
-    div: OpName,
-    add: OpName,
-    clip: OpName,
-    hard_sigmoid: OpName,
-}
-
-impl Names {
-    fn new(ctx: &mut Context) -> Names {
-        Names {
-            mul: ctx.op_name(fp_op::MUL),
-            div: ctx.op_name(fp_op::DIV),
-            add: ctx.op_name(fp_op::ADD),
-            clip: ctx.op_name(fp_op::CLIP),
-            hard_sigmoid: ctx.op_name(fp_op::HARD_SIGMOID),
-        }
-    }
+qopt_ir_core::interned_op_names! {
+    /// The interned names of the ops the pass reads.
+    struct Names { mul = fp_op::MUL, div = fp_op::DIV, add = fp_op::ADD, clip = fp_op::CLIP, hard_sigmoid = fp_op::HARD_SIGMOID }
 }
 
 /// The chain's other ops, each after its users.

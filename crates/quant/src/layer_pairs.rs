@@ -4,31 +4,14 @@
 
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape;
-use qopt_ir_core::{constant_value, dense_values_f64, AttrData, Context, Module, OpId, OpName, ValueId};
+use qopt_ir_core::{constant_value, dense_values_f64, AttrData, Context, Module, OpId, ValueId};
 
-/// The interned names of the ops the pass (and `absorb-bias`) reads.
-pub struct Names {
-    conv2d: OpName,
-    conv1d: OpName,
-    dense: OpName,
-    /// `fp.relu`.
-    pub relu: OpName,
-    /// `fp.clip`.
-    pub clip: OpName,
+qopt_ir_core::interned_op_names! {
+    /// The interned names of the ops the pass (and `absorb-bias`) reads.
+    pub struct Names { conv2d = fp_op::CONV2D, conv1d = fp_op::CONV1D, dense = fp_op::DENSE, relu = fp_op::RELU, clip = fp_op::CLIP }
 }
 
 impl Names {
-    /// The names, interned in `ctx`.
-    pub fn new(ctx: &mut Context) -> Names {
-        Names {
-            conv2d: ctx.op_name(fp_op::CONV2D),
-            conv1d: ctx.op_name(fp_op::CONV1D),
-            dense: ctx.op_name(fp_op::DENSE),
-            relu: ctx.op_name(fp_op::RELU),
-            clip: ctx.op_name(fp_op::CLIP),
-        }
-    }
-
     /// Whether `op` is a conv2d, conv1d or dense.
     pub fn is_layer(&self, module: &Module, op: OpId) -> bool {
         let name = module.op_name(op);

@@ -81,7 +81,7 @@ use qopt_dialect_fp::{attrs, shape, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
     constant_value, dense_values_f64, type_to_string, AttrData, Attribute, Context, InsertPoint, Module,
-    OpId, OpName, Pass, PassContext, PassError, PassOutcome, Rewriter, Type, ValueId,
+    OpId, Pass, PassContext, PassError, PassOutcome, Rewriter, Type, ValueId,
 };
 use smallvec::SmallVec;
 
@@ -162,34 +162,12 @@ impl Pass for FoldBn {
     }
 }
 
-/// The interned names of the ops the pass reads.
-struct Names {
-    batch_norm: OpName,
-    mul: OpName,
-    add: OpName,
-    hard_sigmoid: OpName,
-    conv2d: OpName,
-    conv1d: OpName,
-    conv_transpose2d: OpName,
-    conv_transpose1d: OpName,
-    dense: OpName,
+qopt_ir_core::interned_op_names! {
+    /// The interned names of the ops the pass reads.
+    struct Names { batch_norm = fp_op::BATCH_NORM, mul = fp_op::MUL, add = fp_op::ADD, hard_sigmoid = fp_op::HARD_SIGMOID, conv2d = fp_op::CONV2D, conv1d = fp_op::CONV1D, conv_transpose2d = fp_op::CONV_TRANSPOSE2D, conv_transpose1d = fp_op::CONV_TRANSPOSE1D, dense = fp_op::DENSE }
 }
 
 impl Names {
-    fn new(ctx: &mut Context) -> Names {
-        Names {
-            batch_norm: ctx.op_name(fp_op::BATCH_NORM),
-            mul: ctx.op_name(fp_op::MUL),
-            add: ctx.op_name(fp_op::ADD),
-            hard_sigmoid: ctx.op_name(fp_op::HARD_SIGMOID),
-            conv2d: ctx.op_name(fp_op::CONV2D),
-            conv1d: ctx.op_name(fp_op::CONV1D),
-            conv_transpose2d: ctx.op_name(fp_op::CONV_TRANSPOSE2D),
-            conv_transpose1d: ctx.op_name(fp_op::CONV_TRANSPOSE1D),
-            dense: ctx.op_name(fp_op::DENSE),
-        }
-    }
-
     /// The name and weight rank of a conv or dense `op`, `None` for any other op.
     fn producer(&self, module: &Module, op: OpId) -> Option<(&'static str, usize)> {
         if op.is_none() || module.is_erased(op) {
