@@ -116,7 +116,10 @@ impl Pass for RecognizeGelu {
 
 qopt_ir_core::interned_op_names! {
     /// The interned names of the ops the pass reads.
-    struct Names { mul = fp_op::MUL, div = fp_op::DIV, add = fp_op::ADD, erf = fp_op::ERF, tanh = fp_op::TANH, pow = fp_op::POW }
+    struct Names {
+        mul = fp_op::MUL, div = fp_op::DIV, add = fp_op::ADD, erf = fp_op::ERF, tanh = fp_op::TANH,
+        pow = fp_op::POW,
+    }
 }
 
 /// Which decomposition a chain is.

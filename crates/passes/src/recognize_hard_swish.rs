@@ -98,7 +98,10 @@ impl Pass for RecognizeHardSwish {
 
 qopt_ir_core::interned_op_names! {
     /// The interned names of the ops the pass reads.
-    struct Names { mul = fp_op::MUL, div = fp_op::DIV, add = fp_op::ADD, clip = fp_op::CLIP, hard_sigmoid = fp_op::HARD_SIGMOID }
+    struct Names {
+        mul = fp_op::MUL, div = fp_op::DIV, add = fp_op::ADD, clip = fp_op::CLIP,
+        hard_sigmoid = fp_op::HARD_SIGMOID,
+    }
 }
 
 /// The chain's other ops, each after its users.

@@ -8,7 +8,10 @@ use qopt_ir_core::{constant_value, dense_values_f64, AttrData, Context, Module, 
 
 qopt_ir_core::interned_op_names! {
     /// The interned names of the ops the pass (and `absorb-bias`) reads.
-    pub struct Names { conv2d = fp_op::CONV2D, conv1d = fp_op::CONV1D, dense = fp_op::DENSE, relu = fp_op::RELU, clip = fp_op::CLIP }
+    pub struct Names {
+        conv2d = fp_op::CONV2D, conv1d = fp_op::CONV1D, dense = fp_op::DENSE, relu = fp_op::RELU,
+        clip = fp_op::CLIP,
+    }
 }
 
 impl Names {

@@ -164,7 +164,12 @@ impl Pass for FoldBn {
 
 qopt_ir_core::interned_op_names! {
     /// The interned names of the ops the pass reads.
-    struct Names { batch_norm = fp_op::BATCH_NORM, mul = fp_op::MUL, add = fp_op::ADD, hard_sigmoid = fp_op::HARD_SIGMOID, conv2d = fp_op::CONV2D, conv1d = fp_op::CONV1D, conv_transpose2d = fp_op::CONV_TRANSPOSE2D, conv_transpose1d = fp_op::CONV_TRANSPOSE1D, dense = fp_op::DENSE }
+    struct Names {
+        batch_norm = fp_op::BATCH_NORM, mul = fp_op::MUL, add = fp_op::ADD,
+        hard_sigmoid = fp_op::HARD_SIGMOID, conv2d = fp_op::CONV2D, conv1d = fp_op::CONV1D,
+        conv_transpose2d = fp_op::CONV_TRANSPOSE2D, conv_transpose1d = fp_op::CONV_TRANSPOSE1D,
+        dense = fp_op::DENSE,
+    }
 }
 
 impl Names {
