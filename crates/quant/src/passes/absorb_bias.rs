@@ -75,7 +75,7 @@ use crate::records::bias_correction::{subtract_from_bias};
 use crate::runs::data::{check_counts, DataSettings};
 use crate::layer_pairs::{follow, read_constant, second_input_axis, Follow, Names};
 use crate::runs::paired_run::{ChannelShift, PairedRun, RunData, RunFailure, Sweeps, Watcher};
-use crate::channels::{channel_blocks};
+use crate::channels::{channel_blocks, result_values};
 use crate::records::hints::{is_skipped};
 use crate::quantizable::{quantizable};
 use qopt_interp::{KernelRegistry, Tensor};
@@ -461,15 +461,8 @@ impl Watcher for Minima<'_> {
 /// Lowers each of `minima` (one per channel on `axis`) to the smallest value
 /// of its channel in `tensor` (NaN if one is NaN).
 fn lower_minima(minima: &mut [f64], tensor: &Tensor, axis: usize) -> Result<(), String> {
-    let channels = minima.len();
-    let shape = tensor.shape();
-    if shape.get(axis) != Some(&channels) {
-        return Err(format!("a result of shape {shape:?} does not have {channels} channels on axis {axis}"));
-    }
-    let Some(values) = tensor.as_f32().and_then(|a| a.as_slice()) else {
-        return Err(format!("the result is a {} tensor, not a contiguous f32 one", tensor.dtype()));
-    };
-    for (channel, run) in channel_blocks(values, shape, axis) {
+    let values = result_values(tensor, axis, minima.len())?;
+    for (channel, run) in channel_blocks(values, tensor.shape(), axis) {
         let m = &mut minima[channel];
         for &v in run {
             let v = f64::from(v);

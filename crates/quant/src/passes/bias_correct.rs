@@ -63,7 +63,7 @@ use crate::records::bias_correction::{subtract_from_bias};
 use crate::records::bias_correction::{BiasRecord, MeasuredMeans};
 use crate::runs::data::{check_counts, DataSettings};
 use crate::runs::paired_run::{ChannelShift, PairedRun, RunData, RunFailure, Sweeps, Watcher};
-use crate::channels::{channel_blocks};
+use crate::channels::{channel_sums, result_values};
 use crate::records::hints::{is_skipped};
 use crate::quantizable::{quantizable};
 use qopt_dialect_qnn::op_names as qnn_op;
@@ -324,17 +324,8 @@ struct ChannelMeans {
 
 impl ChannelMeans {
     fn add(&mut self, tensor: &Tensor, axis: usize, channels: usize) -> Result<(), String> {
-        let shape = tensor.shape();
-        if shape.get(axis) != Some(&channels) {
-            return Err(format!("a result of shape {shape:?} does not have {channels} channels on axis {axis}"));
-        }
-        let Some(values) = tensor.as_f32().and_then(|a| a.as_slice()) else {
-            return Err(format!("the result is a {} tensor, not a contiguous f32 one", tensor.dtype()));
-        };
-        let mut tensor_sums = vec![0.0f64; channels];
-        for (channel, run) in channel_blocks(values, shape, axis) {
-            tensor_sums[channel] += run.iter().map(|&v| f64::from(v)).sum::<f64>();
-        }
+        let values = result_values(tensor, axis, channels)?;
+        let tensor_sums = channel_sums(values, tensor.shape(), axis, channels);
         self.sums.resize(channels, 0.0);
         self.sums.iter_mut().zip(tensor_sums).for_each(|(s, t)| *s += t);
         self.count += values.len() / channels.max(1);

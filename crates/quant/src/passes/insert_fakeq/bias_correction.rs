@@ -21,7 +21,7 @@
 //! (`bias_record.rs`), so `bias-correct` can rebuild the float bias.
 
 use crate::records::bias_correction::{subtract_from_bias, BiasRecord};
-use crate::channels::{channel_blocks, channel_blocks_mut};
+use crate::channels::{channel_blocks_mut, channel_sums};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::{KernelContext, KernelRegistry, Tensor};
 use qopt_ir_core::interfaces::QuantizableOp;
@@ -129,10 +129,7 @@ fn mean_output_shift(
     let out = kernel(&mut kc, &[&input, &delta]).map_err(|e| e.message)?;
     let out = out.first().ok_or("the kernel returned nothing")?;
     let channels = result_dims[out_axis];
-    let mut sums = vec![0.0f64; channels];
-    for (channel, run) in channel_blocks(&out.to_f64_vec(), &result_dims, out_axis) {
-        sums[channel] += run.iter().sum::<f64>();
-    }
+    let sums = channel_sums(&out.to_f64_vec(), &result_dims, out_axis, channels);
     let per_channel = (out.len() / channels.max(1)).max(1) as f64;
     Ok(sums.into_iter().map(|s| s / per_channel).collect())
 }
