@@ -1,7 +1,6 @@
 //! [`DType`]: the element types of the arrays qopt reads and writes, by
 //! their NumPy type strings.
 
-use crate::error::NpyError;
 use qopt_ir_core::{element_kind, type_to_string, Context, ElementKind, FloatKind, Type, TypeData};
 use std::fmt;
 
@@ -69,35 +68,6 @@ impl DType {
         }
     }
 
-    /// Parses a NumPy type string. Returns the dtype and whether the data is big-endian.
-    pub(crate) fn from_descr(descr: &str) -> Result<(DType, bool), NpyError> {
-        let unsupported = || NpyError::UnsupportedDtype(descr.to_string());
-        let mut chars = descr.chars();
-        let order = chars.next().ok_or_else(unsupported)?;
-        let dtype = match chars.as_str() {
-            "f4" => DType::F32,
-            "f8" => DType::F64,
-            "i1" => DType::I8,
-            "u1" => DType::U8,
-            "i2" => DType::I16,
-            "i4" => DType::I32,
-            "i8" => DType::I64,
-            "b1" => DType::Bool,
-            _ => return Err(unsupported()),
-        };
-        let single = dtype.size() == 1;
-        let big_endian = match order {
-            '<' => false,
-            '>' => !single,
-            // `|` (not applicable) and `=` (native) are only unambiguous for single bytes.
-            '|' | '=' if single => false,
-            _ => return Err(unsupported()),
-        };
-        Ok((dtype, big_endian))
-    }
-}
-
-impl DType {
     /// The storage type of elements of IR element type `elem` (scalar or
     /// quantized), or an error naming the type.
     pub fn of_element(ctx: &Context, elem: Type) -> Result<DType, String> {

@@ -336,7 +336,7 @@ fn parse_header(text: &str) -> Result<Header, NpyError> {
         let value = p.value()?;
         match (key.as_str(), value) {
             ("descr", _) if descr.is_some() => return Err(bad_header("duplicate key 'descr'")),
-            ("descr", Value::Str(s)) => descr = Some(DType::from_descr(&s)?),
+            ("descr", Value::Str(s)) => descr = Some(dtype_from_descr(&s)?),
             ("descr", Value::List) => {
                 return Err(NpyError::UnsupportedDtype("structured dtype (list descr)".to_string()));
             }
@@ -421,4 +421,31 @@ pub fn npy_bytes(array: &RawArray) -> io::Result<Vec<u8>> {
     let mut out = Vec::with_capacity(array.data.len() + 128);
     write_npy(array, &mut out)?;
     Ok(out)
+}
+
+/// Parses a NumPy type string. Returns the dtype and whether the data is big-endian.
+fn dtype_from_descr(descr: &str) -> Result<(DType, bool), NpyError> {
+    let unsupported = || NpyError::UnsupportedDtype(descr.to_string());
+    let mut chars = descr.chars();
+    let order = chars.next().ok_or_else(unsupported)?;
+    let dtype = match chars.as_str() {
+        "f4" => DType::F32,
+        "f8" => DType::F64,
+        "i1" => DType::I8,
+        "u1" => DType::U8,
+        "i2" => DType::I16,
+        "i4" => DType::I32,
+        "i8" => DType::I64,
+        "b1" => DType::Bool,
+        _ => return Err(unsupported()),
+    };
+    let single = dtype.size() == 1;
+    let big_endian = match order {
+        '<' => false,
+        '>' => !single,
+        // `|` (not applicable) and `=` (native) are only unambiguous for single bytes.
+        '|' | '=' if single => false,
+        _ => return Err(unsupported()),
+    };
+    Ok((dtype, big_endian))
 }
