@@ -73,7 +73,6 @@ fn check_text(text: &str, seed: u64) -> Vec<String> {
 /// Activation storages with their ranges.
 const STORAGES: [(&str, i64, i64); 4] =
     [("i8", -128, 127), ("u8", 0, 255), ("i8<-127:127>", -127, 127), ("u8<0:200>", 0, 200)];
-const ROUNDINGS: [&str; 3] = ["half_away_from_zero", "half_to_even", "half_up"];
 
 /// A xorshift generator for weights and parameters.
 struct Random(u64);

@@ -15,6 +15,9 @@
 //! The kernels need AVX2; on a CPU without it every test prints a notice and
 //! checks that compiling is refused with an error instead.
 
+mod common;
+
+use common::{avx2_here, context, quant, ROUNDINGS, STORAGES};
 use ndarray::{ArrayD, IxDyn};
 use proptest::prelude::*;
 use qopt_codegen_x86::{
@@ -27,34 +30,6 @@ use qopt_ir_core::{parse_module, Context, Module};
 /// vector plus tail, several vectors with and without a tail.
 const EDGE_LENGTHS: [usize; 9] = [0, 1, 7, 8, 9, 31, 32, 33, 1000];
 
-/// Storage types with their ranges: full i8/u8, narrowed, and 4-bit.
-const STORAGES: [(&str, i64, i64); 6] = [
-    ("i8", -128, 127),
-    ("u8", 0, 255),
-    ("i8<-127:127>", -127, 127),
-    ("u8<0:200>", 0, 200),
-    ("i4", -8, 7),
-    ("u4", 0, 15),
-];
-
-const ROUNDINGS: [&str; 3] = ["half_away_from_zero", "half_to_even", "half_up"];
-
-/// Whether this CPU runs the AVX2 kernels; prints a notice when it does not.
-fn avx2_here(test: &str) -> bool {
-    let host = CpuFeatures::host();
-    if host.avx2 && host.avx {
-        true
-    } else {
-        println!("notice: {test}: skipped running the AVX2 kernels, this CPU lacks AVX2 (it has {host})");
-        false
-    }
-}
-
-/// A quantized element type `!qnn.uniform<storage:f32, scale:zp>`.
-fn quant(storage: &str, scale: f64, zero_point: i64) -> String {
-    format!("!qnn.uniform<{storage}:f32, {scale:?}:{zero_point}>")
-}
-
 /// `func.func @f(%x) { %0 = <op>(%x) <attrs> ; return %0 }` over `len` elements.
 fn one_op_module(ctx: &mut Context, op: &str, attrs: &str, input: &str, output: &str, len: usize) -> Module {
     let (tin, tout) = (format!("tensor<{len}x{input}>"), format!("tensor<{len}x{output}>"));
@@ -66,13 +41,6 @@ fn one_op_module(ctx: &mut Context, op: &str, attrs: &str, input: &str, output: 
         Ok(module) => module,
         Err(e) => panic!("{text}\ndoes not parse: {e:?}"),
     }
-}
-
-fn context() -> Context {
-    let mut ctx = Context::new();
-    qopt_dialect_fp::register(&mut ctx).unwrap();
-    qopt_dialect_qnn::register(&mut ctx).unwrap();
-    ctx
 }
 
 /// `@f` of `module` compiled for `target` and mapped.

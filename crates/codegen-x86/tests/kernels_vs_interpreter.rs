@@ -14,18 +14,6 @@ mod common;
 use common::*;
 use proptest::prelude::*;
 
-/// Storage types with their ranges.
-const STORAGES: [(&str, i64, i64); 6] = [
-    ("i8", -128, 127),
-    ("u8", 0, 255),
-    ("i8<-127:127>", -127, 127),
-    ("u8<0:200>", 0, 200),
-    ("i4", -8, 7),
-    ("u4", 0, 15),
-];
-
-const ROUNDINGS: [&str; 3] = ["half_away_from_zero", "half_to_even", "half_up"];
-
 fn cases() -> ProptestConfig {
     ProptestConfig { cases: 48, ..ProptestConfig::default() }
 }

@@ -26,6 +26,25 @@ pub fn parse(ctx: &mut Context, text: &str) -> Module {
     }
 }
 
+/// Storage types of activations and results, with their ranges: full i8 and
+/// u8, narrowed, and 4-bit.
+pub const STORAGES: [(&str, i64, i64); 6] = [
+    ("i8", -128, 127),
+    ("u8", 0, 255),
+    ("i8<-127:127>", -127, 127),
+    ("u8<0:200>", 0, 200),
+    ("i4", -8, 7),
+    ("u4", 0, 15),
+];
+
+/// Every rounding mode, as the `rounding` attribute spells it.
+pub const ROUNDINGS: [&str; 3] = ["half_away_from_zero", "half_to_even", "half_up"];
+
+/// A quantized element type `!qnn.uniform<storage:f32, scale:zp>`.
+pub fn quant(storage: &str, scale: f64, zero_point: i64) -> String {
+    format!("!qnn.uniform<{storage}:f32, {scale:?}:{zero_point}>")
+}
+
 /// Whether this CPU runs the AVX2 kernels; prints a notice when it does not.
 pub fn avx2_here(test: &str) -> bool {
     let host = CpuFeatures::host();
