@@ -59,18 +59,7 @@ fn relative_difference(line: &str) -> f64 {
 }
 
 /// A convolution, a batch norm and a relu: fold-bn computes new constants.
-const CONV_BN: &str = r#"func.func @main(%x: tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32> {
-  %w = fp.constant() {value = dense<[[[[0.5]], [[1.0]]], [[[-2.0]], [[0.25]]]]> : tensor<2x2x1x1xf32>} : () -> tensor<2x2x1x1xf32> loc("w")
-  %g = fp.constant() {value = dense<[1.5, 0.5]> : tensor<2xf32>} : () -> tensor<2xf32>
-  %b = fp.constant() {value = dense<[0.1, -0.2]> : tensor<2xf32>} : () -> tensor<2xf32>
-  %m = fp.constant() {value = dense<[0.3, 0.4]> : tensor<2xf32>} : () -> tensor<2xf32>
-  %v = fp.constant() {value = dense<[0.8, 1.2]> : tensor<2xf32>} : () -> tensor<2xf32>
-  %y = fp.conv2d(%x, %w) : (tensor<1x2x3x3xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x3x3xf32> loc("conv1")
-  %z = fp.batch_norm(%y, %g, %b, %m, %v) {epsilon = 1.0e-3 : f32} : (tensor<1x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<1x2x3x3xf32> loc("bn1")
-  %r = fp.relu(%z) : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32> loc("relu1")
-  func.return %r : tensor<1x2x3x3xf32>
-}
-"#;
+const CONV_BN: &str = include_str!("../../../tests/fixtures/conv_bn_relu.qir");
 
 #[test]
 fn preserving_passes_keep_their_results_within_their_relation() {
