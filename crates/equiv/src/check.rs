@@ -182,7 +182,7 @@ pub fn check_with_memo(
             .filter_map(|(name, b)| new.iter().find(|(n, _)| *n == name).map(|&(_, a)| (name, b, a)))
             .collect()
     };
-    let kernels = KernelRegistry::of(ctx).cloned().unwrap_or_else(KernelRegistry::standard);
+    let kernels = KernelRegistry::of_or_standard(ctx).into_owned();
     let mut runner: Runner<Node, EqAnalysis<'_>> =
         Runner::new(EqAnalysis::new(ctx, memo, kernels, relation, limits.ulps));
     let mut added: Vec<(String, Added, Added)> = Vec::new();

@@ -71,7 +71,7 @@ impl SampleRuns {
         let (grids, producers) = result_grids(ctx, module, func, &results);
         check_random_arguments(ctx, &args, &INPUTS)
             .map_err(|e| format!("argument #{} of @{function} {}", e.argument, e.message))?;
-        let kernels = KernelRegistry::of(ctx).cloned().unwrap_or_else(KernelRegistry::standard);
+        let kernels = KernelRegistry::of_or_standard(ctx).into_owned();
         let mut interpreter = Interpreter::new(ctx, module, &kernels);
         interpreter.prepare(&function).map_err(|e| e.to_string())?;
         let limit_message = || {

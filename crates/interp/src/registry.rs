@@ -101,6 +101,14 @@ impl KernelRegistry {
         ctx.extension::<KernelRegistry>()
     }
 
+    /// The kernels of `ctx`, or the standard ones when none are installed.
+    pub fn of_or_standard(ctx: &Context) -> std::borrow::Cow<'_, KernelRegistry> {
+        match KernelRegistry::of(ctx) {
+            Some(kernels) => std::borrow::Cow::Borrowed(kernels),
+            None => std::borrow::Cow::Owned(KernelRegistry::standard()),
+        }
+    }
+
     /// The kernels of `ctx` for adding to, installing [`KernelRegistry::standard`]
     /// first if there are none. A downstream crate calls this from the setup
     /// that registers its dialect, so passes that run the interpreter

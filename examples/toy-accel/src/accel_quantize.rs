@@ -212,7 +212,7 @@ fn observe_ranges(
     }
     let relu_of: FxHashMap<OpId, ValueId> =
         pairs.iter().map(|p| (p.relu, module.result(p.relu, 0))).collect();
-    let kernels = KernelRegistry::of(ctx).cloned().unwrap_or_else(KernelRegistry::standard);
+    let kernels = KernelRegistry::of_or_standard(ctx).into_owned();
     let mut interpreter = Interpreter::new(ctx, module, &kernels);
     let mut ranges = Ranges::default();
     for entry in 0..inputs.calls() {

@@ -433,14 +433,7 @@ fn lookup_table(rw: &mut Rewriter<'_>, site: &FuseSite, x: ValueId) -> Result<Op
     let inputs = DenseElements::from_i128(rw.ctx, stored_in, &inputs)?;
 
     let ctx: &Context = rw.ctx;
-    let standard;
-    let kernels = match KernelRegistry::of(ctx) {
-        Some(k) => k,
-        None => {
-            standard = KernelRegistry::standard();
-            &standard
-        }
-    };
+    let kernels = &*KernelRegistry::of_or_standard(ctx);
     let mut steps = vec![
         (qnn_op::DEQUANTIZE, no_attrs, stored_in, real_in),
         (op_name.as_str(), op_attrs, real_in, real_out),

@@ -183,7 +183,7 @@ impl Pass for AbsorbBias {
             }
             let settings = DataSettings::read(options)?;
             // Owned: the run borrows the context immutably while the kernels live in it.
-            let kernels = KernelRegistry::of(cx.ctx).cloned().unwrap_or_else(KernelRegistry::standard);
+            let kernels = KernelRegistry::of_or_standard(cx.ctx).into_owned();
             let start = Instant::now();
             let (ctx, m) = (&*cx.ctx, &*module);
             let data = settings.open(ctx, m)?;

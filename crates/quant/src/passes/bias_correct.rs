@@ -148,7 +148,7 @@ impl Pass for BiasCorrect {
         let mut samples = 0;
         if layers.iter().any(|l| l.record.measured.is_none()) {
             // Owned: the run borrows the context immutably while the kernels live in it.
-            let kernels = KernelRegistry::of(cx.ctx).cloned().unwrap_or_else(KernelRegistry::standard);
+            let kernels = KernelRegistry::of_or_standard(cx.ctx).into_owned();
             if options.bool(SKIP_UNSUPPORTED) {
                 if let Err(failure) = PairedRun::new(cx.ctx, module, &kernels, func, threads) {
                     let message = format!("bias-correct leaves the model as it is: {}", failure.message);

@@ -266,14 +266,7 @@ impl CalibrationRun<'_> {
         let per_chunk = chunk_calls(self.calls);
         let chunks = self.calls.div_ceil(per_chunk);
         let workers = threads.clamp(1, chunks.max(1));
-        let standard;
-        let kernels = match KernelRegistry::of(self.ctx) {
-            Some(k) => k,
-            None => {
-                standard = KernelRegistry::standard();
-                &standard
-            }
-        };
+        let kernels = &*KernelRegistry::of_or_standard(self.ctx);
         let start = Instant::now();
         let mut prepared = Interpreter::new(self.ctx, self.module, kernels);
         prepared.prepare(self.func_name).map_err(|e| e.to_string())?;

@@ -111,7 +111,7 @@ impl Pass for CollectCalibrationData {
         let (calls, leftover) = opened.calls(settings.batches);
         let stream = NpzStream::create(Path::new(out))
             .map_err(|e| format!("'out': cannot write '{out}' (its scratch files go beside it): {e}"))?;
-        let kernels = KernelRegistry::of(ctx).cloned().unwrap_or_else(KernelRegistry::standard);
+        let kernels = KernelRegistry::of_or_standard(ctx).into_owned();
         let mut interpreter = Interpreter::new(ctx, module, &kernels);
         let mut recorder = BoundaryRecorder::new(ctx, module, stream);
         for call in 0..calls {

@@ -239,14 +239,7 @@ impl Evaluation {
         module: &Module,
         consume: &mut Consumer<'_>,
     ) -> Result<(), PassError> {
-        let standard;
-        let kernels = match KernelRegistry::of(ctx) {
-            Some(k) => k,
-            None => {
-                standard = KernelRegistry::standard();
-                &standard
-            }
-        };
+        let kernels = &*KernelRegistry::of_or_standard(ctx);
         let mut prepared = Interpreter::new(ctx, module, kernels);
         prepared.prepare(&self.func).map_err(|e| e.to_string())?;
         let calls = self.calls;

@@ -252,7 +252,7 @@ impl Pass for InsertFakeq {
         }
 
         // Owned, since bias correction creates types in the context the registry lives in.
-        let kernels = KernelRegistry::of(cx.ctx).cloned().unwrap_or_else(KernelRegistry::standard);
+        let kernels = KernelRegistry::of_or_standard(cx.ctx).into_owned();
         let mut weights = 0u64;
         let mut corrected = 0u64;
         let mut constants = 0u64;

@@ -690,14 +690,7 @@ fn collect_inputs(
         }
     }
 
-    let standard;
-    let kernels = match KernelRegistry::of(ctx) {
-        Some(k) => k,
-        None => {
-            standard = KernelRegistry::standard();
-            &standard
-        }
-    };
+    let kernels = &*KernelRegistry::of_or_standard(ctx);
     let mut prepared = Interpreter::new(ctx, module, kernels);
     prepared.prepare(&settings.data.func).map_err(|e| e.to_string())?;
     let fresh = || -> Vec<LayerInputs> { layers.iter().map(|l| LayerInputs::new(l.window.clone())).collect() };
