@@ -35,6 +35,16 @@ pub mod op_names {
     pub use crate::ops::observe::names::*;
     pub use crate::ops::pool::names::*;
 }
+/// A context with the `fp` and `qnn` dialects registered: what a quantized
+/// model needs.
+pub fn context() -> qopt_ir_core::Context {
+    let mut ctx = qopt_ir_core::Context::new();
+    // invariant: a fresh context has neither dialect, and their names differ.
+    let _ = qopt_dialect_fp::register(&mut ctx);
+    let _ = register(&mut ctx);
+    ctx
+}
+
 /// Names of the discardable `qnn.` attributes passes put on ops of any dialect.
 pub mod attr_names {
     /// The unit attribute that keeps an op float through every quantization

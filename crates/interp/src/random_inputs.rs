@@ -256,12 +256,7 @@ mod tests {
         }
     }
 
-    fn context() -> Context {
-        let mut ctx = Context::new();
-        qopt_dialect_fp::register(&mut ctx).unwrap();
-        qopt_dialect_qnn::register(&mut ctx).unwrap();
-        ctx
-    }
+    use qopt_dialect_qnn::context;
 
     #[test]
     fn each_element_type_gets_its_distribution() {

@@ -3,14 +3,9 @@
 //! builds it the way a pass would: by writing the dense data directly.
 
 use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
-use qopt_ir_core::{parse_module, Context, DenseElements};
+use qopt_ir_core::{parse_module, DenseElements};
 
-fn context() -> Context {
-    let mut ctx = Context::new();
-    qopt_dialect_fp::register(&mut ctx).unwrap();
-    qopt_dialect_qnn::register(&mut ctx).unwrap();
-    ctx
-}
+use qopt_dialect_qnn::context;
 
 #[test]
 fn a_narrow_constant_holding_the_excluded_value_is_reported() {

@@ -30,12 +30,7 @@ pub(crate) fn avx2_here() -> bool {
 }
 
 /// A context with the fp and qnn dialects.
-pub(crate) fn context() -> Context {
-    let mut ctx = Context::new();
-    qopt_dialect_fp::register(&mut ctx).unwrap();
-    qopt_dialect_qnn::register(&mut ctx).unwrap();
-    ctx
-}
+pub(crate) use qopt_dialect_qnn::context;
 
 /// Parses and verifies `text`.
 pub(crate) fn parse(ctx: &mut Context, text: &str) -> Module {

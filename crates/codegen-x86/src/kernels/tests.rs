@@ -49,12 +49,7 @@ fn assert_scheme(chosen: &str, byte_safe: bool) {
     assert_eq!(chosen.starts_with("vpmaddubsw"), byte_safe, "{chosen}");
 }
 
-fn context() -> Context {
-    let mut ctx = Context::new();
-    qopt_dialect_fp::register(&mut ctx).unwrap();
-    qopt_dialect_qnn::register(&mut ctx).unwrap();
-    ctx
-}
+use qopt_dialect_qnn::context;
 
 /// A quantized element type with per-tensor parameters.
 fn quant(storage: &str, scale: f64, zero_point: i64) -> String {

@@ -10,13 +10,7 @@ use qopt_codegen_x86::{
 use qopt_interp::{random_arguments, run_function, IntegerValues, KernelRegistry, RandomInputs, Tensor};
 use qopt_ir_core::{function_signature, parse_module, Context, Module, OpView};
 
-/// A context with the fp and qnn dialects.
-pub fn context() -> Context {
-    let mut ctx = Context::new();
-    qopt_dialect_fp::register(&mut ctx).unwrap();
-    qopt_dialect_qnn::register(&mut ctx).unwrap();
-    ctx
-}
+pub use qopt_dialect_qnn::context;
 
 /// Parses `text`, panicking with the text and the error when it does not.
 pub fn parse(ctx: &mut Context, text: &str) -> Module {

@@ -19,13 +19,8 @@ pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A context with the fp and qnn dialects.
-pub fn context() -> Context {
-    let mut ctx = Context::new();
-    qopt_dialect_fp::register(&mut ctx).unwrap();
-    qopt_dialect_qnn::register(&mut ctx).unwrap();
-    ctx
-}
+#[allow(unused_imports)]
+pub use qopt_dialect_qnn::context;
 
 /// Runs `pipeline` (qopt's generic and quantization passes) on `module` in place and verifies the result.
 pub fn run_pipeline(ctx: &mut Context, module: &mut Module, pipeline: &str) {
