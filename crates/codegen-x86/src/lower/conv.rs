@@ -295,11 +295,7 @@ fn offset(place: Place, delta: usize) -> Result<Place, CodegenError> {
 impl OpLowering for Conv2dLowering {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         let plan = ConvPlan::new(op, &self.options)?;
-        let mut compile_time_operands = vec![1];
-        if op.num_operands() == 3 {
-            compile_time_operands.push(2);
-        }
-        Ok(Plan::Kernels { scratch_bytes: plan.scratch_bytes(), compile_time_operands })
+        Ok(Plan::weighted_layer(op, plan.scratch_bytes()))
     }
 
     /// `N·O·OH·OW` outputs of `Cg·kh·kw` taps each.
@@ -314,12 +310,7 @@ impl OpLowering for Conv2dLowering {
             return Ok(());
         }
         let (input, output) = (out.operand(0)?, out.result(0)?);
-        let scratch = out.scratch.ok_or_else(|| {
-            CodegenError::new(
-                CodegenErrorKind::Assembler,
-                format!("{}: no scratch space was planned", op.name()),
-            )
-        })?;
+        let scratch = out.planned_scratch(op)?;
         let g = &plan.geometry;
         let direct = plan.direct_input;
         let image_place = if direct { input } else { scratch };

@@ -29,7 +29,7 @@
 
 use crate::abi::{KernelCode, Place};
 use crate::buffer::ElementType;
-use crate::error::{CodegenError, CodegenErrorKind};
+use crate::error::CodegenError;
 use crate::kernels::epilogue::{
     globals, lane_records, lane_requantizer, load_low_bound, pack_8, store_bytes, LANE_INIT, LANE_RECORD,
 };
@@ -145,11 +145,7 @@ impl DensePlan {
 impl OpLowering for DenseLowering {
     fn plan(&self, op: &LowerOp<'_>) -> Result<Plan, CodegenError> {
         let plan = DensePlan::new(op, &self.options)?;
-        let mut compile_time_operands = vec![1];
-        if op.num_operands() == 3 {
-            compile_time_operands.push(2);
-        }
-        Ok(Plan::Kernels { scratch_bytes: plan.panels.scratch_bytes(), compile_time_operands })
+        Ok(Plan::weighted_layer(op, plan.panels.scratch_bytes()))
     }
 
     /// `rows·O` outputs of `K` taps each.
@@ -164,12 +160,7 @@ impl OpLowering for DenseLowering {
             return Ok(());
         }
         let (input, output) = (out.operand(0)?, out.result(0)?);
-        let scratch = out.scratch.ok_or_else(|| {
-            CodegenError::new(
-                CodegenErrorKind::Assembler,
-                format!("{}: no scratch space was planned", op.name()),
-            )
-        })?;
+        let scratch = out.planned_scratch(op)?;
         out.kernel(KernelCode {
             code: emit_pad(&plan.panels, input, scratch)?,
             work: plan.rows,

@@ -83,6 +83,13 @@ impl Plan {
     pub fn kernels() -> Plan {
         Plan::Kernels { scratch_bytes: 0, compile_time_operands: Vec::new() }
     }
+
+    /// The plan of a layer whose weight (operand 1) and bias (operand 2, when
+    /// it has one) are packed at compile time, with `scratch_bytes` of arena.
+    pub fn weighted_layer(op: &LowerOp<'_>, scratch_bytes: usize) -> Plan {
+        let compile_time_operands = if op.num_operands() == 3 { vec![1, 2] } else { vec![1] };
+        Plan::Kernels { scratch_bytes, compile_time_operands }
+    }
 }
 
 /// One op as a lowering sees it: the IR, the target, and helpers that read
@@ -289,6 +296,16 @@ impl Emit<'_> {
             .get(i)
             .copied()
             .ok_or_else(|| CodegenError::new(CodegenErrorKind::Assembler, format!("result {i} has no place")))
+    }
+
+    /// The place of the op's scratch space, which its plan asked for.
+    pub fn planned_scratch(&self, op: &LowerOp<'_>) -> Result<Place, CodegenError> {
+        self.scratch.ok_or_else(|| {
+            CodegenError::new(
+                CodegenErrorKind::Assembler,
+                format!("{}: no scratch space was planned", op.name()),
+            )
+        })
     }
 
     /// Adds read-only data (64-byte aligned) and returns its place.
