@@ -35,8 +35,8 @@ mod walk;
 pub mod pass;
 pub use pass::{
     BadOptionValue, Instrumentation, NamedPipeline, Pass, PassContext, PassError, PassFilter, PassInfo,
-    PassInstrumentation, PassManager, PassOutcome, PassRegistry, PassRun, PipelineFailure, RunReport,
-    TimingNode, TimingTree,
+    PassInstrumentation, PassManager, PassOutcome, PassRegistry, PassResult, PassRun, PipelineFailure,
+    RunReport, TimingNode, TimingTree,
 };
 #[cfg(any(test, feature = "testing"))]
 pub mod test_ir;

@@ -28,10 +28,11 @@
 //! test.effect(%0, %x) : (i64, i64) -> ()
 //! ```
 
-use qopt_ir_core::PassInfo;
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
     apply_patterns_greedily, Diagnostic, GreedyConfig, GreedyStats, Module, Pass, PassContext, PassError,
     PassOutcome, PatternSet, SrcPos,
@@ -62,8 +63,10 @@ impl Pass for Canonicalize {
 
     fn options(&self) -> Vec<OptionSpec> {
         vec![
-            OptionSpec::new("max-iterations", OptionKind::Int, "10").help("full sweeps over the module before giving up (at least 1)"),
-            OptionSpec::new("fold", OptionKind::Bool, "true").help("fold ops through their registered folders"),
+            OptionSpec::new("max-iterations", OptionKind::Int, "10")
+                .help("full sweeps over the module before giving up (at least 1)"),
+            OptionSpec::new("fold", OptionKind::Bool, "true")
+                .help("fold ops through their registered folders"),
         ]
     }
 
@@ -78,13 +81,9 @@ impl Pass for Canonicalize {
         Ok(())
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
-        self.check_options(options).map_err(|bad| PassError::from(format!("canonicalize: {}", bad.message)))?;
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
+        self.check_options(options)
+            .map_err(|bad| PassError::from(format!("canonicalize: {}", bad.message)))?;
         let requested = options.int("max-iterations");
         let config = GreedyConfig {
             max_iterations: u32::try_from(requested).unwrap_or(u32::MAX),
@@ -136,7 +135,7 @@ fn non_convergence_message(stats: &GreedyStats, config: &GreedyConfig) -> String
 
 #[cfg(test)]
 mod tests {
-    use crate::test_ir::{registry, check_pass, on_small_stack, TestIr};
+    use crate::test_ir::{check_pass, on_small_stack, registry, TestIr};
 
     #[test]
     fn max_iterations_one_reports_non_convergence_with_the_pattern() {

@@ -32,11 +32,12 @@
 //! test.effect(%0, %0) : (i64, i64) -> ()
 //! ```
 
-use qopt_ir_core::PassInfo;
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
-    Attribute, BlockId, Context, FxHashMap, FxHasher, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome,
+    Attribute, BlockId, Context, FxHashMap, FxHasher, Module, OpId, OpName, Pass, PassContext, PassOutcome,
     Traits, Type, ValueId,
 };
 use smallvec::SmallVec;
@@ -64,12 +65,7 @@ impl Pass for Cse {
         &INFO
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        _options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let eliminated = eliminate_common_subexpressions(cx.ctx, module);
         cx.add_stat("eliminated", eliminated);
         Ok(PassOutcome::from_changed(eliminated > 0))
@@ -234,7 +230,7 @@ fn replace_with(module: &mut Module, op: OpId, earlier: OpId) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_ir::{registry, on_small_stack, TestIr};
+    use crate::test_ir::{on_small_stack, registry, TestIr};
 
     /// 10,000 pairs of equal ops in a chain, then the same computation repeated
     /// at the bottom of a 10,000-deep nest of regions, merge on a small stack.

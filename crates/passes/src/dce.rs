@@ -24,10 +24,11 @@
 //! test.effect(%x) : (i64) -> ()
 //! ```
 
-use qopt_ir_core::PassInfo;
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
-use qopt_ir_core::{Context, EntityId, Module, OpId, Pass, PassContext, PassError, PassOutcome, Traits};
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
+use qopt_ir_core::{Context, EntityId, Module, OpId, Pass, PassContext, PassOutcome, Traits};
 
 /// The `dce` pass; see the module docs.
 pub struct Dce;
@@ -50,12 +51,7 @@ impl Pass for Dce {
         &INFO
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        _options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let erased = erase_dead_ops(cx.ctx, module);
         cx.add_stat("erased", erased);
         Ok(PassOutcome::from_changed(erased > 0))
@@ -127,7 +123,7 @@ fn erase_dead_ops(ctx: &Context, module: &mut Module) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_ir::{registry, check_pass, on_small_stack, TestIr};
+    use crate::test_ir::{check_pass, on_small_stack, registry, TestIr};
 
     #[test]
     fn erasing_a_region_op_requeues_the_outer_values_it_used() {

@@ -37,10 +37,11 @@
 //! %1 = fp.add(%x, %0) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
 //! ```
 
-use qopt_ir_core::PassInfo;
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
     constant_value, static_num_elements, AttrData, Attribute, Context, EntityId, FoldResult, InsertPoint,
     Location, Module, OpId, Pass, PassContext, PassError, PassOutcome, Rewriter, Traits, Type, ValueId,
@@ -78,7 +79,8 @@ impl Pass for FoldConstant {
     }
 
     fn options(&self) -> Vec<OptionSpec> {
-        vec![OptionSpec::new("max-elements", OptionKind::Int, DEFAULT_MAX_ELEMENTS).help("largest folded result (in elements) that is materialized as a constant")]
+        vec![OptionSpec::new("max-elements", OptionKind::Int, DEFAULT_MAX_ELEMENTS)
+            .help("largest folded result (in elements) that is materialized as a constant")]
     }
 
     fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {
@@ -90,13 +92,9 @@ impl Pass for FoldConstant {
         Ok(())
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
-        self.check_options(options).map_err(|bad| PassError::from(format!("fold-constant: {}", bad.message)))?;
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
+        self.check_options(options)
+            .map_err(|bad| PassError::from(format!("fold-constant: {}", bad.message)))?;
         let max_elements = u64::try_from(options.int("max-elements")).unwrap_or(0);
         let folded = fold_constants(cx.ctx, module, max_elements);
         cx.add_stat("folded", folded);
@@ -292,7 +290,7 @@ impl Flags {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_ir::{registry, check_pass, on_small_stack, TestIr};
+    use crate::test_ir::{check_pass, on_small_stack, registry, TestIr};
 
     /// `%v1 = %c + %c; %v2 = %v1 + %c; ...`: 10,000 adds fold to one constant on a
     /// small stack, and the constant they all used is erased.

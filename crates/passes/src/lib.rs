@@ -7,7 +7,7 @@
 //! registered in [`BackendTargets`]) into functions of their own. The
 //! quantization passes are in the `qopt-quant` crate.
 //!
-//! A pass is its module plus one line in the `passes!` list below.
+//! A pass is its module, declared below, plus one line in the `passes!` list.
 //! `docs/passes.md` is generated from the registry
 //! (`qopt --emit-pass-docs docs/passes.md`; a test keeps it current): every
 //! pass with its summary, options and whether it keeps the module's meaning.
@@ -27,11 +27,23 @@ mod test_ir;
 use qopt_ir_core::{Pass, PassRegistry};
 use std::sync::Arc;
 
-/// Declares pass modules, re-exports their passes and lists them in
+// Declared here, not by the macro below, so that rustfmt (which does not
+// expand macros) finds and formats every pass file.
+mod canonicalize;
+mod cse;
+mod dce;
+mod fold_constant;
+mod partition;
+mod recognize_gelu;
+mod recognize_hard_swish;
+mod simplify_inference;
+mod symbol_dce;
+
+/// Re-exports the passes of the modules above and lists them in
 /// `generic_passes()`: one `module::Pass` line per pass.
 macro_rules! passes {
     ($($module:ident :: $pass:ident),* $(,)?) => {
-        $(mod $module; pub use $module::$pass;)*
+        $(pub use $module::$pass;)*
         /// The generic passes, in the order listed.
         fn generic_passes() -> Vec<Arc<dyn Pass>> {
             vec![$(Arc::new($pass)),*]

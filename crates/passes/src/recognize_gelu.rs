@@ -44,10 +44,11 @@
 //! %y = fp.gelu(%x) : (tensor<2x8xf32>) -> tensor<2x8xf32> loc("gelu")
 //! ```
 
-use qopt_ir_core::PassInfo;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::pass::PassOptions;
-use qopt_ir_core::{Context, Module, OpId, Pass, PassContext, PassError, PassOutcome, ValueId};
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
+use qopt_ir_core::{Context, Module, OpId, Pass, PassContext, PassOutcome, ValueId};
 use smallvec::SmallVec;
 
 use crate::fp_chains::{
@@ -85,12 +86,7 @@ impl Pass for RecognizeGelu {
         &INFO
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        _options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let names = Names::new(cx.ctx);
         let root = module.root();
         let candidates: Vec<OpId> =
@@ -213,7 +209,13 @@ fn factor(
     let sum = single_use_def(module, sum_value, names.add)?;
     ops.push(sum);
     let (p, q) = binary(module, sum, names.add)?;
-    let term = if p == x { q } else if q == x { p } else { return None };
+    let term = if p == x {
+        q
+    } else if q == x {
+        p
+    } else {
+        return None;
+    };
     let scaled_cube = single_use_def(module, term, names.mul)?;
     ops.push(scaled_cube);
     let cube = other_than_constant(ctx, module, scaled_cube, names.mul, CUBIC)?;
@@ -236,7 +238,13 @@ fn cube_ops(
     }
     let outer = single_use_def(module, cube, names.mul)?;
     let (p, q) = binary(module, outer, names.mul)?;
-    let square_value = if p == x { q } else if q == x { p } else { return None };
+    let square_value = if p == x {
+        q
+    } else if q == x {
+        p
+    } else {
+        return None;
+    };
     let square = single_use_def(module, square_value, names.mul)?;
     (binary(module, square, names.mul)? == (x, x)).then(|| SmallVec::from_slice(&[outer, square]))
 }
@@ -258,7 +266,7 @@ fn rewrite(ctx: &mut Context, module: &mut Module, y_op: OpId, found: &Found) ->
 mod tests {
     use super::{FRAC_1_SQRT_2, SQRT_2_OVER_PI};
     use crate::fp_chains::f32_ulp;
-    use crate::test_ir::{registry, on_small_stack, test_context, TestIr};
+    use crate::test_ir::{on_small_stack, registry, test_context, TestIr};
     use qopt_ir_core::parse_module;
 
     fn run_fp(input: &str) -> crate::test_ir::RunOutput {

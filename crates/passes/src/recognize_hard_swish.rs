@@ -30,11 +30,12 @@
 //! // -> %y = fp.hard_swish(%x) : (tensor<8xf32>) -> tensor<8xf32> loc("hs")
 //! ```
 
-use qopt_ir_core::PassInfo;
-use qopt_ir_core::equivalence::Relation;
 use qopt_dialect_fp::op_names as fp_op;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
-use qopt_ir_core::{Context, Module, OpId, Pass, PassContext, PassError, PassOutcome, ValueId};
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
+use qopt_ir_core::{Context, Module, OpId, Pass, PassContext, PassOutcome, ValueId};
 use smallvec::SmallVec;
 
 use crate::fp_chains::{
@@ -68,12 +69,7 @@ impl Pass for RecognizeHardSwish {
         &INFO
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        _options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let names = Names::new(cx.ctx);
         let root = module.root();
         let candidates: Vec<OpId> = module
@@ -167,7 +163,9 @@ fn relu6_of_x_plus_3(ctx: &Context, module: &Module, names: &Names, c: ValueId, 
 
 /// Whether the `fp.hard_sigmoid` `op` has alpha = 1/6 and beta = 1/2 (within 4 f32 ulps).
 fn hard_sigmoid_is_sixth(ctx: &Context, module: &Module, op: OpId) -> bool {
-    let Ok((alpha, beta)) = qopt_dialect_fp::hard_sigmoid_params(ctx, module.op_attrs(op)) else { return false };
+    let Ok((alpha, beta)) = qopt_dialect_fp::hard_sigmoid_params(ctx, module.op_attrs(op)) else {
+        return false;
+    };
     let near = |v: f64, want: f64| (v - want).abs() <= 4.0 * f32_ulp(want);
     near(alpha, 1.0 / 6.0) && near(beta, 0.5)
 }

@@ -30,14 +30,15 @@
 //! %y = fp.add(%2, %1) : (tensor<1x2x4x4xf32>, tensor<2x1x1xf32>) -> tensor<1x2x4x4xf32> loc("bn1")
 //! ```
 
-use qopt_ir_core::PassInfo;
-use qopt_ir_core::equivalence::Relation;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::{attrs, shape, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
     constant_value, dense_values_f64, type_to_string, AttrData, Attribute, Context, InsertPoint, Module,
-    OpId, Pass, PassContext, PassError, PassOutcome, Rewriter, ValueId,
+    OpId, Pass, PassContext, PassOutcome, Rewriter, ValueId,
 };
 use smallvec::SmallVec;
 
@@ -68,12 +69,7 @@ impl Pass for SimplifyInference {
         &INFO
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        _options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let batch_norm = cx.ctx.op_name(fp_op::BATCH_NORM);
         let root = module.root();
         let candidates: Vec<OpId> =
@@ -217,7 +213,7 @@ fn warn_kept(cx: &mut PassContext<'_>, module: &Module, op: OpId, reason: &str) 
 #[cfg(test)]
 mod tests {
     use super::{not_constants, per_channel_affine};
-    use crate::test_ir::{registry, on_small_stack, test_context, TestIr};
+    use crate::test_ir::{on_small_stack, registry, test_context, TestIr};
     use qopt_ir_core::parse_module;
 
     /// Parses `input` in a context with the `fp` and `test` dialects and runs

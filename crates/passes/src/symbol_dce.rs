@@ -25,11 +25,12 @@
 //! // after: @unused is gone
 //! ```
 
-use qopt_ir_core::PassInfo;
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
-    AttrData, Attribute, Context, FxHashMap, FxIndexSet, Module, OpId, OpName, Pass, PassContext, PassError,
+    AttrData, Attribute, Context, FxHashMap, FxIndexSet, Module, OpId, OpName, Pass, PassContext,
     PassOutcome, Symbol,
 };
 
@@ -54,12 +55,7 @@ impl Pass for SymbolDce {
         &INFO
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        _options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let dead = dead_private_functions(cx.ctx, module);
         let mut erased = 0u64;
         for func in dead {
@@ -151,7 +147,7 @@ impl SymbolRefs {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_ir::{registry, on_small_stack, TestIr};
+    use crate::test_ir::{on_small_stack, registry, TestIr};
 
     /// `@main` refers to `@f0`, `@f0` to `@f1`, ... `@f9999`; `@g0` ... `@g9999` refer
     /// to each other the same way but nothing live refers to `@g0`; `@deep` is

@@ -37,9 +37,10 @@ use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
     Context, DenseElements, Diagnostic, Dialect, InsertPoint, Location, Module, OpId, OperationState, Pass,
-    PassContext, PassError, PassOutcome, Rewriter, Severity, ValueId,
+    PassContext, PassOutcome, Rewriter, Severity, ValueId,
 };
 
 /// The `accel-lower` pass; see the module docs.
@@ -96,12 +97,7 @@ impl Pass for AccelLower {
         Ok(())
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         self.check_options(options)?;
         let max_channels = options.int(MAX_CHANNELS);
         let conv = cx.ctx.op_name(qnn_op::CONV2D_RELU);

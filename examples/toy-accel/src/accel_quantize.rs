@@ -46,6 +46,7 @@ use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::{DType, Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
     Attribute, Context, DenseElements, FloatKind, FxHashMap, IntType, Location, Module, OpId, OperationState,
     Pass, PassContext, PassError, PassOutcome, QuantParams, QuantType, Signedness, Type, ValueId,
@@ -83,12 +84,7 @@ impl Pass for AccelQuantize {
             .help("the .npz collect-calibration-data wrote after partition{target=accel}")]
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         let archive = options.string("calibration").to_string();
         let regions = accel_regions(cx.ctx, module);
         let mut convolutions = 0u64;

@@ -10,10 +10,10 @@ use qopt_equiv::{check, EquivHook, Limits, Mode, Outcome, SharedReport};
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionSpec, PassOptions};
 use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
     loc_to_string, parse_module, split_input, verify, Context, DenseElements, Dialect, InsertPoint,
-    Instrumentation, Module, OpId, Pass, PassContext, PassError, PassManager, PassOutcome, PipelineFailure,
-    Rewriter,
+    Instrumentation, Module, OpId, Pass, PassContext, PassManager, PipelineFailure, Rewriter,
 };
 use std::process::Command;
 use std::sync::Arc;
@@ -96,12 +96,7 @@ impl Pass for AccelLowerDropsTheBias {
     fn options(&self) -> Vec<OptionSpec> {
         AccelLower.options()
     }
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         let outcome = AccelLower.run(cx, module, options)?;
         let convs: Vec<OpId> = module
             .walk_preorder(module.root())

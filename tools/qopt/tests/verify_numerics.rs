@@ -10,10 +10,9 @@ use clap::Parser as _;
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::ScratchDir;
-use qopt_ir_core::{
-    dense_values_f64, AttrData, DenseElements, Module, Pass, PassContext, PassError, PassOutcome,
-};
+use qopt_ir_core::{dense_values_f64, AttrData, DenseElements, Module, Pass, PassContext, PassOutcome};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -115,12 +114,7 @@ impl Pass for PerturbConstant {
         }
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        _options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let ctx = &mut *cx.ctx;
         let func = module.top_level_ops().next().expect("a function");
         let body = module.first_block(module.region(func, 0));

@@ -34,6 +34,9 @@ pub use timing::{TimingNode, TimingTree};
 use crate::{Context, Diagnostic, Diagnostics, Module, SrcPos};
 use std::fmt;
 
+/// What [`Pass::run`] returns: how the module changed, or why the pass failed.
+pub type PassResult = Result<PassOutcome, PassError>;
+
 /// What a pass is, declared once per pass as a `const` (see [`Pass::info`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PassInfo {
@@ -118,12 +121,7 @@ pub trait Pass: Send + Sync {
 
     /// Transforms `module`. Returning `Err` fails the pipeline; the module may then
     /// be left half-transformed (the pass manager keeps a copy for the reproducer).
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError>;
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult;
 }
 
 /// An option value its pass cannot take, from [`Pass::check_options`].

@@ -6,6 +6,7 @@ use super::registry::{NamedPipeline, PassRegistry};
 use super::{Pass, PassContext, PassError, PassOutcome};
 use crate::equivalence::Relation;
 use crate::PassInfo;
+use crate::PassResult;
 use crate::{Context, Diagnostic, Module, OpName, OperationState, SrcPos};
 use std::sync::Arc;
 
@@ -79,12 +80,7 @@ impl Pass for RenameFuncs {
     fn options(&self) -> Vec<OptionSpec> {
         vec![spec("suffix", OptionKind::String, "_renamed", "appended to each function name")]
     }
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         let renamed = rename_functions(cx, module, options.string("suffix"));
         cx.add_stat("renamed-functions", renamed);
         Ok(PassOutcome::Changed)
@@ -107,12 +103,7 @@ impl Pass for Noop {
         &NOOP_INFO
     }
 
-    fn run(
-        &self,
-        _: &mut PassContext<'_>,
-        _: &mut Module,
-        _: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, _: &mut PassContext<'_>, _: &mut Module, _: &PassOptions) -> PassResult {
         Ok(PassOutcome::Unchanged)
     }
 }
@@ -134,12 +125,7 @@ impl Pass for Phases {
         &PHASES_INFO
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        _: &mut Module,
-        _: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, _: &mut Module, _: &PassOptions) -> PassResult {
         let ms = std::time::Duration::from_millis;
         cx.add_phase("load", ms(1));
         cx.add_phase("work", ms(2));
@@ -171,12 +157,7 @@ impl Pass for Fail {
             spec("refuse", OptionKind::Bool, "false", "fail as a refusal of the input"),
         ]
     }
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         rename_functions(cx, module, "_half_done");
         let message = format!("test-fail failed with code {}", options.int("code"));
         if options.bool("refuse") {
@@ -203,12 +184,7 @@ impl Pass for Panic {
         &PANIC_INFO
     }
 
-    fn run(
-        &self,
-        _: &mut PassContext<'_>,
-        _: &mut Module,
-        _: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, _: &mut PassContext<'_>, _: &mut Module, _: &PassOptions) -> PassResult {
         panic!("test-panic panicked on purpose")
     }
 }
@@ -231,12 +207,7 @@ impl Pass for BreakIr {
         &BREAKIR_INFO
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        _: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _: &PassOptions) -> PassResult {
         let bogus = cx.ctx.op_name("bogus.op");
         let funcs: Vec<_> = module.top_level_ops().filter(|&op| module.op_name(op) == OpName::FUNC).collect();
         for func in funcs {
@@ -278,12 +249,7 @@ impl Pass for Options {
             spec("report", OptionKind::String, "", "a file written").writes_file(),
         ]
     }
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        _: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, _: &mut Module, options: &PassOptions) -> PassResult {
         cx.add_stat("count", options.int("count").unsigned_abs());
         cx.add_stat("sizes", options.list("sizes").len() as u64);
         if options.string("mode") == "exact" {

@@ -49,13 +49,14 @@
 mod outline;
 mod regions;
 
-use qopt_ir_core::PassInfo;
-use qopt_ir_core::equivalence::Relation;
 use crate::backend_support::BackendTargets;
 use outline::{is_constant, outline_region};
 use qopt_dialect_qnn::op_names as qnn_op;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
-use qopt_ir_core::{BadOptionValue, Context, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome};
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
+use qopt_ir_core::{BadOptionValue, Context, Module, OpId, OpName, Pass, PassContext, PassOutcome};
 
 /// The `partition` pass; see the module docs.
 pub struct Partition;
@@ -95,21 +96,17 @@ impl Pass for Partition {
 
     /// An unknown target is a usage error listing the registered ones.
     fn check_options_against(&self, ctx: &Context, options: &PassOptions) -> Result<(), BadOptionValue> {
-        BackendTargets::of(ctx).find(options.string("target")).map(|_| ()).map_err(|e| BadOptionValue::new("target", e))
+        BackendTargets::of(ctx)
+            .find(options.string("target"))
+            .map(|_| ())
+            .map_err(|e| BadOptionValue::new("target", e))
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         let target_name = options.string("target");
         let target = BackendTargets::of(cx.ctx).find(target_name)?.clone();
-        let functions: Vec<OpId> = module
-            .top_level_ops()
-            .filter(|&op| is_public_function_with_body(cx.ctx, module, op))
-            .collect();
+        let functions: Vec<OpId> =
+            module.top_level_ops().filter(|&op| is_public_function_with_body(cx.ctx, module, op)).collect();
         let mut next_index = 0usize;
         let (mut regions_made, mut outlined_ops, mut cloned) = (0u64, 0u64, 0u64);
         for function in functions {

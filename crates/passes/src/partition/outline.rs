@@ -30,7 +30,8 @@ pub struct Outlined {
 
 /// Whether `op` is a constant: constant-like, without operands.
 pub fn is_constant(ctx: &Context, module: &Module, op: OpId) -> bool {
-    module.num_operands(op) == 0 && ctx.op_def(module.op_name(op)).is_some_and(|d| d.has(Traits::CONSTANT_LIKE))
+    module.num_operands(op) == 0
+        && ctx.op_def(module.op_name(op)).is_some_and(|d| d.has(Traits::CONSTANT_LIKE))
 }
 
 /// Moves `region` (ops of one block) into a new private function `@name`

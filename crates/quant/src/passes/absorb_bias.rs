@@ -68,23 +68,24 @@
 //! //   {qnn.bias_absorption = {absorbed = dense<[0.0, 0.5]>, channel_min = dense<[-1.0, 0.5]>, samples = 6}}
 //! ```
 
-use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
-use qopt_ir_core::PassInfo;
-use crate::records::bias_absorption::{AbsorptionRecord, MeasuredMinima};
-use crate::records::bias_correction::{subtract_from_bias};
-use crate::runs::data::{check_counts, DataSettings};
-use crate::layer_pairs::{follow, read_constant, second_input_axis, Follow, Names};
-use crate::runs::paired_run::{ChannelShift, PairedRun, RunData, RunFailure, Sweeps, Watcher};
 use crate::channels::{channel_blocks, result_values};
-use crate::records::hints::{is_skipped};
-use crate::quantizable::{quantizable};
+use crate::layer_pairs::{follow, read_constant, second_input_axis, Follow, Names};
+use crate::quantizable::quantizable;
+use crate::records::bias_absorption::{AbsorptionRecord, MeasuredMinima};
+use crate::records::bias_correction::subtract_from_bias;
+use crate::records::hints::is_skipped;
+use crate::runs::data::{check_counts, DataSettings};
+use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
+use crate::runs::paired_run::{ChannelShift, PairedRun, RunData, RunFailure, Sweeps, Watcher};
 use qopt_interp::{KernelRegistry, Tensor};
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::interfaces::QuantizableOp;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
-    constant_value, BadOptionValue, Context, Diagnostic, Diagnostics, FxHashMap, FxHashSet, Module, OpId, Pass,
-    PassContext, PassError, PassOutcome, Severity,
+    constant_value, BadOptionValue, Context, Diagnostic, Diagnostics, FxHashMap, FxHashSet, Module, OpId,
+    Pass, PassContext, PassError, PassOutcome, Severity,
 };
 use std::time::Instant;
 
@@ -147,12 +148,7 @@ impl Pass for AbsorbBias {
         Ok(())
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         self.check_options(options).map_err(|e| PassError::from(e.message))?;
         let fraction = options.float("fraction");
         let threads = worker_threads(options)?;
@@ -205,7 +201,8 @@ impl Pass for AbsorbBias {
             let target: Vec<f64> = minima.channel_min.iter().map(|&m| fraction * m.max(0.0)).collect();
             let delta: Vec<f64> = target.iter().zip(&record.absorbed).map(|(t, a)| t - a).collect();
             if delta.iter().any(|&d| d != 0.0) {
-                let into_next = absorbed_into_next(&pair.weight2, &pair.weight2_shape, pair.input_axis, &delta);
+                let into_next =
+                    absorbed_into_next(&pair.weight2, &pair.weight2_shape, pair.input_axis, &delta);
                 let negated: Vec<f64> = into_next.iter().map(|v| -v).collect();
                 subtract_from_bias(cx.ctx, module, pair.first, &pair.q1, &delta)
                     .map_err(|e| PassError::at_op(cx.ctx, module, pair.first, e))?;
@@ -215,7 +212,9 @@ impl Pass for AbsorbBias {
             }
             channels_absorbed += target.iter().filter(|&&t| t > 0.0).count() as u64;
             record.absorbed = target;
-            record.store(cx.ctx, module, pair.first).map_err(|e| PassError::at_op(cx.ctx, module, pair.first, e))?;
+            record
+                .store(cx.ctx, module, pair.first)
+                .map_err(|e| PassError::at_op(cx.ctx, module, pair.first, e))?;
         }
         cx.add_stat("absorbed-pairs", absorbed_pairs);
         cx.add_stat("channels-absorbed", channels_absorbed);
@@ -250,15 +249,20 @@ struct Pairs {
     shared_outputs: u64,
 }
 
-
 /// Finds the pairs in `func`'s body, warning about those that cannot be
 /// absorbed; a malformed record is an error (all of them reported).
-fn find_pairs(cx: &mut PassContext<'_>, module: &Module, func: OpId, names: &Names) -> Result<Pairs, PassError> {
+fn find_pairs(
+    cx: &mut PassContext<'_>,
+    module: &Module,
+    func: OpId,
+    names: &Names,
+) -> Result<Pairs, PassError> {
     let ctx = &*cx.ctx;
     let mut found = Pairs { pairs: Vec::new(), clip_pairs: 0, padded: 0, shared_outputs: 0 };
     let mut warnings: Vec<(OpId, String)> = Vec::new();
     let mut errors = Vec::new();
-    let Some(entry) = (module.num_regions(func) == 1).then(|| module.blocks(module.region(func, 0)).next()).flatten()
+    let Some(entry) =
+        (module.num_regions(func) == 1).then(|| module.blocks(module.region(func, 0)).next()).flatten()
     else {
         return Err(PassError::at_op(ctx, module, func, "the function has no body"));
     };
@@ -348,7 +352,8 @@ fn read_pair(
         }
     }
     let dims = ctx.tensor_shape(module.value_type(module.result(first, 0))).unwrap_or(&[]).to_vec();
-    let axis = q1.channel_axis_for_rank(dims.len()).ok_or((first, "its result has no channel axis".to_string()))?;
+    let axis =
+        q1.channel_axis_for_rank(dims.len()).ok_or((first, "its result has no channel axis".to_string()))?;
     let channels = usize::try_from(dims[axis])
         .ok()
         .filter(|&c| c > 0)
@@ -387,7 +392,12 @@ fn read_pair(
 /// output channel of layer2: `Σ_{c,k} W2[o,c,k] · amounts[c]` when the input
 /// channels are on weight axis 1 (dense, a conv with one group), and
 /// `amounts[o] · Σ_k W2[o,0,k]` when on axis 0 (depthwise).
-pub(crate) fn absorbed_into_next(weight: &[f64], shape: &[usize], input_axis: usize, amounts: &[f64]) -> Vec<f64> {
+pub(crate) fn absorbed_into_next(
+    weight: &[f64],
+    shape: &[usize],
+    input_axis: usize,
+    amounts: &[f64],
+) -> Vec<f64> {
     let outputs = shape[0];
     let inputs = shape.get(1).copied().unwrap_or(1).max(1);
     let taps: usize = shape.get(2..).map_or(1, |d| d.iter().product::<usize>()).max(1);
@@ -425,7 +435,8 @@ fn measure(
         minima: FxHashMap::default(),
         measured: FxHashMap::default(),
     };
-    run.run(data, &watched, &FxHashMap::default(), Sweeps::One, &mut watcher, "absorb-bias").map_err(located)?;
+    run.run(data, &watched, &FxHashMap::default(), Sweeps::One, &mut watcher, "absorb-bias")
+        .map_err(located)?;
     Ok(watcher.measured)
 }
 
@@ -440,7 +451,8 @@ struct Minima<'p> {
 impl Watcher for Minima<'_> {
     fn observe(&mut self, op: OpId, _quant: &Tensor, float: &Tensor) -> Result<(), String> {
         let Some(pair) = self.pairs.get(&op) else { return Ok(()) };
-        let (minima, samples) = self.minima.entry(op).or_insert_with(|| (vec![f64::INFINITY; pair.channels], 0));
+        let (minima, samples) =
+            self.minima.entry(op).or_insert_with(|| (vec![f64::INFINITY; pair.channels], 0));
         lower_minima(minima, float, pair.axis)?;
         *samples += float.shape().first().copied().unwrap_or(1);
         Ok(())
@@ -448,7 +460,8 @@ impl Watcher for Minima<'_> {
 
     fn finish(&mut self, op: OpId) -> Result<Option<ChannelShift>, String> {
         let Some(pair) = self.pairs.get(&op) else { return Ok(None) };
-        let (minima, samples) = self.minima.remove(&op).unwrap_or_else(|| (vec![f64::INFINITY; pair.channels], 0));
+        let (minima, samples) =
+            self.minima.remove(&op).unwrap_or_else(|| (vec![f64::INFINITY; pair.channels], 0));
         if let Some(c) = minima.iter().position(|v| !v.is_finite()) {
             return Err(format!("the minimum of output channel {c} is not finite on the calibration data"));
         }

@@ -57,19 +57,20 @@
 //!        float_mean = dense<[...]> : tensor<2xf64>, quant_mean = dense<[...]> : tensor<2xf64>, samples = 500}} : ...
 //! ```
 
-use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
-use qopt_ir_core::PassInfo;
-use crate::records::bias_correction::{subtract_from_bias};
-use crate::records::bias_correction::{BiasRecord, MeasuredMeans};
-use crate::runs::data::{check_counts, DataSettings};
-use crate::runs::paired_run::{ChannelShift, PairedRun, RunData, RunFailure, Sweeps, Watcher};
 use crate::channels::{channel_sums, result_values};
-use crate::records::hints::{is_skipped};
-use crate::quantizable::{quantizable};
+use crate::quantizable::quantizable;
+use crate::records::bias_correction::subtract_from_bias;
+use crate::records::bias_correction::{BiasRecord, MeasuredMeans};
+use crate::records::hints::is_skipped;
+use crate::runs::data::{check_counts, DataSettings};
+use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
+use crate::runs::paired_run::{ChannelShift, PairedRun, RunData, RunFailure, Sweeps, Watcher};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::{KernelRegistry, Tensor};
 use qopt_ir_core::interfaces::QuantizableOp;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
     constant_value, AttrData, BadOptionValue, Context, Diagnostic, Diagnostics, FxHashMap, FxHashSet, Module,
     OpId, Pass, PassContext, PassError, PassOutcome, Severity,
@@ -123,17 +124,14 @@ impl Pass for BiasCorrect {
         check_counts(options, &COUNT_OPTIONS)
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         let settings = DataSettings::read(options)?;
         let threads = worker_threads(options)?;
         let func = match module.lookup_symbol(cx.ctx, &settings.func) {
             Some(op) if module.op_name(op) == qopt_ir_core::OpName::FUNC => op,
-            _ => return Err(format!("there is no function @{} to correct (set 'func')", settings.func).into()),
+            _ => {
+                return Err(format!("there is no function @{} to correct (set 'func')", settings.func).into())
+            }
         };
         let layers = find_layers(cx, module, func)?;
         if layers.is_empty() {
@@ -185,7 +183,9 @@ impl Pass for BiasCorrect {
                 corrected += 1;
             }
             record.correction = target;
-            record.store(cx.ctx, module, layer.op).map_err(|e| PassError::at_op(cx.ctx, module, layer.op, e))?;
+            record
+                .store(cx.ctx, module, layer.op)
+                .map_err(|e| PassError::at_op(cx.ctx, module, layer.op, e))?;
         }
         cx.add_stat("layers-measured", measured_now);
         cx.add_stat("biases-corrected", corrected);
@@ -206,7 +206,6 @@ struct Layer {
     record: BiasRecord,
 }
 
-
 /// The layers of `func`'s body to correct, in body order: ops with a
 /// weight and a bias position whose weight is fake-quantized, not marked
 /// `qnn.skip`. One that cannot be corrected (a bias that is not a constant,
@@ -217,7 +216,8 @@ fn find_layers(cx: &mut PassContext<'_>, module: &Module, func: OpId) -> Result<
     let mut layers = Vec::new();
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
-    let Some(entry) = (module.num_regions(func) == 1).then(|| module.blocks(module.region(func, 0)).next()).flatten()
+    let Some(entry) =
+        (module.num_regions(func) == 1).then(|| module.blocks(module.region(func, 0)).next()).flatten()
     else {
         return Err(format!("@{} has no body", ctx.op_name_str(module.op_name(func))).into());
     };
@@ -290,9 +290,15 @@ fn measure(
     for layer in layers.iter().filter(|l| l.record.correction.iter().any(|&c| c != 0.0)) {
         let b = layer.q.bias.unwrap_or(usize::MAX);
         if b >= module.num_operands(layer.op) {
-            return Err(PassError::at_op(ctx, module, layer.op, "'qnn.bias_correction' records a correction but the op has no bias"));
+            return Err(PassError::at_op(
+                ctx,
+                module,
+                layer.op,
+                "'qnn.bias_correction' records a correction but the op has no bias",
+            ));
         }
-        let float_bias = float_bias(ctx, module, layer, b).map_err(|e| PassError::at_op(ctx, module, layer.op, e))?;
+        let float_bias =
+            float_bias(ctx, module, layer, b).map_err(|e| PassError::at_op(ctx, module, layer.op, e))?;
         float_biases.insert(layer.op, (b, float_bias));
     }
     let mut watcher = MeanErrors {
@@ -300,7 +306,8 @@ fn measure(
         sums: FxHashMap::default(),
         measured: FxHashMap::default(),
     };
-    run.run(data, &watched, &float_biases, Sweeps::PerWatchedOp, &mut watcher, "bias-correct").map_err(located)?;
+    run.run(data, &watched, &float_biases, Sweeps::PerWatchedOp, &mut watcher, "bias-correct")
+        .map_err(located)?;
     Ok(watcher.measured)
 }
 
@@ -390,13 +397,16 @@ impl Watcher for MeanErrors<'_> {
 
 /// The float model's bias of `layer`: its constant bias plus its recorded correction.
 fn float_bias(ctx: &Context, module: &Module, layer: &Layer, b: usize) -> Result<Tensor, String> {
-    let attr = constant_value(ctx, module, module.operand(layer.op, b)).ok_or("the bias is not a constant")?;
-    let AttrData::Dense(d) = ctx.attr_data(attr) else { return Err("the bias is not a dense constant".into()) };
+    let attr =
+        constant_value(ctx, module, module.operand(layer.op, b)).ok_or("the bias is not a constant")?;
+    let AttrData::Dense(d) = ctx.attr_data(attr) else {
+        return Err("the bias is not a dense constant".into());
+    };
     let bias = Tensor::from_dense(ctx, d).map_err(|e| e.message)?;
     if bias.len() != layer.channels {
         return Err(format!("the bias has {} values for {} output channels", bias.len(), layer.channels));
     }
-    let values = bias.to_f64_vec().iter().zip(&layer.record.correction).map(|(b, c)| (b + c) as f32).collect();
+    let values =
+        bias.to_f64_vec().iter().zip(&layer.record.correction).map(|(b, c)| (b + c) as f32).collect();
     Tensor::from_f32(bias.shape(), values).map_err(|e| e.message)
 }
-

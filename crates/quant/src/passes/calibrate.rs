@@ -37,22 +37,23 @@
 //! %o = qnn.observe(%x) {max = 3.5 : f32, min = -1.25 : f32, observer = "minmax", samples = 200} : ...
 //! ```
 
-use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
-use qopt_ir_core::PassInfo;
-use qopt_ir_core::equivalence::Relation;
-use crate::runs::data::{check_counts, chunk_calls, DataSettings};
 use crate::calibration::batch::{value_range, ObservedBatch};
 use crate::calibration::methods::{Observer, QuantMethods};
-use crate::calibration::stats::{ObserverStats};
-use qopt_dialect_qnn::op_names as qnn_op;
+use crate::calibration::stats::ObserverStats;
+use crate::runs::data::{check_counts, chunk_calls, DataSettings};
+use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
 use crate::runs::dataset::Dataset;
+use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::progress::{Progress, REDRAW_EVERY};
 use qopt_interp::{dequantize_tensor, Interpreter, KernelRegistry, Tensor};
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
-    Context, Diagnostic, FxHashMap, Module, OpId, Pass, PassContext, PassError,
-    PassOutcome, QuantType, Severity, TypeData,
+    Context, Diagnostic, FxHashMap, Module, OpId, Pass, PassContext, PassError, PassOutcome, QuantType,
+    Severity, TypeData,
 };
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
@@ -62,10 +63,8 @@ type Phases = [(&'static str, Duration); 2];
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-
 /// The `calibrate` pass; see the module docs.
 pub struct Calibrate;
-
 
 const INFO: PassInfo = PassInfo {
     name: "calibrate",
@@ -103,12 +102,7 @@ impl Pass for Calibrate {
         check_counts(options, &COUNT_OPTIONS)
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         let settings = Settings::read(options)?;
         let ctx: &Context = cx.ctx;
         let observers = find_observers(ctx, module)?;
@@ -142,7 +136,9 @@ impl Pass for Calibrate {
             if !stats.has_data() && stats.samples == 0 {
                 unobserved.push(observer.op);
             }
-            stats.store(cx.ctx, module, observer.op).map_err(|e| PassError::at_op(cx.ctx, module, observer.op, e))?;
+            stats
+                .store(cx.ctx, module, observer.op)
+                .map_err(|e| PassError::at_op(cx.ctx, module, observer.op, e))?;
         }
         for op in unobserved {
             cx.warn_at(
@@ -170,7 +166,6 @@ impl Settings {
         Ok(Settings { data: DataSettings::read(options)?, threads })
     }
 }
-
 
 /// One `qnn.observe` to calibrate.
 struct ObserverSite {
@@ -211,8 +206,6 @@ fn find_observers(ctx: &Context, module: &Module) -> Result<Vec<ObserverSite>, P
         Err(qopt_ir_core::Diagnostics(errors).into())
     }
 }
-
-
 
 /// One calibration over a data set.
 struct CalibrationRun<'a> {
@@ -337,7 +330,9 @@ impl CalibrationRun<'_> {
         let phases = [("prepare", prepare), ("run-samples", start.elapsed())];
         let state = state.into_inner().unwrap_or_else(PoisonError::into_inner);
         match state.error {
-            Some(ChunkError { op: Some(op), message }) => Err(PassError::at_op(self.ctx, self.module, op, message)),
+            Some(ChunkError { op: Some(op), message }) => {
+                Err(PassError::at_op(self.ctx, self.module, op, message))
+            }
             Some(ChunkError { op: None, message }) => Err(message.into()),
             None => Ok((state.merged, phases)),
         }

@@ -40,16 +40,15 @@
 //! //               accel_1/input0, accel_1/output0, main/output0
 //! ```
 
-use qopt_ir_core::PassInfo;
-use qopt_ir_core::equivalence::Relation;
 use crate::runs::data::{check_counts, DataSettings};
 use qopt_interp::{Interpreter, KernelRegistry, RunObserver, Tensor};
-use qopt_npy::NpzStream;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
-use qopt_ir_core::{
-    AttrData, Context, FxHashMap, Module, OpId, OpName, Pass, PassContext, PassError, PassOutcome,
-};
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
+use qopt_ir_core::{AttrData, Context, FxHashMap, Module, OpId, OpName, Pass, PassContext, PassOutcome};
+use qopt_npy::NpzStream;
 use std::path::Path;
 
 /// The `collect-calibration-data` pass; see the module docs.
@@ -58,7 +57,8 @@ pub struct CollectCalibrationData;
 const INFO: PassInfo = PassInfo {
     name: "collect-calibration-data",
     summary: "run @main over a data set and write every called function's inputs and outputs to an .npz",
-    description: "Runs the function (`@main`) in the reference interpreter over `data` (as `calibrate` reads \
+    description:
+        "Runs the function (`@main`) in the reference interpreter over `data` (as `calibrate` reads \
      it) and writes `out`, an uncompressed `.npz` with members `<function>/input<k>` and \
      `<function>/output<k>` for the run function and every function called on the way (after \
      `partition`, the outlined regions), each stacking one entry per run along a new leading \
@@ -78,8 +78,9 @@ impl Pass for CollectCalibrationData {
     }
 
     fn options(&self) -> Vec<OptionSpec> {
-        let mut options =
-            DataSettings::options("input data: a .npy, an .npz (one member per argument) or a directory of them");
+        let mut options = DataSettings::options(
+            "input data: a .npy, an .npz (one member per argument) or a directory of them",
+        );
         options.insert(
             1,
             OptionSpec::new("out", OptionKind::String, "")
@@ -94,12 +95,7 @@ impl Pass for CollectCalibrationData {
         check_counts(options, &["batches", "batch-size"])
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         let settings = DataSettings::read(options)?;
         let out = options.string("out");
         if out.is_empty() {
@@ -115,10 +111,8 @@ impl Pass for CollectCalibrationData {
         let mut interpreter = Interpreter::new(ctx, module, &kernels);
         let mut recorder = BoundaryRecorder::new(ctx, module, stream);
         for call in 0..calls {
-            let inputs = opened
-                .dataset
-                .read(call * opened.per_call, opened.per_call)
-                .map_err(|e| e.to_string())?;
+            let inputs =
+                opened.dataset.read(call * opened.per_call, opened.per_call).map_err(|e| e.to_string())?;
             recorder.record(func, "input", &inputs.iter().collect::<Vec<_>>());
             let outputs = interpreter
                 .run_observed(func, &inputs, &mut recorder)

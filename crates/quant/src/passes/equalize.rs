@@ -55,14 +55,16 @@
 //! %h = fp.dense(%x, %w1) ...   %r = fp.relu(%h) ...   %y = fp.dense(%r, %w2) ...
 //! ```
 
-use qopt_ir_core::PassInfo;
-use qopt_ir_core::equivalence::Relation;
 use crate::layer_pairs::{follow, read_constant, second_input_axis, Follow, Names};
 use qopt_dialect_fp::constants::{create_constant, dense, erase_if_unused_constant};
 use qopt_dialect_fp::op_names as fp_op;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
-    BadOptionValue, Context, FxHashMap, InsertPoint, Module, OpId, Pass, PassContext, PassError, PassOutcome, Rewriter, ValueId,
+    BadOptionValue, Context, FxHashMap, InsertPoint, Module, OpId, Pass, PassContext, PassError, PassOutcome,
+    Rewriter, ValueId,
 };
 
 /// The `equalize` pass; see the module docs.
@@ -127,12 +129,7 @@ impl Pass for Equalize {
         Ok(())
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         self.check_options(options).map_err(|e| PassError::from(e.message))?;
         let relu6_to_relu = options.bool("relu6-to-relu");
         let max_sweeps = options.int("max-iterations") as usize;
@@ -143,7 +140,8 @@ impl Pass for Equalize {
         cx.add_stat("skipped-shared-outputs", found.shared_outputs);
         let mut relu6_rewritten = 0u64;
         for &clip in &found.clips_to_rewrite {
-            replace_clip_by_relu(cx.ctx, module, clip).map_err(|e| PassError::from(format!("equalize: {e}")))?;
+            replace_clip_by_relu(cx.ctx, module, clip)
+                .map_err(|e| PassError::from(format!("equalize: {e}")))?;
             relu6_rewritten += 1;
         }
         cx.add_stat("relu6-to-relu", relu6_rewritten);
@@ -203,8 +201,13 @@ struct Pairs {
 /// Finds the pairs in every block, in op order, warning about those that
 /// cannot be equalized.
 fn find_pairs(cx: &mut PassContext<'_>, module: &Module, names: &Names, relu6_to_relu: bool) -> Pairs {
-    let mut found =
-        Pairs { layers: Vec::new(), pairs: Vec::new(), clips_to_rewrite: Vec::new(), clip_pairs: 0, shared_outputs: 0 };
+    let mut found = Pairs {
+        layers: Vec::new(),
+        pairs: Vec::new(),
+        clips_to_rewrite: Vec::new(),
+        clip_pairs: 0,
+        shared_outputs: 0,
+    };
     let mut index: FxHashMap<OpId, usize> = FxHashMap::default();
     let root = module.root();
     let layers: Vec<OpId> = module.walk_preorder(root).filter(|&op| names.is_layer(module, op)).collect();
@@ -395,7 +398,8 @@ fn write_back(ctx: &mut Context, module: &mut Module, layer: &Layer) -> Result<(
     if !layer.changed {
         return Ok(());
     }
-    let mut replaced: Vec<(usize, ValueId, Vec<f64>)> = vec![(1, module.operand(layer.op, 1), layer.weight.clone())];
+    let mut replaced: Vec<(usize, ValueId, Vec<f64>)> =
+        vec![(1, module.operand(layer.op, 1), layer.weight.clone())];
     if let Some(bias) = &layer.bias {
         replaced.push((2, module.operand(layer.op, 2), bias.clone()));
     }
@@ -490,10 +494,14 @@ mod tests {
         // Channel 3 of the first conv is all zero.
         let inner = 27;
         layers[0].weight[3 * inner..4 * inner].iter_mut().for_each(|w| *w = 0.0);
-        let pairs = [Pair { first: 0, second: 1, input_axis: 0 }, Pair { first: 1, second: 2, input_axis: 1 }];
+        let pairs =
+            [Pair { first: 0, second: 1, input_axis: 0 }, Pair { first: 1, second: 2, input_axis: 1 }];
         let ranges = |layers: &[Layer], p: &Pair| {
             let (a, b) = (&layers[p.first], &layers[p.second]);
-            (channel_ranges(&a.weight, &a.weight_shape, 0), channel_ranges(&b.weight, &b.weight_shape, p.input_axis))
+            (
+                channel_ranges(&a.weight, &a.weight_shape, 0),
+                channel_ranges(&b.weight, &b.weight_shape, p.input_axis),
+            )
         };
         let (sweeps, change) = equalize_pairs(&mut layers, &pairs, 1000, 1e-9);
         assert!(sweeps > 1 && change <= 1e-9, "{sweeps} sweeps, {change}");
@@ -560,7 +568,8 @@ mod tests {
         let (after, pairs) = equalized(&text);
         assert_eq!(pairs, 2);
         assert_ne!(after, text);
-        let x = Tensor::from_f32(&[1, 2, 6, 6], weights(&[1, 72], 9).iter().map(|&v| v as f32).collect()).unwrap();
+        let x = Tensor::from_f32(&[1, 2, 6, 6], weights(&[1, 72], 9).iter().map(|&v| v as f32).collect())
+            .unwrap();
         let (before, after) = (run(&text, &x), run(&after, &x));
         let scale = before.iter().fold(0.0f64, |m, v| m.max(v.abs()));
         assert!(scale > 0.0);

@@ -17,15 +17,16 @@
 //! %y = qnn.dequantize(%q) : (tensor<8x!qnn.uniform<i8:f32, 0.05:0>>) -> tensor<8xf32>
 //! ```
 
-use qopt_ir_core::PassInfo;
-use qopt_ir_core::equivalence::Relation;
 use crate::records::bias_absorption;
-use crate::records::bias_correction::{drop_records};
+use crate::records::bias_correction::drop_records;
 use qopt_dialect_qnn::op_names as qnn_op;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
-    AttrData, Diagnostic, Diagnostics, Module, OpId, OperationState, Pass, PassContext, PassError,
-    PassOutcome, Severity, Type, TypeData,
+    AttrData, Diagnostic, Diagnostics, Module, OpId, OperationState, Pass, PassContext, PassOutcome,
+    Severity, Type, TypeData,
 };
 
 /// The `expand-fakeq` pass; see the module docs.
@@ -34,7 +35,8 @@ pub struct ExpandFakeq;
 const INFO: PassInfo = PassInfo {
     name: "expand-fakeq",
     summary: "turn each qnn.fake_quant into qnn.quantize followed by qnn.dequantize (exact)",
-    description: "Replaces `qnn.fake_quant(x) {type = Q}` by `qnn.dequantize(qnn.quantize(x))` through a tensor \
+    description:
+        "Replaces `qnn.fake_quant(x) {type = Q}` by `qnn.dequantize(qnn.quantize(x))` through a tensor \
      of `Q` with `x`'s shape, keeping the location. This is the definition of fake_quant, so the \
      module computes the same values.\n\n\
      ```\n\
@@ -51,12 +53,7 @@ impl Pass for ExpandFakeq {
         &INFO
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        _options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let fake_quants: Vec<OpId> = module
             .walk_preorder(module.root())
             .filter(|&op| module.op_is(cx.ctx, op, qnn_op::FAKE_QUANT) && module.num_operands(op) == 1)

@@ -74,14 +74,15 @@
 //! %z = fp.conv2d(%x, %0, %1) : (tensor<1x1x4x4xf32>, tensor<2x1x1x1xf32>, tensor<2xf32>) -> tensor<1x2x4x4xf32> loc("conv1")
 //! ```
 
-use qopt_ir_core::PassInfo;
-use qopt_ir_core::equivalence::Relation;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::{attrs, shape, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
     constant_value, dense_values_f64, type_to_string, AttrData, Attribute, Context, InsertPoint, Module,
-    OpId, Pass, PassContext, PassError, PassOutcome, Rewriter, Type, ValueId,
+    OpId, Pass, PassContext, PassOutcome, Rewriter, Type, ValueId,
 };
 use smallvec::SmallVec;
 
@@ -92,7 +93,8 @@ pub struct FoldBn;
 
 const INFO: PassInfo = PassInfo {
     name: "fold-bn",
-    summary: "fold batch norms, per-channel constant scales and shifts, and hard sigmoids' affine parts into the \
+    summary:
+        "fold batch norms, per-channel constant scales and shifts, and hard sigmoids' affine parts into the \
      conv or dense before them",
     description: "Folds `fp.batch_norm` with constant parameters, and `fp.mul` / `fp.add` by a per-channel \
      constant, into a preceding `fp.conv2d`, `fp.conv1d`, `fp.conv_transpose2d`, \
@@ -121,19 +123,17 @@ impl Pass for FoldBn {
         &INFO
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        _options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let names = Names::new(cx.ctx);
         let root = module.root();
         let candidates: Vec<OpId> = module
             .walk_preorder(root)
             .filter(|&op| {
                 let name = module.op_name(op);
-                name == names.batch_norm || name == names.mul || name == names.add || name == names.hard_sigmoid
+                name == names.batch_norm
+                    || name == names.mul
+                    || name == names.add
+                    || name == names.hard_sigmoid
             })
             .collect();
         let (mut folded_bn, mut folded_scales, mut folded_hard_sigmoids, mut kept) = (0u64, 0u64, 0u64, 0u64);
@@ -395,7 +395,9 @@ fn read_producer(
         let groups = usize::try_from(groups).unwrap_or(0);
         let (inputs, per_group) = (dim(0), dim(1));
         if groups == 0 || inputs % groups != 0 {
-            return Err(format!("the {name} before it does not split its {inputs} input channels into {groups} groups"));
+            return Err(format!(
+                "the {name} before it does not split its {inputs} input channels into {groups} groups"
+            ));
         }
         let kernel = weight_values.len().checked_div(inputs * per_group).unwrap_or(0);
         let layout = WeightLayout::Transposed { in_per_group: inputs / groups, per_group, kernel };
@@ -691,7 +693,7 @@ fn build_folded(
 #[cfg(test)]
 mod tests {
     use super::{channel_values, FoldBn};
-    use crate::test_ir::{registry, on_small_stack, test_context, TestIr};
+    use crate::test_ir::{on_small_stack, registry, test_context, TestIr};
     use qopt_ir_core::pass::{Instrumentation, PassManager, PassRegistry};
     use qopt_ir_core::{module_to_string, parse_module};
     use std::sync::Arc;
@@ -760,7 +762,15 @@ mod tests {
         assert!(ir.contains("dense<[[[[2.0]]]]> : tensor<1x1x1x1xf32>"), "{ir}");
         // b' = (0 - 1) · 0.5 + 1 = 0.5.
         assert!(ir.contains("dense<[0.5]> : tensor<1xf32>"), "{ir}");
-        assert_eq!(stats, [("folded-batch-norms", 1), ("folded-hard-sigmoids", 0), ("folded-scales", 0), ("kept-batch-norms", 0)]);
+        assert_eq!(
+            stats,
+            [
+                ("folded-batch-norms", 1),
+                ("folded-hard-sigmoids", 0),
+                ("folded-scales", 0),
+                ("kept-batch-norms", 0)
+            ]
+        );
         assert!(warnings.is_empty());
     }
 
@@ -774,14 +784,21 @@ mod tests {
         use qopt_interp::{Interpreter, KernelRegistry, Tensor};
         let list = |values: &[f64]| values.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(", ");
         // dense<[[[[..], [..]], ...]]> for 4×3×2×2, values (i mod 7) / 4 - 0.75.
-        let rows: Vec<String> =
-            (0..24).map(|r| format!("[{}]", list(&[(2 * r) % 7, (2 * r + 1) % 7].map(|v| v as f64 * 0.25 - 0.75)))).collect();
+        let rows: Vec<String> = (0..24)
+            .map(|r| format!("[{}]", list(&[(2 * r) % 7, (2 * r + 1) % 7].map(|v| v as f64 * 0.25 - 0.75))))
+            .collect();
         let kernels: Vec<String> = rows.chunks(2).map(|k| format!("[{}]", k.join(", "))).collect();
         let inputs: Vec<String> = kernels.chunks(3).map(|c| format!("[{}]", c.join(", "))).collect();
         let w = format!("[{}]", inputs.join(", "));
-        let vec6 = |f: fn(f64) -> f64| format!("[{}]", list(&(0..6).map(|c| f(c as f64)).collect::<Vec<_>>()));
-        let (b, scale, shift, mean, var) =
-            (vec6(|c| c * 0.5 - 1.0), vec6(|c| c + 0.5), vec6(|c| 2.0 - c), vec6(|c| c * 0.1), vec6(|c| c * c + 0.25));
+        let vec6 =
+            |f: fn(f64) -> f64| format!("[{}]", list(&(0..6).map(|c| f(c as f64)).collect::<Vec<_>>()));
+        let (b, scale, shift, mean, var) = (
+            vec6(|c| c * 0.5 - 1.0),
+            vec6(|c| c + 0.5),
+            vec6(|c| 2.0 - c),
+            vec6(|c| c * 0.1),
+            vec6(|c| c * c + 0.25),
+        );
         let input = format!(
             r#"func.func @f(%x: tensor<1x4x3x3xf32>) -> tensor<1x6x6x6xf32> {{
   %w = fp.constant() {{value = dense<{w}> : tensor<4x3x2x2xf32>}} : () -> tensor<4x3x2x2xf32>
@@ -798,7 +815,15 @@ mod tests {
         );
         let (ir, stats, warnings) = fold(&input, true);
         assert!(!ir.contains("batch_norm") && ir.contains("fp.conv_transpose2d"), "{ir}");
-        assert_eq!(stats, [("folded-batch-norms", 1), ("folded-hard-sigmoids", 0), ("folded-scales", 0), ("kept-batch-norms", 0)]);
+        assert_eq!(
+            stats,
+            [
+                ("folded-batch-norms", 1),
+                ("folded-hard-sigmoids", 0),
+                ("folded-scales", 0),
+                ("kept-batch-norms", 0)
+            ]
+        );
         assert!(warnings.is_empty(), "{warnings:?}");
         let x = Tensor::from_f32(&[1, 4, 3, 3], (0..36).map(|i| ((i * 5) % 11) as f32 * 0.2 - 1.0).collect())
             .unwrap();
@@ -848,7 +873,15 @@ mod tests {
         let before = module_to_string(&ctx, &parsed);
         let (ir, stats, warnings) = fold(input, false);
         assert_eq!(ir, before);
-        assert_eq!(stats, [("folded-batch-norms", 0), ("folded-hard-sigmoids", 0), ("folded-scales", 0), ("kept-batch-norms", 3)]);
+        assert_eq!(
+            stats,
+            [
+                ("folded-batch-norms", 0),
+                ("folded-hard-sigmoids", 0),
+                ("folded-scales", 0),
+                ("kept-batch-norms", 3)
+            ]
+        );
         assert_eq!(
             warnings,
             [

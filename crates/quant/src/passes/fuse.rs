@@ -2,10 +2,10 @@
 //! `qnn.quantize` become integer ops. What it does, step by step, is in
 //! [`crate::fuse`].
 
-use qopt_ir_core::equivalence::Relation;
 use crate::fuse::fuse_module;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
-use qopt_ir_core::{Module, Pass, PassContext, PassError, PassInfo, PassOutcome};
+use qopt_ir_core::{Module, Pass, PassContext, PassInfo, PassOutcome, PassResult};
 
 /// The `fuse` pass; see the module docs and [`crate::fuse`].
 pub struct Fuse;
@@ -35,12 +35,7 @@ impl Pass for Fuse {
         &INFO
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        _options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let stats = fuse_module(cx.ctx, module)?;
         let changed = stats.total() > 0;
         for (name, n) in stats.fused {
@@ -53,4 +48,3 @@ impl Pass for Fuse {
         Ok(PassOutcome::from_changed(changed))
     }
 }
-

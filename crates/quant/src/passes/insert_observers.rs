@@ -51,19 +51,20 @@
 //! %o1 = qnn.observe(%1) {observer = "minmax"} ... loc("relu1")
 //! ```
 
-use qopt_ir_core::PassInfo;
-use qopt_ir_core::equivalence::Relation;
-use crate::calibration::methods::{QuantMethods};
-use crate::records::hints::{hinted_storage, is_kept_float, is_skipped, storage_text, SKIP, STORAGE};
+use crate::calibration::methods::QuantMethods;
 use crate::quantizable::{is_float_tensor, quantizable, runs_on_integers};
+use crate::records::hints::{hinted_storage, is_kept_float, is_skipped, storage_text, SKIP, STORAGE};
 use qopt_dialect_qnn::op_names as qnn_op;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::interfaces::{FusedActivation, LookupActivation};
 use qopt_ir_core::pass::pipeline::nearest_name;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, OptionValue, PassOptions};
 use qopt_ir_core::BadOptionValue;
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
-    Attribute, Context, Diagnostic, Diagnostics, FxHashMap, FxHashSet, IntType, Location, Module, OpId, OpName,
-    OperationState, Pass, PassContext, PassError, PassOutcome, Severity, Traits, ValueDef, ValueId,
+    Attribute, Context, Diagnostic, Diagnostics, FxHashMap, FxHashSet, IntType, Location, Module, OpId,
+    OpName, OperationState, Pass, PassContext, PassError, PassOutcome, Severity, Traits, ValueDef, ValueId,
 };
 
 /// The `insert-observers` pass; see the module docs.
@@ -122,16 +123,13 @@ impl Pass for InsertObservers {
 
     /// The observer and the ops named are registered.
     fn check_options_against(&self, ctx: &Context, options: &PassOptions) -> Result<(), BadOptionValue> {
-        QuantMethods::of(ctx).find_observer(options.string("observer")).map_err(|e| BadOptionValue::new("observer", e))?;
+        QuantMethods::of(ctx)
+            .find_observer(options.string("observer"))
+            .map_err(|e| BadOptionValue::new("observer", e))?;
         op_names(ctx, options).map(|_| ()).map_err(|e| BadOptionValue::new("ops", e))
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         let config = Config::read(cx.ctx, options)?;
         config.check_skip_names(cx.ctx, module)?;
         let attrs = config.observer_attrs(cx.ctx);
@@ -219,7 +217,10 @@ struct Config {
 fn check_values(options: &PassOptions) -> Result<(), BadOptionValue> {
     let bins = options.int("bins");
     if !(1..=MAX_BINS).contains(&bins) {
-        return Err(BadOptionValue::new("bins", format!("'bins' must be between 1 and {MAX_BINS}, got {bins}")));
+        return Err(BadOptionValue::new(
+            "bins",
+            format!("'bins' must be between 1 and {MAX_BINS}, got {bins}"),
+        ));
     }
     let averaging_constant = options.float("averaging-constant");
     if !(averaging_constant > 0.0 && averaging_constant <= 1.0) {
@@ -419,7 +420,10 @@ fn remove_storage_hints(
         module.erase_op(op).map_err(|e| format!("cannot remove a storage hint: {e:?}"))?;
         hints.push((at, value, storage));
     }
-    Ok(hints.into_iter().map(|(at, value, storage)| StorageHint { at, value, target: value, storage }).collect())
+    Ok(hints
+        .into_iter()
+        .map(|(at, value, storage)| StorageHint { at, value, target: value, storage })
+        .collect())
 }
 
 /// Moves each hint's target past the relu or clip chain fused into the
@@ -460,7 +464,11 @@ fn hinted_values(hints: &[StorageHint]) -> Result<FxHashMap<ValueId, IntType>, P
 /// Records the storage of each value in `wanted` that an observer already in
 /// the IR observes (the pass runs again on observed IR) on that observer,
 /// and takes it out of `wanted`. Returns how many it recorded.
-fn hint_existing_observers(ctx: &mut Context, module: &mut Module, wanted: &mut FxHashMap<ValueId, IntType>) -> u64 {
+fn hint_existing_observers(
+    ctx: &mut Context,
+    module: &mut Module,
+    wanted: &mut FxHashMap<ValueId, IntType>,
+) -> u64 {
     let mut recorded = 0;
     let values: Vec<ValueId> = wanted.keys().copied().collect();
     for value in values {
@@ -557,7 +565,12 @@ fn reaches_a_quantized_op(ctx: &Context, module: &Module, arg: ValueId) -> bool 
 /// op between the quantized value and its quantized result, while one after
 /// a float op (a transposed convolution) would only add a quantize and a
 /// dequantize around itself.
-fn arrives_quantized(ctx: &Context, module: &Module, mut value: ValueId, chosen: &FxHashSet<ValueId>) -> bool {
+fn arrives_quantized(
+    ctx: &Context,
+    module: &Module,
+    mut value: ValueId,
+    chosen: &FxHashSet<ValueId>,
+) -> bool {
     loop {
         if chosen.contains(&value) {
             return true;

@@ -15,11 +15,29 @@ pub mod quantize;
 use qopt_ir_core::{Pass, PassRegistry};
 use std::sync::Arc;
 
-/// Declares pass modules, re-exports their passes and lists them in
+// Declared here, not by the macro below, so that rustfmt (which does not
+// expand macros) finds and formats every pass file.
+pub mod absorb_bias;
+pub mod bias_correct;
+pub mod calibrate;
+pub mod collect_calibration_data;
+pub mod equalize;
+pub mod expand_fakeq;
+pub mod fold_bn;
+pub mod fuse;
+pub mod insert_fakeq;
+pub mod insert_observers;
+pub mod propagate_qparams;
+pub mod quant_lint;
+pub mod quantize_constants;
+pub mod quantize_search;
+pub mod round_weights;
+
+/// Re-exports the passes of the modules above and lists them in
 /// [`quant_passes`]: one `module::Pass` line per pass.
 macro_rules! quant_passes {
     ($($module:ident :: $pass:ident),* $(,)?) => {
-        $(pub mod $module; pub use $module::$pass;)*
+        $(pub use $module::$pass;)*
         /// The quantization passes, in pipeline order.
         pub fn quant_passes() -> Vec<Arc<dyn Pass>> {
             vec![$(Arc::new($pass)),*]

@@ -27,17 +27,18 @@
 //! %z = qnn.fake_quant(%y#0) {type = !qnn.uniform<i8:f32, 0.1:0>}
 //! ```
 
-use qopt_ir_core::PassInfo;
-use crate::records::scheme::{Scheme};
-use crate::records::hints::{is_skipped};
-use crate::quantizable::{runs_on_integers};
+use crate::quantizable::runs_on_integers;
+use crate::records::hints::is_skipped;
+use crate::records::scheme::Scheme;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::params;
 use qopt_ir_core::pass::PassOptions;
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
-    AttrData, Context, Module, OpId, Pass, PassContext, PassError, PassOutcome, QuantParams, QuantType, Type,
-    TypeData, ValueId,
+    AttrData, Context, Module, OpId, Pass, PassContext, PassOutcome, QuantParams, QuantType, Type, TypeData,
+    ValueId,
 };
 
 /// The `propagate-qparams` pass; see the module docs.
@@ -60,12 +61,7 @@ impl Pass for PropagateQparams {
         &INFO
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        _options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let ops: Vec<OpId> = module.walk_preorder(module.root()).collect();
         let mut changes = Changes::default();
         for op in ops {

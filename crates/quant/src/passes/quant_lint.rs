@@ -42,24 +42,24 @@
 //! the weights allow exact Winograd F(2×2,3×3)
 //! (`quant_params::winograd_f2x3_exact`) or the first channel that does not.
 
-use qopt_ir_core::PassInfo;
-use qopt_ir_core::equivalence::Relation;
 use crate::fuse::patterns::{bias_scales_match, is_i32_bias, FusionPatterns};
+use crate::quantizable::quantizable;
 use crate::records::hints::{is_kept_float, is_skipped};
-use crate::quantizable::{quantizable};
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{
     accumulator_overflow, add_operand_dropped, params, quant_element, AccumulatorOverflow, AddOperandDropped,
 };
 use qopt_dialect_qnn::MAX_LOOKUP_BITS;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::interfaces::{FusedActivation, LookupActivation};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
     constant_value, dense_values_i128, static_num_elements, AttrData, Context, Diagnostic, Diagnostics,
-    Module, OpId, Pass, PassContext, PassError, PassOutcome, QuantParams, Severity, SrcPos, Traits, TypeData,
-    ValueId,
+    Module, OpId, Pass, PassContext, PassOutcome, QuantParams, Severity, SrcPos, Traits, TypeData, ValueId,
 };
 
 /// The `quant-lint` pass; see the module docs.
@@ -122,17 +122,13 @@ impl Pass for QuantLint {
         Ok(())
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         self.check_options(options)?;
         let bits = options.int("accumulator-bits");
         let clip_threshold = options.float("clip-threshold");
         let ctx: &Context = cx.ctx;
-        let mut lint = Lint { ctx, module, findings: Vec::new(), overflows: Vec::new(), stats: Shape::default() };
+        let mut lint =
+            Lint { ctx, module, findings: Vec::new(), overflows: Vec::new(), stats: Shape::default() };
         let x86_notes = options.bool("x86-schemes");
         let mut notes: Vec<Diagnostic> = Vec::new();
         let ops: Vec<OpId> = module.walk_preorder(module.root()).collect();
@@ -180,7 +176,8 @@ impl Pass for QuantLint {
         }
         findings.into_iter().chain(notes).for_each(|d| cx.warn(d));
         if overflow_error {
-            let errors = overflows.into_iter().map(|d| Diagnostic { severity: Severity::Error, ..d }).collect();
+            let errors =
+                overflows.into_iter().map(|d| Diagnostic { severity: Severity::Error, ..d }).collect();
             return Err(Diagnostics(errors).into());
         }
         Ok(PassOutcome::Unchanged)
@@ -283,7 +280,9 @@ impl Lint<'_> {
             ),
             qnn_op::DEQUANTIZE => {
                 let def = self.module.defining_op(source);
-                let float_users = self.module.users(self.module.result(op, 0))
+                let float_users = self
+                    .module
+                    .users(self.module.result(op, 0))
                     .into_iter()
                     .any(|u| self.name(u).starts_with("fp."));
                 if !def.is_none() && self.is_constant(def) && float_users {
@@ -390,7 +389,8 @@ impl Lint<'_> {
             self.parameter_mismatch(op, &operands).unwrap_or_else(|| {
                 (
                     "its quantization parameters do not fit the pattern".to_string(),
-                    "run the quantize pipeline's passes in order (quantize-constants before fuse)".to_string(),
+                    "run the quantize pipeline's passes in order (quantize-constants before fuse)"
+                        .to_string(),
                 )
             })
         };
@@ -465,7 +465,9 @@ impl Lint<'_> {
     fn through_activation(&self, user: OpId) -> bool {
         matches!(self.name(user), fp_op::RELU | fp_op::CLIP)
             && self.module.num_results(user) == 1
-            && self.module.users(self.module.result(user, 0))
+            && self
+                .module
+                .users(self.module.result(user, 0))
                 .iter()
                 .any(|&u| self.name(u) == qnn_op::QUANTIZE)
     }
@@ -607,8 +609,10 @@ impl Lint<'_> {
             _ => return None,
         };
         let channels = usize::try_from(*shape.first()?).ok()?.max(1);
-        let in_channels = self.ctx.tensor_shape(self.module.value_type(self.module.operand(op, 0)))?.get(1).copied();
-        let groups = self.module.op_attr(self.ctx, op, "groups").and_then(|a| self.ctx.attr_as_int(a)).unwrap_or(1);
+        let in_channels =
+            self.ctx.tensor_shape(self.module.value_type(self.module.operand(op, 0)))?.get(1).copied();
+        let groups =
+            self.module.op_attr(self.ctx, op, "groups").and_then(|a| self.ctx.attr_as_int(a)).unwrap_or(1);
         let depthwise = (name == qnn_op::CONV2D || name == qnn_op::CONV2D_RELU)
             && groups > 1
             && shape.get(1) == Some(&1)
@@ -623,7 +627,10 @@ impl Lint<'_> {
                 if !qopt_dialect_qnn::quant_params::u8_s8_pairs_exact(&centered) {
                     let at = centered
                         .chunks(2)
-                        .position(|p| p.iter().any(|w| !(-128..=127).contains(w)) || 255 * p.iter().map(|w| w.unsigned_abs()).sum::<u64>() > 32767)
+                        .position(|p| {
+                            p.iter().any(|w| !(-128..=127).contains(w))
+                                || 255 * p.iter().map(|w| w.unsigned_abs()).sum::<u64>() > 32767
+                        })
                         .unwrap_or(0);
                     blocker = Some((c, 2 * at, centered[2 * at..(2 * at + 2).min(centered.len())].to_vec()));
                     break;
@@ -646,7 +653,8 @@ impl Lint<'_> {
             )
         } else {
             self.stats.x86_byte_layers += 1;
-            "x86 (AVX2, no VNNI): vpmaddubsw, exact for these weights (255·(|a|+|b|) ≤ 32767 for every pair)".to_string()
+            "x86 (AVX2, no VNNI): vpmaddubsw, exact for these weights (255·(|a|+|b|) ≤ 32767 for every pair)"
+                .to_string()
         };
         let message = match winograd.flatten() {
             Some(winograd) => format!("{message}; {winograd}"),
@@ -659,9 +667,13 @@ impl Lint<'_> {
     /// weight, stride and dilation 1, one group.
     fn winograd_shaped(&self, op: OpId, weight_shape: &[i64]) -> bool {
         let ones = |key: &str| {
-            self.module.op_attr(self.ctx, op, key).and_then(|a| self.ctx.attr_as_i64_array(a)).is_none_or(|v| v == [1, 1])
+            self.module
+                .op_attr(self.ctx, op, key)
+                .and_then(|a| self.ctx.attr_as_i64_array(a))
+                .is_none_or(|v| v == [1, 1])
         };
-        let groups = self.module.op_attr(self.ctx, op, "groups").and_then(|a| self.ctx.attr_as_int(a)).unwrap_or(1);
+        let groups =
+            self.module.op_attr(self.ctx, op, "groups").and_then(|a| self.ctx.attr_as_int(a)).unwrap_or(1);
         matches!(self.name(op), qnn_op::CONV2D | qnn_op::CONV2D_RELU)
             && weight_shape.len() == 4
             && weight_shape[2..] == [3, 3]
@@ -672,7 +684,10 @@ impl Lint<'_> {
 
     /// Warns where a `qnn.add` ignores an operand ([`add_operand_dropped`]).
     fn add_scale_gap(&mut self, op: OpId) {
-        if self.name(op) != qnn_op::ADD || self.module.num_operands(op) != 2 || self.module.num_results(op) != 1 {
+        if self.name(op) != qnn_op::ADD
+            || self.module.num_operands(op) != 2
+            || self.module.num_results(op) != 1
+        {
             return;
         }
         let q = |v| quant_element(self.ctx, self.module.value_type(v));
@@ -724,7 +739,11 @@ impl Lint<'_> {
 /// raw weight values (`channels` rows) and each row's zero point: exact for
 /// these weights (`quant_params::winograd_f2x3_exact`), or the first channel
 /// that rules it out. `None` when a zero point is missing.
-fn winograd_note(values: &[i128], channels: usize, zero_point: impl Fn(usize) -> Option<i64>) -> Option<String> {
+fn winograd_note(
+    values: &[i128],
+    channels: usize,
+    zero_point: impl Fn(usize) -> Option<i64>,
+) -> Option<String> {
     for (c, row) in values.chunks((values.len() / channels).max(1)).enumerate() {
         let zp = i128::from(zero_point(c)?);
         let centered: Vec<i64> = row.iter().map(|&v| (v - zp) as i64).collect();

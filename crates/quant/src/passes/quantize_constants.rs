@@ -27,18 +27,20 @@
 //!
 //! Statistics: `quantized-constants`, `quantized-biases`.
 
-use qopt_ir_core::PassInfo;
-use qopt_ir_core::equivalence::Relation;
-use crate::records::hints::{is_skipped};
-use crate::quantizable::{quantizable};
+use crate::quantizable::quantizable;
+use crate::records::hints::is_skipped;
 use qopt_dialect_fp::constants::{create_constant, erase_if_unused_constant};
 use qopt_dialect_qnn::fixed_point::{quantize_f32, scale_f32};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{params, quant_element};
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
-    constant_value, dense_values_f64, static_num_elements, AttrData, Context, DenseElements, FloatKind, InsertPoint, IntType, Module, OpId, OperationState, Pass, PassContext, PassError,
-    PassOutcome, QuantParams, QuantType, Rewriter, Signedness, Type, ValueId,
+    constant_value, dense_values_f64, static_num_elements, AttrData, Context, DenseElements, FloatKind,
+    InsertPoint, IntType, Module, OpId, OperationState, Pass, PassContext, PassError, PassOutcome,
+    QuantParams, QuantType, Rewriter, Signedness, Type, ValueId,
 };
 
 /// The `quantize-constants` pass; see the module docs.
@@ -47,7 +49,8 @@ pub struct QuantizeConstants;
 const INFO: PassInfo = PassInfo {
     name: "quantize-constants",
     summary: "fold qnn.quantize of constants into quantized constants, and quantize biases to i32",
-    description: "Replaces `qnn.quantize(c)` of a constant by a constant of the quantized type holding the same \
+    description:
+        "Replaces `qnn.quantize(c)` of a constant by a constant of the quantized type holding the same \
      stored values (exact), and the float constant bias of a conv or dense whose activation and \
      weight are dequantized by `qnn.dequantize` of an i32 constant in units of s_x·s_w[c], zero \
      point 0, rounded half to even (`docs/quant-semantics.md` §6.1). A bias that would not fit i32 \
@@ -63,12 +66,7 @@ impl Pass for QuantizeConstants {
         &INFO
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        _options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let constants = quantize_constant_operands(cx.ctx, module)?;
         let mut biases = 0;
         let weighted: Vec<OpId> = module
@@ -78,7 +76,8 @@ impl Pass for QuantizeConstants {
         for op in weighted {
             match bias_plan(cx.ctx, module, op) {
                 Ok(Some(plan)) => {
-                    quantize_bias(cx.ctx, module, op, plan).map_err(|e| PassError::at_op(cx.ctx, module, op, e))?;
+                    quantize_bias(cx.ctx, module, op, plan)
+                        .map_err(|e| PassError::at_op(cx.ctx, module, op, e))?;
                     biases += 1;
                 }
                 Ok(None) => {}
@@ -91,7 +90,6 @@ impl Pass for QuantizeConstants {
     }
 }
 
-
 /// Folds every `qnn.quantize` of a constant; returns how many.
 fn quantize_constant_operands(ctx: &mut Context, module: &mut Module) -> Result<u64, PassError> {
     let quantizes: Vec<OpId> = module
@@ -103,14 +101,15 @@ fn quantize_constant_operands(ctx: &mut Context, module: &mut Module) -> Result<
         let source = module.operand(op, 0);
         let Some(value) = constant_value(ctx, module, source) else { continue };
         let result_ty = module.value_type(module.result(op, 0));
-        let quantized = quantize_dense(ctx, value, result_ty).map_err(|e| PassError::at_op(ctx, module, op, e))?;
+        let quantized =
+            quantize_dense(ctx, value, result_ty).map_err(|e| PassError::at_op(ctx, module, op, e))?;
         let attr = ctx.dense_attr(quantized);
         let loc = module.op_loc(op);
         let mut rewriter = Rewriter::new(ctx, module);
         rewriter.set_insertion_point(InsertPoint::Before(op));
         rewriter.set_loc(loc);
-        let constant =
-            create_constant(&mut rewriter, attr).map_err(|e| PassError::at_op(rewriter.ctx, rewriter.module, op, e))?;
+        let constant = create_constant(&mut rewriter, attr)
+            .map_err(|e| PassError::at_op(rewriter.ctx, rewriter.module, op, e))?;
         rewriter.replace_all_uses(rewriter.module.result(op, 0), constant);
         // invariant: the quantize has no uses left.
         let _ = rewriter.erase_op(op);

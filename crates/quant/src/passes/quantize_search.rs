@@ -57,25 +57,21 @@
 //! JSON (written atomically). Statistics: `sites`, `widened-sites`,
 //! `overflow-skipped-sites`, `evaluations`.
 
-
-use qopt_ir_core::PassInfo;
-use qopt_ir_core::equivalence::Relation;
-use crate::search::settings::{parse_max_drop, scheme_passes, Settings, SchemeOptions, run_pass};
-use crate::search::sites::{find_sites, fake_quant_owners, only_site, insert_hint};
-use crate::search::evaluate::{Measurement, Evaluation};
-use crate::search::Search;
-use crate::search::report::{percent, Report};
-use crate::records::hints::storage_kind;
 use crate::passes::{Calibrate, InsertFakeq, InsertObservers};
+use crate::records::hints::storage_kind;
+use crate::search::evaluate::{Evaluation, Measurement};
+use crate::search::report::{percent, Report};
+use crate::search::settings::{parse_max_drop, run_pass, scheme_passes, SchemeOptions, Settings};
+use crate::search::sites::{fake_quant_owners, find_sites, insert_hint, only_site};
+use crate::search::Search;
 use qopt_interp::progress::Progress;
+use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
-use qopt_ir_core::{
-    BadOptionValue, Diagnostic, Module, Pass, PassContext,
-    PassError, PassOutcome, Severity, SrcPos,
-};
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
+use qopt_ir_core::{BadOptionValue, Diagnostic, Module, Pass, PassContext, PassOutcome, Severity, SrcPos};
 use std::path::Path;
 use std::time::Instant;
-
 
 /// The `quantize-search` pass; see the module docs.
 pub struct QuantizeSearch;
@@ -166,12 +162,7 @@ impl Pass for QuantizeSearch {
         Ok(())
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         let mut started = Instant::now();
         let settings = Settings::read(options)?;
         let sub_options = SchemeOptions::read(options)?;
@@ -267,7 +258,10 @@ impl Pass for QuantizeSearch {
                 reached = true;
             } else {
                 let (that_can, hinted) = if skipped > 0 {
-                    (format!(" that can be ({skipped} more could overflow an accumulator)"), "those values are")
+                    (
+                        format!(" that can be ({skipped} more could overflow an accumulator)"),
+                        "those values are",
+                    )
                 } else {
                     (String::new(), "every value is")
                 };
@@ -327,10 +321,15 @@ impl Pass for QuantizeSearch {
         };
         if !settings.report.is_empty() {
             let json = report.json();
-            qopt_ir_core::write_file_atomically(Path::new(&settings.report), |out| out.write_all(json.as_bytes()))
-                .map_err(|e| format!("cannot write the report '{}': {e}", settings.report))?;
+            qopt_ir_core::write_file_atomically(Path::new(&settings.report), |out| {
+                out.write_all(json.as_bytes())
+            })
+            .map_err(|e| format!("cannot write the report '{}': {e}", settings.report))?;
         }
-        cx.warn(Diagnostic { severity: Severity::Note, ..Diagnostic::warning(None, SrcPos::NONE, report.text()) });
+        cx.warn(Diagnostic {
+            severity: Severity::Note,
+            ..Diagnostic::warning(None, SrcPos::NONE, report.text())
+        });
         cx.add_stat("sites", sites.len() as u64);
         cx.add_stat("widened-sites", chosen.len() as u64);
         cx.add_stat("overflow-skipped-sites", skipped as u64);

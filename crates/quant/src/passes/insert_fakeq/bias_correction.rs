@@ -20,8 +20,8 @@
 //! What was subtracted is added to the op's `qnn.bias_correction` record
 //! (`bias_record.rs`), so `bias-correct` can rebuild the float bias.
 
-use crate::records::bias_correction::{subtract_from_bias, BiasRecord};
 use crate::channels::{channel_blocks_mut, channel_sums};
+use crate::records::bias_correction::{subtract_from_bias, BiasRecord};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::{KernelContext, KernelRegistry, Tensor};
 use qopt_ir_core::interfaces::QuantizableOp;
@@ -56,7 +56,6 @@ pub(crate) fn correct_bias(
     record.store(ctx, module, op)?;
     Ok(true)
 }
-
 
 /// `W_q − W` for a weight operand `fake_quant(W)` with constant `W`, as f32.
 fn weight_rounding_error(

@@ -42,23 +42,24 @@
 
 mod bias_correction;
 
-use qopt_ir_core::PassInfo;
-use bias_correction::{correct_bias};
 use crate::calibration::methods::{QuantMethods, RangeMethod, RangeTarget};
-use crate::records::scheme::{Scheme, DEGENERATE_SCALE};
-use crate::calibration::stats::{ObserverStats};
+use crate::calibration::stats::ObserverStats;
 use crate::quantizable::{is_float_tensor, quantizable};
 use crate::records::hints::{is_kept_float, is_skipped, storage_kind, STORAGE};
+use crate::records::scheme::{Scheme, DEGENERATE_SCALE};
+use bias_correction::correct_bias;
 use qopt_dialect_qnn::fixed_point::scale_f32;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::KernelRegistry;
 use qopt_ir_core::interfaces::FusedActivation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
     constant_value, dense_values_f64, AttrData, Context, Diagnostic, Diagnostics, FloatKind, FxHashMap,
-    IntType, Module, OpId, OperationState, Pass, PassContext, PassError, PassOutcome, QuantParams, Severity, Type,
-    TypeData, ValueDef, ValueId,
+    IntType, Module, OpId, OperationState, Pass, PassContext, PassError, PassOutcome, QuantParams, Severity,
+    Type, TypeData, ValueDef, ValueId,
 };
 use std::sync::Arc;
 
@@ -146,7 +147,8 @@ impl Pass for InsertFakeq {
         for (type_option, scheme_option) in
             [("activation-type", "activation-scheme"), ("weight-type", "weight-scheme")]
         {
-            Scheme::read(options, type_option, scheme_option).map_err(|e| BadOptionValue::new(type_option, e))?;
+            Scheme::read(options, type_option, scheme_option)
+                .map_err(|e| BadOptionValue::new(type_option, e))?;
         }
         check_percentile(options)?;
         let method = options.string("method");
@@ -162,17 +164,13 @@ impl Pass for InsertFakeq {
 
     /// The range method is registered.
     fn check_options_against(&self, ctx: &Context, options: &PassOptions) -> Result<(), BadOptionValue> {
-        QuantMethods::of(ctx).find_range_method(options.string("method")).map(|_| ()).map_err(|e| {
-            BadOptionValue::new("method", e)
-        })
+        QuantMethods::of(ctx)
+            .find_range_method(options.string("method"))
+            .map(|_| ())
+            .map_err(|e| BadOptionValue::new("method", e))
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         let config = Config::read(cx.ctx, options)?;
         let observers: Vec<OpId> = module
             .walk_preorder(module.root())
@@ -389,7 +387,9 @@ fn hinted_weight_storage(ctx: &Context, module: &Module, observers: &[OpId]) -> 
         let mut def = module.defining_op(module.operand(op, 0));
         while !def.is_none()
             && module.num_operands(def) > 0
-            && ctx.op_def(module.op_name(def)).is_some_and(|d| d.interfaces.get::<FusedActivation>().is_some())
+            && ctx
+                .op_def(module.op_name(def))
+                .is_some_and(|d| d.interfaces.get::<FusedActivation>().is_some())
         {
             def = module.defining_op(module.operand(def, 0));
         }

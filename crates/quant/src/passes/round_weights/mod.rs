@@ -65,13 +65,12 @@
 mod adaround;
 mod layer_inputs;
 
-use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
-use qopt_ir_core::PassInfo;
-use adaround::{optimize_layer, ChannelProblem, LayerProblem, Schedule};
+use crate::quantizable::quantizable;
+use crate::records::hints::is_skipped;
 use crate::runs::data::{check_counts, chunk_calls, DataSettings};
+use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
+use adaround::{optimize_layer, ChannelProblem, LayerProblem, Schedule};
 use layer_inputs::{LayerInputs, Window};
-use crate::records::hints::{is_skipped};
-use crate::quantizable::{quantizable};
 use qopt_dialect_fp::constants::{create_constant, dense, erase_if_unused_constant};
 use qopt_dialect_qnn::fixed_point::{dequantize_f32, quantize_f32, scale_f32};
 use qopt_dialect_qnn::op_names as qnn_op;
@@ -79,6 +78,8 @@ use qopt_dialect_qnn::quant_params::{axis, params_at, storage_range};
 use qopt_interp::progress::Progress;
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
+use qopt_ir_core::PassInfo;
+use qopt_ir_core::PassResult;
 use qopt_ir_core::{
     constant_value, AttrData, BadOptionValue, Context, Diagnostic, Diagnostics, FloatKind, FxHashMap,
     InsertPoint, Module, OpId, Pass, PassContext, PassError, PassOutcome, QuantType, Rewriter, Severity,
@@ -149,7 +150,10 @@ impl Pass for RoundWeights {
         check_counts(options, &COUNT_OPTIONS)?;
         let iterations = options.int("iterations");
         if iterations < 1 {
-            return Err(BadOptionValue::new("iterations", format!("'iterations' must be at least 1, got {iterations}")));
+            return Err(BadOptionValue::new(
+                "iterations",
+                format!("'iterations' must be at least 1, got {iterations}"),
+            ));
         }
         let float_in = |name: &'static str, ok: fn(f64) -> bool, want: &str| {
             let v = options.float(name);
@@ -166,17 +170,15 @@ impl Pass for RoundWeights {
         float_in("warmup", |v| (0.0..1.0).contains(&v), "in [0, 1)")?;
         let bits = options.int("bits-below");
         if !(2..=33).contains(&bits) {
-            return Err(BadOptionValue::new("bits-below", format!("'bits-below' must be in [2, 33], got {bits}")));
+            return Err(BadOptionValue::new(
+                "bits-below",
+                format!("'bits-below' must be in [2, 33], got {bits}"),
+            ));
         }
         Ok(())
     }
 
-    fn run(
-        &self,
-        cx: &mut PassContext<'_>,
-        module: &mut Module,
-        options: &PassOptions,
-    ) -> Result<PassOutcome, PassError> {
+    fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         let settings = Settings::read(options)?;
         let sites = find_layers(cx, module, &settings)?;
         if sites.is_empty() {
@@ -219,8 +221,15 @@ impl Pass for RoundWeights {
                 let site = &sites[index];
                 if inputs.patches == 0 {
                     cost_left -= site.cost();
-                    let why = format!("it saw no calibration data (it is not reached from @{})", settings.data.func);
-                    cx.warn_at(module, site.op, format!("round-weights leaves this layer's rounding as it is: {why}"));
+                    let why = format!(
+                        "it saw no calibration data (it is not reached from @{})",
+                        settings.data.func
+                    );
+                    cx.warn_at(
+                        module,
+                        site.op,
+                        format!("round-weights leaves this layer's rounding as it is: {why}"),
+                    );
                     continue;
                 }
                 let budget = (settings.time_budget > 0.0).then(|| {
@@ -292,7 +301,8 @@ impl Settings {
         Ok(Settings {
             data: DataSettings::read(options)?,
             schedule: Schedule {
-                iterations: usize::try_from(options.int("iterations")).map_err(|_| "'iterations' must be at least 1")?,
+                iterations: usize::try_from(options.int("iterations"))
+                    .map_err(|_| "'iterations' must be at least 1")?,
                 warmup: options.float("warmup"),
                 regularization: options.float("regularization"),
                 learning_rate: options.float("learning-rate"),
@@ -353,10 +363,8 @@ impl Layer {
 
     /// Channel `c`'s f32 scale, zero point and storage range.
     fn grid(&self, c: usize) -> (f32, i64, i64, i64) {
-        let p = params_at(&self.quant, c).unwrap_or(qopt_dialect_qnn::quant_params::ScaleZp {
-            scale: 1.0,
-            zero_point: 0,
-        });
+        let p = params_at(&self.quant, c)
+            .unwrap_or(qopt_dialect_qnn::quant_params::ScaleZp { scale: 1.0, zero_point: 0 });
         let (qmin, qmax) = storage_range(&self.quant);
         (scale_f32(p.scale), p.zero_point, qmin, qmax)
     }
@@ -429,14 +437,16 @@ impl Layer {
                 let stored = n + zp;
                 let value = dequantize_f32(stored, zp, s);
                 // The fake quant must leave the written value as it is, bit for bit.
-                if quantize_f32(value, s, zp, qmin, qmax) != stored || dequantize_f32(stored, zp, s) != value {
+                if quantize_f32(value, s, zp, qmin, qmax) != stored || dequantize_f32(stored, zp, s) != value
+                {
                     let message = format!("level {n} of output channel {c} is not exactly representable");
                     return Err(PassError::at_op(cx.ctx, module, self.op, message));
                 }
                 let nearest = quantize_f32(w, s, zp, qmin, qmax);
                 if stored != nearest {
                     changed_here += 1;
-                    bias_shift[c] += f64::from(s) * (stored - nearest) as f64 * means[i] / inputs.patches.max(1) as f64;
+                    bias_shift[c] +=
+                        f64::from(s) * (stored - nearest) as f64 * means[i] / inputs.patches.max(1) as f64;
                 }
                 values.push(f64::from(value));
             }
@@ -477,7 +487,9 @@ impl Layer {
             (None, vec![0.0; shift.len()])
         };
         if values.len() != shift.len() {
-            return Err(format!("the bias has {} values for {} output channels", values.len(), shift.len()).into());
+            return Err(
+                format!("the bias has {} values for {} output channels", values.len(), shift.len()).into()
+            );
         }
         let corrected: Vec<f64> = values.iter().zip(shift).map(|(v, s)| v - s).collect();
         let ty = match old {
@@ -522,7 +534,11 @@ fn constant_values(ctx: &Context, module: &Module, value: ValueId) -> Option<Vec
 
 /// Every layer to optimize, in program order; warnings for layers left alone,
 /// errors (all at once) for weights that cannot be read.
-fn find_layers(cx: &mut PassContext<'_>, module: &Module, settings: &Settings) -> Result<Vec<Layer>, PassError> {
+fn find_layers(
+    cx: &mut PassContext<'_>,
+    module: &Module,
+    settings: &Settings,
+) -> Result<Vec<Layer>, PassError> {
     let mut layers = Vec::new();
     let mut errors = Vec::new();
     let mut warnings = Vec::new();
@@ -579,13 +595,18 @@ fn layer_at(
 ) -> Result<Result<Layer, String>, String> {
     let weight = module.operand(fake_quant, 0);
     let Some(attr) = constant_value(ctx, module, weight) else {
-        return Err("the fake-quantized weight is not a constant; round-weights rewrites weight constants".into());
+        return Err(
+            "the fake-quantized weight is not a constant; round-weights rewrites weight constants".into()
+        );
     };
     let AttrData::Dense(d) = ctx.attr_data(attr) else {
         return Err("the fake-quantized weight is not a dense constant".into());
     };
     let name = ctx.op_name_str(module.op_name(op)).to_string();
-    if d.ty != module.value_type(weight) || ctx.element_type(d.ty) != ctx.common().f32 || quant.expressed != FloatKind::F32 {
+    if d.ty != module.value_type(weight)
+        || ctx.element_type(d.ty) != ctx.common().f32
+        || quant.expressed != FloatKind::F32
+    {
         return Ok(Err("it handles f32 weights and types only".into()));
     }
     let tensor = Tensor::from_dense(ctx, d).map_err(|e| e.message)?;
@@ -613,7 +634,8 @@ fn layer_at(
     if shape.is_empty() || values.len() != shape[0] * window.taps() {
         return Err(format!("the weight of shape {shape:?} does not fit the layer"));
     }
-    let bias_ok = bias >= module.num_operands(op) || constant_values(ctx, module, module.operand(op, bias)).is_some();
+    let bias_ok =
+        bias >= module.num_operands(op) || constant_values(ctx, module, module.operand(op, bias)).is_some();
     Ok(Ok(Layer {
         op,
         fake_quant,
@@ -693,7 +715,8 @@ fn collect_inputs(
     let kernels = &*KernelRegistry::of_or_standard(ctx);
     let mut prepared = Interpreter::new(ctx, module, kernels);
     prepared.prepare(&settings.data.func).map_err(|e| e.to_string())?;
-    let fresh = || -> Vec<LayerInputs> { layers.iter().map(|l| LayerInputs::new(l.window.clone())).collect() };
+    let fresh =
+        || -> Vec<LayerInputs> { layers.iter().map(|l| LayerInputs::new(l.window.clone())).collect() };
     let mut merged = fresh();
     let per_chunk = chunk_calls(calls);
     let chunks = calls.div_ceil(per_chunk);
@@ -706,14 +729,16 @@ fn collect_inputs(
         let results: Vec<ChunkResult> = std::thread::scope(|scope| {
             let handles: Vec<_> = (round..chunks.min(round + settings.threads.max(1)))
                 .map(|chunk| {
-                    let (mut interp, fresh, by_result, by_arg) = (prepared.fork(), &fresh, &by_result, &by_arg);
+                    let (mut interp, fresh, by_result, by_arg) =
+                        (prepared.fork(), &fresh, &by_result, &by_arg);
                     scope.spawn(move || {
                         let mut partial = fresh();
                         for call in chunk * per_chunk..((chunk + 1) * per_chunk).min(calls) {
                             let start = call * per_call;
                             let inputs = dataset.read(start, per_call).map_err(|e| (None, e.to_string()))?;
                             for &(arg, layer) in by_arg {
-                                add_tensor(&mut partial[layer], &inputs[arg]).map_err(|e| (Some(layer), e))?;
+                                add_tensor(&mut partial[layer], &inputs[arg])
+                                    .map_err(|e| (Some(layer), e))?;
                             }
                             let mut failure = None;
                             let mut hook = |op: OpId, results: &[Tensor]| {
@@ -727,7 +752,13 @@ fn collect_inputs(
                                 }
                             };
                             interp.run_with(func_name, &inputs, &mut hook).map_err(|e| {
-                                (None, format!("running @{func_name} on samples {start}..{}: {e}", start + per_call))
+                                (
+                                    None,
+                                    format!(
+                                        "running @{func_name} on samples {start}..{}: {e}",
+                                        start + per_call
+                                    ),
+                                )
                             })?;
                             if let Some(failure) = failure {
                                 return Err(failure);
@@ -737,7 +768,10 @@ fn collect_inputs(
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err((None, "a worker panicked".into())))).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err((None, "a worker panicked".into()))))
+                .collect()
         });
         let done = (chunks.min(round + settings.threads.max(1)) - round) * per_chunk;
         (0..(done.min(calls - round * per_chunk) * per_call)).for_each(|_| progress.advance());
