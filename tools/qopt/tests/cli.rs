@@ -1,8 +1,10 @@
 //! The `qopt` binary's contract: exit codes, stdin, atomic `-o`, split input,
 //! located diagnostics, pipeline errors with suggestions.
 
+mod common;
+
+use common::{scratch, text};
 use qopt_ir_core::PassInfo;
-use qopt_ir_core::ScratchDir;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -30,16 +32,6 @@ fn qopt(args: &[&str], stdin: Option<&str>) -> Output {
         }
     }
     child.wait_with_output().expect("qopt finishes")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// A fresh directory under the temp dir for one test, removed when dropped
-/// (also when the test fails).
-fn scratch(name: &str) -> ScratchDir {
-    ScratchDir::new(&format!("cli-{name}"))
 }
 
 #[test]

@@ -9,20 +9,12 @@
 //! is the same trap before a 300-input layer, whose i32 accumulator i16
 //! inputs would overflow: the search must leave that value i8.
 
-use qopt_ir_core::ScratchDir;
+mod common;
+
+use common::{repo, scratch};
 use qopt_npy as npy;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// A fresh directory under the temp dir for one test, removed when dropped
-/// (also when the test fails).
-fn scratch(name: &str) -> ScratchDir {
-    ScratchDir::new(&format!("mixed-precision-{name}"))
-}
 
 fn tool(tool: &str, args: &[&str]) -> Output {
     Command::new(tool).args(args).output().expect("the tool starts")

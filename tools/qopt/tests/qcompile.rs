@@ -22,18 +22,16 @@
 //! alone). A lowering added to the backend gets its C test by adding a case
 //! to [`cases`].
 
+mod common;
+
+use common::{scratch, text};
 use qopt_codegen_x86::{compile, CpuFeatures, Lowerings, Program, Target};
-use qopt_ir_core::ScratchDir;
 use qopt_npy::{self as npy, RawArray};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 fn run_tool(binary: &str, args: &[&str]) -> Output {
     Command::new(binary).args(args).stdin(Stdio::null()).output().expect("the tool starts")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Runs qcompile, expects exit code `code`, returns (stdout, stderr).
@@ -48,12 +46,6 @@ fn qcompile(code: i32, args: &[&str]) -> (String, String) {
 fn qrun(args: &[&str]) {
     let out = run_tool(env!("CARGO_BIN_EXE_qrun"), args);
     assert_eq!(out.status.code(), Some(0), "qrun {args:?}\nstderr: {}", text(&out.stderr));
-}
-
-/// A fresh directory under the temp dir for one test, removed when dropped
-/// (also when the test fails).
-fn scratch(name: &str) -> ScratchDir {
-    ScratchDir::new(&format!("qcompile-cli-{name}"))
 }
 
 fn path_str(p: &Path) -> &str {

@@ -3,26 +3,14 @@
 //! that lists every problem at its line, and atomic output: nothing is
 //! written, and an existing file is left as it was, when anything fails.
 
-use qopt_ir_core::ScratchDir;
+mod common;
+
+use common::{repo_path, scratch, text};
 use std::path::Path;
 use std::process::{Command, Output};
 
 fn qexport(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_qexport")).args(args).output().expect("qexport runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn repo(path: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path).to_string_lossy().into_owned()
-}
-
-/// A fresh directory under the temp dir for one test, removed when dropped
-/// (also when the test fails).
-fn scratch(name: &str) -> ScratchDir {
-    ScratchDir::new(&format!("qexport-cli-{name}"))
 }
 
 fn write(dir: &Path, name: &str, content: &str) -> String {
@@ -136,7 +124,7 @@ fn the_default_form_is_one_onnx_runtime_computes_without_saturation() {
 fn a_float_model_exports_from_its_qir() {
     let dir = scratch("float");
     let output = dir.join("mlp.onnx");
-    let out = qexport(&[&repo("examples/digits_mlp.qir"), "-o", output.to_str().unwrap()]);
+    let out = qexport(&[&repo_path("examples/digits_mlp.qir"), "-o", output.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     assert!(text(&out.stderr).contains("QDQ, opset 17, 5 nodes (Gemm 3, Relu 2), 6 initializers"));
     std::fs::remove_dir_all(&dir).unwrap();

@@ -2,38 +2,25 @@
 //! output to stdout or atomically to `-o`, `--batch`, and error messages that
 //! name the model file.
 
-use qopt_ir_core::ScratchDir;
-use std::path::Path;
+mod common;
+
+use common::{repo_path, scratch, text};
 use std::process::{Command, Output};
 
 fn qimport(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_qimport")).args(args).output().expect("qimport runs")
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn repo(path: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path).to_string_lossy().into_owned()
-}
-
-/// A fresh directory under the temp dir for one test, removed when dropped
-/// (also when the test fails).
-fn scratch(name: &str) -> ScratchDir {
-    ScratchDir::new(&format!("qimport-cli-{name}"))
-}
-
 #[test]
 fn imports_to_stdout_and_exits_0() {
-    let out = qimport(&[&repo("tests/models/digits_mlp/model.onnx")]);
+    let out = qimport(&[&repo_path("tests/models/digits_mlp/model.onnx")]);
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
-    let expected = std::fs::read_to_string(repo("examples/digits_mlp.qir")).unwrap();
+    let expected = std::fs::read_to_string(repo_path("examples/digits_mlp.qir")).unwrap();
     assert_eq!(text(&out.stdout), expected);
     // One summary line on stderr: 5 ops (3 dense, 2 relu), the weights and
     // biases of the three layers (64·128 + 128 + 128·64 + 64 + 64·10 + 10), and
     // the signature.
-    let model = repo("tests/models/digits_mlp/model.onnx");
+    let model = repo_path("tests/models/digits_mlp/model.onnx");
     assert_eq!(
         text(&out.stderr),
         format!("qimport: {model}: 5 ops, 17226 parameters; inputs 1x64xf32; outputs 1x10xf32\n")
@@ -45,11 +32,11 @@ fn dash_output_is_standard_output() {
     let dir = scratch("dash-output");
     let out = Command::new(env!("CARGO_BIN_EXE_qimport"))
         .current_dir(&dir)
-        .args([&repo("tests/models/digits_mlp/model.onnx"), "-o", "-"])
+        .args([&repo_path("tests/models/digits_mlp/model.onnx"), "-o", "-"])
         .output()
         .expect("qimport runs");
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), std::fs::read_to_string(repo("examples/digits_mlp.qir")).unwrap());
+    assert_eq!(text(&out.stdout), std::fs::read_to_string(repo_path("examples/digits_mlp.qir")).unwrap());
     assert!(!dir.join("-").exists(), "`-o -` wrote a file named '-'");
 }
 
@@ -58,13 +45,13 @@ fn writes_output_file_atomically() {
     let dir = scratch("output");
     let target = dir.join("out.qir");
     let out =
-        qimport(&[&repo("tests/models/digits_cnn/ort_qdq_minmax.onnx"), "-o", target.to_str().unwrap()]);
+        qimport(&[&repo_path("tests/models/digits_cnn/ort_qdq_minmax.onnx"), "-o", target.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     assert!(out.stdout.is_empty());
     let written = std::fs::read_to_string(&target).unwrap();
     assert!(written.contains("qnn.quantize"));
     // A failed import leaves an existing output untouched.
-    let out = qimport(&[&repo("tests/onnx/unsupported_ops.onnx"), "-o", target.to_str().unwrap()]);
+    let out = qimport(&[&repo_path("tests/onnx/unsupported_ops.onnx"), "-o", target.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(std::fs::read_to_string(&target).unwrap(), written);
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file left");
@@ -77,10 +64,10 @@ fn bad_models_exit_1_naming_the_file() {
     let not_onnx = dir.join("notes.onnx");
     std::fs::write(&not_onnx, "hello, this is not a model\n").unwrap();
     let truncated = dir.join("truncated.onnx");
-    let model = std::fs::read(repo("tests/models/digits_mlp/model.onnx")).unwrap();
+    let model = std::fs::read(repo_path("tests/models/digits_mlp/model.onnx")).unwrap();
     std::fs::write(&truncated, &model[..1000]).unwrap();
     let missing = dir.join("missing.onnx");
-    let unsupported = repo("tests/onnx/unsupported_ops.onnx");
+    let unsupported = repo_path("tests/onnx/unsupported_ops.onnx");
     let cases = [
         (
             not_onnx.to_str().unwrap().to_string(),
@@ -107,7 +94,7 @@ fn bad_models_exit_1_naming_the_file() {
 
 #[test]
 fn batch_fixes_a_dynamic_batch_dimension() {
-    let model = repo("tests/onnx/dynamic_batch.onnx");
+    let model = repo_path("tests/onnx/dynamic_batch.onnx");
     let out = qimport(&[&model]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
@@ -120,7 +107,7 @@ fn batch_fixes_a_dynamic_batch_dimension() {
     let out = qimport(&[&model, "--batch", "3"]);
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     assert!(text(&out.stdout).contains("func.func @main(%arg0: tensor<3x4xf32>) -> tensor<3x4xf32>"));
-    let width = repo("tests/onnx/dynamic_width.onnx");
+    let width = repo_path("tests/onnx/dynamic_width.onnx");
     let out = qimport(&[&width]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr)
@@ -133,7 +120,7 @@ fn batch_fixes_a_dynamic_batch_dimension() {
 
 #[test]
 fn usage_errors_exit_2() {
-    let model = repo("tests/models/digits_mlp/model.onnx");
+    let model = repo_path("tests/models/digits_mlp/model.onnx");
     for args in [
         &[][..],
         &[model.as_str(), "--batch", "0"],
@@ -189,7 +176,7 @@ fn list_evaluated_ops_prints_a_subset_of_the_supported_ones() {
 
 #[test]
 fn a_batch_too_large_for_qir_text_is_refused() {
-    let model = repo("tests/onnx/dynamic_batch.onnx");
+    let model = repo_path("tests/onnx/dynamic_batch.onnx");
     let out = qimport(&[&model, "--batch", "4611686018427387904", "-o", "/dev/null"]);
     assert_eq!(out.status.code(), Some(2), "stderr: {}", text(&out.stderr));
     let out = qimport(&[&model, "--input-shape", "x=281474976710657x4"]);
@@ -206,7 +193,7 @@ fn a_batch_too_large_for_qir_text_is_refused() {
 fn an_output_over_the_model_is_refused() {
     let dir = scratch("over-input");
     let model = dir.join("model.onnx");
-    std::fs::copy(repo("tests/models/digits_mlp/model.onnx"), &model).unwrap();
+    std::fs::copy(repo_path("tests/models/digits_mlp/model.onnx"), &model).unwrap();
     let before = std::fs::read(&model).unwrap();
     let out = qimport(&[model.to_str().unwrap(), "-o", model.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
@@ -219,7 +206,7 @@ fn an_output_over_the_model_is_refused() {
 /// each is now a clean import error, exit 1.
 #[test]
 fn fuzz_regressions_are_errors_not_crashes() {
-    let dir = repo("tests/onnx/fuzz-regressions");
+    let dir = repo_path("tests/onnx/fuzz-regressions");
     let mut checked = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();

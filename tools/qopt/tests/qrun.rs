@@ -2,17 +2,15 @@
 //! `--batch`, `--bench`, `--compare`, `--json`, `--random-inputs`, and every
 //! error path with its exit code and message.
 
-use qopt_ir_core::ScratchDir;
+mod common;
+
+use common::{scratch, text};
 use qopt_npy::{self as npy, NpyElement, RawArray};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 fn qrun(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_qrun")).args(args).stdin(Stdio::null()).output().expect("qrun starts")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Runs qrun, expects exit code `code`, returns (stdout, stderr).
@@ -26,12 +24,6 @@ fn expect(code: i32, args: &[&str]) -> (String, String) {
 /// A model under `tests/qrun/`.
 fn model(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/qrun").join(name).display().to_string()
-}
-
-/// A fresh directory under the temp dir for one test, removed when dropped
-/// (also when the test fails).
-fn scratch(name: &str) -> ScratchDir {
-    ScratchDir::new(&format!("qrun-cli-{name}"))
 }
 
 fn array<T: NpyElement>(shape: &[usize], values: &[T]) -> RawArray {

@@ -8,22 +8,15 @@
 //! Running the expanded passes one by one, saving in between, gives the
 //! same bytes as the pipeline.
 
+mod common;
+
+use common::{repo, scratch};
 use qopt_driver::Driver;
 use qopt_ir_core::pass::pipeline::{parse_pipeline, print_pipeline};
 use qopt_ir_core::ScratchDir;
 use qopt_npy::{self as npy, RawArray};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// A fresh directory under the temp dir for one test, removed when dropped
-/// (also when the test fails).
-fn scratch(name: &str) -> ScratchDir {
-    ScratchDir::new(&format!("quantize-{name}"))
-}
 
 /// Runs a tool; panics with its stderr on failure; returns stderr.
 fn run(tool: &str, args: &[&str]) -> String {

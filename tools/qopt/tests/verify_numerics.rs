@@ -6,12 +6,14 @@
 //! not judged; modules that cannot run are reported as not run without
 //! failing; bad flags are usage errors.
 
+mod common;
+
 use clap::Parser as _;
+use common::scratch;
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::PassInfo;
 use qopt_ir_core::PassResult;
-use qopt_ir_core::ScratchDir;
 use qopt_ir_core::{dense_values_f64, AttrData, DenseElements, Module, Pass, PassContext, PassOutcome};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,12 +27,6 @@ fn root() -> PathBuf {
 fn qopt(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_qopt")).current_dir(root()).args(args).output().unwrap();
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
-}
-
-/// A fresh directory under the temp dir for one test, removed when dropped
-/// (also when the test fails).
-fn scratch(name: &str) -> ScratchDir {
-    ScratchDir::new(&format!("verify-numerics-{name}"))
 }
 
 /// Writes `text` to `dir/name` and returns the path as a string.

@@ -5,19 +5,11 @@
 //! for bit. Also with `reduce-range` weights, which put every conv and dense
 //! on the x86 backend's `vpmaddubsw` path on CPUs without VNNI.
 
-use qopt_ir_core::ScratchDir;
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{repo, scratch};
+use std::path::Path;
 use std::process::Command;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// A fresh directory under the temp dir for one test, removed when dropped
-/// (also when the test fails).
-fn scratch(name: &str) -> ScratchDir {
-    ScratchDir::new(&format!("x86-models-{name}"))
-}
 
 /// Runs a tool; panics with its stderr on failure; returns stdout.
 fn run(tool: &str, args: &[&str]) -> String {
