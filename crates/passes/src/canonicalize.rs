@@ -44,6 +44,8 @@ pub struct Canonicalize;
 const INFO: PassInfo = PassInfo {
     name: "canonicalize",
     summary: "fold ops, erase dead pure ops and apply the dialects' canonicalization patterns",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
     description: "Runs the greedy rewrite driver over the module with every registered dialect's \
      canonicalization patterns, the ops' folders and dead-op removal, until a sweep \
      changes nothing. Fails if `max-iterations` sweeps (or the driver's rewrite bound) \
@@ -52,8 +54,6 @@ const INFO: PassInfo = PassInfo {
      %0 = test.neg(%x) : (i64) -> i64\n\
      %1 = test.neg(%0) : (i64) -> i64   // -> uses of %1 become %x\n\
      ```",
-    preserves_semantics: true,
-    equivalence: Some(Relation::Exact),
 };
 
 impl Pass for Canonicalize {

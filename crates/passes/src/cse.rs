@@ -49,6 +49,8 @@ pub struct Cse;
 const INFO: PassInfo = PassInfo {
     name: "cse",
     summary: "merge equal pure ops, reusing the dominating one",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
     description: "Erases a pure op without regions when an equal op (same name, attributes, operands \
      and result types; commutative operands in either order) dominates it, replacing its \
      results by that op's. Values from enclosing blocks are reused inside regions.\n\n\
@@ -56,8 +58,6 @@ const INFO: PassInfo = PassInfo {
      %0 = test.add(%x, %y) : (i64, i64) -> i64\n\
      %1 = test.add(%y, %x) : (i64, i64) -> i64   // uses of %1 become %0\n\
      ```",
-    preserves_semantics: true,
-    equivalence: Some(Relation::Exact),
 };
 
 impl Pass for Cse {

@@ -36,14 +36,14 @@ pub struct Dce;
 const INFO: PassInfo = PassInfo {
     name: "dce",
     summary: "erase pure ops whose results are unused, to a fixed point",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
     description: "Erases ops that are pure, not terminators, have no used results and nothing with \
      side effects nested in them; then the ops that only they used, and so on.\n\n\
      ```\n\
      %0 = test.const() {value = 1} : () -> i64\n\
      %1 = test.add(%x, %0) : (i64, i64) -> i64   // unused: both ops are erased\n\
      ```",
-    preserves_semantics: true,
-    equivalence: Some(Relation::Exact),
 };
 
 impl Pass for Dce {

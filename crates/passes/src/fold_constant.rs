@@ -57,6 +57,9 @@ const DEFAULT_MAX_ELEMENTS: &str = "1048576";
 const INFO: PassInfo = PassInfo {
     name: "fold-constant",
     summary: "evaluate ops whose operands are all constants through their folders",
+    preserves_semantics: true,
+    // Integer constants must come out bit for bit; float folders round in f64, so float constants are compared within ulps.
+    equivalence: Some(Relation::Real),
     description: "Folds every op whose operands are all constants through its registered folder, \
      materializing the results as constants, until no such op is left; then erases the \
      constants the folding left unused. Applies no patterns and leaves ops with a \
@@ -68,9 +71,6 @@ const INFO: PassInfo = PassInfo {
      %2 = fp.mul(%0, %1) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>\n\
      // -> %2 = fp.constant() {value = dense<[3.0, 6.0]> : tensor<2xf32>} : () -> tensor<2xf32>\n\
      ```",
-    preserves_semantics: true,
-    // Integer constants must come out bit for bit; float folders round in f64, so float constants are compared within ulps.
-    equivalence: Some(Relation::Real),
 };
 
 impl Pass for FoldConstant {

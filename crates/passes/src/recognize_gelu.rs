@@ -61,6 +61,9 @@ pub struct RecognizeGelu;
 const INFO: PassInfo = PassInfo {
     name: "recognize-gelu",
     summary: "fuse the erf and tanh decompositions of GELU (ONNX before opset 20) into fp.gelu",
+    preserves_semantics: true,
+    // Not checked yet: no rules state the GELU decompositions.
+    equivalence: None,
     description: "Rewrites `0.5 · x · (1 + erf(x / √2))` (PyTorch's export of GELU before opset 20; the \
      division may be a multiplication by `1/√2`) into `fp.gelu(x)`, and \
      `0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))` (`x³` as `fp.pow(x, 3)` or two \
@@ -76,9 +79,6 @@ const INFO: PassInfo = PassInfo {
      %3 = fp.mul(%x, %2) ...; %y = fp.mul(%3, %half) ...\n\
      // -> %y = fp.gelu(%x) : (tensor<2x8xf32>) -> tensor<2x8xf32>\n\
      ```",
-    preserves_semantics: true,
-    // Not checked yet: no rules state the GELU decompositions.
-    equivalence: None,
 };
 
 impl Pass for RecognizeGelu {

@@ -48,6 +48,9 @@ pub struct RecognizeHardSwish;
 const INFO: PassInfo = PassInfo {
     name: "recognize-hard-swish",
     summary: "fuses the decompositions of HardSwish exporters write (x·clip(x+3,0,6)/6, x·hard_sigmoid(x)) into fp.hard_swish",
+    preserves_semantics: true,
+    // Not checked yet: no rules state the HardSwish decompositions.
+    equivalence: Some(Relation::Real),
     description: "Rewrites `x · clip(x + 3, 0, 6) / 6` (the division also as `· 1/6`, or applied to the clip \
      first) and `x · hard_sigmoid(x) {alpha = 1/6, beta = 1/2}` into `fp.hard_swish(x)`, for any \
      operand order of `fp.add` and `fp.mul` and constants within 4 f32 ulps, when every \
@@ -59,9 +62,6 @@ const INFO: PassInfo = PassInfo {
      %m = fp.mul(%x, %c) ...; %y = fp.div(%m, %six) ...\n\
      // -> %y = fp.hard_swish(%x) : (tensor<8xf32>) -> tensor<8xf32>\n\
      ```",
-    preserves_semantics: true,
-    // Not checked yet: no rules state the HardSwish decompositions.
-    equivalence: Some(Relation::Real),
 };
 
 impl Pass for RecognizeHardSwish {

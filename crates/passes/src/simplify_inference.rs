@@ -50,6 +50,9 @@ pub struct SimplifyInference;
 const INFO: PassInfo = PassInfo {
     name: "simplify-inference",
     summary: "rewrite batch norms with constant parameters into a per-channel multiply and add",
+    preserves_semantics: true,
+    // The scale and shift are computed in f64 and rounded once.
+    equivalence: Some(Relation::Real),
     description: "Rewrites `fp.batch_norm(x, scale, bias, mean, var) {epsilon}` whose parameters are \
      constants into `fp.add(fp.mul(x, s), b)` with `s = scale / sqrt(var + epsilon)` and \
      `b = bias - mean * s`, computed in f64 and shaped [C, 1, ..., 1] to broadcast along \
@@ -59,9 +62,6 @@ const INFO: PassInfo = PassInfo {
      %y = fp.batch_norm(%x, %scale, %bias, %mean, %var) {epsilon = 1.0 : f32} : ...\n\
      // -> %0 = fp.mul(%x, %s) ...; %y = fp.add(%0, %b) ...\n\
      ```",
-    preserves_semantics: true,
-    // The scale and shift are computed in f64 and rounded once.
-    equivalence: Some(Relation::Real),
 };
 
 impl Pass for SimplifyInference {

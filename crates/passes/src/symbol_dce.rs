@@ -40,14 +40,14 @@ pub struct SymbolDce;
 const INFO: PassInfo = PassInfo {
     name: "symbol-dce",
     summary: "erase private functions that no live code refers to",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
     description: "Public functions and other top-level ops are live; a private function is live if a \
      live op refers to it through a symbol reference attribute (also inside arrays and \
      dictionaries). Private functions that are not live are erased.\n\n\
      ```\n\
      func.func private @unused(%x: i64) -> i64   // erased unless something live says @unused\n\
      ```",
-    preserves_semantics: true,
-    equivalence: Some(Relation::Exact),
 };
 
 impl Pass for SymbolDce {

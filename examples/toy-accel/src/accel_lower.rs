@@ -53,6 +53,10 @@ const MAX_CHANNELS: &str = "max-channels";
 const INFO: PassInfo = PassInfo {
     name: "accel-lower",
     summary: "run each qnn.conv2d_relu the toy accelerator supports on it, between DMA transfers",
+    preserves_semantics: true,
+    // Bit-identical results: the `accel` rules define each op the pass
+    // writes as the `qnn` computation it replaces.
+    equivalence: Some(Relation::Exact),
     description: "Rewrites each `qnn.conv2d_relu` the accelerator supports (3x3 kernels with pad 1 or 1x1 \
      with pad 0, dilation 1, groups 1, stride 1 or 2, i8 storage, batch 1, static shapes, \
      channels multiples of 8 and at most `max-channels`) into `accel.dma_in` on each operand, \
@@ -70,10 +74,6 @@ const INFO: PassInfo = PassInfo {
      %3 = accel.conv2d_relu(%0, %1, %2) {stride = [1, 1]} : (...) -> tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>\n\
      %y = accel.dma_out(%3) : (tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>) -> tensor<1x16x4x4x!qnn.uniform<i8:f32, 0.1:-128>>\n\
      ```",
-    preserves_semantics: true,
-    // Bit-identical results: the `accel` rules define each op the pass
-    // writes as the `qnn` computation it replaces.
-    equivalence: Some(Relation::Exact),
 };
 
 impl Pass for AccelLower {

@@ -61,6 +61,8 @@ pub struct AccelQuantize;
 const INFO: PassInfo = PassInfo {
     name: "accel-quantize",
     summary: "quantize the @accel_<k> regions to i8 qnn.conv2d_relu from the boundary data collect-calibration-data wrote",
+    preserves_semantics: false,
+    equivalence: None,
     description: "The toy accelerator vendor's own quantizer. For each region `@accel_<k>` that \
      `partition{target=accel}` outlined (fp.conv2d + fp.relu pairs), runs the region on its \
      recorded inputs from `calibration` (the `.npz` of `collect-calibration-data`), checks the \
@@ -68,8 +70,6 @@ const INFO: PassInfo = PassInfo {
      i8 symmetric per-channel weights and i32 biases into `qnn.quantize`, \
      `qnn.conv2d_relu {rounding = \"half_away_from_zero\"}` and `qnn.dequantize`; the \
      function's signature stays float. Run `accel-lower` after it.",
-    preserves_semantics: false,
-    equivalence: None,
 };
 
 impl Pass for AccelQuantize {

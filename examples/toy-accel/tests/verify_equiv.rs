@@ -83,9 +83,9 @@ struct AccelLowerDropsTheBias;
 const INFO: PassInfo = PassInfo {
     name: "accel-lower-drops-the-bias",
     summary: "accel-lower with zeros in place of each bias (a broken pass for tests)",
-    description: "",
     preserves_semantics: true,
     equivalence: Some(Relation::Exact),
+    description: "",
 };
 
 impl Pass for AccelLowerDropsTheBias {

@@ -384,9 +384,9 @@ struct FailingPass;
 const INFO: PassInfo = PassInfo {
     name: "test-fail",
     summary: "fail with an error at line 2",
-    description: "",
     preserves_semantics: false,
     equivalence: None,
+    description: "",
 };
 
 impl qopt_ir_core::Pass for FailingPass {

@@ -95,9 +95,9 @@ struct PerturbConstant {
 const EXACT_INFO: PassInfo = PassInfo {
     name: "test-perturb-constant",
     summary: "add 0.5 to one weight while claiming to keep results",
-    description: "",
     preserves_semantics: false,
     equivalence: Some(Relation::Exact),
+    description: "",
 };
 const REQUANTIZED_INFO: PassInfo =
     PassInfo { name: "test-perturb-requantized", equivalence: Some(Relation::Requantization), ..EXACT_INFO };

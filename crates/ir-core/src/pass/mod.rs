@@ -44,14 +44,14 @@ pub struct PassInfo {
     pub name: &'static str,
     /// One line for `--list-passes`.
     pub summary: &'static str,
-    /// Longer prose, ideally with a before/after `.qir` example (may be empty).
-    pub description: &'static str,
     /// Whether the pass keeps the module's meaning exactly.
     pub preserves_semantics: bool,
     /// The relation under which `--verify-equiv` proves the pass (usually
     /// [`Relation::Exact`](crate::equivalence::Relation::Exact) for a pass
     /// that preserves semantics), or `None` when it is not checked.
     pub equivalence: Option<crate::equivalence::Relation>,
+    /// Longer prose, ideally with a before/after `.qir` example (may be empty).
+    pub description: &'static str,
 }
 
 /// A transformation of a module, registered by name in a [`PassRegistry`].

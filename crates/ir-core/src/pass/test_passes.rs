@@ -67,9 +67,9 @@ pub(super) struct RenameFuncs;
 const RENAMEFUNCS_INFO: PassInfo = PassInfo {
     name: "test-rename-funcs",
     summary: "append a suffix to every function name",
-    description: "",
     preserves_semantics: false,
     equivalence: None,
+    description: "",
 };
 
 impl Pass for RenameFuncs {
@@ -93,9 +93,9 @@ pub(super) struct Noop;
 const NOOP_INFO: PassInfo = PassInfo {
     name: "test-noop",
     summary: "do nothing",
-    description: "",
     preserves_semantics: true,
     equivalence: Some(Relation::Exact),
+    description: "",
 };
 
 impl Pass for Noop {
@@ -115,9 +115,9 @@ pub(super) struct Phases;
 const PHASES_INFO: PassInfo = PassInfo {
     name: "test-phases",
     summary: "record phase timings",
-    description: "",
     preserves_semantics: false,
     equivalence: None,
+    description: "",
 };
 
 impl Pass for Phases {
@@ -141,9 +141,9 @@ pub(super) struct Fail;
 const FAIL_INFO: PassInfo = PassInfo {
     name: "test-fail",
     summary: "change the IR, then fail",
-    description: "",
     preserves_semantics: false,
     equivalence: None,
+    description: "",
 };
 
 impl Pass for Fail {
@@ -174,9 +174,9 @@ pub(super) struct Panic;
 const PANIC_INFO: PassInfo = PassInfo {
     name: "test-panic",
     summary: "panic",
-    description: "",
     preserves_semantics: false,
     equivalence: None,
+    description: "",
 };
 
 impl Pass for Panic {
@@ -197,9 +197,9 @@ pub(super) struct BreakIr;
 const BREAKIR_INFO: PassInfo = PassInfo {
     name: "test-break-ir",
     summary: "insert an unregistered op",
-    description: "",
     preserves_semantics: false,
     equivalence: None,
+    description: "",
 };
 
 impl Pass for BreakIr {
@@ -228,9 +228,9 @@ pub(super) struct Options;
 const OPTIONS_INFO: PassInfo = PassInfo {
     name: "test-options",
     summary: "a pass with options of every kind",
-    description: "",
     preserves_semantics: false,
     equivalence: None,
+    description: "",
 };
 
 impl Pass for Options {

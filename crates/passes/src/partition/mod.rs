@@ -64,6 +64,8 @@ pub struct Partition;
 const INFO: PassInfo = PassInfo {
     name: "partition",
     summary: "outline the regions a backend supports into private functions @TARGET_0, @TARGET_1, ... called in their place",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
     description: "For every public function, groups the ops that the backend `target` supports (its \
      `BackendSupport` predicate, registered by name; `qnn` is built in: integer qnn ops and \
      quant-agnostic ops on quantized values) into maximal connected regions that never form a \
@@ -79,8 +81,6 @@ const INFO: PassInfo = PassInfo {
      // -> %0 = func.call @qnn_0(%x) ... loc(\"qnn_0\")\n\
      //    func.func private @qnn_0(%arg0: ...) -> ... { ... qnn.conv2d_relu ... }\n\
      ```",
-    preserves_semantics: true,
-    equivalence: Some(Relation::Exact),
 };
 
 impl Pass for Partition {

@@ -95,6 +95,11 @@ pub struct AbsorbBias;
 const INFO: PassInfo = PassInfo {
     name: "absorb-bias",
     summary: "bias absorption: move the part of a layer's bias its relu never cuts (its calibrated minimum) into the next layer",
+    preserves_semantics: false,
+    // Exact over the reals where layer1's outputs stay at or above the
+    // minima it records (`qnn.bias_absorption`), so proven under
+    // `calibrated-range`, which assumes them.
+    equivalence: Some(Relation::CalibratedRange),
     description: "Bias absorption (Nagel et al. 2019, Data-Free Quantization §4.1.1): for each pair `layer1 → fp.relu → \
      layer2` (conv2d, conv1d or dense, layer2 possibly depthwise, each result with one user), with `m[c]` \
      the smallest value of layer1's output channel c over the calibration data and `a = fraction · max(0, \
@@ -111,11 +116,6 @@ const INFO: PassInfo = PassInfo {
      // -> %b1' = %b1 − a, %b2' = %b2 + W2 · a, %h {qnn.bias_absorption = {absorbed = ..., channel_min = \
      ..., samples = 500}}\n\
      ```",
-    preserves_semantics: false,
-    // Exact over the reals where layer1's outputs stay at or above the
-    // minima it records (`qnn.bias_absorption`), so proven under
-    // `calibrated-range`, which assumes them.
-    equivalence: Some(Relation::CalibratedRange),
 };
 
 impl Pass for AbsorbBias {

@@ -87,6 +87,8 @@ pub(crate) const SKIP_UNSUPPORTED: &str = "skip-unsupported";
 const INFO: PassInfo = PassInfo {
     name: "bias-correct",
     summary: "empirical bias correction: subtract each quantized layer's mean output error on the data from its bias",
+    preserves_semantics: false,
+    equivalence: None,
     description: "Runs the calibration data through the fake-quant model and the float model (every \
      `qnn.fake_quant` the identity) op by op, and for each conv or dense with a fake-quantized \
      weight, in order, subtracts from its bias the per-channel mean of (quantized result − float \
@@ -99,8 +101,6 @@ const INFO: PassInfo = PassInfo {
      // -> %y = fp.conv2d(%xq, %wq, %b2) {qnn.bias_correction = {correction = ..., float_mean = ..., \
      quant_mean = ..., samples = 500}} ...\n\
      ```",
-    preserves_semantics: false,
-    equivalence: None,
 };
 
 impl Pass for BiasCorrect {

@@ -69,6 +69,10 @@ pub struct Calibrate;
 const INFO: PassInfo = PassInfo {
     name: "calibrate",
     summary: "run @main over a data set and record statistics in the qnn.observe ops",
+    preserves_semantics: false,
+    // Observers are identities (`observe-is-identity`), whatever statistics
+    // they hold.
+    equivalence: Some(Relation::Exact),
     description: "Runs the function (`@main`) in the reference interpreter over the samples of `data` (a \
      .npy with samples along dimension 0, an .npz with one member per argument, or a directory \
      of such files) and folds what every `qnn.observe` sees into its attributes (`min`, `max`, \
@@ -79,10 +83,6 @@ const INFO: PassInfo = PassInfo {
      %o = qnn.observe(%x) {observer = \"minmax\"} ...\n\
      // -> %o = qnn.observe(%x) {max = 3.5 : f32, min = -1.25 : f32, observer = \"minmax\", samples = 200} ...\n\
      ```",
-    preserves_semantics: false,
-    // Observers are identities (`observe-is-identity`), whatever statistics
-    // they hold.
-    equivalence: Some(Relation::Exact),
 };
 
 impl Pass for Calibrate {

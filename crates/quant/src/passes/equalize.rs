@@ -76,6 +76,10 @@ const MAX_SWEEPS: i64 = 1_000_000;
 const INFO: PassInfo = PassInfo {
     name: "equalize",
     summary: "Cross-layer equalization: rescales consecutive conv/dense layers so their per-channel weight ranges match",
+    preserves_semantics: true,
+    // Without `relu6-to-relu`, the rescaled weights are the old ones times
+    // positive scales, computed in f64 and rounded once.
+    equivalence: Some(Relation::Real),
     description: "Cross-layer equalization (Nagel et al. 2019, Data-Free Quantization): for each pair \
      `layer1 → [fp.relu →] layer2` of `fp.conv2d`, `fp.conv1d` (layer2 with one group, or depthwise) or \
      `fp.dense` layers with constant weights, where layer1's result (and the relu's) has one user, divides \
@@ -91,10 +95,6 @@ const INFO: PassInfo = PassInfo {
      %h = fp.conv2d(%x, %w1, %b1) ...; %r = fp.relu(%h) ...; %y = fp.conv2d(%r, %w2, %b2) ...\n\
      // -> %w1' = %w1 / s (axis 0), %b1' = %b1 / s, %w2' = %w2 · s (axis 1)\n\
      ```",
-    preserves_semantics: true,
-    // Without `relu6-to-relu`, the rescaled weights are the old ones times
-    // positive scales, computed in f64 and rounded once.
-    equivalence: Some(Relation::Real),
 };
 
 impl Pass for Equalize {

@@ -13,6 +13,10 @@ pub struct Fuse;
 const INFO: PassInfo = PassInfo {
     name: "fuse",
     summary: "turn dequantize → float op → quantize into integer qnn ops (the realize step)",
+    preserves_semantics: false,
+    // Checked against the `qnn` ops' definitions as quantize(float op(dequantize)):
+    // the wiring, attributes and types are proven, the integer rounding is not.
+    equivalence: Some(Relation::Requantization),
     description: "Rewrites `dequantize → fp.conv2d → [relu | clip(0, c)] → quantize` into `qnn.conv2d` or \
      `qnn.conv2d_relu` (with `relu_max = c`), `fp.dense` likewise, `fp.add` / `fp.mul` / `fp.concat` \
      of dequantized operands into `qnn.add` / `qnn.mul` / `qnn.concat`, unary activations with the \
@@ -24,10 +28,6 @@ const INFO: PassInfo = PassInfo {
      parameters. Patterns come from a registry a downstream crate extends. `qnn.stop_fusion` is \
      never fused across. Statistics: one per pattern under its name (`fused-conv2d`), \
      `quant-agnostic-ops`, `requantizes`, `pairs-removed`, `conversions-merged`.",
-    preserves_semantics: false,
-    // Checked against the `qnn` ops' definitions as quantize(float op(dequantize)):
-    // the wiring, attributes and types are proven, the integer rounding is not.
-    equivalence: Some(Relation::Requantization),
 };
 
 impl Pass for Fuse {

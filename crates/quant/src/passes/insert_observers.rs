@@ -76,6 +76,10 @@ pub const MAX_BINS: i64 = 1 << 20;
 const INFO: PassInfo = PassInfo {
     name: "insert-observers",
     summary: "put a qnn.observe on every float value a quantized op would consume or produce",
+    preserves_semantics: false,
+    // Observers are identities (`observe-is-identity`), whatever statistics
+    // they hold.
+    equivalence: Some(Relation::Exact),
     description: "Inserts one `qnn.observe` on each function argument and on each activation operand and \
      result of an op with the QuantizableOp interface (a result used only by a relu or clip is \
      observed after it). Weights, biases, constants, values already fake-quantized or observed, \
@@ -91,10 +95,6 @@ const INFO: PassInfo = PassInfo {
      %0 = fp.conv2d(%x, %w, %b) ...\n\
      // -> %o = qnn.observe(%x) {observer = \"minmax\"} ...; %0 = fp.conv2d(%o, %w, %b) ...\n\
      ```",
-    preserves_semantics: false,
-    // Observers are identities (`observe-is-identity`), whatever statistics
-    // they hold.
-    equivalence: Some(Relation::Exact),
 };
 
 impl Pass for InsertObservers {

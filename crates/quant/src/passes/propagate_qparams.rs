@@ -47,13 +47,13 @@ pub struct PropagateQparams;
 const INFO: PassInfo = PassInfo {
     name: "propagate-qparams",
     summary: "give the outputs of quant-agnostic ops their input's quantization, and concat inputs one shared type",
+    preserves_semantics: false,
+    equivalence: None,
     description: "On a fake-quant model: the `qnn.fake_quant` of a result of a quant-agnostic op (reshape, \
      flatten, transpose, split, strided_slice, zero pad, max pool, relu, nearest resize) takes the type of the \
      fake_quant its operand comes from, and the inputs and output of an `fp.concat` take one type \
      covering all their ranges, so `fuse` needs no requantize there. Changes numerics slightly. \
      Statistics: `parameters-changed`, `largest-scale-change-percent`.",
-    preserves_semantics: false,
-    equivalence: None,
 };
 
 impl Pass for PropagateQparams {

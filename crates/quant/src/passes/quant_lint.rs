@@ -68,6 +68,8 @@ pub struct QuantLint;
 const INFO: PassInfo = PassInfo {
     name: "quant-lint",
     summary: "report what keeps the module from a clean integer model (analysis only; warnings with fixes)",
+    preserves_semantics: true,
+    equivalence: Some(Relation::Exact),
     description: "Warns, at the op, about leftover quantize/dequantize pairs, weights left float, float islands \
      (with the reason), scales that are not positive normal numbers, narrow-range constants out of \
      range, concat inputs with other parameters than the output, observers without statistics, \
@@ -76,8 +78,6 @@ const INFO: PassInfo = PassInfo {
      changes the module; `werror=true` makes the warnings errors. Statistics: `qnn-ops`, \
      `float-ops`, `quantizes`, `dequantizes`, `requantizes`, `weight-bytes`, `weight-bytes-as-f32`, \
      `warnings`.",
-    preserves_semantics: true,
-    equivalence: Some(Relation::Exact),
 };
 
 impl Pass for QuantLint {

@@ -79,6 +79,9 @@ pub struct QuantizeSearch;
 const INFO: PassInfo = PassInfo {
     name: "quantize-search",
     summary: "automatic mixed precision: keep the fewest most sensitive values wide (qnn.cast_hint) within max-drop",
+    preserves_semantics: false,
+    // The pass only adds `qnn.cast_hint` ops (`cast-hint-is-identity`).
+    equivalence: Some(Relation::Exact),
     description: "Runs on the float model (after `fold-bn`). With the options of `insert-observers`, `calibrate` \
      and `insert-fakeq`, it measures on clones of the module: the float model's outputs on the \
      evaluation data (`eval-data`, default `data`), the fully quantized model (fake-quant), and for \
@@ -96,9 +99,6 @@ const INFO: PassInfo = PassInfo {
      %y = fp.conv2d(%x, %w, %b) ... loc(\"/conv1/Conv\")\n\
      // -> %y = fp.conv2d(...); %h = qnn.cast_hint(%y) {kind = \"i16\"} ... loc(\"/conv1/Conv\")\n\
      ```",
-    preserves_semantics: false,
-    // The pass only adds `qnn.cast_hint` ops (`cast-hint-is-identity`).
-    equivalence: Some(Relation::Exact),
 };
 
 impl Pass for QuantizeSearch {

@@ -86,6 +86,8 @@ fn check_percentile(options: &PassOptions) -> Result<(), BadOptionValue> {
 const INFO: PassInfo = PassInfo {
     name: "insert-fakeq",
     summary: "replace observers by qnn.fake_quant with calibrated parameters and fake-quantize weights",
+    preserves_semantics: false,
+    equivalence: None,
     description: "Replaces each `qnn.observe` by a `qnn.fake_quant` whose type comes from the observer's \
      statistics through a range method (`method`), widened to contain 0, for `activation-type` \
      and `activation-scheme`. The constant weight of every op whose activations are quantized \
@@ -96,8 +98,6 @@ const INFO: PassInfo = PassInfo {
      %o = qnn.observe(%x) {max = 2.0 : f32, min = -1.0 : f32, samples = 4} ...\n\
      // -> %o = qnn.fake_quant(%x) {type = !qnn.uniform<i8:f32, 0.0117647061:-43>} ...\n\
      ```",
-    preserves_semantics: false,
-    equivalence: None,
 };
 
 impl Pass for InsertFakeq {

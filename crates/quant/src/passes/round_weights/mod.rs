@@ -93,6 +93,8 @@ pub struct RoundWeights;
 const INFO: PassInfo = PassInfo {
     name: "round-weights",
     summary: "choose floor or ceil of each fake-quantized weight to minimize the layer's output error on data (AdaRound)",
+    preserves_semantics: false,
+    equivalence: None,
     description: "Adaptive rounding (Nagel et al. 2020, AdaRound) after `insert-fakeq`: for every conv and dense \
      whose weight is `qnn.fake_quant` of a constant of fewer than `bits-below` bits, chooses per weight \
      the level below or above `W/s` so that the layer's output error on the calibration data is \
@@ -105,8 +107,6 @@ const INFO: PassInfo = PassInfo {
      %wq = qnn.fake_quant(%w) {type = !qnn.uniform<i4:f32:0, {0.5:0}>} ...\n\
      // -> %w holds values on the grid of 0.5: floor or ceil of each weight, whichever the data prefers\n\
      ```",
-    preserves_semantics: false,
-    equivalence: None,
 };
 
 impl Pass for RoundWeights {
