@@ -1,7 +1,7 @@
 //! Ops whose result is operand 0's bytes under another shape: no code.
 
 use crate::error::CodegenError;
-use crate::lower::{Emit, LowerOp, OpLowering, Plan};
+use crate::lower::{Emit, EmitResult, LowerOp, OpLowering, Plan};
 
 /// Ops whose result is operand 0's bytes under another shape: reshape,
 /// flatten, squeeze, unsqueeze, and the identity annotations.
@@ -22,7 +22,7 @@ impl OpLowering for Alias {
         Ok(Plan::Alias)
     }
 
-    fn emit(&self, _op: &LowerOp<'_>, _out: &mut Emit<'_>) -> Result<(), CodegenError> {
+    fn emit(&self, _op: &LowerOp<'_>, _out: &mut Emit<'_>) -> EmitResult {
         Ok(())
     }
 }

@@ -35,7 +35,7 @@ use crate::kernels::rows::{
     broadcast_strides, emit_rows, Nest, Stream, INPUT0, INPUT1, OUTPUT, STREAM_POINTERS,
 };
 use crate::lower::rows::RowKernel;
-use crate::lower::{Emit, LowerOp};
+use crate::lower::{Emit, EmitResult, LowerOp};
 use iced_x86::code_asm::*;
 use qopt_dialect_qnn::fixed_point::Rounding;
 use qopt_dialect_qnn::op_names as qnn_op;
@@ -135,7 +135,7 @@ impl RowKernel for Binary {
         read(op)
     }
 
-    fn emit_rows(&self, op: &LowerOp<'_>, r: Self::Op<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
+    fn emit_rows(&self, op: &LowerOp<'_>, r: Self::Op<'_>, out: &mut Emit<'_>) -> EmitResult {
         let rounding = rounding_of(op.ctx, op.module.op_attrs(op.op));
         let nest = Nest::new(&r.shape)
             .with(

@@ -18,7 +18,7 @@ use crate::kernels::quant_params::ByteQuant;
 use crate::kernels::requantize::{emit_requantize_rows, per_tensor_block};
 use crate::kernels::rows::{Stream, AUX};
 use crate::lower::rows::RowKernel;
-use crate::lower::{Emit, LowerOp};
+use crate::lower::{Emit, EmitResult, LowerOp};
 use qopt_dialect_qnn::quant_params::requantize_multipliers;
 use qopt_dialect_qnn::rounding_of;
 
@@ -67,12 +67,7 @@ impl RowKernel for QuantConcat {
         read(op)
     }
 
-    fn emit_rows(
-        &self,
-        op: &LowerOp<'_>,
-        (output, parts): Self::Op<'_>,
-        out: &mut Emit<'_>,
-    ) -> Result<(), CodegenError> {
+    fn emit_rows(&self, op: &LowerOp<'_>, (output, parts): Self::Op<'_>, out: &mut Emit<'_>) -> EmitResult {
         let windows = concat_windows(op)?;
         let rounding = rounding_of(op.ctx, op.module.op_attrs(op.op));
         for (i, (part, window)) in parts.iter().zip(&windows.parts).enumerate() {

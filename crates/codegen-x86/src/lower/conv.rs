@@ -32,7 +32,7 @@ use crate::kernels::layer::{Accumulation, ConvGemmChoice, KernelOptions, Layer};
 use crate::kernels::winograd::{
     emit_input_transform, emit_output_transform, transformed_weights, OutputTransformPlaces, WinogradShape,
 };
-use crate::lower::{Emit, LowerOp, OpLowering, Plan};
+use crate::lower::{Emit, EmitResult, LowerOp, OpLowering, Plan};
 use qopt_dialect_qnn::op_names as qnn_op;
 
 /// Lowers `qnn.conv2d` and `qnn.conv2d_relu`; `options` may forbid the
@@ -304,7 +304,7 @@ impl OpLowering for Conv2dLowering {
         (g.batches * g.out_channels * g.positions() * g.group_inputs() * g.kernel[0] * g.kernel[1]) as u64
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
+    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> EmitResult {
         let plan = ConvPlan::new(op, &self.options)?;
         if plan.output_is_empty() {
             return Ok(());

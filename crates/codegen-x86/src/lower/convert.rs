@@ -31,7 +31,7 @@ use crate::kernels::rows::{
     bind, emit_framed_rows, Frame, Nest, Stream, INPUT0, LANE_RUN, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
 };
 use crate::lower::rows::RowKernel;
-use crate::lower::{Emit, LowerOp};
+use crate::lower::{Emit, EmitResult, LowerOp};
 use iced_x86::code_asm::*;
 use qopt_dialect_qnn::fixed_point::scale_f32;
 use qopt_dialect_qnn::op_names as qnn_op;
@@ -132,7 +132,7 @@ impl RowKernel for Convert {
         _op: &LowerOp<'_>,
         (conversion, len): Self::Op<'_>,
         out: &mut Emit<'_>,
-    ) -> Result<(), CodegenError> {
+    ) -> EmitResult {
         let (in_size, out_size) = conversion.element_sizes();
         let nest = Nest::new(&[len])
             .with(INPUT0, Stream::contiguous(out.operand(0)?, &[len], in_size))

@@ -38,7 +38,7 @@ use crate::kernels::im2col::{emit_pad, ImageShape};
 use crate::kernels::layer::{Accumulation, KernelOptions, Layer};
 use crate::kernels::registers::xmm_of;
 use crate::kernels::{append_aligned, emit_item_kernel, emit_reduction, multiply_by, split_index, ITEM};
-use crate::lower::{Emit, LowerOp, OpLowering, Plan};
+use crate::lower::{Emit, EmitResult, LowerOp, OpLowering, Plan};
 use iced_x86::code_asm::*;
 use qopt_dialect_qnn::op_names as qnn_op;
 
@@ -154,7 +154,7 @@ impl OpLowering for DenseLowering {
         (x.iter().product::<usize>() * w.first().copied().unwrap_or(0)) as u64
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
+    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> EmitResult {
         let plan = DensePlan::new(op, &self.options)?;
         if plan.rows * plan.layer.channels == 0 {
             return Ok(());

@@ -13,7 +13,7 @@ use super::operands::QuantOperand;
 use crate::error::CodegenError;
 use crate::kernels::rows::{bind, emit_rows, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS};
 use crate::lower::rows::RowKernel;
-use crate::lower::{Emit, LowerOp};
+use crate::lower::{Emit, EmitResult, LowerOp};
 use iced_x86::code_asm::*;
 use qopt_ir_core::{dense_values_i128, AttrData};
 
@@ -62,12 +62,7 @@ impl RowKernel for Lookup {
         read(op)
     }
 
-    fn emit_rows(
-        &self,
-        _op: &LowerOp<'_>,
-        (by_byte, shape): Self::Op<'_>,
-        out: &mut Emit<'_>,
-    ) -> Result<(), CodegenError> {
+    fn emit_rows(&self, _op: &LowerOp<'_>, (by_byte, shape): Self::Op<'_>, out: &mut Emit<'_>) -> EmitResult {
         let table = out.rodata(&by_byte);
         let nest = Nest::new(&shape)
             .with(INPUT0, Stream::contiguous(out.operand(0)?, &shape, 1))

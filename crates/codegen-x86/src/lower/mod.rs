@@ -44,6 +44,9 @@ use qopt_ir_core::{
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// What emitting an op's kernels returns.
+pub type EmitResult = Result<(), CodegenError>;
+
 /// Turns one kind of op into kernels.
 pub trait OpLowering: Send + Sync {
     /// Checks that the op can be compiled (an error of kind `Unsupported`
@@ -52,7 +55,7 @@ pub trait OpLowering: Send + Sync {
 
     /// Emits the op's kernels (none for an [`Plan::Alias`] op). Called only
     /// after [`OpLowering::plan`] succeeded, with the places filled in.
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError>;
+    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> EmitResult;
 
     /// The multiply-accumulates the op performs (for GOP/s in profiles);
     /// 0 for ops that are not products.

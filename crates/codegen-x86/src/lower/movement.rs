@@ -24,7 +24,7 @@ use crate::kernels::rows::{
     bind, emit_rows, row_major_strides, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
 };
 use crate::lower::rows::RowKernel;
-use crate::lower::{Emit, LowerOp};
+use crate::lower::{Emit, EmitResult, LowerOp};
 use iced_x86::code_asm::*;
 use qopt_dialect_fp::attrs;
 use qopt_dialect_fp::shape::normalize_axis;
@@ -241,7 +241,7 @@ impl RowKernel for Transpose {
         transpose_nest(op, None).map(|_| ())
     }
 
-    fn emit_rows(&self, op: &LowerOp<'_>, (): Self::Op<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
+    fn emit_rows(&self, op: &LowerOp<'_>, (): Self::Op<'_>, out: &mut Emit<'_>) -> EmitResult {
         let (nest, element) = transpose_nest(op, Some(out))?;
         out.kernel(emit_strided_copy(&nest, element)?);
         Ok(())
@@ -298,7 +298,7 @@ impl RowKernel for StridedSlice {
         slice_nest(op, crate::abi::Place::Io(0), crate::abi::Place::Io(1)).map(|_| ())
     }
 
-    fn emit_rows(&self, op: &LowerOp<'_>, (): Self::Op<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
+    fn emit_rows(&self, op: &LowerOp<'_>, (): Self::Op<'_>, out: &mut Emit<'_>) -> EmitResult {
         let (nest, element) = slice_nest(op, out.operand(0)?, out.result(0)?)?;
         out.kernel(emit_strided_copy(&nest, element)?);
         Ok(())
@@ -405,7 +405,7 @@ impl RowKernel for Split {
         _op: &LowerOp<'_>,
         (element, windows): Self::Op<'_>,
         out: &mut Emit<'_>,
-    ) -> Result<(), CodegenError> {
+    ) -> EmitResult {
         for (j, window) in windows.parts.iter().enumerate() {
             let nest = windows.nest(window, out.result(j)?, out.operand(0)?, element.size(), false);
             out.kernel(emit_strided_copy(&nest, element)?);
@@ -441,7 +441,7 @@ impl RowKernel for Concat {
         _op: &LowerOp<'_>,
         (element, windows): Self::Op<'_>,
         out: &mut Emit<'_>,
-    ) -> Result<(), CodegenError> {
+    ) -> EmitResult {
         for (i, window) in windows.parts.iter().enumerate() {
             let nest = windows.nest(window, out.operand(i)?, out.result(0)?, element.size(), true);
             out.kernel(emit_strided_copy(&nest, element)?);
@@ -513,7 +513,7 @@ impl RowKernel for Pad {
         op: &LowerOp<'_>,
         (element, shape, begins, pattern): Self::Op<'_>,
         out: &mut Emit<'_>,
-    ) -> Result<(), CodegenError> {
+    ) -> EmitResult {
         let out_shape = op.result_shape(0)?;
         let size = element.size();
         out.kernel(emit_fill(out.result(0)?, out_shape.iter().product(), element, pattern)?);

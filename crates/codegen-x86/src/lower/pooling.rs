@@ -47,7 +47,7 @@ use crate::kernels::rows::{
     bind, emit_framed_rows, Frame, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
 };
 use crate::lower::rows::RowKernel;
-use crate::lower::{Emit, LowerOp};
+use crate::lower::{Emit, EmitResult, LowerOp};
 use iced_x86::code_asm::*;
 use qopt_dialect_fp::attrs::PoolAttrs;
 use qopt_dialect_fp::op_names as fp_op;
@@ -258,12 +258,7 @@ impl RowKernel for Pool {
         read(op)
     }
 
-    fn emit_rows(
-        &self,
-        op: &LowerOp<'_>,
-        pool: Self::Op<'_>,
-        out: &mut Emit<'_>,
-    ) -> Result<(), CodegenError> {
+    fn emit_rows(&self, op: &LowerOp<'_>, pool: Self::Op<'_>, out: &mut Emit<'_>) -> EmitResult {
         let rounding = rounding_of(op.ctx, op.module.op_attrs(op.op));
         let table = PoolTable::new(&pool, rounding)?;
         let place = out.rodata(&table.bytes);

@@ -22,7 +22,7 @@ use crate::kernels::requantize::StageConstants;
 use crate::kernels::requantize::{emit_requantize_rows, param_block, PARAM_BLOCK};
 use crate::kernels::rows::{Nest, Stream, AUX, INPUT0, OUTPUT};
 use crate::lower::rows::RowKernel;
-use crate::lower::{Emit, LowerOp};
+use crate::lower::{Emit, EmitResult, LowerOp};
 use qopt_dialect_qnn::quant_params::requantize_multipliers;
 use qopt_dialect_qnn::rounding_of;
 
@@ -66,7 +66,7 @@ impl RowKernel for Requantize {
         read(op)
     }
 
-    fn emit_rows(&self, op: &LowerOp<'_>, r: Self::Op<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
+    fn emit_rows(&self, op: &LowerOp<'_>, r: Self::Op<'_>, out: &mut Emit<'_>) -> EmitResult {
         let rounding = rounding_of(op.ctx, op.module.op_attrs(op.op));
         let mut blocks = Vec::with_capacity(r.multipliers.len() * PARAM_BLOCK);
         for (p, &(multiplier, shift)) in r.input.params.iter().zip(&r.multipliers) {

@@ -18,7 +18,7 @@ use crate::kernels::rows::{
     bind, emit_rows, row_major_strides, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
 };
 use crate::lower::rows::RowKernel;
-use crate::lower::{Emit, LowerOp};
+use crate::lower::{Emit, EmitResult, LowerOp};
 use iced_x86::code_asm::*;
 use qopt_dialect_fp::{resize_keeps_dimension, resize_params, NearestMode, ResizeMode, ResizeParams};
 
@@ -112,7 +112,7 @@ impl RowKernel for Resize {
         read(op)
     }
 
-    fn emit_rows(&self, _op: &LowerOp<'_>, r: Self::Op<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
+    fn emit_rows(&self, _op: &LowerOp<'_>, r: Self::Op<'_>, out: &mut Emit<'_>) -> EmitResult {
         let size = r.element.size();
         // A scalar is a row of one element.
         let (in_shape, out_shape, picks) = if r.in_shape.is_empty() {

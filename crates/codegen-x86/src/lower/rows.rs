@@ -7,7 +7,7 @@
 use crate::error::CodegenError;
 use crate::kernels::rows::AVX2;
 use crate::lower::operands::check_tensor_sizes;
-use crate::lower::{Emit, LowerOp, OpLowering, Plan};
+use crate::lower::{Emit, EmitResult, LowerOp, OpLowering, Plan};
 
 /// An op whose kernels walk rows of its tensors (`kernels/rows.rs`).
 pub(crate) trait RowKernel: Send + Sync {
@@ -34,7 +34,7 @@ impl<K: RowKernel> OpLowering for RowLowering<K> {
         Ok(Plan::kernels())
     }
 
-    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> Result<(), CodegenError> {
+    fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> EmitResult {
         let read = self.0.read(op)?;
         self.0.emit_rows(op, read, out)
     }
