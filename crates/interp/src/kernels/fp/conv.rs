@@ -31,14 +31,9 @@ use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape::{conv_out, conv_transpose_out};
 use smallvec::smallvec;
 
-/// The kernels of this family, by op name.
-pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![
-        (fp_op::CONV2D, conv2d),
-        (fp_op::CONV1D, conv1d),
-        (fp_op::CONV_TRANSPOSE2D, conv_transpose2d),
-        (fp_op::CONV_TRANSPOSE1D, conv_transpose1d),
-    ]
+kernel_table! {
+    fp_op::CONV2D => conv2d, fp_op::CONV1D => conv1d, fp_op::CONV_TRANSPOSE2D => conv_transpose2d,
+    fp_op::CONV_TRANSPOSE1D => conv_transpose1d,
 }
 
 /// Window parameters of a 2-D convolution, as sizes.

@@ -11,33 +11,13 @@ use ndarray::{ArrayD, Axis, IxDyn, Zip};
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::{attrs, shape::broadcast};
 
-/// The kernels of this family, by op name.
-pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![
-        (fp_op::ADD, add),
-        (fp_op::SUB, sub),
-        (fp_op::MUL, mul),
-        (fp_op::DIV, div),
-        (fp_op::RELU, relu),
-        (fp_op::SIGMOID, sigmoid),
-        (fp_op::TANH, tanh),
-        (fp_op::GELU, gelu),
-        (fp_op::ERF, erf_kernel),
-        (fp_op::EXP, exp),
-        (fp_op::LOG, log),
-        (fp_op::SQRT, sqrt),
-        (fp_op::RECIPROCAL, reciprocal),
-        (fp_op::NEG, neg),
-        (fp_op::ABS, abs),
-        (fp_op::SOFTPLUS, softplus),
-        (fp_op::HARD_SIGMOID, hard_sigmoid),
-        (fp_op::HARD_SWISH, hard_swish),
-        (fp_op::MAX, max),
-        (fp_op::MIN, min),
-        (fp_op::POW, pow),
-        (fp_op::PRELU, prelu),
-        (fp_op::CLIP, clip),
-    ]
+kernel_table! {
+    fp_op::ADD => add, fp_op::SUB => sub, fp_op::MUL => mul, fp_op::DIV => div, fp_op::RELU => relu,
+    fp_op::SIGMOID => sigmoid, fp_op::TANH => tanh, fp_op::GELU => gelu, fp_op::ERF => erf_kernel,
+    fp_op::EXP => exp, fp_op::LOG => log, fp_op::SQRT => sqrt, fp_op::RECIPROCAL => reciprocal,
+    fp_op::NEG => neg, fp_op::ABS => abs, fp_op::SOFTPLUS => softplus,
+    fp_op::HARD_SIGMOID => hard_sigmoid, fp_op::HARD_SWISH => hard_swish, fp_op::MAX => max,
+    fp_op::MIN => min, fp_op::POW => pow, fp_op::PRELU => prelu, fp_op::CLIP => clip,
 }
 
 /// `f(a, b)` element by element with numpy broadcasting.

@@ -9,9 +9,8 @@ use ndarray::{Array2, ArrayD, ArrayView2, Axis, Dimension, Ix2, IxDyn};
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape::broadcast;
 
-/// The kernels of this family, by op name.
-pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![(fp_op::DENSE, dense), (fp_op::MATMUL, matmul), (fp_op::BATCH_MATMUL, batch_matmul)]
+kernel_table! {
+    fp_op::DENSE => dense, fp_op::MATMUL => matmul, fp_op::BATCH_MATMUL => batch_matmul,
 }
 
 fn shape_err(e: ndarray::ShapeError) -> InterpError {

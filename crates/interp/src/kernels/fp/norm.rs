@@ -9,15 +9,9 @@ use qopt_dialect_fp::attrs;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape::normalize_axis;
 
-/// The kernels of this family, by op name.
-pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![
-        (fp_op::BATCH_NORM, batch_norm),
-        (fp_op::BIAS_ADD, bias_add),
-        (fp_op::SOFTMAX, softmax),
-        (fp_op::LAYER_NORM, layer_norm),
-        (fp_op::INSTANCE_NORM, instance_norm),
-    ]
+kernel_table! {
+    fp_op::BATCH_NORM => batch_norm, fp_op::BIAS_ADD => bias_add, fp_op::SOFTMAX => softmax,
+    fp_op::LAYER_NORM => layer_norm, fp_op::INSTANCE_NORM => instance_norm,
 }
 
 /// `fp.layer_norm`: each block of the dimensions from `axis` on is

@@ -18,14 +18,9 @@ use qopt_dialect_fp::attrs::PoolAttrs;
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::shape::pool_out;
 
-/// The kernels of this family, by op name.
-pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![
-        (fp_op::MAX_POOL2D, max_pool2d),
-        (fp_op::MAX_POOL1D, max_pool1d),
-        (fp_op::AVG_POOL2D, avg_pool2d),
-        (fp_op::GLOBAL_AVG_POOL2D, global_avg_pool2d),
-    ]
+kernel_table! {
+    fp_op::MAX_POOL2D => max_pool2d, fp_op::MAX_POOL1D => max_pool1d, fp_op::AVG_POOL2D => avg_pool2d,
+    fp_op::GLOBAL_AVG_POOL2D => global_avg_pool2d,
 }
 
 /// Window geometry of a 2-D pool (1-D pools use H = 1).

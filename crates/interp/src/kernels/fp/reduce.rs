@@ -9,14 +9,9 @@ use crate::tensor::Tensor;
 use ndarray::{ArrayD, IxDyn};
 use qopt_dialect_fp::op_names as fp_op;
 
-/// The kernels of this family, by op name.
-pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![
-        (fp_op::REDUCE_MEAN, reduce_mean),
-        (fp_op::REDUCE_MAX, reduce_max),
-        (fp_op::REDUCE_MIN, reduce_min),
-        (fp_op::REDUCE_SUM, reduce_sum),
-    ]
+kernel_table! {
+    fp_op::REDUCE_MEAN => reduce_mean, fp_op::REDUCE_MAX => reduce_max, fp_op::REDUCE_MIN => reduce_min,
+    fp_op::REDUCE_SUM => reduce_sum,
 }
 
 #[derive(Copy, Clone)]

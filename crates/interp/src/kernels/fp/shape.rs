@@ -22,23 +22,12 @@ use qopt_dialect_fp::shape::normalize_axis;
 use qopt_dialect_fp::{NearestMode, ResizeMode, ResizeParams};
 use qopt_ir_core::AttrData;
 
-/// The kernels of this family, by op name.
-pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![
-        (fp_op::CONSTANT, constant),
-        (fp_op::RESHAPE, reshape),
-        (fp_op::FLATTEN, flatten),
-        (fp_op::TRANSPOSE, transpose),
-        (fp_op::CONCAT, concat),
-        (fp_op::SPLIT, split),
-        (fp_op::PAD, pad),
-        (fp_op::STRIDED_SLICE, strided_slice),
-        (fp_op::GATHER, gather),
-        (fp_op::DEPTH_TO_SPACE, depth_to_space),
-        (fp_op::SPACE_TO_DEPTH, space_to_depth),
-        (fp_op::TILE, tile),
-        (fp_op::RESIZE, resize),
-    ]
+kernel_table! {
+    fp_op::CONSTANT => constant, fp_op::RESHAPE => reshape, fp_op::FLATTEN => flatten,
+    fp_op::TRANSPOSE => transpose, fp_op::CONCAT => concat, fp_op::SPLIT => split, fp_op::PAD => pad,
+    fp_op::STRIDED_SLICE => strided_slice, fp_op::GATHER => gather,
+    fp_op::DEPTH_TO_SPACE => depth_to_space, fp_op::SPACE_TO_DEPTH => space_to_depth,
+    fp_op::TILE => tile, fp_op::RESIZE => resize,
 }
 
 fn shape_err(e: ndarray::ShapeError) -> InterpError {

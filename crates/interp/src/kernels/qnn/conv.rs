@@ -19,9 +19,8 @@ use qopt_dialect_fp::attrs::ConvAttrs;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::Rounding;
 
-/// The kernels of this family, by op name.
-pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![(qnn_op::CONV2D, conv2d), (qnn_op::CONV2D_RELU, conv2d_relu)]
+kernel_table! {
+    qnn_op::CONV2D => conv2d, qnn_op::CONV2D_RELU => conv2d_relu,
 }
 
 /// A quantized 2-D convolution (NCHW) with explicit parameters: exactly what

@@ -31,17 +31,10 @@ use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{check_quant_type, requantize_multipliers, storage_range};
 use qopt_ir_core::{bits_to_f64, f64_to_bits, AttrData, FloatKind, QuantType, TypeData};
 
-/// The kernels of this family, by op name.
-pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![
-        (qnn_op::QUANTIZE, quantize),
-        (qnn_op::DEQUANTIZE, dequantize),
-        (qnn_op::REQUANTIZE, requantize),
-        (qnn_op::FAKE_QUANT, fake_quant),
-        (qnn_op::CAST_HINT, identity),
-        (qnn_op::STOP_FUSION, identity),
-        (qnn_op::OBSERVE, identity),
-    ]
+kernel_table! {
+    qnn_op::QUANTIZE => quantize, qnn_op::DEQUANTIZE => dequantize, qnn_op::REQUANTIZE => requantize,
+    qnn_op::FAKE_QUANT => fake_quant, qnn_op::CAST_HINT => identity, qnn_op::STOP_FUSION => identity,
+    qnn_op::OBSERVE => identity,
 }
 
 /// The f32 input of quantize and fake_quant.

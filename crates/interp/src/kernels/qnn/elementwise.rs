@@ -27,9 +27,8 @@ use qopt_dialect_qnn::quant_params::{
 };
 use qopt_ir_core::QuantType;
 
-/// The kernels of this family, by op name.
-pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![(qnn_op::ADD, add), (qnn_op::MUL, mul), (qnn_op::CONCAT, concat)]
+kernel_table! {
+    qnn_op::ADD => add, qnn_op::MUL => mul, qnn_op::CONCAT => concat,
 }
 
 /// Both operands of add or mul, stored values widened, with their types and

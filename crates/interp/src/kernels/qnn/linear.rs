@@ -11,9 +11,8 @@ use crate::tensor::Tensor;
 use ndarray::{ArrayView2, ArrayViewMut2};
 use qopt_dialect_qnn::op_names as qnn_op;
 
-/// The kernels of this family, by op name.
-pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![(qnn_op::DENSE, dense), (qnn_op::DENSE_RELU, dense_relu)]
+kernel_table! {
+    qnn_op::DENSE => dense, qnn_op::DENSE_RELU => dense_relu,
 }
 
 fn dense_kernel(kc: &KernelContext<'_>, ops: &[&Tensor], relu: bool) -> Result<KernelResults, InterpError> {

@@ -13,9 +13,8 @@ use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::storage_range;
 use qopt_ir_core::{dense_values_i128, AttrData};
 
-/// The kernels of this family, by op name.
-pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![(qnn_op::LOOKUP, lookup)]
+kernel_table! {
+    qnn_op::LOOKUP => lookup,
 }
 
 /// `qnn.lookup` (§7.5).

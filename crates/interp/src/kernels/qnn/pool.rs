@@ -16,9 +16,8 @@ use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::storage_range;
 use qopt_ir_core::QuantType;
 
-/// The kernels of this family, by op name.
-pub(crate) fn kernels() -> Vec<(&'static str, Kernel)> {
-    vec![(qnn_op::AVG_POOL2D, avg_pool2d), (qnn_op::GLOBAL_AVG_POOL2D, global_avg_pool2d)]
+kernel_table! {
+    qnn_op::AVG_POOL2D => avg_pool2d, qnn_op::GLOBAL_AVG_POOL2D => global_avg_pool2d,
 }
 
 /// The output of one window: `requantize(sum; M_n) + zp_out`, saturated,
