@@ -120,26 +120,25 @@ def default_bin_dir() -> Path:
     return max(candidates, key=lambda d: (d / "qimport").stat().st_mtime)
 
 
-def evaluated_ops(qimport: Path) -> set[str]:
-    """The op types `qimport --list-evaluated-ops` prints: those it evaluates on constants."""
-    p = subprocess.run([str(qimport), "--list-evaluated-ops"], capture_output=True, text=True)
+def listed_ops(qimport: Path, flag: str) -> set[str]:
+    """The op types `qimport FLAG` prints, one per line."""
+    p = subprocess.run([str(qimport), flag], capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(
-            f"`{qimport} --list-evaluated-ops` failed (exit {p.returncode}): {p.stderr.strip()}\n"
+            f"`{qimport} {flag}` failed (exit {p.returncode}): {p.stderr.strip()}\n"
             "rebuild qimport: cargo build -p qopt-tools"
         )
     return {line.strip() for line in p.stdout.splitlines() if line.strip()}
 
 
+def evaluated_ops(qimport: Path) -> set[str]:
+    """The op types `qimport --list-evaluated-ops` prints: those it evaluates on constants."""
+    return listed_ops(qimport, "--list-evaluated-ops")
+
+
 def supported_ops(qimport: Path) -> set[str]:
     """The op types `qimport --list-ops` prints."""
-    p = subprocess.run([str(qimport), "--list-ops"], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise SystemExit(
-            f"`{qimport} --list-ops` failed (exit {p.returncode}): {p.stderr.strip()}\n"
-            "rebuild qimport: cargo build -p qopt-tools"
-        )
-    ops = {line.strip() for line in p.stdout.splitlines() if line.strip()}
+    ops = listed_ops(qimport, "--list-ops")
     if not ops:
         raise SystemExit(f"`{qimport} --list-ops` printed no op types")
     return ops

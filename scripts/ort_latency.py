@@ -16,11 +16,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import numpy as np
 import onnxruntime as ort
+
+import qopt_common as C
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -33,20 +33,7 @@ def main():
     args = ap.parse_args()
     onnx_path = args.model_dir / "model.onnx"
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
-    spec = session.get_inputs()[0]
-    shape = [d if isinstance(d, int) else 1 for d in spec.shape]
-    x = np.random.default_rng(1).standard_normal(shape, dtype=np.float32)
-    for _ in range(3):
-        session.run(None, {spec.name: x})
-    times = []
-    for _ in range(args.runs):
-        start = time.perf_counter()
-        session.run(None, {spec.name: x})
-        times.append((time.perf_counter() - start) * 1e3)
+    times = C.ort_latencies_ms(onnx_path, 1, args.runs)
     print(f"onnxruntime {ort.__version__}, 1 thread: median {statistics.median(times):.2f} ms, "
           f"min {min(times):.2f} ms ({args.runs} runs)")
 

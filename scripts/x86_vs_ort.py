@@ -57,21 +57,8 @@ def ort_u8_model(model: Path, out: Path, calib, fmt: str) -> None:
 
 
 def ort_median_ms(model: Path, threads: int, runs: int) -> float:
-    import numpy as np
-    import onnxruntime as ort
-
-    s = ort.InferenceSession(str(model), C.ort_session_options(threads), providers=["CPUExecutionProvider"])
-    spec = s.get_inputs()[0]
-    shape = [d if isinstance(d, int) else 1 for d in spec.shape]
-    x = np.random.default_rng(1).standard_normal(shape, dtype=np.float32)
-    for _ in range(3):
-        s.run(None, {spec.name: x})
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        s.run(None, {spec.name: x})
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+    """Median ms of ONNX Runtime on the model's first input, after warm-up."""
+    return statistics.median(C.ort_latencies_ms(model, threads, runs))
 
 
 def qopt_bench(bins: dict, qir: Path, threads: int, runs: int) -> tuple[float, float]:
