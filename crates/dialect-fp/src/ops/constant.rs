@@ -8,10 +8,8 @@ use qopt_ir_core::{
 };
 use smallvec::SmallVec;
 
-/// The names of this family's ops.
-pub mod names {
-    /// `fp.constant`.
-    pub const CONSTANT: &str = "fp.constant";
+qopt_ir_core::op_name_constants! {
+    CONSTANT = "fp.constant",
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {

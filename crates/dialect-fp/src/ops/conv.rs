@@ -16,16 +16,9 @@ use qopt_ir_core::interfaces::{AttributeDefaults, QuantizableOp};
 use qopt_ir_core::{Arity, Attribute, Context, OpDef, Traits, Type, DYNAMIC};
 use smallvec::SmallVec;
 
-/// The names of this family's ops.
-pub mod names {
-    /// `fp.conv2d`.
-    pub const CONV2D: &str = "fp.conv2d";
-    /// `fp.conv1d`.
-    pub const CONV1D: &str = "fp.conv1d";
-    /// `fp.conv_transpose2d`.
-    pub const CONV_TRANSPOSE2D: &str = "fp.conv_transpose2d";
-    /// `fp.conv_transpose1d`.
-    pub const CONV_TRANSPOSE1D: &str = "fp.conv_transpose1d";
+qopt_ir_core::op_name_constants! {
+    CONV2D = "fp.conv2d", CONV1D = "fp.conv1d", CONV_TRANSPOSE2D = "fp.conv_transpose2d",
+    CONV_TRANSPOSE1D = "fp.conv_transpose1d",
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {

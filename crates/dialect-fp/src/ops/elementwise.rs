@@ -26,54 +26,12 @@ use qopt_ir_core::{
 };
 use smallvec::SmallVec;
 
-/// The names of this family's ops.
-pub mod names {
-    /// `fp.clip`.
-    pub const CLIP: &str = "fp.clip";
-    /// `fp.add`.
-    pub const ADD: &str = "fp.add";
-    /// `fp.sub`.
-    pub const SUB: &str = "fp.sub";
-    /// `fp.mul`.
-    pub const MUL: &str = "fp.mul";
-    /// `fp.div`.
-    pub const DIV: &str = "fp.div";
-    /// `fp.relu`.
-    pub const RELU: &str = "fp.relu";
-    /// `fp.sigmoid`.
-    pub const SIGMOID: &str = "fp.sigmoid";
-    /// `fp.tanh`.
-    pub const TANH: &str = "fp.tanh";
-    /// `fp.gelu`.
-    pub const GELU: &str = "fp.gelu";
-    /// `fp.erf`.
-    pub const ERF: &str = "fp.erf";
-    /// `fp.exp`.
-    pub const EXP: &str = "fp.exp";
-    /// `fp.log`.
-    pub const LOG: &str = "fp.log";
-    /// `fp.sqrt`.
-    pub const SQRT: &str = "fp.sqrt";
-    /// `fp.reciprocal`.
-    pub const RECIPROCAL: &str = "fp.reciprocal";
-    /// `fp.neg`.
-    pub const NEG: &str = "fp.neg";
-    /// `fp.abs`.
-    pub const ABS: &str = "fp.abs";
-    /// `fp.softplus`.
-    pub const SOFTPLUS: &str = "fp.softplus";
-    /// `fp.hard_sigmoid`.
-    pub const HARD_SIGMOID: &str = "fp.hard_sigmoid";
-    /// `fp.hard_swish`.
-    pub const HARD_SWISH: &str = "fp.hard_swish";
-    /// `fp.max`.
-    pub const MAX: &str = "fp.max";
-    /// `fp.min`.
-    pub const MIN: &str = "fp.min";
-    /// `fp.pow`.
-    pub const POW: &str = "fp.pow";
-    /// `fp.prelu`.
-    pub const PRELU: &str = "fp.prelu";
+qopt_ir_core::op_name_constants! {
+    CLIP = "fp.clip", ADD = "fp.add", SUB = "fp.sub", MUL = "fp.mul", DIV = "fp.div", RELU = "fp.relu",
+    SIGMOID = "fp.sigmoid", TANH = "fp.tanh", GELU = "fp.gelu", ERF = "fp.erf", EXP = "fp.exp",
+    LOG = "fp.log", SQRT = "fp.sqrt", RECIPROCAL = "fp.reciprocal", NEG = "fp.neg", ABS = "fp.abs",
+    SOFTPLUS = "fp.softplus", HARD_SIGMOID = "fp.hard_sigmoid", HARD_SWISH = "fp.hard_swish",
+    MAX = "fp.max", MIN = "fp.min", POW = "fp.pow", PRELU = "fp.prelu",
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {

@@ -8,14 +8,8 @@ use qopt_ir_core::interfaces::QuantizableOp;
 use qopt_ir_core::{Arity, Attribute, Context, OpDef, Traits, Type};
 use smallvec::SmallVec;
 
-/// The names of this family's ops.
-pub mod names {
-    /// `fp.dense`.
-    pub const DENSE: &str = "fp.dense";
-    /// `fp.matmul`.
-    pub const MATMUL: &str = "fp.matmul";
-    /// `fp.batch_matmul`.
-    pub const BATCH_MATMUL: &str = "fp.batch_matmul";
+qopt_ir_core::op_name_constants! {
+    DENSE = "fp.dense", MATMUL = "fp.matmul", BATCH_MATMUL = "fp.batch_matmul",
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {

@@ -7,18 +7,9 @@ use crate::attrs;
 use crate::shape::{dims_compatible, normalize_axis};
 use qopt_ir_core::{Arity, Attribute, Context, OpDef, Traits, Type};
 
-/// The names of this family's ops.
-pub mod names {
-    /// `fp.batch_norm`.
-    pub const BATCH_NORM: &str = "fp.batch_norm";
-    /// `fp.bias_add`.
-    pub const BIAS_ADD: &str = "fp.bias_add";
-    /// `fp.softmax`.
-    pub const SOFTMAX: &str = "fp.softmax";
-    /// `fp.layer_norm`.
-    pub const LAYER_NORM: &str = "fp.layer_norm";
-    /// `fp.instance_norm`.
-    pub const INSTANCE_NORM: &str = "fp.instance_norm";
+qopt_ir_core::op_name_constants! {
+    BATCH_NORM = "fp.batch_norm", BIAS_ADD = "fp.bias_add", SOFTMAX = "fp.softmax",
+    LAYER_NORM = "fp.layer_norm", INSTANCE_NORM = "fp.instance_norm",
 }
 
 /// `fp.batch_norm`'s `epsilon` when the attribute is absent (ONNX's default).

@@ -15,16 +15,9 @@ use qopt_ir_core::interfaces::{AttributeDefaults, QuantizableOp};
 use qopt_ir_core::{Arity, Attribute, Context, OpDef, Traits, Type};
 use smallvec::SmallVec;
 
-/// The names of this family's ops.
-pub mod names {
-    /// `fp.max_pool2d`.
-    pub const MAX_POOL2D: &str = "fp.max_pool2d";
-    /// `fp.max_pool1d`.
-    pub const MAX_POOL1D: &str = "fp.max_pool1d";
-    /// `fp.avg_pool2d`.
-    pub const AVG_POOL2D: &str = "fp.avg_pool2d";
-    /// `fp.global_avg_pool2d`.
-    pub const GLOBAL_AVG_POOL2D: &str = "fp.global_avg_pool2d";
+qopt_ir_core::op_name_constants! {
+    MAX_POOL2D = "fp.max_pool2d", MAX_POOL1D = "fp.max_pool1d", AVG_POOL2D = "fp.avg_pool2d",
+    GLOBAL_AVG_POOL2D = "fp.global_avg_pool2d",
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {

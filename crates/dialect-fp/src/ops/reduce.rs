@@ -11,16 +11,9 @@ use crate::attrs;
 use crate::shape::normalize_axis;
 use qopt_ir_core::{Arity, Attribute, Context, OpDef, Traits, Type};
 
-/// The names of this family's ops.
-pub mod names {
-    /// `fp.reduce_mean`.
-    pub const REDUCE_MEAN: &str = "fp.reduce_mean";
-    /// `fp.reduce_max`.
-    pub const REDUCE_MAX: &str = "fp.reduce_max";
-    /// `fp.reduce_min`.
-    pub const REDUCE_MIN: &str = "fp.reduce_min";
-    /// `fp.reduce_sum`.
-    pub const REDUCE_SUM: &str = "fp.reduce_sum";
+qopt_ir_core::op_name_constants! {
+    REDUCE_MEAN = "fp.reduce_mean", REDUCE_MAX = "fp.reduce_max", REDUCE_MIN = "fp.reduce_min",
+    REDUCE_SUM = "fp.reduce_sum",
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {

@@ -16,32 +16,11 @@ use qopt_ir_core::{
 };
 use smallvec::SmallVec;
 
-/// The names of this family's ops.
-pub mod names {
-    /// `fp.reshape`.
-    pub const RESHAPE: &str = "fp.reshape";
-    /// `fp.flatten`.
-    pub const FLATTEN: &str = "fp.flatten";
-    /// `fp.transpose`.
-    pub const TRANSPOSE: &str = "fp.transpose";
-    /// `fp.concat`.
-    pub const CONCAT: &str = "fp.concat";
-    /// `fp.split`.
-    pub const SPLIT: &str = "fp.split";
-    /// `fp.pad`.
-    pub const PAD: &str = "fp.pad";
-    /// `fp.strided_slice`.
-    pub const STRIDED_SLICE: &str = "fp.strided_slice";
-    /// `fp.gather`.
-    pub const GATHER: &str = "fp.gather";
-    /// `fp.depth_to_space`.
-    pub const DEPTH_TO_SPACE: &str = "fp.depth_to_space";
-    /// `fp.space_to_depth`.
-    pub const SPACE_TO_DEPTH: &str = "fp.space_to_depth";
-    /// `fp.tile`.
-    pub const TILE: &str = "fp.tile";
-    /// `fp.resize`.
-    pub const RESIZE: &str = "fp.resize";
+qopt_ir_core::op_name_constants! {
+    RESHAPE = "fp.reshape", FLATTEN = "fp.flatten", TRANSPOSE = "fp.transpose", CONCAT = "fp.concat",
+    SPLIT = "fp.split", PAD = "fp.pad", STRIDED_SLICE = "fp.strided_slice", GATHER = "fp.gather",
+    DEPTH_TO_SPACE = "fp.depth_to_space", SPACE_TO_DEPTH = "fp.space_to_depth", TILE = "fp.tile",
+    RESIZE = "fp.resize",
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {

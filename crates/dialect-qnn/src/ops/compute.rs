@@ -24,22 +24,9 @@ use qopt_ir_core::{
 };
 use smallvec::{smallvec, SmallVec};
 
-/// The names of this family's ops.
-pub mod names {
-    /// `qnn.conv2d`.
-    pub const CONV2D: &str = "qnn.conv2d";
-    /// `qnn.conv2d_relu`.
-    pub const CONV2D_RELU: &str = "qnn.conv2d_relu";
-    /// `qnn.dense`.
-    pub const DENSE: &str = "qnn.dense";
-    /// `qnn.dense_relu`.
-    pub const DENSE_RELU: &str = "qnn.dense_relu";
-    /// `qnn.add`.
-    pub const ADD: &str = "qnn.add";
-    /// `qnn.mul`.
-    pub const MUL: &str = "qnn.mul";
-    /// `qnn.concat`.
-    pub const CONCAT: &str = "qnn.concat";
+qopt_ir_core::op_name_constants! {
+    CONV2D = "qnn.conv2d", CONV2D_RELU = "qnn.conv2d_relu", DENSE = "qnn.dense",
+    DENSE_RELU = "qnn.dense_relu", ADD = "qnn.add", MUL = "qnn.mul", CONCAT = "qnn.concat",
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {

@@ -17,20 +17,9 @@ use qopt_ir_core::{
 };
 use smallvec::{smallvec, SmallVec};
 
-/// The names of this family's ops.
-pub mod names {
-    /// `qnn.quantize`.
-    pub const QUANTIZE: &str = "qnn.quantize";
-    /// `qnn.dequantize`.
-    pub const DEQUANTIZE: &str = "qnn.dequantize";
-    /// `qnn.requantize`.
-    pub const REQUANTIZE: &str = "qnn.requantize";
-    /// `qnn.fake_quant`.
-    pub const FAKE_QUANT: &str = "qnn.fake_quant";
-    /// `qnn.cast_hint`.
-    pub const CAST_HINT: &str = "qnn.cast_hint";
-    /// `qnn.stop_fusion`.
-    pub const STOP_FUSION: &str = "qnn.stop_fusion";
+qopt_ir_core::op_name_constants! {
+    QUANTIZE = "qnn.quantize", DEQUANTIZE = "qnn.dequantize", REQUANTIZE = "qnn.requantize",
+    FAKE_QUANT = "qnn.fake_quant", CAST_HINT = "qnn.cast_hint", STOP_FUSION = "qnn.stop_fusion",
 }
 
 /// The attributes that record a calibrated range and never change values.

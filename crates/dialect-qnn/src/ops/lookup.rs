@@ -11,10 +11,8 @@ use super::{describe, expect_shape, tensor};
 use crate::quant_params::storage_range;
 use qopt_ir_core::{dense_values_i128, type_to_string, Arity, AttrData, OpDef, OpView, Traits, TypeData};
 
-/// The names of this family's ops.
-pub mod names {
-    /// `qnn.lookup`.
-    pub const LOOKUP: &str = "qnn.lookup";
+qopt_ir_core::op_name_constants! {
+    LOOKUP = "qnn.lookup",
 }
 
 /// The widest input storage `qnn.lookup` takes: 2^8 table entries.

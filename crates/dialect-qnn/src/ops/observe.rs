@@ -13,10 +13,8 @@ use qopt_ir_core::{
 };
 use qopt_ir_core::{Arity, DenseElements};
 
-/// The names of this family's ops.
-pub mod names {
-    /// `qnn.observe`.
-    pub const OBSERVE: &str = "qnn.observe";
+qopt_ir_core::op_name_constants! {
+    OBSERVE = "qnn.observe",
 }
 
 /// The observer kinds qopt's calibration passes provide, default first. The

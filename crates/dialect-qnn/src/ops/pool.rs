@@ -8,12 +8,8 @@ use qopt_dialect_fp::shape::pool_out;
 use qopt_ir_core::interfaces::{AttributeDefaults, QuantizableOp};
 use qopt_ir_core::{Arity, Attribute, Context, OpDef, OpView, Traits};
 
-/// The names of this family's ops.
-pub mod names {
-    /// `qnn.avg_pool2d`.
-    pub const AVG_POOL2D: &str = "qnn.avg_pool2d";
-    /// `qnn.global_avg_pool2d`.
-    pub const GLOBAL_AVG_POOL2D: &str = "qnn.global_avg_pool2d";
+qopt_ir_core::op_name_constants! {
+    AVG_POOL2D = "qnn.avg_pool2d", GLOBAL_AVG_POOL2D = "qnn.global_avg_pool2d",
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {
