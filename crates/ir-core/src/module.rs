@@ -899,6 +899,11 @@ impl Module {
     pub fn uses(&self, v: ValueId) -> UseIter<'_> {
         UseIter { module: self, next: self.values[v].first_use }
     }
+    /// Every op of the module (nested ones included, in pre-order) for which
+    /// `keep` holds: the candidates a pass collects before it edits.
+    pub fn ops_where(&self, mut keep: impl FnMut(OpId) -> bool) -> Vec<OpId> {
+        self.walk_preorder(self.root()).filter(|&op| keep(op)).collect()
+    }
     /// The ops using `v`, each once, in use order.
     pub fn users(&self, v: ValueId) -> Vec<OpId> {
         let mut seen = crate::hash::FxHashSet::default();

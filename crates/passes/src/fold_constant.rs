@@ -106,7 +106,7 @@ impl Pass for FoldConstant {
 /// ops were folded.
 fn fold_constants(ctx: &mut Context, module: &mut Module, max_elements: u64) -> u64 {
     let root = module.root();
-    let mut worklist: Vec<OpId> = module.walk_preorder(root).filter(|&op| op != root).collect();
+    let mut worklist: Vec<OpId> = module.ops_where(|op| op != root);
     worklist.reverse();
     let mut queued = Flags::default();
     for &op in &worklist {

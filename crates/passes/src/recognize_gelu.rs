@@ -88,9 +88,7 @@ impl Pass for RecognizeGelu {
 
     fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let names = Names::new(cx.ctx);
-        let root = module.root();
-        let candidates: Vec<OpId> =
-            module.walk_preorder(root).filter(|&op| module.op_name(op) == names.mul).collect();
+        let candidates: Vec<OpId> = module.ops_where(|op| module.op_name(op) == names.mul);
         let (mut erf_gelus, mut tanh_gelus) = (0u64, 0u64);
         for op in candidates {
             if module.is_erased(op) {

@@ -71,11 +71,8 @@ impl Pass for RecognizeHardSwish {
 
     fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let names = Names::new(cx.ctx);
-        let root = module.root();
-        let candidates: Vec<OpId> = module
-            .walk_preorder(root)
-            .filter(|&op| module.op_name(op) == names.mul || module.op_name(op) == names.div)
-            .collect();
+        let candidates: Vec<OpId> =
+            module.ops_where(|op| module.op_name(op) == names.mul || module.op_name(op) == names.div);
         let mut found_count = 0u64;
         for op in candidates {
             if module.is_erased(op) {

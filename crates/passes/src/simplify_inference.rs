@@ -71,9 +71,7 @@ impl Pass for SimplifyInference {
 
     fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let batch_norm = cx.ctx.op_name(fp_op::BATCH_NORM);
-        let root = module.root();
-        let candidates: Vec<OpId> =
-            module.walk_preorder(root).filter(|&op| module.op_name(op) == batch_norm).collect();
+        let candidates: Vec<OpId> = module.ops_where(|op| module.op_name(op) == batch_norm);
         let mut rewritten = 0u64;
         for op in candidates {
             match simplify_batch_norm(cx.ctx, module, op) {

@@ -101,8 +101,7 @@ impl Pass for AccelLower {
         self.check_options(options)?;
         let max_channels = options.int(MAX_CHANNELS);
         let conv = cx.ctx.op_name(qnn_op::CONV2D_RELU);
-        let candidates: Vec<OpId> =
-            module.walk_preorder(module.root()).filter(|&op| module.op_name(op) == conv).collect();
+        let candidates: Vec<OpId> = module.ops_where(|op| module.op_name(op) == conv);
         let (mut lowered, mut kept) = (0u64, 0u64);
         for op in candidates {
             match supported(cx.ctx, module, op, max_channels) {

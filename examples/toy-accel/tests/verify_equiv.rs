@@ -98,10 +98,8 @@ impl Pass for AccelLowerDropsTheBias {
     }
     fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         let outcome = AccelLower.run(cx, module, options)?;
-        let convs: Vec<OpId> = module
-            .walk_preorder(module.root())
-            .filter(|&op| cx.ctx.op_name_str(module.op_name(op)) == "accel.conv2d_relu")
-            .collect();
+        let convs: Vec<OpId> =
+            module.ops_where(|op| cx.ctx.op_name_str(module.op_name(op)) == "accel.conv2d_relu");
         for conv in convs {
             let (ty, loc) = (module.value_type(module.operand(conv, 2)), module.op_loc(conv));
             let zeros = DenseElements::from_i128(cx.ctx, ty, &[0])?;

@@ -72,10 +72,7 @@ use std::sync::Arc;
 
 /// Runs the four steps above over `module`, counting what each did.
 pub fn fuse_module(ctx: &mut Context, module: &mut Module) -> Result<Stats, PassError> {
-    let candidates: Vec<OpId> = module
-        .walk_preorder(module.root())
-        .filter(|&op| ctx.op_name_str(module.op_name(op)).starts_with("fp."))
-        .collect();
+    let candidates: Vec<OpId> = module.ops_where(|op| ctx.op_name_str(module.op_name(op)).starts_with("fp."));
     let mut stats = Stats::default();
     for op in candidates {
         if module.is_erased(op) || is_skipped(ctx, module, op) {
@@ -506,10 +503,8 @@ fn is_float_tensor_type(ctx: &Context, ty: Type) -> bool {
 /// `qnn.quantize(qnn.dequantize(q))` into `q` (same type) or one
 /// `qnn.requantize(q)` per value and per-tensor type.
 fn fold_pairs(ctx: &mut Context, module: &mut Module, stats: &mut Stats) {
-    let quantizes: Vec<OpId> = module
-        .walk_preorder(module.root())
-        .filter(|&op| module.op_is(ctx, op, qnn_op::QUANTIZE) && module.num_operands(op) == 1)
-        .collect();
+    let quantizes: Vec<OpId> =
+        module.ops_where(|op| module.op_is(ctx, op, qnn_op::QUANTIZE) && module.num_operands(op) == 1);
     let mut made: FxHashMap<(ValueId, Type), ValueId> = FxHashMap::default();
     for q in quantizes {
         let Some(d) = defined_by(ctx, module, module.operand(q, 0), qnn_op::DEQUANTIZE) else { continue };
@@ -554,14 +549,11 @@ fn fold_pairs(ctx: &mut Context, module: &mut Module, stats: &mut Stats) {
 /// each distinct parameter set of a value has one conversion.
 fn merge_conversions(ctx: &mut Context, module: &mut Module, stats: &mut Stats) {
     let names = [qnn_op::QUANTIZE, qnn_op::DEQUANTIZE, qnn_op::REQUANTIZE];
-    let conversions: Vec<OpId> = module
-        .walk_preorder(module.root())
-        .filter(|&op| {
-            names.iter().any(|n| module.op_is(ctx, op, n))
-                && module.num_operands(op) == 1
-                && module.num_results(op) == 1
-        })
-        .collect();
+    let conversions: Vec<OpId> = module.ops_where(|op| {
+        names.iter().any(|n| module.op_is(ctx, op, n))
+            && module.num_operands(op) == 1
+            && module.num_results(op) == 1
+    });
     type Key = (BlockId, OpName, ValueId, Type, Attribute);
     let mut first: FxHashMap<Key, ValueId> = FxHashMap::default();
     for op in conversions {

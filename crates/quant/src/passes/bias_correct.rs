@@ -63,7 +63,7 @@ use crate::records::bias_correction::subtract_from_bias;
 use crate::records::bias_correction::{BiasRecord, MeasuredMeans};
 use crate::records::hints::is_skipped;
 use crate::runs::data::{check_counts, DataSettings};
-use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
+use crate::runs::data::{worker_threads, COUNT_OPTIONS};
 use crate::runs::paired_run::{ChannelShift, PairedRun, RunData, RunFailure, Sweeps, Watcher};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::{KernelRegistry, Tensor};
@@ -109,10 +109,7 @@ impl Pass for BiasCorrect {
     }
 
     fn options(&self) -> Vec<OptionSpec> {
-        let mut options = DataSettings::options(
-            "calibration data: a .npy, an .npz (one member per argument) or a directory of them",
-        );
-        options.push(threads_option());
+        let mut options = DataSettings::calibration_options();
         options.push(OptionSpec::new(SKIP_UNSUPPORTED, OptionKind::Bool, "false").help(
             "a function the paired run cannot follow (calls, ops with regions, several blocks, an op without a \
              kernel) gets a warning and is left as it is, instead of an error",

@@ -41,7 +41,7 @@ use crate::calibration::batch::{value_range, ObservedBatch};
 use crate::calibration::methods::{Observer, QuantMethods};
 use crate::calibration::stats::ObserverStats;
 use crate::runs::data::{check_counts, chunk_calls, DataSettings};
-use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
+use crate::runs::data::{worker_threads, COUNT_OPTIONS};
 use crate::runs::dataset::Dataset;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::progress::{Progress, REDRAW_EVERY};
@@ -91,11 +91,7 @@ impl Pass for Calibrate {
     }
 
     fn options(&self) -> Vec<OptionSpec> {
-        let mut options = DataSettings::options(
-            "calibration data: a .npy, an .npz (one member per argument) or a directory of them",
-        );
-        options.push(threads_option());
-        options
+        DataSettings::calibration_options()
     }
 
     fn check_options(&self, options: &PassOptions) -> Result<(), BadOptionValue> {

@@ -209,8 +209,7 @@ fn find_pairs(cx: &mut PassContext<'_>, module: &Module, names: &Names, relu6_to
         shared_outputs: 0,
     };
     let mut index: FxHashMap<OpId, usize> = FxHashMap::default();
-    let root = module.root();
-    let layers: Vec<OpId> = module.walk_preorder(root).filter(|&op| names.is_layer(module, op)).collect();
+    let layers: Vec<OpId> = module.ops_where(|op| names.is_layer(module, op));
     for first in layers {
         if module.num_results(first) != 1 {
             continue;

@@ -55,9 +55,7 @@ impl Pass for ExpandFakeq {
 
     fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let fake_quants: Vec<OpId> = module
-            .walk_preorder(module.root())
-            .filter(|&op| module.op_is(cx.ctx, op, qnn_op::FAKE_QUANT) && module.num_operands(op) == 1)
-            .collect();
+            .ops_where(|op| module.op_is(cx.ctx, op, qnn_op::FAKE_QUANT) && module.num_operands(op) == 1);
         // Every new type first, so that a bad op changes nothing.
         let mut plans = Vec::with_capacity(fake_quants.len());
         let mut errors = Vec::new();

@@ -125,17 +125,10 @@ impl Pass for FoldBn {
 
     fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let names = Names::new(cx.ctx);
-        let root = module.root();
-        let candidates: Vec<OpId> = module
-            .walk_preorder(root)
-            .filter(|&op| {
-                let name = module.op_name(op);
-                name == names.batch_norm
-                    || name == names.mul
-                    || name == names.add
-                    || name == names.hard_sigmoid
-            })
-            .collect();
+        let candidates: Vec<OpId> = module.ops_where(|op| {
+            let name = module.op_name(op);
+            name == names.batch_norm || name == names.mul || name == names.add || name == names.hard_sigmoid
+        });
         let (mut folded_bn, mut folded_scales, mut folded_hard_sigmoids, mut kept) = (0u64, 0u64, 0u64, 0u64);
         for op in candidates {
             if module.is_erased(op) {

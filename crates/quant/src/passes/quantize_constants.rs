@@ -69,10 +69,8 @@ impl Pass for QuantizeConstants {
     fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
         let constants = quantize_constant_operands(cx.ctx, module)?;
         let mut biases = 0;
-        let weighted: Vec<OpId> = module
-            .walk_preorder(module.root())
-            .filter(|&op| quantizable(cx.ctx, module, op).is_some_and(|q| q.bias.is_some()))
-            .collect();
+        let weighted: Vec<OpId> =
+            module.ops_where(|op| quantizable(cx.ctx, module, op).is_some_and(|q| q.bias.is_some()));
         for op in weighted {
             match bias_plan(cx.ctx, module, op) {
                 Ok(Some(plan)) => {
@@ -92,10 +90,8 @@ impl Pass for QuantizeConstants {
 
 /// Folds every `qnn.quantize` of a constant; returns how many.
 fn quantize_constant_operands(ctx: &mut Context, module: &mut Module) -> Result<u64, PassError> {
-    let quantizes: Vec<OpId> = module
-        .walk_preorder(module.root())
-        .filter(|&op| module.op_is(ctx, op, qnn_op::QUANTIZE) && module.num_operands(op) == 1)
-        .collect();
+    let quantizes: Vec<OpId> =
+        module.ops_where(|op| module.op_is(ctx, op, qnn_op::QUANTIZE) && module.num_operands(op) == 1);
     let mut done = 0;
     for op in quantizes {
         let source = module.operand(op, 0);

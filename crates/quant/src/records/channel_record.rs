@@ -63,8 +63,7 @@ pub(crate) fn write_record(
 /// Removes the attribute `name` from every op of `module` that has it;
 /// returns how many ops had it. Shared by the measurement records.
 pub(crate) fn drop_record_attrs(ctx: &mut Context, module: &mut Module, name: &str) -> usize {
-    let ops: Vec<OpId> =
-        module.walk_preorder(module.root()).filter(|&op| module.op_attr(ctx, op, name).is_some()).collect();
+    let ops: Vec<OpId> = module.ops_where(|op| module.op_attr(ctx, op, name).is_some());
     for &op in &ops {
         let attrs = ctx.dict_remove(module.op_attrs(op), name);
         module.set_op_attrs(op, attrs);

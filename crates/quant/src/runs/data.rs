@@ -38,6 +38,10 @@ pub fn check_counts(options: &PassOptions, names: &[&'static str]) -> Result<(),
     Ok(())
 }
 
+/// The help of `data` for passes that read calibration data.
+pub const CALIBRATION_DATA: &str =
+    "calibration data: a .npy, an .npz (one member per argument) or a directory of them";
+
 /// The counts every pass with worker threads checks ([`check_counts`]).
 pub const COUNT_OPTIONS: [&str; 3] = ["batches", "batch-size", "threads"];
 
@@ -88,6 +92,13 @@ impl DataSettings {
             ),
             OptionSpec::new("func", OptionKind::String, "main").help("the function to run"),
         ]
+    }
+
+    /// [`DataSettings::options`] for calibration data, and `threads`.
+    pub fn calibration_options() -> Vec<OptionSpec> {
+        let mut options = DataSettings::options(CALIBRATION_DATA);
+        options.push(threads_option());
+        options
     }
 
     /// The options of a pass that declared [`DataSettings::options`].

@@ -51,7 +51,7 @@ pub fn parse(ctx: &mut Context, text: &str) -> Module {
 
 /// The ops named `name`, in order.
 pub fn ops_named(ctx: &Context, module: &Module, name: &str) -> Vec<OpId> {
-    module.walk_preorder(module.root()).filter(|&op| module.op_is(ctx, op, name)).collect()
+    module.ops_where(|op| module.op_is(ctx, op, name))
 }
 
 /// The values of the constant operand `i` of `op`.

@@ -172,10 +172,8 @@ impl Pass for InsertFakeq {
 
     fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, options: &PassOptions) -> PassResult {
         let config = Config::read(cx.ctx, options)?;
-        let observers: Vec<OpId> = module
-            .walk_preorder(module.root())
-            .filter(|&op| module.op_is(cx.ctx, op, qnn_op::OBSERVE) && module.num_operands(op) == 1)
-            .collect();
+        let observers: Vec<OpId> =
+            module.ops_where(|op| module.op_is(cx.ctx, op, qnn_op::OBSERVE) && module.num_operands(op) == 1);
         let fake_quant = cx.ctx.op_name(qnn_op::FAKE_QUANT);
 
         let (lacking, histogram_error) = check_histograms(cx.ctx, module, &observers, &config)?;
@@ -517,22 +515,19 @@ fn quantized_ops(ctx: &Context, module: &Module) -> Vec<OpId> {
         }
         ValueDef::BlockArg { .. } => false,
     };
-    module
-        .walk_preorder(module.root())
-        .filter(|&op| {
-            let Some(q) = quantizable(ctx, module, op) else { return false };
-            if is_skipped(ctx, module, op) || output_kept_float(ctx, module, op) {
-                return false;
-            }
-            let activations = q.activation_operands(module.num_operands(op));
-            let real: Vec<usize> = activations
-                .iter()
-                .copied()
-                .filter(|&i| constant_value(ctx, module, module.operand(op, i)).is_none())
-                .collect();
-            !real.is_empty() && activations.iter().all(|&i| quantized_value(module.operand(op, i)))
-        })
-        .collect()
+    module.ops_where(|op| {
+        let Some(q) = quantizable(ctx, module, op) else { return false };
+        if is_skipped(ctx, module, op) || output_kept_float(ctx, module, op) {
+            return false;
+        }
+        let activations = q.activation_operands(module.num_operands(op));
+        let real: Vec<usize> = activations
+            .iter()
+            .copied()
+            .filter(|&i| constant_value(ctx, module, module.operand(op, i)).is_none())
+            .collect();
+        !real.is_empty() && activations.iter().all(|&i| quantized_value(module.operand(op, i)))
+    })
 }
 
 /// Whether `op`'s result, or the result of the relu or clip chain that is its

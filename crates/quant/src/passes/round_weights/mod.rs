@@ -67,6 +67,7 @@ mod layer_inputs;
 
 use crate::quantizable::quantizable;
 use crate::records::hints::is_skipped;
+use crate::runs::data::CALIBRATION_DATA;
 use crate::runs::data::{check_counts, chunk_calls, DataSettings};
 use crate::runs::data::{threads_option, worker_threads, COUNT_OPTIONS};
 use adaround::{optimize_layer, ChannelProblem, LayerProblem, Schedule};
@@ -115,9 +116,7 @@ impl Pass for RoundWeights {
     }
 
     fn options(&self) -> Vec<OptionSpec> {
-        let mut options = DataSettings::options(
-            "calibration data: a .npy, an .npz (one member per argument) or a directory of them",
-        );
+        let mut options = DataSettings::options(CALIBRATION_DATA);
         options.extend([
             OptionSpec::new("iterations", OptionKind::Int, "2000")
                 .help("Adam steps per layer (each uses every calibration sample through the Gram matrix)"),
