@@ -233,16 +233,11 @@ impl Driver {
 
     /// Runs with the process's arguments and exits with the driver's code.
     pub fn main(&self) -> std::process::ExitCode {
-        let code = self.run(std::env::args_os());
-        std::process::ExitCode::from(code as u8)
+        std::process::ExitCode::from(self.run(std::env::args_os()) as u8)
     }
 
     /// Runs with `args` (the first is the program name) and returns the exit code.
-    pub fn run<I, T>(&self, args: I) -> i32
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<OsString> + Clone,
-    {
+    pub fn run(&self, args: impl IntoIterator<Item = impl Into<OsString> + Clone>) -> i32 {
         run_parsed(self.tool, args, |cli: &Cli, out, err| {
             init_tracing(cli);
             self.run_cli(cli, out, err)
