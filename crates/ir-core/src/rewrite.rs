@@ -100,6 +100,26 @@ impl<'a> Rewriter<'a> {
     pub fn set_loc(&mut self, loc: Location) {
         self.loc = loc;
     }
+    /// Builds the constant `attr` of type `ty` before the insertion point: the
+    /// dialect named `first` (the folded op's own) is asked first, then every other
+    /// registered dialect; `None` if none can build it.
+    pub fn materialize_constant(
+        &mut self,
+        first: &str,
+        attr: Attribute,
+        ty: Type,
+        loc: Location,
+    ) -> Option<ValueId> {
+        let mut order: Vec<std::sync::Arc<str>> = vec![first.into()];
+        order.extend(self.ctx.dialects().map(|d| d.name()).filter(|&d| d != first).map(Into::into));
+        for name in order {
+            let Some(dialect) = self.ctx.dialect_arc(&name) else { continue };
+            if let Some(v) = dialect.materialize_constant(self, attr, ty, loc) {
+                return Some(v);
+            }
+        }
+        None
+    }
     /// Takes the recorded changes, leaving none.
     pub fn take_changes(&mut self) -> Changes {
         std::mem::take(&mut self.changes)
@@ -474,7 +494,7 @@ fn try_fold(rewriter: &mut Rewriter<'_>, op: OpId, config: &GreedyConfig, stats:
             FoldResult::Value(v) => values.push(v),
             FoldResult::Constant(attr) => {
                 let ty = rewriter.module.value_type(rewriter.module.result(op, i));
-                let materialized = materialize(rewriter, dialect, attr, ty, loc);
+                let materialized = rewriter.materialize_constant(dialect, attr, ty, loc);
                 match materialized {
                     Some(v) => {
                         created_before.push(v);
@@ -501,33 +521,6 @@ fn try_fold(rewriter: &mut Rewriter<'_>, op: OpId, config: &GreedyConfig, stats:
     } else {
         false
     }
-}
-
-fn materialize(
-    rewriter: &mut Rewriter<'_>,
-    dialect: &str,
-    attr: Attribute,
-    ty: Type,
-    loc: Location,
-) -> Option<ValueId> {
-    // The op's own dialect first, then any dialect that can build the constant.
-    let mut order: Vec<std::sync::Arc<str>> = vec![dialect.into()];
-    for d in rewriter.ctx.dialects() {
-        if d.name() != dialect {
-            order.push(d.name().into());
-        }
-    }
-    for name in order {
-        let Some(d) = dialect_handle(rewriter.ctx, &name) else { continue };
-        if let Some(v) = d.materialize_constant(rewriter, attr, ty, loc) {
-            return Some(v);
-        }
-    }
-    None
-}
-
-fn dialect_handle(ctx: &Context, name: &str) -> Option<std::sync::Arc<dyn crate::dialect::Dialect>> {
-    ctx.dialect_arc(name)
 }
 
 fn try_patterns(rewriter: &mut Rewriter<'_>, op: OpId, patterns: &PatternSet, hits: &mut [u64]) -> bool {

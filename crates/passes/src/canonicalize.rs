@@ -135,7 +135,7 @@ fn non_convergence_message(stats: &GreedyStats, config: &GreedyConfig) -> String
 
 #[cfg(test)]
 mod tests {
-    use crate::test_ir::{check_pass, on_small_stack, registry, TestIr};
+    use crate::test_ir::{check_pass, fold_a_10000_op_chain};
 
     #[test]
     fn max_iterations_one_reports_non_convergence_with_the_pattern() {
@@ -219,21 +219,6 @@ mod tests {
     /// small stack.
     #[test]
     fn a_10000_op_chain_folds_to_one_constant() {
-        on_small_stack(|| {
-            let mut ir = TestIr::default();
-            let (_, entry) = ir.function("chain", 0, 1);
-            let one = ir.constant(entry, 1);
-            let mut value = one;
-            for _ in 0..10_000 {
-                value = ir.op(entry, "test.add", &[value, one], 1)[0];
-            }
-            ir.ret(entry, &[value]);
-            let out = ir.run(&registry(), "canonicalize").unwrap();
-            assert_eq!(
-                out.ir,
-                "module {\n  func.func @chain() -> i64 {\n    %0 = test.const() {value = 10001} : () -> i64\n    func.return %0 : i64\n  }\n}\n"
-            );
-            assert_eq!(out.stat("folded"), 10_000);
-        });
+        fold_a_10000_op_chain("canonicalize", |out| assert_eq!(out.stat("folded"), 10_000));
     }
 }

@@ -44,7 +44,7 @@ use qopt_ir_core::PassInfo;
 use qopt_ir_core::PassResult;
 use qopt_ir_core::{
     constant_value, static_num_elements, AttrData, Attribute, Context, EntityId, FoldResult, InsertPoint,
-    Location, Module, OpId, Pass, PassContext, PassError, PassOutcome, Rewriter, Traits, Type, ValueId,
+    Module, OpId, Pass, PassContext, PassError, PassOutcome, Rewriter, Traits, Type, ValueId,
 };
 use smallvec::SmallVec;
 
@@ -190,7 +190,7 @@ fn fold_op(
             FoldResult::Value(v) => Some(v),
             FoldResult::Constant(attr) => {
                 let ty = rewriter.module.value_type(rewriter.module.result(op, i));
-                let made = materialize(rewriter, &dialect, attr, ty, loc);
+                let made = rewriter.materialize_constant(&dialect, attr, ty, loc);
                 if let Some(v) = made {
                     created.push(rewriter.module.defining_op(v));
                 }
@@ -232,26 +232,6 @@ fn fits(ctx: &Context, attr: Attribute, max_elements: u64) -> bool {
     }
 }
 
-/// Builds the constant `attr` of type `ty` before the insertion point: the folded
-/// op's own dialect is asked first, then every other registered dialect.
-fn materialize(
-    rewriter: &mut Rewriter<'_>,
-    dialect: &str,
-    attr: Attribute,
-    ty: Type,
-    loc: Location,
-) -> Option<ValueId> {
-    let mut order: Vec<String> = vec![dialect.to_string()];
-    order.extend(rewriter.ctx.dialects().map(|d| d.name()).filter(|&d| d != dialect).map(String::from));
-    for name in order {
-        let Some(d) = rewriter.ctx.dialect_arc(&name) else { continue };
-        if let Some(v) = d.materialize_constant(rewriter, attr, ty, loc) {
-            return Some(v);
-        }
-    }
-    None
-}
-
 /// Erases the ops in `candidates` that are registered pure constants whose
 /// results nobody uses (each once; already erased ones are skipped).
 fn erase_unused_constants(ctx: &Context, module: &mut Module, mut candidates: Vec<OpId>) {
@@ -290,28 +270,13 @@ impl Flags {
 
 #[cfg(test)]
 mod tests {
-    use crate::test_ir::{check_pass, on_small_stack, registry, TestIr};
+    use crate::test_ir::{check_pass, fold_a_10000_op_chain};
 
     /// `%v1 = %c + %c; %v2 = %v1 + %c; ...`: 10,000 adds fold to one constant on a
     /// small stack, and the constant they all used is erased.
     #[test]
     fn a_10000_op_chain_folds_to_one_constant() {
-        on_small_stack(|| {
-            let mut ir = TestIr::default();
-            let (_, entry) = ir.function("chain", 0, 1);
-            let one = ir.constant(entry, 1);
-            let mut value = one;
-            for _ in 0..10_000 {
-                value = ir.op(entry, "test.add", &[value, one], 1)[0];
-            }
-            ir.ret(entry, &[value]);
-            let out = ir.run(&registry(), "fold-constant").unwrap();
-            assert_eq!(
-                out.ir,
-                "module {\n  func.func @chain() -> i64 {\n    %0 = test.const() {value = 10001} : () -> i64\n    func.return %0 : i64\n  }\n}\n"
-            );
-            assert_eq!(out.stats, [("folded", 10_000)]);
-        });
+        fold_a_10000_op_chain("fold-constant", |out| assert_eq!(out.stats, [("folded", 10_000)]));
     }
 
     /// `x + 0` has a folder answer (`x`), but `x` is not a constant: nothing changes,
