@@ -23,7 +23,7 @@ use qopt_codegen_x86::{
     Lowerings, Target, TargetCpu, Workspace,
 };
 use qopt_interp::{run_function, KernelRegistry, Tensor};
-use qopt_ir_core::{Context, Module};
+use qopt_ir_core::{Context, Module, SplitMix64 as Random};
 use std::sync::Arc;
 
 /// The builtin lowerings, with conv and dense limited to `options`.
@@ -74,26 +74,10 @@ fn check_text(text: &str, seed: u64) -> Vec<String> {
 const STORAGES: [(&str, i64, i64); 4] =
     [("i8", -128, 127), ("u8", 0, 255), ("i8<-127:127>", -127, 127), ("u8<0:200>", 0, 200)];
 
-/// A xorshift generator for weights and parameters.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % (hi - lo + 1) as u64) as i64
-    }
-}
-
 /// A per-tensor activation type with a random zero point.
 fn activation(rng: &mut Random, scale: f64) -> String {
     let (storage, lo, hi) = STORAGES[rng.range(0, 3) as usize];
-    let zp = match rng.next() % 3 {
+    let zp = match rng.next_u64() % 3 {
         0 => lo,
         _ => rng.range(lo, hi),
     };
@@ -105,11 +89,11 @@ fn activation(rng: &mut Random, scale: f64) -> String {
 /// (small ones let `vpmaddubsw` take the layer).
 fn weight(rng: &mut Random, shape: &[usize]) -> (String, String) {
     let o = shape[0];
-    let unsigned = rng.next().is_multiple_of(5);
+    let unsigned = rng.next_u64().is_multiple_of(5);
     let storage = if unsigned { "u8" } else { "i8" };
     let (lo, hi) = if unsigned { (0, 255) } else { (-128, 127) };
-    let per_channel = rng.next().is_multiple_of(2);
-    let zero_point = |rng: &mut Random| match (unsigned, rng.next() % 3) {
+    let per_channel = rng.next_u64().is_multiple_of(2);
+    let zero_point = |rng: &mut Random| match (unsigned, rng.next_u64() % 3) {
         (false, 0 | 1) => 0,
         (true, 0 | 1) => rng.range(120, 136),
         _ => rng.range(lo, hi),
@@ -117,7 +101,7 @@ fn weight(rng: &mut Random, shape: &[usize]) -> (String, String) {
     let params: Vec<(f64, i64)> = (0..if per_channel { o } else { 1 })
         .map(|_| {
             (
-                (1.0 + (rng.next() % 997) as f64 / 997.0) * 2f64.powi(-7 - rng.range(0, 3) as i32),
+                (1.0 + (rng.next_u64() % 997) as f64 / 997.0) * 2f64.powi(-7 - rng.range(0, 3) as i32),
                 zero_point(rng),
             )
         })
@@ -128,7 +112,7 @@ fn weight(rng: &mut Random, shape: &[usize]) -> (String, String) {
     } else {
         format!("!qnn.uniform<{storage}:f32, {:?}:{}>", params[0].0, params[0].1)
     };
-    let small = rng.next().is_multiple_of(2);
+    let small = rng.next_u64().is_multiple_of(2);
     let per_row: usize = shape[1..].iter().product();
     let values: Vec<String> = (0..o * per_row)
         .map(|i| {
@@ -179,7 +163,7 @@ fn graph() -> impl Strategy<Value = Graph> {
         any::<u64>(),
     )
         .prop_map(|((n, c, h, w), layers, dense_last, seed)| {
-            let mut rng = Random(seed | 1);
+            let mut rng = Random::new(seed | 1);
             let mut shape = ConvShape { n, c, hw: [h, w] };
             let scale = 0.05;
             let input_type = activation(&mut rng, scale);
@@ -210,11 +194,11 @@ fn graph() -> impl Strategy<Value = Graph> {
                 ];
                 let (op, attrs) = op_and_attrs(&mut rng, "qnn.conv2d", attrs);
                 let out_shape = ConvShape { n: shape.n, c: o, hw: out_hw };
-                let out_scale = scale * (1.0 + (rng.next() % 7) as f64);
+                let out_scale = scale * (1.0 + (rng.next_u64() % 7) as f64);
                 let out_ty = activation(&mut rng, out_scale);
                 let (tin, tout) = (tensor(&shape, &ty), tensor(&out_shape, &out_ty));
                 body += &format!("    %w{i} = fp.constant() {{value = {w}}} : () -> {tw}\n");
-                let (bias_operand, bias_type) = if rng.next().is_multiple_of(3) {
+                let (bias_operand, bias_type) = if rng.next_u64().is_multiple_of(3) {
                     (String::new(), String::new())
                 } else {
                     let values: Vec<String> = (0..o).map(|_| rng.range(-30000, 30000).to_string()).collect();
@@ -509,7 +493,7 @@ fn resnet_layers_on_one_and_two_threads() {
     }
     for (c, o, hw, stride) in [(64, 64, 56, 1), (128, 128, 28, 1), (256, 256, 14, 1), (512, 512, 7, 1)] {
         let out = (hw + 2 - 3) / stride + 1;
-        let mut rng = Random(0x5EED ^ (c * hw) as u64);
+        let mut rng = Random::new(0x5EED ^ (c * hw) as u64);
         let (w, tw) = weight(&mut rng, &[o, c, 3, 3]);
         let (tx, ty) = (
             format!("tensor<1x{c}x{hw}x{hw}x!qnn.uniform<i8:f32, 0.05:-128>>"),

@@ -61,6 +61,11 @@ impl SplitMix64 {
         lo + ((u128::from(self.next_u64()) * span) >> 64) as i128
     }
 
+    /// [`SplitMix64::int_in`] for `i64` bounds.
+    pub fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        self.int_in(lo.into(), hi.into()) as i64
+    }
+
     /// Uniform in `[lo, hi)`, from 53 random bits.
     pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * self.next_f64()

@@ -5,6 +5,7 @@
 
 mod common;
 
+use qopt_ir_core::SplitMix64 as Rng;
 use std::path::{Path, PathBuf};
 
 fn models_dir() -> PathBuf {
@@ -92,31 +93,19 @@ fn the_example_is_the_imported_digits_mlp() {
     assert_eq!(text, imported("digits_mlp/model.onnx"), "regenerate with qimport");
 }
 
-/// A small deterministic generator (xorshift64*), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
-
 #[test]
 fn corrupted_models_give_errors_not_panics() {
     let original = read_model("digits_cnn/ort_qdq_minmax.onnx");
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
     let mut failures = 0;
     for _ in 0..300 {
         let mut bytes = original.clone();
-        for _ in 0..1 + rng.next() % 4 {
-            let at = (rng.next() % bytes.len() as u64) as usize;
-            bytes[at] = rng.next() as u8;
+        for _ in 0..1 + rng.next_u64() % 4 {
+            let at = (rng.next_u64() % bytes.len() as u64) as usize;
+            bytes[at] = rng.next_u64() as u8;
         }
-        if rng.next().is_multiple_of(4) {
-            bytes.truncate((rng.next() % bytes.len() as u64) as usize);
+        if rng.next_u64().is_multiple_of(4) {
+            bytes.truncate((rng.next_u64() % bytes.len() as u64) as usize);
         }
         failures += usize::from(common::import_text(&bytes, None).is_err());
     }

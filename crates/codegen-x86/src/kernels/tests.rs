@@ -14,6 +14,7 @@
 //! The VNNI code is assembled on every machine and run only where the CPU
 //! has it.
 
+use super::testing::avx2_here;
 use super::{ConvGemmChoice, DepthwiseTaps, KernelOptions};
 use crate::abi::{call_kernel, Place, BUFFER_ALIGN};
 use crate::lower::{Conv2dLowering, DenseLowering};
@@ -24,18 +25,7 @@ use crate::target::{CpuFeatures, Target, TargetCpu};
 use ndarray::{ArrayD, IxDyn};
 use proptest::prelude::*;
 use qopt_interp::{run_function, run_function_with, KernelRegistry, Tensor};
-use qopt_ir_core::{parse_module, Context, Module, OpId};
-
-/// Whether this CPU runs the AVX2 kernels; prints a notice when not.
-fn avx2_here(test: &str) -> bool {
-    let host = CpuFeatures::host();
-    if host.avx2 && host.avx {
-        true
-    } else {
-        println!("notice: {test}: skipped running the AVX2 kernels, this CPU lacks AVX2 (it has {host})");
-        false
-    }
-}
+use qopt_ir_core::{parse_module, Context, Module, OpId, SplitMix64 as Random};
 
 /// Checks the scheme `chosen` for a layer whose weights `byte_safe` allow
 /// `vpmaddubsw`: `vpdpbusd` where this CPU has VNNI (the best scheme for
@@ -306,22 +296,6 @@ fn check_strategies(case: &Case, lowering: &dyn OpLowering, cuts: &[f64]) -> Vec
 
 // ---- strategies -------------------------------------------------------------
 
-/// A small deterministic generator (xorshift) for data.
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn range(&mut self, lo: i64, hi: i64) -> i64 {
-        lo + (self.next() % (hi - lo + 1) as u64) as i64
-    }
-}
-
 /// Parameters every case draws: storages, scales, zero points, the bias
 /// kind, relu form, rounding, weight magnitude and data seed.
 #[derive(Clone, Debug)]
@@ -371,11 +345,11 @@ fn build(
     out_shape: Vec<usize>,
     channels: usize,
 ) -> Case {
-    let mut rng = Random(c.seed);
+    let mut rng = Random::new(c.seed);
     let x_storage = STORAGES[c.x_storage];
     let out_storage = STORAGES[c.out_storage];
     let (w_lo, w_hi) = if c.w_unsigned { (0, 255) } else { (-128, 127) };
-    let zp_of = |rng: &mut Random, lo: i64, hi: i64| match rng.next() % 4 {
+    let zp_of = |rng: &mut Random, lo: i64, hi: i64| match rng.next_u64() % 4 {
         0 => lo,
         1 => hi,
         _ => rng.range(lo, hi),
@@ -385,7 +359,8 @@ fn build(
     let entries = if c.per_channel { channels } else { 1 };
     let w_params: Vec<(f64, i64)> = (0..entries)
         .map(|_| {
-            let scale = (1.0 + (rng.next() % 1000) as f64 / 1000.0) * 2f64.powi(-8 - (rng.next() % 4) as i32);
+            let scale =
+                (1.0 + (rng.next_u64() % 1000) as f64 / 1000.0) * 2f64.powi(-8 - (rng.next_u64() % 4) as i32);
             let zp = match c.weight_zp_kind {
                 0 if !c.w_unsigned => 0,
                 0 | 1 => {
@@ -423,7 +398,7 @@ fn build(
         _ => Some(
             (0..channels)
                 .map(|_| {
-                    if rng.next().is_multiple_of(2) {
+                    if rng.next_u64().is_multiple_of(2) {
                         i32::MAX - rng.range(0, 5000) as i32
                     } else {
                         i32::MIN + rng.range(0, 5000) as i32
@@ -437,7 +412,7 @@ fn build(
         // ReLU6, or a bound between two output steps.
         attrs.push(format!("relu_max = {}", if c.relu == 2 { "6.0" } else { "0.37" }));
     }
-    if c.rounding > 0 || rng.next().is_multiple_of(2) {
+    if c.rounding > 0 || rng.next_u64().is_multiple_of(2) {
         attrs.push(format!("rounding = \"{}\"", ROUNDINGS[c.rounding]));
     }
     let x_scale = 0.05;
@@ -583,7 +558,7 @@ proptest! {
 
     #[test]
     fn conv2d_matches_the_interpreter(case in conv_case(), cuts in cuts()) {
-        if avx2_here("conv2d_matches_the_interpreter") {
+        if avx2_here() {
             for choice in [ConvGemmChoice::PositionLanes, ConvGemmChoice::ChannelLanes] {
                 check(&case, &Conv2dLowering { options: KernelOptions::default().with_conv_gemm(choice) }, &cuts);
                 let exact = KernelOptions::EXACT_WORDS_ONLY.with_conv_gemm(choice);
@@ -594,7 +569,7 @@ proptest! {
 
     #[test]
     fn winograd_conv2d_matches_the_interpreter(case in winograd_case(), cuts in cuts()) {
-        if avx2_here("winograd_conv2d_matches_the_interpreter") {
+        if avx2_here() {
             let options = KernelOptions::default().with_conv_gemm(ConvGemmChoice::Winograd);
             let chosen = check(&case, &Conv2dLowering { options }, &cuts);
             prop_assert!(chosen.starts_with("winograd"), "{}", chosen);
@@ -603,7 +578,7 @@ proptest! {
 
     #[test]
     fn pointwise_conv2d_matches_the_interpreter(case in pointwise_case(), cuts in cuts()) {
-        if avx2_here("pointwise_conv2d_matches_the_interpreter") {
+        if avx2_here() {
             for choice in [ConvGemmChoice::PositionLanes, ConvGemmChoice::ChannelLanes] {
                 for options in [KernelOptions::default(), KernelOptions::EXACT_WORDS_ONLY] {
                     let lowering = Conv2dLowering { options: options.with_conv_gemm(choice) };
@@ -625,7 +600,7 @@ proptest! {
 
     #[test]
     fn depthwise_conv2d_matches_the_interpreter(case in depthwise_case(), cuts in cuts()) {
-        if avx2_here("depthwise_conv2d_matches_the_interpreter") {
+        if avx2_here() {
             for taps in [DepthwiseTaps::Cheapest, DepthwiseTaps::Adjacent, DepthwiseTaps::Single] {
                 let options = KernelOptions::default().with_depthwise_taps(taps);
                 let chosen = check(&case, &Conv2dLowering { options }, &cuts);
@@ -643,7 +618,7 @@ proptest! {
 
     #[test]
     fn dense_matches_the_interpreter(case in dense_case(), cuts in cuts()) {
-        if avx2_here("dense_matches_the_interpreter") {
+        if avx2_here() {
             check(&case, &DenseLowering::default(), &cuts);
             check(&case, &DenseLowering { options: KernelOptions::EXACT_WORDS_ONLY }, &cuts);
         }
@@ -727,7 +702,7 @@ fn time_layer(name: &str, case: &Case, lowering: &dyn OpLowering, runs: usize) {
 #[test]
 #[ignore = "benchmark: run in release with --ignored --nocapture"]
 fn resnet_layer_speed() {
-    if !avx2_here("resnet_layer_speed") {
+    if !avx2_here() {
         return;
     }
     let exact = Conv2dLowering { options: KernelOptions::EXACT_WORDS_ONLY };
@@ -789,7 +764,7 @@ fn model_layers_match_the_interpreter() {
         println!("notice: model_layers_match_the_interpreter: QOPT_X86_LAYER_MODELS is not set");
         return;
     };
-    if !avx2_here("model_layers_match_the_interpreter") {
+    if !avx2_here() {
         return;
     }
     let target = Target::for_running(TargetCpu::Native).unwrap();
@@ -879,7 +854,7 @@ fn model_layers_match_the_interpreter() {
 /// schemes run), i8 and u8 activations.
 #[test]
 fn larger_layers_match_the_interpreter() {
-    if !avx2_here("larger_layers_match_the_interpreter") {
+    if !avx2_here() {
         return;
     }
     // (c, o, [h, w], k, stride, pad, groups)

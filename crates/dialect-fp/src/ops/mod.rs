@@ -271,23 +271,9 @@ pub(crate) fn dense_attr(ctx: &mut Context, ty: Type, values: &[f64]) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use qopt_ir_core::{FloatKind, QuantParams, QuantType, Signedness, DYNAMIC};
+    use qopt_ir_core::{FloatKind, QuantParams, QuantType, Signedness, SplitMix64 as Rng, DYNAMIC};
 
     /// A small deterministic generator (xorshift64*), so failures reproduce.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
-
     /// Inference sees raw operand lists and attribute dictionaries: whatever they
     /// hold, every op answers with types or an error, never a panic.
     #[test]
@@ -398,14 +384,13 @@ mod tests {
         ];
         let defs: Vec<_> = all().into_iter().filter_map(|d| d.infer_types.map(|f| (d.name, f))).collect();
         assert_eq!(defs.len(), all().len(), "every fp op infers its result types");
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
         let mut answered = 0usize;
         for _ in 0..40_000 {
-            let (_name, infer) = defs[rng.below(defs.len())];
-            let operands: Vec<Type> = (0..rng.below(7)).map(|_| types[rng.below(types.len())]).collect();
-            let entries: Vec<(&str, Attribute)> = (0..rng.below(6))
-                .map(|_| (keys[rng.below(keys.len())], values[rng.below(values.len())]))
-                .collect();
+            let (_name, infer) = *rng.pick(&defs);
+            let operands: Vec<Type> = (0..rng.below(7)).map(|_| *rng.pick(&types)).collect();
+            let entries: Vec<(&str, Attribute)> =
+                (0..rng.below(6)).map(|_| (*rng.pick(&keys), *rng.pick(&values))).collect();
             let attrs = ctx.dict_attr(&entries);
             if infer(&mut ctx, &operands, attrs).is_ok() {
                 answered += 1;
