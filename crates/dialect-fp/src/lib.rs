@@ -37,7 +37,7 @@ pub mod shape;
 /// Shape rules of the shape ops, shared with kernels that execute them.
 pub use ops::elementwise::hard_sigmoid_params;
 pub use ops::norm::{instance_norm_epsilon, layer_norm_params, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
-pub use ops::reduce::reduce_axes;
+pub use ops::reduce::{reduce_axes, reduced_dims};
 pub use ops::shape::{
     depth_space_params, reshape_target, resize_keeps_dimension, resize_mode, resize_params,
     resize_scaled_size, slice_axes, slice_len, tile_repeats, transpose_perm, NearestMode, ResizeCoordinates,

@@ -77,6 +77,19 @@ pub(crate) struct StageRegisters {
     pub zp_out: AsmRegisterYmm,
 }
 
+/// The stage registers of the kernels that keep one rescaling's constants in
+/// registers: per call ymm8 zero, ymm12 ones, ymm11 / ymm10 the bounds, ymm9
+/// zp_out; per row or window ymm13 bias and xmm7 the shift.
+pub(crate) const STAGE_REGISTERS: StageRegisters = StageRegisters {
+    zero: ymm8,
+    one: ymm12,
+    bias: ymm13,
+    shift: xmm7,
+    low: ymm11,
+    high: ymm10,
+    zp_out: ymm9,
+};
+
 impl StageRegisters {
     /// The [`Requantizer`] that reads its constants from these registers and
     /// multiplies by `multiplier` (`m` in the low dword of each qword;
@@ -539,18 +552,9 @@ pub(crate) fn per_tensor_block(
     param_block(input.zero_point, &stage)
 }
 
-/// The registers of a requantizing row: per call ymm8 zero, ymm12 ones,
-/// ymm11 / ymm10 the bounds, ymm9 zp_out; per row (from the block) ymm15
-/// zp_in, ymm14 m, ymm13 bias, xmm7 the shift. Scratch ymm0–ymm2.
-const REGS: StageRegisters = StageRegisters {
-    zero: ymm8,
-    one: ymm12,
-    bias: ymm13,
-    shift: xmm7,
-    low: ymm11,
-    high: ymm10,
-    zp_out: ymm9,
-};
+/// The stage registers of a requantizing row (per row from the block: ymm15
+/// zp_in, ymm14 m, ymm13 bias, xmm7 the shift). Scratch ymm0–ymm2.
+const REGS: StageRegisters = STAGE_REGISTERS;
 const ZP_IN: AsmRegisterYmm = ymm15;
 const MULTIPLIER: AsmRegisterYmm = ymm14;
 

@@ -42,7 +42,7 @@ use crate::error::CodegenError;
 use crate::kernels::quant_params::{ByteQuant, FixedPointMultiplier};
 use crate::kernels::registers::{broadcast_u32, broadcast_u64};
 use crate::kernels::requantize::param_block;
-use crate::kernels::requantize::{StageConstants, StageRegisters};
+use crate::kernels::requantize::{StageConstants, StageRegisters, STAGE_REGISTERS};
 use crate::kernels::rows::{
     bind, emit_framed_rows, Frame, Nest, Stream, AUX, INPUT0, OUTPUT, ROW_LENGTH, STREAM_POINTERS,
 };
@@ -339,17 +339,8 @@ impl PoolTable {
     }
 }
 
-/// Registers of the averaging stage (per call: zero, ones, bounds, zp_out;
-/// per window from its block: bias and shift).
-const REGS: StageRegisters = StageRegisters {
-    zero: ymm8,
-    one: ymm12,
-    bias: ymm13,
-    shift: xmm7,
-    low: ymm11,
-    high: ymm10,
-    zp_out: ymm9,
-};
+/// Registers of the averaging stage (per window from its block: bias and shift).
+const REGS: StageRegisters = STAGE_REGISTERS;
 
 /// The widest input row the separable max pool buffers on the stack.
 const SEPARABLE_MAX_WIDTH: usize = 4096;

@@ -55,6 +55,19 @@ pub(crate) fn ops() -> Vec<OpDef> {
     ]
 }
 
+/// The dimensions `dims` keep after a reduction of the axes marked in
+/// `reduced`: a reduced axis becomes `one` with `keepdims`, else goes.
+pub fn reduced_dims<T: Copy>(dims: &[T], reduced: &[bool], keepdims: bool, one: T) -> Vec<T> {
+    dims.iter()
+        .zip(reduced)
+        .filter_map(|(&d, &r)| match (r, keepdims) {
+            (false, _) => Some(d),
+            (true, true) => Some(one),
+            (true, false) => None,
+        })
+        .collect()
+}
+
 /// The reduction of `rank` dimensions that `attrs` asks for: which axes are
 /// reduced, and whether they are kept.
 pub fn reduce_axes(ctx: &Context, attrs: Attribute, rank: usize) -> Result<(Vec<bool>, bool), String> {
@@ -83,16 +96,7 @@ impl Signature for Reduce {
         let elem = common_element(ctx, &ops, Elements::Float)?;
         let x = &ops[0];
         let (reduced, keepdims) = reduce_axes(ctx, attrs, x.rank())?;
-        let shape: Vec<i64> = x
-            .shape
-            .iter()
-            .zip(&reduced)
-            .filter_map(|(&d, &r)| match (r, keepdims) {
-                (false, _) => Some(d),
-                (true, true) => Some(1),
-                (true, false) => None,
-            })
-            .collect();
+        let shape = reduced_dims(x.shape, &reduced, keepdims, 1);
         Ok(smallvec::smallvec![Sig::new(&shape, elem)])
     }
 }

@@ -68,15 +68,7 @@ fn reduce(
     let shape = x.shape().to_vec();
     let (reduced, keepdims) =
         qopt_dialect_fp::reduce_axes(kc.ctx, kc.attrs, shape.len()).map_err(InterpError::new)?;
-    let out_shape: Vec<usize> = shape
-        .iter()
-        .zip(&reduced)
-        .filter_map(|(&d, &r)| match (r, keepdims) {
-            (false, _) => Some(d),
-            (true, true) => Some(1),
-            (true, false) => None,
-        })
-        .collect();
+    let out_shape = qopt_dialect_fp::reduced_dims(&shape, &reduced, keepdims, 1);
     let values: Vec<f64> = match x {
         Tensor::F32(_) | Tensor::F64(_) => x.to_f64_vec(),
         other => return Err(unsupported(name, other)),
