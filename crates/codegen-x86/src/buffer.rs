@@ -1,131 +1,179 @@
-//! The element buffers a compiled kernel reads and writes: [`Elements`],
+//! The element buffers a compiled program reads and writes: [`Elements`],
 //! [`ElementsMut`] and their [`ElementType`].
 //!
-//! A kernel states the element type of its input and output; running it
-//! checks the buffers against that signature (type and length) before any
-//! generated code sees a pointer, so a mismatch is an error, never a stray
-//! read or write.
+//! The element types are the interpreter's storage types (`DType`): a
+//! compiled function's inputs, outputs and intermediate values hold their
+//! elements as the interpreter's tensors do, so values cross between
+//! machine code and the interpreter's kernels (host calls) as plain bytes.
+//! Running a program checks the buffers against its signature (type and
+//! length) before any generated code sees a pointer, so a mismatch is an
+//! error, never a stray read or write.
 
+use qopt_interp::DType;
 use std::fmt;
 
-/// The element type of a buffer as generated code sees it: 32-bit floats or
-/// stored 8-bit integers (signed for `iN` storage, unsigned for `uN`).
-#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
-pub enum ElementType {
-    /// IEEE binary32.
-    F32,
-    /// Signed bytes (`i1` … `i8` storage).
-    I8,
-    /// Unsigned bytes (`u1` … `u8` storage).
-    U8,
+/// Declares [`ElementType`], [`Elements`] and [`ElementsMut`] from one list
+/// of `(variant, Rust element type, name, doc)`.
+macro_rules! element_buffers {
+    ($(($variant:ident, $rust:ty, $name:literal, $doc:literal)),* $(,)?) => {
+        /// The element type of a buffer: the interpreter's storage type of
+        /// the IR element type (`iN` storage of at most 8 bits is `I8`,
+        /// `uN` is `U8`, quantized types their storage's, `i1` is `Bool`).
+        #[derive(Copy, Clone, PartialEq, Eq, Hash, Debug)]
+        pub enum ElementType {
+            $(#[doc = $doc] $variant,)*
+        }
+
+        impl ElementType {
+            /// Bytes per element.
+            pub fn size(self) -> usize {
+                match self {
+                    $(ElementType::$variant => std::mem::size_of::<$rust>(),)*
+                }
+            }
+
+            /// The interpreter's storage type of the same elements.
+            pub fn dtype(self) -> DType {
+                match self {
+                    $(ElementType::$variant => DType::$variant,)*
+                }
+            }
+
+            /// The element type holding the interpreter's `dtype`.
+            pub fn of_dtype(dtype: DType) -> ElementType {
+                match dtype {
+                    $(DType::$variant => ElementType::$variant,)*
+                }
+            }
+        }
+
+        impl fmt::Display for ElementType {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(match self {
+                    $(ElementType::$variant => $name,)*
+                })
+            }
+        }
+
+        /// An input buffer.
+        #[derive(Copy, Clone, Debug)]
+        pub enum Elements<'a> {
+            $(#[doc = $doc] $variant(&'a [$rust]),)*
+        }
+
+        impl<'a> Elements<'a> {
+            /// A view of `len` elements of `element` at `ptr`.
+            ///
+            /// # Safety
+            /// `ptr` must address `len` initialized elements of `element`,
+            /// aligned for them (booleans 0 or 1), that stay valid and
+            /// unwritten for `'a`.
+            pub unsafe fn from_raw_parts(element: ElementType, ptr: *const u8, len: usize) -> Elements<'a> {
+                // SAFETY: the caller's contract.
+                unsafe {
+                    match element {
+                        $(ElementType::$variant => Elements::$variant(std::slice::from_raw_parts(ptr.cast(), len)),)*
+                    }
+                }
+            }
+
+            /// The element type.
+            pub fn element_type(&self) -> ElementType {
+                match self {
+                    $(Elements::$variant(_) => ElementType::$variant,)*
+                }
+            }
+
+            /// Number of elements.
+            pub fn len(&self) -> usize {
+                match self {
+                    $(Elements::$variant(v) => v.len(),)*
+                }
+            }
+
+            /// The address of the first element.
+            pub(crate) fn as_ptr(&self) -> *const u8 {
+                match self {
+                    $(Elements::$variant(v) => v.as_ptr().cast(),)*
+                }
+            }
+        }
+
+        /// An output buffer.
+        #[derive(Debug)]
+        pub enum ElementsMut<'a> {
+            $(#[doc = $doc] $variant(&'a mut [$rust]),)*
+        }
+
+        impl<'a> ElementsMut<'a> {
+            /// A mutable view of `len` elements of `element` at `ptr`.
+            ///
+            /// # Safety
+            /// `ptr` must address `len` initialized elements of `element`,
+            /// aligned for them (booleans 0 or 1), that nothing else reads
+            /// or writes for `'a`.
+            pub unsafe fn from_raw_parts(element: ElementType, ptr: *mut u8, len: usize) -> ElementsMut<'a> {
+                // SAFETY: the caller's contract.
+                unsafe {
+                    match element {
+                        $(ElementType::$variant => ElementsMut::$variant(std::slice::from_raw_parts_mut(ptr.cast(), len)),)*
+                    }
+                }
+            }
+
+            /// The element type.
+            pub fn element_type(&self) -> ElementType {
+                match self {
+                    $(ElementsMut::$variant(_) => ElementType::$variant,)*
+                }
+            }
+
+            /// Number of elements.
+            pub fn len(&self) -> usize {
+                match self {
+                    $(ElementsMut::$variant(v) => v.len(),)*
+                }
+            }
+
+            /// The address of the first element.
+            pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+                match self {
+                    $(ElementsMut::$variant(v) => v.as_mut_ptr().cast(),)*
+                }
+            }
+        }
+    };
+}
+
+element_buffers! {
+    (F32, f32, "f32", "IEEE binary32."),
+    (F64, f64, "f64", "IEEE binary64."),
+    (I8, i8, "i8", "Signed bytes (`i2` … `i8` storage)."),
+    (U8, u8, "u8", "Unsigned bytes (`u1` … `u8` storage)."),
+    (I16, i16, "i16", "Signed 16-bit integers (`i9` … `i16` storage)."),
+    (I32, i32, "i32", "Signed 32-bit integers (`i17` … `i32`, `u9` … `u16`)."),
+    (I64, i64, "i64", "Signed 64-bit integers (`i33` … `i64`, `u17` … `u32`)."),
+    (Bool, bool, "i1", "Booleans, one byte each, 0 or 1."),
 }
 
 impl ElementType {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            ElementType::F32 => 4,
-            ElementType::I8 | ElementType::U8 => 1,
-        }
+    /// Whether the built-in kernels compute on this type (f32 and bytes);
+    /// values of other types are moved, aliased or handed to host calls.
+    pub fn is_kernel_type(self) -> bool {
+        matches!(self, ElementType::F32 | ElementType::I8 | ElementType::U8)
     }
-}
-
-impl fmt::Display for ElementType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ElementType::F32 => "f32",
-            ElementType::I8 => "i8",
-            ElementType::U8 => "u8",
-        })
-    }
-}
-
-/// An input buffer.
-#[derive(Copy, Clone, Debug)]
-pub enum Elements<'a> {
-    /// f32 values.
-    F32(&'a [f32]),
-    /// Signed stored values.
-    I8(&'a [i8]),
-    /// Unsigned stored values.
-    U8(&'a [u8]),
 }
 
 impl Elements<'_> {
-    /// The element type.
-    pub fn element_type(&self) -> ElementType {
-        match self {
-            Elements::F32(_) => ElementType::F32,
-            Elements::I8(_) => ElementType::I8,
-            Elements::U8(_) => ElementType::U8,
-        }
-    }
-
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        match self {
-            Elements::F32(v) => v.len(),
-            Elements::I8(v) => v.len(),
-            Elements::U8(v) => v.len(),
-        }
-    }
-
     /// No elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-
-    /// The address of the first element.
-    pub(crate) fn as_ptr(&self) -> *const u8 {
-        match self {
-            Elements::F32(v) => v.as_ptr().cast(),
-            Elements::I8(v) => v.as_ptr().cast(),
-            Elements::U8(v) => v.as_ptr(),
-        }
-    }
-}
-
-/// An output buffer.
-#[derive(Debug)]
-pub enum ElementsMut<'a> {
-    /// f32 values.
-    F32(&'a mut [f32]),
-    /// Signed stored values.
-    I8(&'a mut [i8]),
-    /// Unsigned stored values.
-    U8(&'a mut [u8]),
 }
 
 impl ElementsMut<'_> {
-    /// The element type.
-    pub fn element_type(&self) -> ElementType {
-        match self {
-            ElementsMut::F32(_) => ElementType::F32,
-            ElementsMut::I8(_) => ElementType::I8,
-            ElementsMut::U8(_) => ElementType::U8,
-        }
-    }
-
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        match self {
-            ElementsMut::F32(v) => v.len(),
-            ElementsMut::I8(v) => v.len(),
-            ElementsMut::U8(v) => v.len(),
-        }
-    }
-
     /// No elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// The address of the first element.
-    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
-        match self {
-            ElementsMut::F32(v) => v.as_mut_ptr().cast(),
-            ElementsMut::I8(v) => v.as_mut_ptr().cast(),
-            ElementsMut::U8(v) => v.as_mut_ptr(),
-        }
     }
 }

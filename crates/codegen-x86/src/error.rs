@@ -22,6 +22,8 @@ pub enum CodegenErrorKind {
     Assembler,
     /// Allocating or protecting executable memory failed.
     Memory,
+    /// An op run by a host call failed in the interpreter.
+    HostCall,
 }
 
 /// An error of the x86 backend: a kind and a human-readable message.

@@ -39,6 +39,7 @@ pub mod abi;
 mod arena;
 mod buffer;
 mod error;
+pub mod host;
 mod kernels;
 pub mod lower;
 mod module;

@@ -13,6 +13,7 @@ use crate::abi::{KernelCode, Place, BUFFER_ALIGN};
 use crate::arena::{plan_arena, Lifetime};
 use crate::buffer::ElementType;
 use crate::error::{CodegenError, CodegenErrorKind};
+use crate::host::{describe_op, host_module_text, tensor_bytes, HostBuffer, HostOp};
 use crate::kernels::quant_params::ByteQuant;
 use crate::lower::{buffer_element, describe_location, Emit, LowerOp, Lowerings, Plan, Rodata};
 use crate::target::Target;
@@ -70,6 +71,9 @@ pub struct KernelEntry {
     pub op_name: String,
     /// Where that op is (`line 3:5 loc("conv1")`).
     pub location: String,
+    /// `Some(i)` when this step is no machine code but a host call running
+    /// [`Program::host_ops`]`[i]` in the interpreter (`len` is 0, `work` 1).
+    pub host: Option<usize>,
 }
 
 /// An op of the compiled function that has kernels.
@@ -109,6 +113,10 @@ pub struct Program {
     /// [`QuantizedInterface`]): what an entry taking and returning the
     /// quantized tensors needs.
     pub quantized: Option<QuantizedInterface>,
+    /// The ops that run by host calls (`host.rs`), in run order.
+    pub host_ops: Vec<HostOp>,
+    /// The `.qir` text of one function per host op (empty when none).
+    pub host_module: String,
 }
 
 /// The quantized tensors at the boundary of a function that quantizes each
@@ -209,7 +217,7 @@ pub fn compile(
         source.insert(arg, Source::Input);
         root.insert(arg, arg);
     }
-    let mut steps: Vec<(OpId, Plan)> = Vec::new();
+    let mut steps: Vec<(OpId, Step)> = Vec::new();
     let mut returned: Option<Vec<ValueId>> = None;
     let mut failures: Vec<String> = Vec::new();
     for op in module.block_ops(entry) {
@@ -232,9 +240,17 @@ pub fn compile(
         };
         match plan {
             Err(e) => {
-                failures.push(format!("  {}: {}", describe_location(ctx, module, op), e.message));
-                // Keep going so that every unsupported op is listed; its
-                // results stand in as produced values.
+                // The interpreter runs it when its buffers are ones compiled
+                // code holds; otherwise it is listed, and the loop goes on
+                // so that every such op is.
+                match host_call_refusal(ctx, module, op, &e) {
+                    None => {
+                        let reason = e.message.strip_prefix(name).and_then(|m| m.strip_prefix(": "));
+                        let reason = reason.unwrap_or(&e.message).to_string();
+                        steps.push((op, Step::Host { reason }));
+                    }
+                    Some(why) => failures.push(format!("  {}: {why}", describe_location(ctx, module, op))),
+                }
                 for r in module.results(op) {
                     source.insert(r, Source::Produced);
                     root.insert(r, r);
@@ -253,7 +269,7 @@ pub fn compile(
                         root.insert(r, r);
                     }
                 }
-                steps.push((op, plan));
+                steps.push((op, Step::Lowered(plan)));
             }
         }
     }
@@ -261,7 +277,7 @@ pub fn compile(
         return Err(CodegenError::new(
             CodegenErrorKind::Unsupported,
             format!(
-                "@{function} cannot be compiled for x86-64: {} op{} the backend does not handle:\n{}",
+                "@{function} cannot be compiled for x86-64: {} op{} neither compiled nor run by a host call:\n{}",
                 failures.len(),
                 if failures.len() == 1 { "" } else { "s" },
                 failures.join("\n")
@@ -298,10 +314,10 @@ pub fn compile(
     let mut lifetimes: Vec<Lifetime> = Vec::new();
     let mut lifetime_owner: Vec<ArenaUse> = Vec::new();
     let mut last_use: FxHashMap<ValueId, usize> = FxHashMap::default();
-    for (i, (op, plan)) in steps.iter().enumerate() {
-        let compile_time = compile_time_operands(plan);
+    for (i, (op, step)) in steps.iter().enumerate() {
+        let compile_time = compile_time_operands(step);
         for (k, v) in module.operands(*op).enumerate() {
-            if matches!(plan, Plan::Alias) && k > 0 || compile_time.contains(&k) {
+            if matches!(step, Step::Lowered(Plan::Alias)) && k > 0 || compile_time.contains(&k) {
                 continue;
             }
             last_use.insert(root_of(v)?, i);
@@ -311,8 +327,13 @@ pub fn compile(
     for &(r, _) in &copies_to_outputs {
         last_use.insert(r, end_step);
     }
-    for (i, (op, plan)) in steps.iter().enumerate() {
-        if let Plan::Kernels { scratch_bytes, .. } = plan {
+    for (i, (op, step)) in steps.iter().enumerate() {
+        let scratch_bytes = match step {
+            Step::Lowered(Plan::Kernels { scratch_bytes, .. }) => Some(*scratch_bytes),
+            Step::Host { .. } => Some(0),
+            Step::Lowered(Plan::Alias) => None,
+        };
+        if let Some(scratch_bytes) = scratch_bytes {
             for r in module.results(*op) {
                 if place.contains_key(&r) {
                     continue;
@@ -325,8 +346,8 @@ pub fn compile(
                 });
                 lifetime_owner.push(ArenaUse::Value(r));
             }
-            if *scratch_bytes > 0 {
-                lifetimes.push(Lifetime { first: i, last: i, bytes: *scratch_bytes });
+            if scratch_bytes > 0 {
+                lifetimes.push(Lifetime { first: i, last: i, bytes: scratch_bytes });
                 lifetime_owner.push(ArenaUse::Scratch(i));
             }
         }
@@ -346,15 +367,42 @@ pub fn compile(
 
     // Emission.
     let mut rodata = Rodata::default();
-    let mut kernels: Vec<(OpId, KernelCode)> = Vec::new();
+    let mut kernels: Vec<(OpId, Emitted)> = Vec::new();
+    let mut host_ops: Vec<HostOp> = Vec::new();
+    let mut host_op_ids: Vec<OpId> = Vec::new();
     let mut macs: FxHashMap<OpId, u64> = FxHashMap::default();
     // A large model takes seconds to emit: a bar over its layers on a terminal.
     let progress = Progress::new(steps.len(), "ops").with_label("x86 codegen");
-    for (i, (op, plan)) in steps.iter().enumerate() {
+    for (i, (op, step)) in steps.iter().enumerate() {
         progress.advance();
         progress.redraw();
-        let Plan::Kernels { .. } = plan else { continue };
-        let compile_time = compile_time_operands(plan);
+        match step {
+            Step::Lowered(Plan::Kernels { .. }) => {}
+            Step::Lowered(Plan::Alias) => continue,
+            Step::Host { reason } => {
+                let buffer = |v: ValueId, at: Place| -> Result<HostBuffer, CodegenError> {
+                    Ok(HostBuffer { place: at, signature: signature_of(v, "a host call's buffer")? })
+                };
+                let mut operands = Vec::new();
+                for v in module.operands(*op) {
+                    let at = run_time_place(ctx, module, root_of(v)?, &source, &mut place, &mut rodata)?;
+                    operands.push(buffer(v, at)?);
+                }
+                let results =
+                    module.results(*op).map(|r| buffer(r, place[&r])).collect::<Result<Vec<_>, _>>()?;
+                kernels.push((*op, Emitted::Host(host_ops.len())));
+                host_ops.push(HostOp {
+                    function: format!("host{}", host_ops.len()),
+                    operands,
+                    results,
+                    describe: describe_op(ctx, module, *op),
+                    reason: reason.clone(),
+                });
+                host_op_ids.push(*op);
+                continue;
+            }
+        };
+        let compile_time = compile_time_operands(step);
         let mut operands = Vec::new();
         for (k, v) in module.operands(*op).enumerate() {
             if compile_time.contains(&k) {
@@ -378,7 +426,7 @@ pub fn compile(
         lowering.emit(&view, &mut emit).map_err(|e| {
             CodegenError::new(e.kind, format!("{}: {}", describe_location(ctx, module, *op), e.message))
         })?;
-        kernels.extend(emit.kernels.into_iter().map(|k| (*op, k)));
+        kernels.extend(emit.kernels.into_iter().map(|k| (*op, Emitted::Code(k))));
     }
     progress.finish();
     for (r, j) in copies_to_outputs {
@@ -389,7 +437,7 @@ pub fn compile(
             Source::Constant(op) => op,
             _ => func,
         };
-        kernels.push((op, code));
+        kernels.push((op, Emitted::Code(code)));
     }
 
     let kernel_ops: Vec<OpId> = kernels.iter().map(|(op, _)| *op).collect();
@@ -401,8 +449,12 @@ pub fn compile(
     let mut entries = Vec::new();
     let mut ops: Vec<OpEntry> = Vec::new();
     let mut last_op = None;
-    for (op, k) in kernels {
+    for (op, emitted) in kernels {
         let offset = code.len().next_multiple_of(BUFFER_ALIGN);
+        let (k, host) = match emitted {
+            Emitted::Code(k) => (k, None),
+            Emitted::Host(i) => (host_call_step(&host_ops[i]), Some(i)),
+        };
         code.resize(offset, 0xCC);
         code.extend_from_slice(&k.code);
         let (name, location) =
@@ -421,6 +473,7 @@ pub fn compile(
             op: ops.len() - 1,
             op_name: name,
             location,
+            host,
         });
     }
     Ok(Program {
@@ -434,7 +487,67 @@ pub fn compile(
         arena_bytes,
         target: *target,
         quantized,
+        host_module: if host_op_ids.is_empty() {
+            String::new()
+        } else {
+            host_module_text(ctx, module, &host_op_ids)
+        },
+        host_ops,
     })
+}
+
+/// One step of the compiled function.
+enum Step {
+    /// Its lowering's plan.
+    Lowered(Plan),
+    /// A host call: the op has no lowering, or its lowering refused it.
+    Host { reason: String },
+}
+
+/// What one step of the function became.
+enum Emitted {
+    /// A kernel of machine code.
+    Code(KernelCode),
+    /// A host call: the index into [`Program::host_ops`].
+    Host(usize),
+}
+
+/// The empty kernel a host call stands in the kernel table as: one work
+/// item, no code.
+fn host_call_step(op: &HostOp) -> KernelCode {
+    KernelCode {
+        code: Vec::new(),
+        work: 1,
+        work_item: "op",
+        strategy: format!("host call: the interpreter's kernel ({})", op.reason),
+    }
+}
+
+/// Why `op`, which the backend does not compile (`refusal`: no lowering, a
+/// case its lowering does not handle, or a CPU feature the target lacks),
+/// cannot run by a host call either; `None` when it can: it has no regions, and every
+/// operand and result is a statically shaped tensor compiled code holds.
+fn host_call_refusal(ctx: &Context, module: &Module, op: OpId, refusal: &CodegenError) -> Option<String> {
+    if !matches!(refusal.kind, CodegenErrorKind::Unsupported | CodegenErrorKind::MissingCpuFeatures) {
+        return Some(refusal.message.clone());
+    }
+    if module.num_regions(op) > 0 || module.op_attr(ctx, op, "callee").is_some() {
+        return Some(format!(
+            "{} (and an op with regions or a callee cannot run by a host call)",
+            refusal.message
+        ));
+    }
+    let held = |v: ValueId| {
+        let ty = module.value_type(v);
+        buffer_element(ctx, ty).is_some() && static_shape(ctx, ty).is_some()
+    };
+    if module.operands(op).chain(module.results(op)).all(held) {
+        return None;
+    }
+    Some(format!(
+        "{} (and a host call needs statically shaped tensors of f32, f64, integers or booleans)",
+        refusal.message
+    ))
 }
 
 /// The [`QuantizedInterface`] of a function with arguments `args` returning
@@ -500,10 +613,10 @@ enum ArenaUse {
     Scratch(usize),
 }
 
-fn compile_time_operands(plan: &Plan) -> &[usize] {
-    match plan {
-        Plan::Kernels { compile_time_operands, .. } => compile_time_operands,
-        Plan::Alias => &[],
+fn compile_time_operands(step: &Step) -> &[usize] {
+    match step {
+        Step::Lowered(Plan::Kernels { compile_time_operands, .. }) => compile_time_operands,
+        Step::Lowered(Plan::Alias) | Step::Host { .. } => &[],
     }
 }
 
@@ -555,19 +668,16 @@ fn run_time_place(
     Ok(p)
 }
 
-/// A dense constant's elements as a buffer holds them.
+/// A dense constant's elements as a buffer holds them: the bytes of the
+/// interpreter's tensor for it.
 fn constant_bytes(ctx: &Context, ty: Type, dense: &DenseElements) -> Result<Vec<u8>, String> {
     let element = buffer_element(ctx, ty).ok_or_else(|| {
         format!("a constant of type {} is not held by compiled code", type_to_string(ctx, ty))
     })?;
+    let tensor = qopt_interp::Tensor::from_dense(ctx, dense).map_err(|e| e.to_string())?;
     let len = static_shape(ctx, ty).ok_or("a constant must be statically shaped")?.iter().product::<usize>();
-    let size = element.size();
-    if dense.bytes.len() != if dense.splat { size } else { len * size } {
-        return Err(format!(
-            "a constant of type {} has {} bytes of data",
-            type_to_string(ctx, ty),
-            dense.bytes.len()
-        ));
+    if tensor.len() != len || tensor.dtype() != element.dtype() {
+        return Err(format!("a constant of type {} holds {}", type_to_string(ctx, ty), tensor.describe()));
     }
-    Ok(if dense.splat { dense.bytes.repeat(len) } else { dense.bytes.to_vec() })
+    Ok(tensor_bytes(&tensor))
 }

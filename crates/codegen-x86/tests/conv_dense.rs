@@ -19,8 +19,8 @@ use common::*;
 use iced_x86::{Code, Decoder, DecoderOptions};
 use proptest::prelude::*;
 use qopt_codegen_x86::{
-    compile, CodegenErrorKind, Conv2dLowering, CpuFeatures, DenseLowering, JitModule, KernelOptions,
-    Lowerings, Target, TargetCpu, Workspace,
+    compile, Conv2dLowering, CpuFeatures, DenseLowering, JitModule, KernelOptions, Lowerings, Target,
+    TargetCpu, Workspace,
 };
 use qopt_interp::{run_function, KernelRegistry, Tensor};
 use qopt_ir_core::{Context, Module, SplitMix64 as Random};
@@ -417,10 +417,10 @@ fn avx2_code_uses_only_vex_instructions() {
     }
 }
 
-/// What the kernels do not compile is an `Unsupported` error from planning,
-/// naming why; nothing panics.
+/// What the kernels do not compile is refused when planning, naming why,
+/// and runs by a host call with that reason, with the interpreter's bits.
 #[test]
-fn unsupported_conv_and_dense_are_errors() {
+fn unsupported_conv_and_dense_run_by_host_calls() {
     let cases = [
         (
             "per-axis activations",
@@ -464,9 +464,28 @@ fn unsupported_conv_and_dense_are_errors() {
         );
         let mut ctx = context();
         let module = parse(&mut ctx, &text);
-        let e = compile(&ctx, &module, "main", &Lowerings::builtin(), &Target::host()).unwrap_err();
-        assert_eq!(e.kind, CodegenErrorKind::Unsupported, "{what}: {e}");
-        assert!(e.message.contains("qnn.dense") && e.message.contains(expect), "{what}: {e}");
+        let program = compile(&ctx, &module, "main", &Lowerings::builtin(), &Target::host())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let [host] = &program.host_ops[..] else { panic!("{what}: {:?}", program.host_ops) };
+        assert!(
+            host.describe.starts_with("qnn.dense at ") && host.reason.contains(expect),
+            "{what}: {host:?}"
+        );
+        let inputs = random_inputs(&ctx, &module, "main", 5);
+        match run_function(&ctx, &module, "main", &inputs, &KernelRegistry::standard()) {
+            Ok(_) => check_qir(&text, 5),
+            // What the interpreter refuses, the host call refuses: when its
+            // module is verified (mapping) or when it runs.
+            Err(want) => {
+                let run = JitModule::new(program)
+                    .and_then(|jit| jit.run_tensors(&inputs, &mut Workspace::new(), 1).map(drop));
+                let e = run.unwrap_err();
+                assert!(
+                    e.message.contains("'qnn.dense'") || e.message.contains(&want.message),
+                    "{what}: {e}"
+                );
+            }
+        }
     }
     // A weight computed at run time cannot be packed when compiling.
     let text = "module {
@@ -477,9 +496,9 @@ fn unsupported_conv_and_dense_are_errors() {
 }";
     let mut ctx = context();
     let module = parse(&mut ctx, text);
-    let e = compile(&ctx, &module, "main", &Lowerings::builtin(), &Target::host()).unwrap_err();
-    assert_eq!(e.kind, CodegenErrorKind::Unsupported, "{e}");
-    assert!(e.message.contains("the weight must be a constant"), "{e}");
+    let program = compile(&ctx, &module, "main", &Lowerings::builtin(), &Target::host()).unwrap();
+    assert!(program.host_ops[0].reason.contains("the weight must be a constant"), "{:?}", program.host_ops);
+    check_qir(text, 5);
 }
 
 /// Whole resnet18-sized conv layers through the module compiler and the

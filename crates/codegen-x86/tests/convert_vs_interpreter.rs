@@ -21,7 +21,7 @@ use common::{avx2_here, context, quant, ROUNDINGS, STORAGES};
 use ndarray::{ArrayD, IxDyn};
 use proptest::prelude::*;
 use qopt_codegen_x86::{
-    compile, CodegenError, CodegenErrorKind, CpuFeatures, JitModule, Lowerings, Target, TargetCpu, Workspace,
+    compile, CodegenError, CpuFeatures, JitModule, Lowerings, Target, TargetCpu, Workspace,
 };
 use qopt_interp::{run_function, KernelRegistry, Tensor};
 use qopt_ir_core::{parse_module, Context, Module};
@@ -312,29 +312,37 @@ fn results_do_not_depend_on_the_callers_mxcsr() {
     assert_eq!(result.unwrap().remove(0), ieee);
 }
 
-/// Ops and types the kernels do not handle are errors, never wrong answers.
+/// Conversions the kernels do not handle run by host calls, with the
+/// lowering's refusal as the reason and the interpreter's bits: never wrong
+/// answers.
 #[test]
-fn unsupported_input_is_an_error() {
+fn unsupported_conversions_run_by_host_calls() {
     let mut ctx = context();
     let target = Target::for_running_on(TargetCpu::Native, &CpuFeatures::host()).unwrap();
     let per_axis = "!qnn.uniform<i8:f32:0, {0.1:0, 0.2:0}>";
-    let module = one_op_module(&mut ctx, "qnn.quantize", "", "f32", per_axis, 2);
-    let e = jit_for(&ctx, &module, &target).unwrap_err();
-    assert_eq!(e.kind, CodegenErrorKind::Unsupported);
-    assert!(e.message.contains("per-axis"), "{}", e.message);
+    let cases = [
+        (one_op_module(&mut ctx, "qnn.quantize", "", "f32", per_axis, 2), "per-axis"),
+        (
+            one_op_module(&mut ctx, "qnn.quantize", "", "f32", &quant("i16", 0.5, 0), 2),
+            "the result: 16-bit storage is not compiled yet (8 bits at most)",
+        ),
+    ];
+    let input =
+        Tensor::F32(ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[2]), vec![0.37, -1.25]).unwrap());
+    for (module, reason) in cases {
+        let jit = jit_for(&ctx, &module, &target).unwrap();
+        let host = &jit.program().host_ops;
+        assert!(host.len() == 1 && host[0].reason.contains(reason), "{host:?}");
+        let want =
+            run_function(&ctx, &module, "f", std::slice::from_ref(&input), &KernelRegistry::standard());
+        assert!(run_jit(&jit, &input).bit_equal(&want.unwrap()[0]));
+    }
 
-    let module = one_op_module(&mut ctx, "qnn.quantize", "", "f32", &quant("i16", 0.5, 0), 2);
-    let e = jit_for(&ctx, &module, &target).unwrap_err();
-    assert!(
-        e.message.contains("qnn.quantize: the result: 16-bit storage is not compiled yet (8 bits at most)"),
-        "{}",
-        e.message
-    );
-
+    // Without AVX2 every conversion runs in the interpreter.
     let module = one_op_module(&mut ctx, "qnn.dequantize", "", &quant("i8", 0.5, 0), "f32", 3);
-    let no_avx2 = Target::for_running_on(TargetCpu::Native, &CpuFeatures::NONE);
-    if let Ok(no_avx2) = no_avx2 {
-        let e = jit_for(&ctx, &module, &no_avx2).unwrap_err();
-        assert!(e.message.contains("AVX2") || e.message.contains("avx2"), "{}", e.message);
+    if let Ok(no_avx2) = Target::for_running_on(TargetCpu::Native, &CpuFeatures::NONE) {
+        let jit = jit_for(&ctx, &module, &no_avx2).unwrap();
+        let host = &jit.program().host_ops;
+        assert!(host.len() == 1 && host[0].reason.contains("avx2"), "{host:?}");
     }
 }

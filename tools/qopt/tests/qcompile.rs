@@ -641,7 +641,7 @@ fn any_target_cpu_compiles_on_any_machine() {
 // ---- errors ------------------------------------------------------------------
 
 #[test]
-fn ops_without_a_lowering_are_listed_in_one_error_and_nothing_is_written() {
+fn ops_that_need_host_calls_are_listed_in_one_error_and_nothing_is_written() {
     let dir = scratch("unsupported");
     let model = write(
         &dir,
@@ -663,13 +663,14 @@ fn ops_without_a_lowering_are_listed_in_one_error_and_nothing_is_written() {
         assert!(stdout.is_empty());
         assert!(
             stderr.starts_with(&format!(
-                "qcompile: error: {}: @main cannot be compiled for x86-64: 2 ops the backend does not handle:\n",
+                "qcompile: error: {}: @main has 2 ops that only run in the interpreter (host calls), \
+                 which object files cannot hold yet:\n",
                 path_str(&model)
             )),
             "{stderr}"
         );
-        assert!(stderr.contains("line 2:8 loc(\"exp\"): fp.exp: no x86 lowering"), "{stderr}");
-        assert!(stderr.contains("line 5:8 loc(\"tanh\"): fp.tanh: no x86 lowering"), "{stderr}");
+        assert!(stderr.contains("fp.exp at line 2:8 loc(\"exp\"): no x86 lowering"), "{stderr}");
+        assert!(stderr.contains("fp.tanh at line 5:8 loc(\"tanh\"): no x86 lowering"), "{stderr}");
         assert_eq!(files_in(&dir), ["model.h", "model.qir"], "nothing was written");
         assert_eq!(std::fs::read_to_string(dir.join("model.h")).unwrap(), "old");
     }

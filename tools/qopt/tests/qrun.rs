@@ -618,18 +618,19 @@ fn the_x86_backend_gives_the_interpreters_bits() {
 }
 
 #[test]
-fn the_x86_backend_lists_what_it_cannot_compile() {
-    if !x86_backend_here("the_x86_backend_lists_what_it_cannot_compile") {
+fn the_x86_backend_names_the_ops_it_runs_by_host_calls() {
+    if !x86_backend_here("the_x86_backend_names_the_ops_it_runs_by_host_calls") {
         return;
     }
     let m = model("conv.qir");
-    let (_, stderr) = expect(1, &[&m, "--random-inputs", "--backend=x86"]);
+    let (interpreted, _) = expect(0, &[&m, "--random-inputs"]);
+    let (compiled, stderr) = expect(0, &[&m, "--random-inputs", "--backend=x86"]);
     assert!(
-        stderr.contains("@main cannot be compiled for x86-64: 2 ops the backend does not handle:"),
+        stderr.contains("2 ops run in the interpreter by host calls (the rest is x86 code):"),
         "{stderr}"
     );
-    assert!(stderr.contains("line 8:8 loc(\"relu1\"): fp.relu") || stderr.contains("fp.conv2d"), "{stderr}");
-    assert!(stderr.contains("leave out --backend=x86 to run the model there"), "{stderr}");
+    assert!(stderr.contains("fp.conv2d at ") && stderr.contains("no x86 lowering"), "{stderr}");
+    assert_eq!(compiled, interpreted);
     let (_, stderr) = expect(2, &[&m, "--random-inputs", "--backend=x86", "--target-cpu", "zen4"]);
     assert!(
         stderr.contains("unknown target CPU 'zen4'; expected one of native, x86-64-v3, x86-64-v4"),

@@ -39,7 +39,7 @@ use crate::target::Target;
 use qopt_dialect_qnn::quant_params;
 use qopt_ir_core::{
     constant_value, loc_to_string, type_to_string, AttrData, Attribute, Context, DenseElements, FloatKind,
-    Module, OpId, QuantType, Signedness, Type, TypeData,
+    Module, OpId, QuantType, Type, TypeData,
 };
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -185,7 +185,7 @@ impl<'a> LowerOp<'a> {
 
     /// The buffer element type of tensor type `ty`, or `Unsupported`.
     pub fn element_of(&self, ty: Type, what: &str) -> Result<ElementType, CodegenError> {
-        buffer_element(self.ctx, ty).ok_or_else(|| {
+        buffer_element(self.ctx, ty).filter(|e| e.is_kernel_type()).ok_or_else(|| {
             self.unsupported(format!(
                 "{what} has element type {}, which compiled code does not hold (f32, 8-bit integers and 8-bit quantized types)",
                 type_to_string(self.ctx, self.ctx.element_type(ty))
@@ -255,21 +255,15 @@ pub(crate) fn describe_location(ctx: &Context, module: &Module, op: OpId) -> Str
     }
 }
 
-/// The buffer element type of tensor type `ty`: f32 for f32, bytes for
-/// integers and quantized types of at most 8 bits, nothing else.
+/// The buffer element type of tensor type `ty`: the interpreter's storage
+/// type of its elements ([`ElementType`]); `None` for f16 and bf16, which
+/// compiled code does not hold yet.
 pub(crate) fn buffer_element(ctx: &Context, ty: Type) -> Option<ElementType> {
-    match ctx.type_data(ctx.element_type(ty)) {
-        TypeData::Float(FloatKind::F32) => Some(ElementType::F32),
-        TypeData::Int(i) if i.width <= 8 && i.width > 1 => Some(match i.signedness {
-            Signedness::Signless => ElementType::I8,
-            Signedness::Unsigned => ElementType::U8,
-        }),
-        TypeData::Quant(q) if q.storage.width <= 8 => Some(match q.storage.signedness {
-            Signedness::Signless => ElementType::I8,
-            Signedness::Unsigned => ElementType::U8,
-        }),
-        _ => None,
+    let element = ctx.element_type(ty);
+    if matches!(ctx.type_data(element), TypeData::Float(k) if !matches!(k, FloatKind::F32 | FloatKind::F64)) {
+        return None;
     }
+    qopt_interp::DType::of_element(ctx, element).ok().map(ElementType::of_dtype)
 }
 
 /// Where a lowering writes its kernels and read-only data, with the places

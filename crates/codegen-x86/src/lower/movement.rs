@@ -648,8 +648,9 @@ fn relu_lanes(a: &mut CodeAssembler, element: ElementType, x: AsmRegisterYmm) ->
         // vmaxps returns its second operand unless the first is greater:
         // 0 > x ? 0 : x, so NaN and −0 pass through as in the interpreter.
         ElementType::F32 => a.vmaxps(x, ymm15, x),
-        ElementType::I8 => a.vpmaxsb(x, x, ymm15),
         ElementType::U8 => a.vpmaxub(x, x, ymm15),
+        // I8: the plan admits f32 and bytes only.
+        _ => a.vpmaxsb(x, x, ymm15),
     }
 }
 

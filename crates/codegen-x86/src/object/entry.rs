@@ -151,6 +151,20 @@ pub struct TextImage {
 /// Builds the `.text` image of `program` with entry symbols named after
 /// `prefix` (a C identifier; see `object/mod.rs`).
 pub fn text_image(program: &Program, prefix: &str) -> Result<TextImage, CodegenError> {
+    if !program.host_ops.is_empty() {
+        let ops: Vec<String> =
+            program.host_ops.iter().map(|op| format!("  {}: {}", op.describe, op.reason)).collect();
+        return Err(CodegenError::new(
+            CodegenErrorKind::Unsupported,
+            format!(
+                "@{} has {} op{} that only run in the interpreter (host calls), which object files cannot hold yet:\n{}",
+                program.function,
+                ops.len(),
+                if ops.len() == 1 { "" } else { "s" },
+                ops.join("\n")
+            ),
+        ));
+    }
     let mut text = program.code.clone();
     let mut entries = Vec::new();
     let mut references = Vec::new();
@@ -175,12 +189,16 @@ pub fn text_image(program: &Program, prefix: &str) -> Result<TextImage, CodegenE
     Ok(TextImage { text, entries, references, notes })
 }
 
-/// The C type of one element of a buffer.
+/// The C type of one element of a buffer (booleans are bytes, 0 or 1).
 pub fn c_element_type(element: ElementType) -> &'static str {
     match element {
         ElementType::F32 => "float",
+        ElementType::F64 => "double",
         ElementType::I8 => "int8_t",
-        ElementType::U8 => "uint8_t",
+        ElementType::U8 | ElementType::Bool => "uint8_t",
+        ElementType::I16 => "int16_t",
+        ElementType::I32 => "int32_t",
+        ElementType::I64 => "int64_t",
     }
 }
 

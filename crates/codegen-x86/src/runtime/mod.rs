@@ -18,11 +18,14 @@ pub(crate) mod threads;
 use crate::abi::BUFFER_ALIGN;
 use crate::buffer::{Elements, ElementsMut};
 use crate::error::{CodegenError, CodegenErrorKind};
-use crate::module::Program;
+use crate::host::HostRunner;
+use crate::module::{KernelEntry, Program};
 use crate::runtime::executable::ExecutableCode;
 use crate::runtime::guard::{GuardSide, GuardedRegion};
 use crate::runtime::threads::{SpinBarrier, WorkerPool};
 use crate::target::CpuFeatures;
+use qopt_interp::KernelRegistry;
+use qopt_ir_core::Context;
 use std::time::{Duration, Instant};
 
 /// A program mapped into memory, ready to run.
@@ -31,6 +34,8 @@ pub struct JitModule {
     program: Program,
     code: Option<ExecutableCode>,
     rodata: GuardedRegion,
+    /// Runs the program's host calls, when it has any.
+    host: Option<HostRunner>,
 }
 
 /// The activation arena a [`JitModule`] runs in; keep one per thread of
@@ -96,8 +101,30 @@ impl Workspace {
 }
 
 impl JitModule {
-    /// Maps `program`. Its code must only use features this CPU has.
+    /// Maps `program`. Its code must only use features this CPU has. Its
+    /// host calls (if any) run the ops of the fp and qnn dialects with the
+    /// interpreter's standard kernels.
     pub fn new(program: Program) -> Result<JitModule, CodegenError> {
+        JitModule::with_host_context(program, || Ok(qopt_dialect_qnn::context()), KernelRegistry::standard())
+    }
+
+    /// [`JitModule::new`] with the context its host calls parse their ops in
+    /// (made by `context` when the program has host calls: it must have
+    /// their dialects) and the kernels they run with: what a driver with
+    /// dialects of its own passes.
+    pub fn with_host_context(
+        program: Program,
+        context: impl FnOnce() -> Result<Context, String>,
+        kernels: KernelRegistry,
+    ) -> Result<JitModule, CodegenError> {
+        let host = match program.host_ops.is_empty() {
+            true => None,
+            false => Some(
+                context()
+                    .and_then(|ctx| HostRunner::new(ctx, &program.host_module, kernels))
+                    .map_err(|m| CodegenError::new(CodegenErrorKind::InvalidInput, m))?,
+            ),
+        };
         let missing = program.target.features.missing_from(&CpuFeatures::host());
         if missing != CpuFeatures::NONE {
             return Err(CodegenError::new(
@@ -109,7 +136,7 @@ impl JitModule {
         let mut rodata = GuardedRegion::new(program.rodata.len(), GuardSide::Start)?;
         rodata.as_mut_slice().copy_from_slice(&program.rodata);
         rodata.make_read_only()?;
-        Ok(JitModule { program, code, rodata })
+        Ok(JitModule { program, code, rodata, host })
     }
 
     /// The program it runs.
@@ -133,20 +160,22 @@ impl JitModule {
         let threads = threads.max(1);
         if threads == 1 {
             for k in kernels {
-                call.kernel(k.offset, 0, k.work);
+                call.step(k, 0, 1)?;
             }
             return Ok(());
         }
         let barrier = SpinBarrier::new(threads);
+        let failure = std::sync::Mutex::new(None);
         let worker = |t: usize| {
             for k in kernels {
-                let (begin, end) = (k.work * t / threads, k.work * (t + 1) / threads);
-                call.kernel(k.offset, begin, end);
+                if let Err(e) = call.step(k, t, threads) {
+                    failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
+                }
                 barrier.wait();
             }
         };
         workspace.pool(threads)?.run(&worker);
-        Ok(())
+        failure.into_inner().unwrap_or_else(|e| e.into_inner()).map_or(Ok(()), Err)
     }
 
     /// Runs the program `runs` times on `threads` threads and returns the
@@ -170,21 +199,23 @@ impl JitModule {
             for _ in 0..runs {
                 for (k, time) in kernels.iter().zip(&mut times) {
                     let start = Instant::now();
-                    call.kernel(k.offset, 0, k.work);
+                    call.step(k, 0, 1)?;
                     *time += start.elapsed();
                 }
             }
             return Ok(times);
         }
         let barrier = SpinBarrier::new(threads);
+        let failure = std::sync::Mutex::new(None);
         let timed = std::sync::Mutex::new(std::mem::take(&mut times));
         let worker = |t: usize| {
             let mut mine = (t == 0).then(|| timed.lock().unwrap_or_else(|e| e.into_inner()));
             barrier.wait();
             let mut start = Instant::now();
             for (i, k) in kernels.iter().enumerate() {
-                let (begin, end) = (k.work * t / threads, k.work * (t + 1) / threads);
-                call.kernel(k.offset, begin, end);
+                if let Err(e) = call.step(k, t, threads) {
+                    failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
+                }
                 barrier.wait();
                 if let Some(times) = mine.as_mut() {
                     let now = Instant::now();
@@ -196,6 +227,9 @@ impl JitModule {
         let pool = workspace.pool(threads)?;
         for _ in 0..runs {
             pool.run(&worker);
+        }
+        if let Some(e) = failure.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(e);
         }
         Ok(timed.into_inner().unwrap_or_else(|e| e.into_inner()))
     }
@@ -240,8 +274,10 @@ impl JitModule {
         Ok(io)
     }
 
-    fn call<'a>(&self, io: &'a [*mut u8], workspace: &mut Workspace) -> Result<Call<'a>, CodegenError> {
+    fn call<'a>(&'a self, io: &'a [*mut u8], workspace: &mut Workspace) -> Result<Call<'a>, CodegenError> {
         Ok(Call {
+            program: &self.program,
+            host: self.host.as_ref(),
             code: self.code.as_ref().map_or(std::ptr::null(), |c| c.entry()),
             arena: workspace.arena(self.program.arena_bytes)?,
             rodata: self.rodata.as_mut_ptr().cast_const(),
@@ -252,6 +288,8 @@ impl JitModule {
 
 /// The pointers one run passes to every kernel.
 struct Call<'a> {
+    program: &'a Program,
+    host: Option<&'a HostRunner>,
     code: *const u8,
     arena: *mut u8,
     rodata: *const u8,
@@ -264,6 +302,28 @@ struct Call<'a> {
 unsafe impl Sync for Call<'_> {}
 
 impl Call<'_> {
+    /// Thread `t` of `threads`' share of step `k`: its range of the
+    /// kernel's work items, or the whole host call on thread 0.
+    fn step(&self, k: &KernelEntry, t: usize, threads: usize) -> Result<(), CodegenError> {
+        let Some(i) = k.host else {
+            self.kernel(k.offset, k.work * t / threads, k.work * (t + 1) / threads);
+            return Ok(());
+        };
+        if t != 0 {
+            return Ok(());
+        }
+        let (Some(host), Some(op)) = (self.host, self.program.host_ops.get(i)) else {
+            return Err(CodegenError::new(CodegenErrorKind::InvalidInput, "a host call without its op"));
+        };
+        // SAFETY: the module compiler gave the op's operands and results
+        // these places with their signatures' sizes (results in the arena or
+        // the outputs, apart from its operands), `run` checked the io
+        // buffers against the signature, the arena holds `arena_bytes`, and
+        // the other threads wait at the barrier while thread 0 runs it.
+        unsafe { host.run(op, (self.arena, self.rodata, self.io)) }
+            .map_err(|m| CodegenError::new(CodegenErrorKind::HostCall, m))
+    }
+
     fn kernel(&self, offset: usize, begin: usize, end: usize) {
         if begin >= end {
             return;

@@ -1,10 +1,9 @@
 //! Running a [`JitModule`] on the interpreter's [`Tensor`]s, so that tools
 //! and tests hand the same values to both and compare them directly.
 
-use crate::buffer::{ElementType, Elements, ElementsMut};
+use crate::buffer::{Elements, ElementsMut};
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::runtime::{JitModule, Workspace};
-use ndarray::{ArrayD, IxDyn};
 use qopt_interp::Tensor;
 use std::borrow::Cow;
 
@@ -62,18 +61,8 @@ impl JitModule {
         }
         let views =
             contiguous.iter().enumerate().map(|(i, t)| elements_of(t, i)).collect::<Result<Vec<_>, _>>()?;
-        let mut outputs: Vec<Tensor> = program
-            .outputs
-            .iter()
-            .map(|sig| {
-                let shape = IxDyn(&sig.shape);
-                match sig.element {
-                    ElementType::F32 => Tensor::F32(ArrayD::zeros(shape)),
-                    ElementType::I8 => Tensor::I8(ArrayD::zeros(shape)),
-                    ElementType::U8 => Tensor::U8(ArrayD::zeros(shape)),
-                }
-            })
-            .collect();
+        let mut outputs: Vec<Tensor> =
+            program.outputs.iter().map(|sig| Tensor::zeros(sig.element.dtype(), &sig.shape)).collect();
         let mut out_views: Vec<ElementsMut<'_>> = outputs.iter_mut().map(elements_mut_of).collect();
         let result = body(&views, &mut out_views)?;
         drop(out_views);
@@ -81,35 +70,50 @@ impl JitModule {
     }
 }
 
+/// Applies `$body` to the array of any tensor variant, binding it to `$a`
+/// and the matching buffer variant's path to `$buffer`.
+macro_rules! each_variant {
+    ($t:expr, $a:ident, $buffer:ident => $body:expr) => {
+        match $t {
+            Tensor::F32($a) => each_variant!(@ F32, $buffer, $body),
+            Tensor::F64($a) => each_variant!(@ F64, $buffer, $body),
+            Tensor::I8($a) => each_variant!(@ I8, $buffer, $body),
+            Tensor::U8($a) => each_variant!(@ U8, $buffer, $body),
+            Tensor::I16($a) => each_variant!(@ I16, $buffer, $body),
+            Tensor::I32($a) => each_variant!(@ I32, $buffer, $body),
+            Tensor::I64($a) => each_variant!(@ I64, $buffer, $body),
+            Tensor::Bool($a) => each_variant!(@ Bool, $buffer, $body),
+        }
+    };
+    (@ $variant:ident, $buffer:ident, $body:expr) => {{
+        #[allow(unused_macros)]
+        macro_rules! $buffer {
+            (in) => {
+                Elements::$variant
+            };
+            (out) => {
+                ElementsMut::$variant
+            };
+            (tensor) => {
+                Tensor::$variant
+            };
+        }
+        $body
+    }};
+}
+
 /// `t` itself when its elements are in row-major order already (every run
 /// of qrun), else a row-major copy.
 fn standard_layout(t: &Tensor) -> Cow<'_, Tensor> {
-    match t {
-        Tensor::F32(a) if !a.is_standard_layout() => {
-            Cow::Owned(Tensor::F32(a.as_standard_layout().into_owned()))
-        }
-        Tensor::I8(a) if !a.is_standard_layout() => {
-            Cow::Owned(Tensor::I8(a.as_standard_layout().into_owned()))
-        }
-        Tensor::U8(a) if !a.is_standard_layout() => {
-            Cow::Owned(Tensor::U8(a.as_standard_layout().into_owned()))
-        }
-        other => Cow::Borrowed(other),
-    }
+    each_variant!(t, a, variant => if a.is_standard_layout() {
+        Cow::Borrowed(t)
+    } else {
+        Cow::Owned(variant!(tensor)(a.as_standard_layout().into_owned()))
+    })
 }
 
 fn elements_of(t: &Tensor, i: usize) -> Result<Elements<'_>, CodegenError> {
-    let slice = match t {
-        Tensor::F32(a) => a.as_slice().map(Elements::F32),
-        Tensor::I8(a) => a.as_slice().map(Elements::I8),
-        Tensor::U8(a) => a.as_slice().map(Elements::U8),
-        other => {
-            return Err(CodegenError::new(
-                CodegenErrorKind::BadArguments,
-                format!("input {i} holds {:?} elements; compiled code takes f32, i8 and u8", other.dtype()),
-            ))
-        }
-    };
+    let slice = each_variant!(t, a, variant => a.as_slice().map(variant!(in)));
     slice.ok_or_else(|| {
         CodegenError::new(CodegenErrorKind::BadArguments, format!("input {i} is not contiguous"))
     })
@@ -117,10 +121,5 @@ fn elements_of(t: &Tensor, i: usize) -> Result<Elements<'_>, CodegenError> {
 
 fn elements_mut_of(t: &mut Tensor) -> ElementsMut<'_> {
     // Outputs are created above in standard layout, so the slices exist.
-    match t {
-        Tensor::F32(a) => ElementsMut::F32(a.as_slice_mut().unwrap_or_default()),
-        Tensor::I8(a) => ElementsMut::I8(a.as_slice_mut().unwrap_or_default()),
-        Tensor::U8(a) => ElementsMut::U8(a.as_slice_mut().unwrap_or_default()),
-        _ => ElementsMut::U8(&mut []),
-    }
+    each_variant!(t, a, variant => variant!(out)(a.as_slice_mut().unwrap_or_default()))
 }

@@ -3,6 +3,7 @@
 //! output bit for bit.
 #![allow(dead_code)]
 
+use qopt_codegen_x86::host::tensor_bytes;
 use qopt_codegen_x86::{
     compile, CpuFeatures, ElementType, Elements, ElementsMut, GuardSide, GuardedRegion, JitModule, Lowerings,
     Program, Target, Workspace,
@@ -160,35 +161,13 @@ pub fn assert_guarded_run_matches_with(
     }
 }
 
-/// A tensor's elements as the bytes compiled code holds them.
-fn tensor_bytes(t: &Tensor) -> Vec<u8> {
-    match t {
-        Tensor::F32(a) => a.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        Tensor::I8(a) => a.iter().map(|&v| v as u8).collect(),
-        Tensor::U8(a) => a.iter().copied().collect(),
-        other => panic!("no buffer form for {:?}", other.dtype()),
-    }
-}
-
 fn view<'a>(ptr: *mut u8, element: ElementType, len: usize) -> Elements<'a> {
     // SAFETY (test helper): the guarded region holds `len` elements of
     // `element` at `ptr`, aligned for them, and outlives the view's use.
-    unsafe {
-        match element {
-            ElementType::F32 => Elements::F32(std::slice::from_raw_parts(ptr.cast(), len)),
-            ElementType::I8 => Elements::I8(std::slice::from_raw_parts(ptr.cast(), len)),
-            ElementType::U8 => Elements::U8(std::slice::from_raw_parts(ptr, len)),
-        }
-    }
+    unsafe { Elements::from_raw_parts(element, ptr, len) }
 }
 
 fn view_mut<'a>(ptr: *mut u8, element: ElementType, len: usize) -> ElementsMut<'a> {
     // SAFETY (test helper): as in `view`; each output region is distinct.
-    unsafe {
-        match element {
-            ElementType::F32 => ElementsMut::F32(std::slice::from_raw_parts_mut(ptr.cast(), len)),
-            ElementType::I8 => ElementsMut::I8(std::slice::from_raw_parts_mut(ptr.cast(), len)),
-            ElementType::U8 => ElementsMut::U8(std::slice::from_raw_parts_mut(ptr, len)),
-        }
-    }
+    unsafe { ElementsMut::from_raw_parts(element, ptr, len) }
 }

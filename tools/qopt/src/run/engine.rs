@@ -7,18 +7,17 @@
 //! Compiled code exposes only the function's outputs: a `--compare` whose
 //! other model is compiled compares outputs only.
 //!
-//! A model with quantized values stored in other than 8 bits (the i16 and i4
-//! regions of mixed precision, `docs/quantization.md` §13), which the x86
-//! backend does not compile yet, runs in the interpreter instead, after one
-//! notice on standard error listing the ops the backend refused
-//! ([`Compiled::new_or_fallback`]).
+//! Ops the backend does not compile (float islands such as a trailing
+//! softmax, 16-bit storage, downstream ops without a lowering) run in the
+//! interpreter's kernels by host calls between the compiled ones; one note
+//! on standard error names each ([`Compiled::new`]).
 
 use super::model::Model;
+use crate::Driver;
 use qopt_codegen_x86::{
     compile, CodegenError, CodegenErrorKind, JitModule, Lowerings, Target, TargetCpu, Workspace,
 };
 use qopt_interp::{Interpreter, KernelRegistry, Tensor};
-use qopt_ir_core::{Traits, TypeData};
 
 /// The `--backend` choice.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -38,52 +37,46 @@ pub(crate) struct Compiled {
 
 impl Compiled {
     /// Compiles function `func` of `model` for `cpu`, which this CPU must
-    /// run; or `None` when the backend refuses ops and the
-    /// model stores quantized values in other than 8 bits (i16, i4: mixed
-    /// precision): the caller runs the interpreter, and this prints one
-    /// notice naming the refused ops and their locations.
-    pub fn new_or_fallback(model: &Model, func: &str, cpu: TargetCpu) -> Result<Option<Compiled>, String> {
-        match Compiled::build(model, func, cpu) {
-            Ok(compiled) => Ok(Some(compiled)),
-            Err(e) if e.kind == CodegenErrorKind::Unsupported && has_non_byte_storage(model) => {
-                eprintln!(
-                    "note: {}: the x86 backend does not compile quantized values stored in other than 8 bits \
-                     (mixed precision) yet; running the model in the interpreter instead. {}",
-                    model.name, e.message
-                );
-                Ok(None)
-            }
-            Err(e) if e.kind == CodegenErrorKind::Unsupported => Err(format!(
+    /// run; its host calls parse their ops in a context with the dialects of
+    /// `driver` and run with `kernels`.
+    pub fn new(
+        model: &Model,
+        func: &str,
+        cpu: TargetCpu,
+        (driver, kernels): (&Driver, &KernelRegistry),
+    ) -> Result<Compiled, String> {
+        let start = std::time::Instant::now();
+        let build = || -> Result<JitModule, CodegenError> {
+            let target = Target::for_running(cpu)?;
+            let program = compile(&model.ctx, &model.module, func, &Lowerings::of(&model.ctx), &target)?;
+            JitModule::with_host_context(program, || driver.new_context(), kernels.clone())
+        };
+        let jit = build().map_err(|e| match e.kind {
+            CodegenErrorKind::Unsupported => format!(
                 "{}: {e}\n  (the interpreter runs every op: leave out --backend=x86 to run the model there)",
                 model.name
-            )),
-            Err(e) => Err(format!("{}: {e}", model.name)),
-        }
-    }
-
-    /// Compiles, without naming the model in errors.
-    fn build(model: &Model, func: &str, cpu: TargetCpu) -> Result<Compiled, CodegenError> {
-        let start = std::time::Instant::now();
-        let target = Target::for_running(cpu)?;
-        let program = compile(&model.ctx, &model.module, func, &Lowerings::of(&model.ctx), &target)?;
-        let jit = JitModule::new(program)?;
+            ),
+            _ => format!("{}: {e}", model.name),
+        })?;
         Ok(Compiled { jit, compile_time: start.elapsed() })
     }
-}
 
-/// Whether an op of `model` produces a tensor of quantized values stored in
-/// other than 8 bits (constant 32-bit biases aside: the backend compiles
-/// those; computed values in 32 bits it does not).
-fn has_non_byte_storage(model: &Model) -> bool {
-    let (ctx, module) = (&model.ctx, &model.module);
-    module.walk_preorder(module.root()).any(|op| {
-        let constant =
-            ctx.op_def(module.op_name(op)).is_some_and(|d| d.traits.contains(Traits::CONSTANT_LIKE));
-        module.results(op).any(|r| match ctx.type_data(ctx.element_type(module.value_type(r))) {
-            TypeData::Quant(q) => q.storage.width != 8 && !(constant && q.storage.width == 32),
-            _ => false,
-        })
-    })
+    /// The note naming the ops that run by host calls, if any.
+    pub fn host_call_note(&self, model: &Model) -> Option<String> {
+        let host_ops = &self.jit.program().host_ops;
+        if host_ops.is_empty() {
+            return None;
+        }
+        let ops: Vec<String> = host_ops.iter().map(|op| format!("  {}: {}", op.describe, op.reason)).collect();
+        Some(format!(
+            "note: {}: {} op{} run{} in the interpreter by host calls (the rest is x86 code):\n{}",
+            model.name,
+            ops.len(),
+            if ops.len() == 1 { "" } else { "s" },
+            if ops.len() == 1 { "s" } else { "" },
+            ops.join("\n")
+        ))
+    }
 }
 
 /// One worker's way of running the function.

@@ -189,7 +189,7 @@ impl RunDriver {
         let (text, expectation) = match &other {
             Some((other, other_sig)) => {
                 let pair = Pair { reference: &reference, other, reference_sig: &sig, other_sig };
-                let cmp = self.compare(cli, &pair, &samples)?;
+                let cmp = self.compare(cli, &pair, &samples, err)?;
                 let text = if cli.json {
                     report::compare_json(&header, &other.name, samples.chunks(), &cmp)
                 } else {
@@ -238,10 +238,7 @@ impl RunDriver {
         header: &Header<'_>,
         err: &mut dyn Write,
     ) -> Result<(String, Option<ExpectReport>), Failure> {
-        let compiled = match cli.backend {
-            Backend::Interp => None,
-            Backend::X86 => Compiled::new_or_fallback(model, &sig.func, cli.target_cpu)?,
-        };
+        let compiled = self.compiled(cli, model, &sig.func, err)?;
         let mut workers = self.engines(cli, model, compiled.as_ref(), samples.chunks());
         let progress = Progress::new(samples.chunks(), "batches").with_label("qrun");
         let outputs = run_all(&mut workers, model, sig, samples, &progress);
@@ -333,6 +330,27 @@ impl RunDriver {
         Ok((text, expectation))
     }
 
+    /// Function `func` of `model` compiled for `--backend=x86` (`None` for
+    /// the interpreter), its host calls running with contexts of every
+    /// registered dialect and the run's kernels; the note naming them goes
+    /// to `err`.
+    fn compiled(
+        &self,
+        cli: &RunCli,
+        model: &Model,
+        func: &str,
+        err: &mut dyn Write,
+    ) -> Result<Option<Compiled>, Failure> {
+        if cli.backend == Backend::Interp {
+            return Ok(None);
+        }
+        let compiled = Compiled::new(model, func, cli.target_cpu, (&self.driver, &self.kernels))?;
+        if let Some(note) = compiled.host_call_note(model) {
+            let _ = writeln!(err, "{note}");
+        }
+        Ok(Some(compiled))
+    }
+
     /// The engines `--batch` chunks run on: interpreters on every core, or
     /// compiled code on as many workers as `--threads` leaves cores for.
     fn engines<'m>(
@@ -354,12 +372,15 @@ impl RunDriver {
     }
 
     /// Runs both models of `pair` on every chunk and merges the comparisons.
-    fn compare(&self, cli: &RunCli, pair: &Pair<'_>, samples: &Samples) -> Result<Comparison, Failure> {
+    fn compare(
+        &self,
+        cli: &RunCli,
+        pair: &Pair<'_>,
+        samples: &Samples,
+        err: &mut dyn Write,
+    ) -> Result<Comparison, Failure> {
         let (a, b) = (pair.reference, pair.other);
-        let compiled = match cli.backend {
-            Backend::Interp => None,
-            Backend::X86 => Compiled::new_or_fallback(b, &pair.other_sig.func, cli.target_cpu)?,
-        };
+        let compiled = self.compiled(cli, b, &pair.other_sig.func, err)?;
         let others = self.engines(cli, b, compiled.as_ref(), samples.chunks());
         let mut workers: Vec<_> = others
             .into_iter()
