@@ -5,22 +5,21 @@
 //!
 //! The compiler writes each such op as a one-op function `@host<N>` of a
 //! small module ([`Program::host_module`], `.qir` text) whose arguments are
-//! the op's operands and whose results are the op's results, and records
-//! where each of those buffers lives ([`HostOp`]). At run time a
-//! [`HostRunner`] (the module parsed in a context with the op's dialects,
-//! and a kernel registry) reads the operand bytes into the interpreter's
-//! tensors, runs the function, and writes the result bytes back: a buffer
-//! holds its elements exactly as the interpreter's tensor of that storage
-//! type does (`buffer.rs`), so nothing is converted.
+//! the op's operands and whose results are the op's results, and puts that
+//! text and one `qopt_host_calls::HostCallDescriptor` per op (where each
+//! buffer lives) into the program's read-only data. The JIT runs them with
+//! its [`HostRunner`]; an object file calls `qopt_host_call` of the
+//! `qopt-host-calls` static library with the same descriptor. This file
+//! holds what the compiler records ([`HostOp`]) and writes.
 //!
 //! [`Program::host_module`]: crate::Program::host_module
 
 use crate::abi::Place;
-use crate::buffer::ElementType;
 use crate::lower::describe_location;
 use crate::module::TensorSignature;
-use qopt_interp::{InterpError, KernelRegistry, Tensor};
-use qopt_ir_core::{attr_to_string, parse_module, type_to_string, Context, Module, OpId};
+use qopt_host_calls::HostPlace;
+pub use qopt_host_calls::{tensor_bytes, HostRunner};
+use qopt_ir_core::{attr_to_string, type_to_string, Context, Module, OpId};
 
 /// One op run by a host call.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +34,8 @@ pub struct HostOp {
     pub describe: String,
     /// Why it is not compiled (its lowering's refusal, or that it has none).
     pub reason: String,
+    /// Offset of its `HostCallDescriptor` in the program's read-only data.
+    pub descriptor: usize,
 }
 
 /// A buffer a host call reads or writes.
@@ -89,98 +90,11 @@ pub(crate) fn describe_op(ctx: &Context, module: &Module, op: OpId) -> String {
     format!("{} at {}", ctx.op_name_str(module.op_name(op)), describe_location(ctx, module, op))
 }
 
-/// The bytes a buffer of `t`'s storage type holds for it (row-major).
-pub fn tensor_bytes(t: &Tensor) -> Vec<u8> {
-    t.to_raw().data
-}
-
-/// The tensor of `signature` whose buffer holds `bytes` (booleans are any
-/// non-zero byte).
-pub fn tensor_from_bytes(signature: &TensorSignature, bytes: &[u8]) -> Result<Tensor, InterpError> {
-    let raw = qopt_npy::RawArray {
-        dtype: signature.element.dtype(),
-        shape: signature.shape.clone(),
-        data: if signature.element == ElementType::Bool {
-            bytes.iter().map(|&b| u8::from(b != 0)).collect()
-        } else {
-            bytes.to_vec()
-        },
-    };
-    Tensor::from_raw(&raw)
-}
-
-/// The ops of a program that run by host calls, parsed and ready to run.
-pub struct HostRunner {
-    ctx: Context,
-    module: Module,
-    kernels: KernelRegistry,
-}
-
-impl std::fmt::Debug for HostRunner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HostRunner").finish_non_exhaustive()
-    }
-}
-
-impl HostRunner {
-    /// Parses `text` (a program's host module) in `ctx`, which must have the
-    /// dialects of its ops, to run with `kernels`.
-    pub fn new(mut ctx: Context, text: &str, kernels: KernelRegistry) -> Result<HostRunner, String> {
-        let module = parse_module(&mut ctx, text.as_bytes(), "host-calls.qir")
-            .map_err(|e| format!("the host-call module does not parse: {e:?}"))?;
-        qopt_ir_core::verify(&mut ctx, &module)
-            .map_err(|e| format!("the host-call module does not verify: {e:?}"))?;
-        Ok(HostRunner { ctx, module, kernels })
-    }
-
-    /// Runs `op` on the buffers of one run: each place resolved against
-    /// `arena`, `rodata` and the io table `io`.
-    ///
-    /// # Safety
-    /// Every place of `op` must address a buffer of its signature's size
-    /// within `arena`, `rodata` or the io table's buffers, the result
-    /// buffers writable and overlapping no operand, and no other thread may
-    /// touch them during the call.
-    pub unsafe fn run(
-        &self,
-        op: &HostOp,
-        (arena, rodata, io): (*mut u8, *const u8, &[*mut u8]),
-    ) -> Result<(), String> {
-        let address = |place: Place| -> *mut u8 {
-            // SAFETY: the caller guarantees that the place is inside these bases.
-            unsafe {
-                match place {
-                    Place::Arena(offset) => arena.add(offset),
-                    Place::Rodata(offset) => rodata.add(offset).cast_mut(),
-                    Place::Io(slot) => io[slot],
-                }
-            }
-        };
-        let mut inputs = Vec::with_capacity(op.operands.len());
-        for buffer in &op.operands {
-            let len = buffer.signature.bytes();
-            // SAFETY: the caller guarantees `len` readable bytes at the place.
-            let bytes = unsafe { std::slice::from_raw_parts(address(buffer.place), len) };
-            inputs.push(tensor_from_bytes(&buffer.signature, bytes).map_err(|e| e.to_string())?);
-        }
-        let outputs =
-            qopt_interp::run_function(&self.ctx, &self.module, &op.function, &inputs, &self.kernels)
-                .map_err(|e| format!("{}: {e}", op.describe))?;
-        for (buffer, t) in op.results.iter().zip(&outputs) {
-            let bytes = tensor_bytes(t);
-            if bytes.len() != buffer.signature.bytes() {
-                return Err(format!(
-                    "{}: the interpreter's result has {} bytes where {} ({}) were planned",
-                    op.describe,
-                    bytes.len(),
-                    buffer.signature.bytes(),
-                    buffer.signature.type_text
-                ));
-            }
-            // SAFETY: the caller guarantees a writable buffer of this size
-            // at the place, overlapping no operand.
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), address(buffer.place), bytes.len()) };
-        }
-        Ok(())
+/// The descriptor's form of a place.
+pub(crate) fn host_place(place: Place) -> HostPlace {
+    match place {
+        Place::Arena(offset) => HostPlace::Arena(offset),
+        Place::Rodata(offset) => HostPlace::Rodata(offset),
+        Place::Io(slot) => HostPlace::Io(slot),
     }
 }

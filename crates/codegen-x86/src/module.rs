@@ -13,11 +13,12 @@ use crate::abi::{KernelCode, Place, BUFFER_ALIGN};
 use crate::arena::{plan_arena, Lifetime};
 use crate::buffer::ElementType;
 use crate::error::{CodegenError, CodegenErrorKind};
-use crate::host::{describe_op, host_module_text, tensor_bytes, HostBuffer, HostOp};
+use crate::host::{describe_op, host_module_text, host_place, tensor_bytes, HostBuffer, HostOp};
 use crate::kernels::quant_params::ByteQuant;
 use crate::lower::{buffer_element, describe_location, Emit, LowerOp, Lowerings, Plan, Rodata};
 use crate::target::Target;
 use qopt_dialect_qnn::op_names as qnn_op;
+use qopt_host_calls::HostCallDescriptor;
 use qopt_interp::progress::Progress;
 use qopt_ir_core::{
     constant_value, type_to_string, AttrData, Context, DenseElements, FxHashMap, Module, OpId, Traits, Type,
@@ -397,6 +398,7 @@ pub fn compile(
                     results,
                     describe: describe_op(ctx, module, *op),
                     reason: reason.clone(),
+                    descriptor: 0,
                 });
                 host_op_ids.push(*op);
                 continue;
@@ -429,6 +431,8 @@ pub fn compile(
         kernels.extend(emit.kernels.into_iter().map(|k| (*op, Emitted::Code(k))));
     }
     progress.finish();
+    let host_module =
+        put_host_calls(ctx, module, (&host_op_ids, &mut host_ops), n_in + outputs.len(), &mut rodata);
     for (r, j) in copies_to_outputs {
         let src = run_time_place(ctx, module, r, &source, &mut place, &mut rodata)?;
         let bytes = outputs[j].bytes();
@@ -487,13 +491,38 @@ pub fn compile(
         arena_bytes,
         target: *target,
         quantized,
-        host_module: if host_op_ids.is_empty() {
-            String::new()
-        } else {
-            host_module_text(ctx, module, &host_op_ids)
-        },
+        host_module,
         host_ops,
     })
+}
+
+/// Puts the host module of `ops` (with their [`HostOp`]s) and each op's
+/// descriptor into `rodata`, recording where; returns the module's text
+/// (empty when there are none). The io table has `io_slots` slots.
+fn put_host_calls(
+    ctx: &Context,
+    module: &Module,
+    (ops, host_ops): (&[OpId], &mut [HostOp]),
+    io_slots: usize,
+    rodata: &mut Rodata,
+) -> String {
+    if ops.is_empty() {
+        return String::new();
+    }
+    let text = host_module_text(ctx, module, ops);
+    let text_offset = rodata.push_offset(text.as_bytes());
+    for (function, op) in host_ops.iter_mut().enumerate() {
+        let descriptor = HostCallDescriptor {
+            text_offset,
+            text_len: text.len(),
+            function,
+            io_slots,
+            operands: op.operands.iter().map(|b| host_place(b.place)).collect(),
+            results: op.results.iter().map(|b| host_place(b.place)).collect(),
+        };
+        op.descriptor = rodata.push_offset(&descriptor.encode());
+    }
+    text
 }
 
 /// One step of the compiled function.

@@ -348,8 +348,15 @@ impl CompileDriver {
 /// sizes the header's comment gives.
 fn summary(program: &Program, options: &ObjectOptions) -> Result<String, Failure> {
     let text = text_image(program, &options.prefix).map_err(|e| Failure::Message(e.message))?;
+    let host_calls = match program.host_ops.len() {
+        0 => String::new(),
+        n => format!(
+            "; {n} op{} run by host calls (link libqopt_host_calls.a: docs/codegen-x86.md §10.6)",
+            if n == 1 { "" } else { "s" }
+        ),
+    };
     Ok(format!(
-        "@{} for {}: {} kernel{}, {} bytes of kernel code, {} bytes of .text with the entry points, {} bytes of rodata, {}-byte arena",
+        "@{} for {}: {} kernel{}, {} bytes of kernel code, {} bytes of .text with the entry points, {} bytes of rodata, {}-byte arena{host_calls}",
         program.function,
         program.target.cpu,
         program.kernels.len(),

@@ -12,9 +12,11 @@
 //!   prints `notice: <test>: skipped, no C compiler`; on a CPU without AVX2
 //!   it compiles and links but does not run, with a notice.
 //! - **Listings**: `--emit=asm` names every kernel's location.
-//! - **Errors**: an op without a lowering (exit 1, one error listing every
-//!   such op, nothing written), bad flags (exit 2), unreadable or invalid
-//!   models (exit 1).
+//! - **Host calls**: ops without a lowering run in the interpreter from an
+//!   object linked with `libqopt_host_calls.a`, with qrun's bytes.
+//! - **Errors**: an op that neither compiles nor runs by a host call (exit
+//!   1, one error listing every such op, nothing written), bad flags (exit
+//!   2), unreadable or invalid models (exit 1).
 //!
 //! Cases are [`Case`]s: a body over quantized tensors `%in<i>` defining
 //! `%out<j>`, from which [`Case::module`] builds `@main` (quantize each
@@ -542,6 +544,126 @@ fn objects_linked_into_c_programs_compute_what_qrun_computes() {
     }
 }
 
+/// The host-call library a C program links beside an object that makes
+/// host calls: `libqopt_host_calls.a`, built beside this test (cargo builds
+/// the `qopt-host-calls` crate's static library with the crate).
+fn host_call_library() -> Option<PathBuf> {
+    let deps = std::env::current_exe().ok()?.parent()?.to_path_buf();
+    let newest = std::fs::read_dir(&deps)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("libqopt_host_calls") && name.ends_with(".a")
+        })
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max();
+    newest.map(|(_, path)| path)
+}
+
+/// What a Rust static library needs from the system when C links it
+/// (`rustc --print native-static-libs`).
+const RUST_STATIC_LIBRARY_LIBS: [&str; 7] = ["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"];
+
+/// A float island after quantize (a trailing softmax) and token ids into a
+/// gather run by host calls: the object, linked with the host-call library,
+/// computes qrun's bytes from `_run` and `_run_with_workspace`, under the
+/// C program's hostile MXCSR (the interpreter's kernels run in the default
+/// one and the caller's is given back).
+#[test]
+fn objects_with_host_calls_link_with_the_host_call_library() {
+    let test = "objects_with_host_calls_link_with_the_host_call_library";
+    let Some(cc) = c_compiler() else {
+        println!("notice: {test}: skipped, no C compiler");
+        return;
+    };
+    let library = host_call_library().expect("libqopt_host_calls.a beside the test");
+    let dir = scratch("host-calls");
+    let model = write(
+        &dir,
+        "model.qir",
+        r#"func.func @main(%x: tensor<2x8xf32>, %ids: tensor<1x3xi64>) -> (tensor<2x4xf32>, tensor<1x3x4xf32>) {
+  %w = fp.constant() {value = dense<[[1, -2, 3, -4, 5, -6, 7, -8], [8, 7, 6, 5, 4, 3, 2, 1], [-1, 0, 1, 0, -1, 0, 1, 0], [2, 2, -2, -2, 3, 3, -3, -3]]> : tensor<4x8x!qnn.uniform<i8:f32:0, {0.02:0, 0.03:0, 0.05:0, 0.04:0}>>} : () -> tensor<4x8x!qnn.uniform<i8:f32:0, {0.02:0, 0.03:0, 0.05:0, 0.04:0}>>
+  %b = fp.constant() {value = dense<[10, -20, 0, 5]> : tensor<4xi32>} : () -> tensor<4xi32>
+  %q = qnn.quantize(%x) : (tensor<2x8xf32>) -> tensor<2x8x!qnn.uniform<i8:f32, 0.05:3>>
+  %y = qnn.dense(%q, %w, %b) : (tensor<2x8x!qnn.uniform<i8:f32, 0.05:3>>, tensor<4x8x!qnn.uniform<i8:f32:0, {0.02:0, 0.03:0, 0.05:0, 0.04:0}>>, tensor<4xi32>) -> tensor<2x4x!qnn.uniform<i8:f32, 0.1:-5>>
+  %f = qnn.dequantize(%y) : (tensor<2x4x!qnn.uniform<i8:f32, 0.1:-5>>) -> tensor<2x4xf32>
+  %p = fp.softmax(%f) {axis = -1} : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("prob")
+  %table = fp.constant() {value = dense<[[0.5, -1.0, 0.25, 2.0], [1.5, 0.0, -0.75, 1.0], [-2.0, 0.5, 0.5, 0.125]]> : tensor<3x4xf32>} : () -> tensor<3x4xf32>
+  %e = fp.gather(%table, %ids) {axis = 0} : (tensor<3x4xf32>, tensor<1x3xi64>) -> tensor<1x3x4xf32> loc("embed")
+  func.return %p, %e : tensor<2x4xf32>, tensor<1x3x4xf32>
+}
+"#,
+    );
+    let object = dir.join("model.o");
+    let (_, stderr) = qcompile(0, &[path_str(&model), "-o", path_str(&object)]);
+    assert!(stderr.contains("2 ops run by host calls"), "{stderr}");
+    let header = std::fs::read_to_string(dir.join("model.h")).unwrap();
+    assert!(header.contains("libqopt_host_calls.a") && header.contains("fp.softmax at "), "{header}");
+    assert!(header.contains("const int64_t *input1"), "{header}");
+
+    let main_c = write(&dir, "main.c", &c_program("model", 2, 2));
+    let prog = dir.join("prog");
+    let linked = Command::new(&cc)
+        .args(["-std=c11", "-pedantic", "-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+        .args([path_str(&prog), path_str(&main_c), path_str(&object), path_str(&library)])
+        .args(RUST_STATIC_LIBRARY_LIBS)
+        .output()
+        .expect("the C compiler starts");
+    assert!(linked.status.success(), "linking failed:\n{}", text(&linked.stderr));
+    let host = CpuFeatures::host();
+    if !(host.avx && host.avx2) {
+        println!("notice: {test}: linked but did not run the program, this CPU lacks AVX2 (it has {host})");
+        return;
+    }
+
+    let mut rng = Lcg(99);
+    let x: Vec<f32> = (0..16).map(|_| rng.int(-3000, 3000) as f32 / 997.0).collect();
+    let (x_bin, x_npy) = input_files(&dir, "x", RawArray::from_elements(vec![2, 8], &x).unwrap());
+    let (ids_bin, ids_npy) =
+        input_files(&dir, "ids", RawArray::from_elements(vec![1, 3], &[2i64, 0, 1]).unwrap());
+    let want = dir.join("want.npz");
+    qrun(&[
+        path_str(&model),
+        "--input",
+        path_str(&x_npy),
+        "--input",
+        path_str(&ids_npy),
+        "-o",
+        path_str(&want),
+    ]);
+    let expected = npy::read_npz_file(&want).expect("qrun's outputs");
+    for mode in ["run", "workspace"] {
+        let outputs = [dir.join(format!("p-{mode}.bin")), dir.join(format!("e-{mode}.bin"))];
+        let ran = Command::new(&prog)
+            .arg(mode)
+            .args([&x_bin, &ids_bin])
+            .args(&outputs)
+            .output()
+            .expect("the C program starts");
+        assert!(ran.status.success(), "{mode} exited with {:?}: {}", ran.status.code(), text(&ran.stderr));
+        for (j, path) in outputs.iter().enumerate() {
+            let want = &expected.iter().find(|(name, _)| *name == format!("out{j}")).expect("outj").1.data;
+            assert_eq!(&std::fs::read(path).unwrap(), want, "{mode}: output {j}");
+        }
+    }
+    // An index out of range fails in the host call: the entry returns 3.
+    let (bad_ids, _) = input_files(&dir, "bad", RawArray::from_elements(vec![1, 3], &[2i64, 7, 1]).unwrap());
+    let ran = Command::new(&prog)
+        .arg("run")
+        .args([&x_bin, &bad_ids])
+        .args([dir.join("p.bin"), dir.join("e.bin")])
+        .output()
+        .expect("the C program starts");
+    assert_eq!(ran.status.code(), Some(4), "{}", text(&ran.stderr));
+    assert!(
+        text(&ran.stderr).contains("qopt host call: ") && text(&ran.stderr).contains("the entry returned 3"),
+        "{}",
+        text(&ran.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Code compiled for x86-64-v4 (AVX-512) refuses to run on a CPU without
 /// it: every entry returns 2 before any kernel runs, and says so again on
 /// the next call (the cached answer). On a CPU with AVX-512 it runs.
@@ -641,16 +763,19 @@ fn any_target_cpu_compiles_on_any_machine() {
 // ---- errors ------------------------------------------------------------------
 
 #[test]
-fn ops_that_need_host_calls_are_listed_in_one_error_and_nothing_is_written() {
+fn ops_that_cannot_run_are_listed_in_one_error_and_nothing_is_written() {
     let dir = scratch("unsupported");
     let model = write(
         &dir,
         "model.qir",
-        "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
-  %a = fp.exp(%x) : (tensor<4xf32>) -> tensor<4xf32> loc(\"exp\")
+        "func.func @helper(%x: tensor<4xf32>) -> tensor<4xf32> {
+  func.return %x : tensor<4xf32>
+}
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %a = func.call @helper(%x) : (tensor<4xf32>) -> tensor<4xf32> loc(\"first\")
   %q = qnn.quantize(%a) : (tensor<4xf32>) -> tensor<4x!qnn.uniform<i8:f32, 0.1:0>> loc(\"q\")
   %d = qnn.dequantize(%q) : (tensor<4x!qnn.uniform<i8:f32, 0.1:0>>) -> tensor<4xf32> loc(\"dq\")
-  %r = fp.tanh(%d) : (tensor<4xf32>) -> tensor<4xf32> loc(\"tanh\")
+  %r = func.call @helper(%d) : (tensor<4xf32>) -> tensor<4xf32> loc(\"second\")
   func.return %r : tensor<4xf32>
 }
 ",
@@ -663,14 +788,13 @@ fn ops_that_need_host_calls_are_listed_in_one_error_and_nothing_is_written() {
         assert!(stdout.is_empty());
         assert!(
             stderr.starts_with(&format!(
-                "qcompile: error: {}: @main has 2 ops that only run in the interpreter (host calls), \
-                 which object files cannot hold yet:\n",
+                "qcompile: error: {}: @main cannot be compiled for x86-64: 2 ops neither compiled nor run by a host call:\n",
                 path_str(&model)
             )),
             "{stderr}"
         );
-        assert!(stderr.contains("fp.exp at line 2:8 loc(\"exp\"): no x86 lowering"), "{stderr}");
-        assert!(stderr.contains("fp.tanh at line 5:8 loc(\"tanh\"): no x86 lowering"), "{stderr}");
+        assert!(stderr.contains("line 5:8 loc(\"first\"): func.call: no x86 lowering"), "{stderr}");
+        assert!(stderr.contains("line 8:8 loc(\"second\"): func.call: no x86 lowering"), "{stderr}");
         assert_eq!(files_in(&dir), ["model.h", "model.qir"], "nothing was written");
         assert_eq!(std::fs::read_to_string(dir.join("model.h")).unwrap(), "old");
     }

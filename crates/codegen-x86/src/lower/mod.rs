@@ -324,10 +324,15 @@ pub(crate) struct Rodata {
 
 impl Rodata {
     pub(crate) fn push(&mut self, bytes: &[u8]) -> Place {
+        Place::Rodata(self.push_offset(bytes))
+    }
+
+    /// Appends `bytes` on a 64-byte boundary and returns their offset.
+    pub(crate) fn push_offset(&mut self, bytes: &[u8]) -> usize {
         let offset = self.bytes.len().next_multiple_of(crate::abi::BUFFER_ALIGN);
         self.bytes.resize(offset, 0);
         self.bytes.extend_from_slice(bytes);
-        Place::Rodata(offset)
+        offset
     }
 }
 

@@ -17,6 +17,8 @@
 //!   io[s] = argument s             from rdi.. r9, then [rbp+16], [rbp+24], ...
 //!   for each kernel with work > 0:
 //!     call kernel(rbx, r12, r13, 0, work)
+//!   or, for an op run by a host call:
+//!     call qopt_host_call(r12 + descriptor, rbx, r12, r13); non-zero: return 3
 //!   mov eax, 0
 //!   lea rsp, [rbp-24]; pop r13; pop r12; pop rbx; pop rbp; ret
 //! ```
@@ -27,6 +29,9 @@
 //! of the instruction); [`TextImage::references`] lists them. Calls to
 //! kernels are relative within `.text` and need no relocation, so the code
 //! links into position-independent executables and shared libraries alike.
+//! A program with host calls also calls `qopt_host_call`, the C entry of
+//! the `qopt-host-calls` static library (`R_X86_64_PLT32` against that
+//! undefined symbol, [`TextImage::host_calls`]).
 //!
 //! The kernels keep rbx, rbp, r12–r15, MXCSR's control bits and the
 //! direction flag (`abi.rs`), so the stub keeps its bases in rbx, r12, r13
@@ -146,29 +151,20 @@ pub struct TextImage {
     /// Comments for listings, by offset of the instruction they precede
     /// (what the copies of the quantized entry stand for).
     pub notes: Vec<(usize, String)>,
+    /// Offsets of the 4-byte fields of `call qopt_host_call` (the host-call
+    /// library's C entry, `qopt_host_calls::c_abi`): `R_X86_64_PLT32`
+    /// against that undefined symbol with addend −4.
+    pub host_calls: Vec<usize>,
 }
 
 /// Builds the `.text` image of `program` with entry symbols named after
 /// `prefix` (a C identifier; see `object/mod.rs`).
 pub fn text_image(program: &Program, prefix: &str) -> Result<TextImage, CodegenError> {
-    if !program.host_ops.is_empty() {
-        let ops: Vec<String> =
-            program.host_ops.iter().map(|op| format!("  {}: {}", op.describe, op.reason)).collect();
-        return Err(CodegenError::new(
-            CodegenErrorKind::Unsupported,
-            format!(
-                "@{} has {} op{} that only run in the interpreter (host calls), which object files cannot hold yet:\n{}",
-                program.function,
-                ops.len(),
-                if ops.len() == 1 { "" } else { "s" },
-                ops.join("\n")
-            ),
-        ));
-    }
     let mut text = program.code.clone();
     let mut entries = Vec::new();
     let mut references = Vec::new();
     let mut notes = Vec::new();
+    let mut host_calls = Vec::new();
     for kind in EntryKind::of(program) {
         let offset = text.len().next_multiple_of(STUB_ALIGN);
         text.resize(offset, 0xCC);
@@ -177,6 +173,7 @@ pub fn text_image(program: &Program, prefix: &str) -> Result<TextImage, CodegenE
             stub.references.iter().map(|r| DataReference { offset: offset + r.offset, section: r.section }),
         );
         notes.extend(stub.notes.into_iter().map(|(at, note)| (offset + at, note)));
+        host_calls.extend(stub.host_calls.iter().map(|at| offset + at));
         entries.push(EntryFunction {
             kind,
             name: format!("{prefix}{}", kind.suffix()),
@@ -186,7 +183,7 @@ pub fn text_image(program: &Program, prefix: &str) -> Result<TextImage, CodegenE
         });
         text.extend_from_slice(&stub.code);
     }
-    Ok(TextImage { text, entries, references, notes })
+    Ok(TextImage { text, entries, references, notes, host_calls })
 }
 
 /// The C type of one element of a buffer (booleans are bytes, 0 or 1).
@@ -238,6 +235,7 @@ struct Stub {
     code: Vec<u8>,
     references: Vec<DataReference>,
     notes: Vec<(usize, String)>,
+    host_calls: Vec<usize>,
 }
 
 /// The System V integer argument registers, in order.
@@ -263,6 +261,9 @@ pub const RETURN_BAD_WORKSPACE: u32 = 1;
 /// What every entry returns without running when this CPU lacks a feature
 /// the program was compiled for (`object/cpu_check.rs`).
 pub const RETURN_CPU_LACKS_FEATURES: u32 = 2;
+/// What an entry returns when an op run by a host call failed (the
+/// host-call library printed why); the outputs are not complete.
+pub const RETURN_HOST_CALL_FAILED: u32 = 3;
 
 /// The CPU check's byte in `.bss`: 0 not checked yet, then one of these.
 const CPU_HAS_FEATURES: u32 = 1;
@@ -295,6 +296,8 @@ fn emit_stub(program: &Program, kind: EntryKind, at: usize) -> Result<Stub, Code
     let mut a = CodeAssembler::new(64)?;
     let mut done = a.create_label();
     let mut bad_workspace = a.create_label();
+    let mut host_call_failed = a.create_label();
+    let mut host_call_labels: Vec<CodeLabel> = Vec::new();
     let mut data_labels: Vec<(CodeLabel, DataSection)> = Vec::new();
     let mut note_labels: Vec<(CodeLabel, String)> = Vec::new();
 
@@ -397,6 +400,20 @@ fn emit_stub(program: &Program, kind: EntryKind, at: usize) -> Result<Stub, Code
                 continue;
             }
         }
+        if let Some(i) = kernel.host {
+            let op = &program.host_ops[i];
+            a.lea(rdi, qword_ptr(RODATA + i32::try_from(op.descriptor).map_err(|_| too_big())?))?;
+            a.mov(rsi, ARENA)?;
+            a.mov(rdx, RODATA)?;
+            a.mov(rcx, IO)?;
+            let mut label = a.create_label();
+            a.set_label(&mut label)?;
+            a.db(&[0xE8, 0, 0, 0, 0])?; // call rel32 to qopt_host_call, filled by the linker
+            host_call_labels.push(label);
+            a.test(eax, eax)?;
+            a.jnz(host_call_failed)?;
+            continue;
+        }
         if kernel.work == 0 {
             continue;
         }
@@ -419,6 +436,11 @@ fn emit_stub(program: &Program, kind: EntryKind, at: usize) -> Result<Stub, Code
     if kind == EntryKind::RunWithWorkspace && arena_needed {
         a.set_label(&mut bad_workspace)?;
         a.mov(eax, RETURN_BAD_WORKSPACE)?;
+        a.jmp(done)?;
+    }
+    if !host_call_labels.is_empty() {
+        a.set_label(&mut host_call_failed)?;
+        a.mov(eax, RETURN_HOST_CALL_FAILED)?;
         a.jmp(done)?;
     }
     // The first call: cpuid (which clobbers rbx, not yet a base, and
@@ -449,7 +471,11 @@ fn emit_stub(program: &Program, kind: EntryKind, at: usize) -> Result<Stub, Code
     for (label, note) in note_labels {
         notes.push((result.label_ip(&label)? as usize - at, note));
     }
-    Ok(Stub { code: result.inner.code_buffer, references, notes })
+    let mut host_calls = Vec::new();
+    for label in &host_call_labels {
+        host_calls.push(result.label_ip(label)? as usize - at + 1);
+    }
+    Ok(Stub { code: result.inner.code_buffer, references, notes, host_calls })
 }
 
 /// `arena+128`, `rodata+0`, `input0` (the caller's buffer).

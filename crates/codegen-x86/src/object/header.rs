@@ -78,6 +78,16 @@ pub fn c_header(program: &Program, options: &ObjectOptions) -> Result<String, Co
             }
         }
     }
+    if !program.host_ops.is_empty() {
+        let _ = writeln!(h, " *\n * Host calls: these ops run in the interpreter's kernels, so link the");
+        let _ = writeln!(h, " * host-call library too (cargo build --release -p qopt-host-calls gives");
+        let _ = writeln!(h, " * target/release/libqopt_host_calls.a; cc main.c model.o libqopt_host_calls.a");
+        let _ =
+            writeln!(h, " * -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc). An entry returns 3 when one fails.");
+        for op in &program.host_ops {
+            let _ = writeln!(h, " *   {}: {}", comment_safe(&op.describe), comment_safe(&op.reason));
+        }
+    }
     let _ = writeln!(h, " *");
     let _ = writeln!(h, " * Buffers are dense row-major (C order) arrays of their element type.");
     let _ = writeln!(h, " * Every entry point returns 0 when it ran, and 2 without running when this");
@@ -98,6 +108,8 @@ pub fn c_header(program: &Program, options: &ObjectOptions) -> Result<String, Co
     let _ = writeln!(h, "#define {m}_WORKSPACE_BYTES {}", program.arena_bytes);
     let _ = writeln!(h, "#define {m}_WORKSPACE_ALIGNMENT {}", crate::abi::BUFFER_ALIGN);
     let _ = writeln!(h, "#define {m}_HAS_RUN_QUANTIZED {}", u8::from(program.quantized.is_some()));
+    let _ = writeln!(h, "/* Ops run by host calls (link libqopt_host_calls.a when not 0). */");
+    let _ = writeln!(h, "#define {m}_HOST_CALLS {}", program.host_ops.len());
     for (what, sigs, quantized) in [
         ("INPUT", &program.inputs, program.quantized.as_ref().map(|q| &q.inputs)),
         ("OUTPUT", &program.outputs, program.quantized.as_ref().map(|q| &q.outputs)),

@@ -190,6 +190,10 @@ fn disassemble(
             };
             let _ = write!(line, "    {c} R_X86_64_PC32 {}-4: {what}", r.section.section_name());
         }
+        if image.host_calls.iter().any(|at| (start..end).contains(at)) {
+            let symbol = qopt_host_calls::c_abi::HOST_CALL_SYMBOL;
+            let _ = write!(line, "    {c} R_X86_64_PLT32 {symbol}-4: an op run by the interpreter");
+        }
         if !more.is_empty() {
             let _ = write!(line, "\n        {}", more.join(" "));
         }

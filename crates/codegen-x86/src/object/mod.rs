@@ -176,6 +176,23 @@ pub fn write_object(program: &Program, options: &ObjectOptions) -> Result<Vec<u8
         )
         .map_err(failed)?;
     }
+    if !image.host_calls.is_empty() {
+        let symbol = obj.add_symbol(Symbol {
+            name: qopt_host_calls::c_abi::HOST_CALL_SYMBOL.as_bytes().to_vec(),
+            value: 0,
+            size: 0,
+            kind: SymbolKind::Text,
+            scope: SymbolScope::Unknown,
+            weak: false,
+            section: SymbolSection::Undefined,
+            flags: SymbolFlags::None,
+        });
+        for &offset in &image.host_calls {
+            let flags = RelocationFlags::Elf { r_type: elf::R_X86_64_PLT32 };
+            obj.add_relocation(text, Relocation { offset: offset as u64, symbol, addend: -4, flags })
+                .map_err(failed)?;
+        }
+    }
     obj.write().map_err(failed)
 }
 

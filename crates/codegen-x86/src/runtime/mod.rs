@@ -18,12 +18,12 @@ pub(crate) mod threads;
 use crate::abi::BUFFER_ALIGN;
 use crate::buffer::{Elements, ElementsMut};
 use crate::error::{CodegenError, CodegenErrorKind};
-use crate::host::HostRunner;
 use crate::module::{KernelEntry, Program};
 use crate::runtime::executable::ExecutableCode;
 use crate::runtime::guard::{GuardSide, GuardedRegion};
 use crate::runtime::threads::{SpinBarrier, WorkerPool};
 use crate::target::CpuFeatures;
+use qopt_host_calls::{HostCallDescriptor, HostRunner};
 use qopt_interp::KernelRegistry;
 use qopt_ir_core::Context;
 use std::time::{Duration, Instant};
@@ -315,13 +315,18 @@ impl Call<'_> {
         let (Some(host), Some(op)) = (self.host, self.program.host_ops.get(i)) else {
             return Err(CodegenError::new(CodegenErrorKind::InvalidInput, "a host call without its op"));
         };
-        // SAFETY: the module compiler gave the op's operands and results
-        // these places with their signatures' sizes (results in the arena or
-        // the outputs, apart from its operands), `run` checked the io
-        // buffers against the signature, the arena holds `arena_bytes`, and
-        // the other threads wait at the barrier while thread 0 runs it.
-        unsafe { host.run(op, (self.arena, self.rodata, self.io)) }
-            .map_err(|m| CodegenError::new(CodegenErrorKind::HostCall, m))
+        let failed =
+            |m: String| CodegenError::new(CodegenErrorKind::HostCall, format!("{}: {m}", op.describe));
+        // SAFETY: the module compiler wrote the op's descriptor at this
+        // offset of the rodata, gave its operands and results places of
+        // their types' sizes (results in the arena or the outputs, apart
+        // from its operands); `run` checked the io buffers against the
+        // signature, the arena holds `arena_bytes`, and the other threads
+        // wait at the barrier while thread 0 runs it.
+        unsafe {
+            let call = HostCallDescriptor::decode(self.rodata.add(op.descriptor)).map_err(failed)?;
+            host.run(&call, (self.arena, self.rodata, self.io.as_ptr())).map_err(failed)
+        }
     }
 
     fn kernel(&self, offset: usize, begin: usize, end: usize) {

@@ -67,7 +67,8 @@ impl Compiled {
         if host_ops.is_empty() {
             return None;
         }
-        let ops: Vec<String> = host_ops.iter().map(|op| format!("  {}: {}", op.describe, op.reason)).collect();
+        let ops: Vec<String> =
+            host_ops.iter().map(|op| format!("  {}: {}", op.describe, op.reason)).collect();
         Some(format!(
             "note: {}: {} op{} run{} in the interpreter by host calls (the rest is x86 code):\n{}",
             model.name,
