@@ -3,7 +3,9 @@
 //! then `qrun --batch` over the test samples with the interpreter and with
 //! `--backend=x86` (one thread and two). The outputs must be identical bit
 //! for bit. Also with `reduce-range` weights, which put every conv and dense
-//! on the x86 backend's `vpmaddubsw` path on CPUs without VNNI.
+//! on the x86 backend's `vpmaddubsw` path on CPUs without VNNI; and every
+//! exporter-style model of `tests/import-models`, whose float heads run by
+//! host calls.
 
 mod common;
 
@@ -78,4 +80,54 @@ fn resnet_tiny() {
 #[test]
 fn mnist_mbv2() {
     check_model("mnist_mbv2");
+}
+
+/// Every exporter-style model of `tests/import-models` (softmax and box
+/// decoding heads, transposed convs, layer norms, token ids into a gather)
+/// after `quantize` calibrated on its sample: the ops the backend does not
+/// compile run by host calls, and the outputs are the interpreter's bits on
+/// one thread and two.
+#[test]
+fn exporter_style_models_run_whole_after_quantize() {
+    if !std::is_x86_feature_detected!("avx2") {
+        println!("notice: exporter-style models on x86: skipped, this CPU lacks AVX2");
+        return;
+    }
+    let p = |p: &Path| p.display().to_string();
+    let models = repo().join("tests/import-models");
+    let mut names: Vec<String> = std::fs::read_dir(&models)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().join("model.onnx").is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 6, "{names:?}");
+    for name in names {
+        let dir = models.join(&name);
+        let work = scratch(&name);
+        let (fp, q) = (work.join("fp.qir"), work.join("q.qir"));
+        let args = std::fs::read_to_string(dir.join("args")).unwrap();
+        let mut import = vec![p(&dir.join("model.onnx")), "-o".into(), p(&fp)];
+        import.extend(args.split_whitespace().map(String::from));
+        run(env!("CARGO_BIN_EXE_qimport"), &import.iter().map(String::as_str).collect::<Vec<_>>());
+        let sample = p(&dir.join("input_0.npy"));
+        run(
+            env!("CARGO_BIN_EXE_qopt"),
+            &[&p(&fp), &format!("--pass=quantize{{data={sample}}}"), "-o", &p(&q)],
+        );
+        let reference = work.join("interp.npz");
+        run(env!("CARGO_BIN_EXE_qrun"), &[&p(&q), "--input", &sample, "-o", &p(&reference)]);
+        for threads in ["1", "2"] {
+            let compiled = work.join(format!("x86-{threads}.npz"));
+            let x86 =
+                [&p(&q), "--input", &sample, "--backend=x86", "--threads", threads, "-o", &p(&compiled)];
+            run(env!("CARGO_BIN_EXE_qrun"), &x86);
+            assert_eq!(
+                std::fs::read(&reference).unwrap(),
+                std::fs::read(&compiled).unwrap(),
+                "{name}, {threads} thread(s): the x86 backend's outputs differ from the interpreter's"
+            );
+        }
+    }
 }
