@@ -351,7 +351,7 @@ fn summary(program: &Program, options: &ObjectOptions) -> Result<String, Failure
     let host_calls = match program.host_ops.len() {
         0 => String::new(),
         n => format!(
-            "; {n} op{} run by host calls (link libqopt_host_calls.a: docs/codegen-x86.md §10.6)",
+            "; {n} op{} run by host calls (link libqopt_host_calls.a: docs/codegen-x86.md §10.5)",
             if n == 1 { "" } else { "s" }
         ),
     };
