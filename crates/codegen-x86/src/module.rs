@@ -234,22 +234,13 @@ pub fn compile(
             }
             continue;
         }
-        let view = LowerOp { ctx, module, op, target };
-        let plan = match lowerings.get(name) {
-            None => Err(view.unsupported("no x86 lowering")),
-            Some(lowering) => lowering.plan(&view),
-        };
-        match plan {
+        match plan_op(ctx, module, op, lowerings, target) {
             Err(e) => {
                 // The interpreter runs it when its buffers are ones compiled
                 // code holds; otherwise it is listed, and the loop goes on
                 // so that every such op is.
                 match host_call_refusal(ctx, module, op, &e) {
-                    None => {
-                        let reason = e.message.strip_prefix(name).and_then(|m| m.strip_prefix(": "));
-                        let reason = reason.unwrap_or(&e.message).to_string();
-                        steps.push((op, Step::Host { reason }));
-                    }
+                    None => steps.push((op, Step::Host { reason: host_call_reason(name, &e) })),
                     Some(why) => failures.push(format!("  {}: {why}", describe_location(ctx, module, op))),
                 }
                 for r in module.results(op) {
@@ -523,6 +514,57 @@ fn put_host_calls(
         op.descriptor = rodata.push_offset(&descriptor.encode());
     }
     text
+}
+
+/// The lowering's plan for `op`, or why there is none.
+fn plan_op(
+    ctx: &Context,
+    module: &Module,
+    op: OpId,
+    lowerings: &Lowerings,
+    target: &Target,
+) -> Result<Plan, CodegenError> {
+    let view = LowerOp { ctx, module, op, target };
+    match lowerings.get(view.name()) {
+        None => Err(view.unsupported("no x86 lowering")),
+        Some(lowering) => lowering.plan(&view),
+    }
+}
+
+/// The refusal `e` of op `name` as a host call's reason (without the name).
+fn host_call_reason(name: &str, e: &CodegenError) -> String {
+    let reason = e.message.strip_prefix(name).and_then(|m| m.strip_prefix(": "));
+    reason.unwrap_or(&e.message).to_string()
+}
+
+/// The ops of `@function` that compiling it with `lowerings` for `target`
+/// would run by host calls, each with the reason, found by planning alone
+/// (no code is generated): what `quant-lint{x86-schemes}` notes.
+pub fn host_call_ops(
+    ctx: &Context,
+    module: &Module,
+    function: &str,
+    lowerings: &Lowerings,
+    target: &Target,
+) -> Vec<(OpId, String)> {
+    let Some(func) = module.lookup_symbol(ctx, function).filter(|&f| module.num_regions(f) == 1) else {
+        return Vec::new();
+    };
+    let mut hosted = Vec::new();
+    for block in module.blocks(module.region(func, 0)) {
+        for op in module.block_ops(block) {
+            let name = ctx.op_name_str(module.op_name(op));
+            if name == "func.return" || is_constant(ctx, module, op) {
+                continue;
+            }
+            if let Err(e) = plan_op(ctx, module, op, lowerings, target) {
+                if host_call_refusal(ctx, module, op, &e).is_none() {
+                    hosted.push((op, host_call_reason(name, &e)));
+                }
+            }
+        }
+    }
+    hosted
 }
 
 /// One step of the compiled function.

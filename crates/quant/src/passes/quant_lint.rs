@@ -40,9 +40,12 @@
 //! layer saying which and, for the exact path, the first pair of weights
 //! that rules the fast one out; for a 3×3 stride-1 one-group conv, whether
 //! the weights allow exact Winograd F(2×2,3×3)
-//! (`quant_params::winograd_f2x3_exact`) or the first channel that does not.
+//! (`quant_params::winograd_f2x3_exact`) or the first channel that does not;
+//! and a note per op the backend would run by a host call in the
+//! interpreter's kernel (a float island, 16-bit storage), with the reason.
 
 use crate::fuse::patterns::{bias_scales_match, is_i32_bias, FusionPatterns};
+use qopt_codegen_x86::{host_call_ops, Lowerings, Target, TargetCpu};
 use crate::quantizable::quantizable;
 use crate::records::hints::{is_kept_float, is_skipped};
 use qopt_dialect_fp::op_names as fp_op;
@@ -94,7 +97,8 @@ impl Pass for QuantLint {
             OptionSpec::new("x86-schemes", OptionKind::Bool, "false").help(
                 "a note per conv and dense: whether the x86 backend multiplies it with vpmaddubsw (weights \
                  proven exact) or the exact vpmaddwd path on AVX2 CPUs without VNNI, and why; for 3×3 \
-                 stride-1 convs, whether exact Winograd F(2×2,3×3) applies",
+                 stride-1 convs, whether exact Winograd F(2×2,3×3) applies; and a note per op the x86 \
+                 backend runs by a host call in the interpreter, with why",
             ),
             OptionSpec::new("overflow-error", OptionKind::Bool, "false").help(
                 "an accumulator that can overflow is an error (exit 1) rather than a warning: the \
@@ -148,6 +152,9 @@ impl Pass for QuantLint {
                     notes.push(note);
                 }
             }
+        }
+        if x86_notes {
+            notes.extend(host_call_notes(ctx, module));
         }
         let (mut findings, overflows, stats) = (lint.findings, lint.overflows, lint.stats);
         let overflow_error = options.bool("overflow-error") && !overflows.is_empty();
@@ -761,4 +768,20 @@ fn winograd_note(
          (qrun --profile and qcompile --emit=asm name each layer's kernels)"
             .to_string(),
     )
+}
+
+/// A note per op of each function that the x86 backend (for x86-64-v3, with
+/// the lowerings installed in the context) would run by a host call.
+fn host_call_notes(ctx: &Context, module: &Module) -> Vec<Diagnostic> {
+    let target = Target::named(TargetCpu::X86_64V3);
+    let lowerings = Lowerings::of(ctx);
+    let mut notes = Vec::new();
+    for func in module.top_level_ops() {
+        let Some(name) = module.op_attr(ctx, func, "sym_name").and_then(|a| ctx.attr_as_str(a)) else { continue };
+        for (op, reason) in host_call_ops(ctx, module, name, &lowerings, &target) {
+            let message = format!("x86: runs by a host call in the interpreter's kernel, not as machine code ({reason})");
+            notes.push(Diagnostic::at_op(ctx, module, op, Severity::Note, message));
+        }
+    }
+    notes
 }
