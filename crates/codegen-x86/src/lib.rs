@@ -55,7 +55,8 @@ pub use kernels::{ConvGemmChoice, DepthwiseTaps, KernelOptions};
 pub use lower::{Conv2dLowering, DenseLowering};
 pub use lower::{Emit, EmitResult, LowerOp, Lowerings, OpLowering, Plan};
 pub use module::{
-    compile, host_call_ops, KernelEntry, OpEntry, Program, QuantizedInterface, QuantizedTensor, TensorSignature,
+    compile, host_call_ops, KernelEntry, OpEntry, Program, QuantizedInterface, QuantizedTensor,
+    TensorSignature,
 };
 pub use object::entry::{text_image, DataReference, DataSection, EntryFunction, EntryKind, TextImage};
 pub use object::header::c_header;

@@ -188,6 +188,13 @@ pub fn rules() -> Vec<EquivRule> {
             "(chan-add ?x (channel-vector ?c ?t 1) 1)".into(),
         )
         .when("(same-type ?x ?t)"),
+        // The same along the last axis, a dense layer's features.
+        real(
+            "add-of-feature-constant",
+            "(fp.add ?a ?t ?x ?c)".into(),
+            "(chan-add ?x (channel-vector ?c ?t -1) -1)".into(),
+        )
+        .when("(same-type ?x ?t)"),
         // clip(αx + β, 0, 1): the affine part is linear, so it folds into a
         // layer before it like a batch norm does.
         real(
@@ -277,6 +284,12 @@ pub fn rules() -> Vec<EquivRule> {
             "dense-without-bias-plus-feature-vector-is-its-bias",
             "(chan-add (fp.dense ?a ?t ?x ?w) ?s -1)".into(),
             "(fp.dense ?a ?t ?x ?w (+ (zeros-of-axis ?w 0) ?s))".into(),
+        ),
+        // The other way (`recognize-dense` folds an add into the bias).
+        real(
+            "dense-is-its-bias-added-to-the-bias-less-dense",
+            "(fp.dense ?a ?t ?x ?w ?b)".into(),
+            "(chan-add (fp.dense ?a ?t ?x ?w) ?b -1)".into(),
         ),
     ]);
     // A shift of a layer's input channels goes into its bias (`absorb-bias`'s

@@ -51,6 +51,7 @@ fn the_standard_passes_are_proven_on_their_golden_cases() {
         ("quantize-constants.qir", "quantize-constants", Relation::Requantization),
         ("fuse.qir", "fuse", Relation::Requantization),
         ("recognize-hard-swish.qir", "recognize-hard-swish", Relation::Real),
+        ("recognize-dense.qir", "recognize-dense", Relation::Real),
         ("equalize.qir", "equalize", Relation::Real),
     ] {
         let outcomes = check_cases(file, pass, relation);

@@ -34,6 +34,7 @@ mod cse;
 mod dce;
 mod fold_constant;
 mod partition;
+mod recognize_dense;
 mod recognize_gelu;
 mod recognize_hard_swish;
 mod simplify_inference;
@@ -58,6 +59,7 @@ passes! {
     symbol_dce::SymbolDce,
     fold_constant::FoldConstant,
     simplify_inference::SimplifyInference,
+    recognize_dense::RecognizeDense,
     recognize_gelu::RecognizeGelu,
     recognize_hard_swish::RecognizeHardSwish,
     partition::Partition,

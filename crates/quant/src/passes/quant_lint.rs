@@ -45,9 +45,9 @@
 //! interpreter's kernel (a float island, 16-bit storage), with the reason.
 
 use crate::fuse::patterns::{bias_scales_match, is_i32_bias, FusionPatterns};
-use qopt_codegen_x86::{host_call_ops, Lowerings, Target, TargetCpu};
 use crate::quantizable::quantizable;
 use crate::records::hints::{is_kept_float, is_skipped};
+use qopt_codegen_x86::{host_call_ops, Lowerings, Target, TargetCpu};
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{
@@ -777,9 +777,13 @@ fn host_call_notes(ctx: &Context, module: &Module) -> Vec<Diagnostic> {
     let lowerings = Lowerings::of(ctx);
     let mut notes = Vec::new();
     for func in module.top_level_ops() {
-        let Some(name) = module.op_attr(ctx, func, "sym_name").and_then(|a| ctx.attr_as_str(a)) else { continue };
+        let Some(name) = module.op_attr(ctx, func, "sym_name").and_then(|a| ctx.attr_as_str(a)) else {
+            continue;
+        };
         for (op, reason) in host_call_ops(ctx, module, name, &lowerings, &target) {
-            let message = format!("x86: runs by a host call in the interpreter's kernel, not as machine code ({reason})");
+            let message = format!(
+                "x86: runs by a host call in the interpreter's kernel, not as machine code ({reason})"
+            );
             notes.push(Diagnostic::at_op(ctx, module, op, Severity::Note, message));
         }
     }
