@@ -598,7 +598,8 @@ fn fake_quantize_operand(
     let shape = ctx.tensor_shape(value_ty).ok_or("it is not a ranked tensor")?.to_vec();
     let axis = axis.filter(|&a| a < shape.len() && shape[a] > 0);
     let channels = channel_values(&values, &shape, axis);
-    let ranges = channel_ranges(scheme, &channels, plan.mse);
+    let mut ranges = channel_ranges(scheme, &channels, plan.mse);
+    widen_dead_channels(&mut ranges);
     let params = params_for(scheme, &ranges, axis);
     let q = scheme.quant_type(expressed, params);
     let elem = ctx.quant_type(q);
@@ -627,6 +628,24 @@ fn fake_quantize_operand(
     };
     module.set_operand(op, index, fake);
     Ok(true)
+}
+
+/// Gives each all-zero channel of a per-channel weight (a dead channel,
+/// common in trained networks) the widest range of the other channels. Its
+/// weights are 0 at any scale, but its scale also sets its bias's
+/// (`s_in · s_w`): the degenerate scale of an empty range (2^-23) would put
+/// any real bias on that channel outside i32 and keep the whole layer float.
+fn widen_dead_channels(ranges: &mut [(f64, f64)]) {
+    let widest = ranges
+        .iter()
+        .copied()
+        .filter(|&(lo, hi)| lo != 0.0 || hi != 0.0)
+        .max_by(|a, b| (a.1 - a.0).total_cmp(&(b.1 - b.0)));
+    if let (Some(widest), true) = (widest, ranges.len() > 1) {
+        for range in ranges.iter_mut().filter(|r| r.0 == 0.0 && r.1 == 0.0) {
+            *range = widest;
+        }
+    }
 }
 
 /// The values of each index along `axis` (all values as one channel without one).
