@@ -205,6 +205,22 @@ fn elementwise() {
             .node_attrs("LeakyRelu", "leaky", &["t"], &["l"], &[attr_float("alpha", 0.2)])
             .output("l"),
     );
+    // Max and Min with a one-value constant are clips (YOLO-style exports);
+    // with a constant that varies, or two activations, they stay binary ops.
+    check(
+        "max_min_with_a_constant",
+        Model::new(13)
+            .input("x", &[2, 3])
+            .input("y", &[2, 3])
+            .init(tensor_f32("zero", &[1, 1], &[0.0]))
+            .init(tensor_f32("six", &[], &[6.0]))
+            .init(tensor_f32("row", &[3], &[1.0, 2.0, 3.0]))
+            .node("Max", "floor", &["x", "zero"], &["a"])
+            .node("Min", "ceiling", &["six", "a"], &["b"])
+            .node("Max", "rows", &["b", "row"], &["c"])
+            .node("Min", "pair", &["c", "y"], &["d"])
+            .output("d"),
+    );
     check(
         "gelu",
         Model::new(20)

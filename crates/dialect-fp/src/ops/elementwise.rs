@@ -4,7 +4,7 @@
 //!
 //! The unary functions of their operand alone that quantization observes and
 //! `fuse` turns into a `qnn.lookup` table (sigmoid, tanh, exp, erf, softplus,
-//! hard_swish, hard_sigmoid, gelu) declare `QuantizableOp` with one activation
+//! hard_swish, hard_sigmoid, leaky_relu, gelu) declare `QuantizableOp` with one activation
 //! and `LookupActivation`, through the `lookup` helper in `ops()`.
 //!
 //! Folders: the identities `x + 0`, `0 + x`, `x - 0`, `x · 1`, `1 · x`, `x / 1`
@@ -31,6 +31,7 @@ qopt_ir_core::op_name_constants! {
     SIGMOID = "fp.sigmoid", TANH = "fp.tanh", GELU = "fp.gelu", ERF = "fp.erf", EXP = "fp.exp",
     LOG = "fp.log", SQRT = "fp.sqrt", RECIPROCAL = "fp.reciprocal", NEG = "fp.neg", ABS = "fp.abs",
     SOFTPLUS = "fp.softplus", HARD_SIGMOID = "fp.hard_sigmoid", HARD_SWISH = "fp.hard_swish",
+    LEAKY_RELU = "fp.leaky_relu",
     MAX = "fp.max", MIN = "fp.min", POW = "fp.pow", PRELU = "fp.prelu",
 }
 
@@ -243,6 +244,17 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .operands(Arity::Exact(1))
                 .traits(Traits::ELEMENTWISE | Traits::PURE | Traits::SAME_OPERANDS_AND_RESULT_TYPE),
         )),
+        lookup(super::with_signature::<LeakyRelu>(
+            OpDef::new(names::LEAKY_RELU, "leaky relu: x for x ≥ 0, alpha · x below")
+                .description(
+                    "`fp.leaky_relu(x) {alpha}`: `x` where `x ≥ 0` (and NaN), `alpha · x` where `x < 0`, \
+                     element by element (ONNX LeakyRelu; the product rounded once, as ONNX computes it). \
+                     `alpha` (default 0.01) is a finite float.\n\n\
+                     ```\n%y = fp.leaky_relu(%x) {alpha = 0.1 : f32} : (tensor<1x16x32x32xf32>) -> tensor<1x16x32x32xf32>\n```",
+                )
+                .operands(Arity::Exact(1))
+                .traits(Traits::ELEMENTWISE | Traits::PURE | Traits::SAME_OPERANDS_AND_RESULT_TYPE),
+        )),
         lookup(super::with_signature::<Gelu>(
             OpDef::new(names::GELU, "Gaussian error linear unit: x · Φ(x)")
                 .description(
@@ -331,6 +343,26 @@ impl Signature for HardSigmoid {
         hard_sigmoid_params(ctx, attrs)?;
         Ok(same_as(&ops[0], elem))
     }
+}
+
+struct LeakyRelu;
+
+impl Signature for LeakyRelu {
+    fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
+        let ops = tensor_operands(ctx, operands, &["input"], 1)?;
+        let elem = common_element(ctx, &ops, Elements::Float)?;
+        leaky_relu_alpha(ctx, attrs)?;
+        Ok(same_as(&ops[0], elem))
+    }
+}
+
+/// `alpha` of `fp.leaky_relu` (default 0.01, ONNX's), finite.
+pub fn leaky_relu_alpha(ctx: &Context, attrs: Attribute) -> Result<f64, String> {
+    let alpha = attrs::opt_float_in(ctx, attrs, "alpha")?.unwrap_or(0.01);
+    if !alpha.is_finite() {
+        return Err(format!("'alpha' ({alpha}) must be finite"));
+    }
+    Ok(alpha)
 }
 
 /// `(alpha, beta)` of `fp.hard_sigmoid` (defaults 0.2 and 0.5), finite.

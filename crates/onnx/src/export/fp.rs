@@ -47,6 +47,7 @@ const EXPORTS: &[(&str, ExportFn)] = &[
     (fp_op::GELU, gelu),
     (fp_op::GLOBAL_AVG_POOL2D, |cx, i, o| unary(cx, "GlobalAveragePool", i, o)),
     (fp_op::HARD_SIGMOID, hard_sigmoid),
+    (fp_op::LEAKY_RELU, leaky_relu),
     (fp_op::HARD_SWISH, |cx, i, o| unary(cx, "HardSwish", i, o)),
     (fp_op::INSTANCE_NORM, instance_norm),
     (fp_op::LAYER_NORM, layer_norm),
@@ -351,6 +352,12 @@ fn gelu(cx: &mut OpCx<'_, '_>, i: &[String], o: &[String]) -> Result<(), String>
 fn hard_sigmoid(cx: &mut OpCx<'_, '_>, i: &[String], o: &[String]) -> Result<(), String> {
     let attributes = vec![("alpha", f32_attr(cx, "alpha", 0.2)?), ("beta", f32_attr(cx, "beta", 0.5)?)];
     cx.node("HardSigmoid", vec![i[0].clone()], o.to_vec(), attributes);
+    Ok(())
+}
+
+fn leaky_relu(cx: &mut OpCx<'_, '_>, i: &[String], o: &[String]) -> Result<(), String> {
+    let attributes = vec![("alpha", f32_attr(cx, "alpha", 0.01)?)];
+    cx.node("LeakyRelu", vec![i[0].clone()], o.to_vec(), attributes);
     Ok(())
 }
 

@@ -1,10 +1,9 @@
 //! Elementwise ops: `Add`, `Sub`, `Mul`, `Div` → the fp ops of the same name
 //! (numpy broadcasting, as ONNX); `Relu`, `Sigmoid`, `Tanh` → `fp.relu`,
 //! `fp.sigmoid`, `fp.tanh`; `Clip` → `fp.clip` with constant bounds (inputs
-//! from opset 11, attributes before); `LeakyRelu`, which fp has no op for, as
-//! `relu(x) − alpha · relu(−x)` (with `−x` as `x · −1`, exact): for x ≥ 0
-//! that is `x − alpha · 0 = x` (+∞ included), for x < 0 it is
-//! `0 − alpha · (−x)`, the same rounding as ONNX's `alpha · x`.
+//! from opset 11, attributes before); `LeakyRelu` → `fp.leaky_relu`, one
+//! activation that quantizes to an exact lookup table; `Max(x, c)` and
+//! `Min(x, c)` with a one-value constant `c` → `fp.clip` with that bound.
 
 use super::AttrList;
 use super::ConvertFn;
@@ -26,9 +25,9 @@ pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("HardSwish", |cx| unary(cx, fp_op::HARD_SWISH)),
     ("LeakyRelu", leaky_relu),
     ("Log", |cx| unary(cx, fp_op::LOG)),
-    ("Max", |cx| variadic(cx, fp_op::MAX)),
+    ("Max", |cx| bound_or_variadic(cx, fp_op::MAX, "min")),
     ("Mean", mean),
-    ("Min", |cx| variadic(cx, fp_op::MIN)),
+    ("Min", |cx| bound_or_variadic(cx, fp_op::MIN, "max")),
     ("Mul", mul),
     ("Neg", |cx| unary(cx, fp_op::NEG)),
     ("Pow", |cx| binary(cx, fp_op::POW)),
@@ -179,6 +178,35 @@ pub(super) fn hard_sigmoid(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     cx.set_output(0, y)
 }
 
+/// `Max(x, c)` / `Min(x, c)` (either order) of a float `x` and a constant
+/// holding one finite value that does not broadcast `x`: `fp.clip` with that
+/// bound (`bound` is `"min"` for Max, `"max"` for Min), one activation the
+/// quantizer folds into the layer before it or a lookup, instead of a binary
+/// op with a constant operand. Anything else is [`variadic`].
+fn bound_or_variadic(cx: &mut NodeCx<'_, '_>, op: &str, bound: &str) -> Result<(), String> {
+    if cx.node_input_count() == 2 {
+        for (x_at, c_at) in [(0, 1), (1, 0)] {
+            if !cx.is_const_input(c_at) || cx.is_const_input(x_at) {
+                continue;
+            }
+            let x = cx.input(x_at)?;
+            let elem = cx.element(x);
+            let Some(data) = cx.const_input(c_at)? else { continue };
+            let scalar =
+                matches!(cx.ctx().type_data(elem), TypeData::Float(_)) && data.dims.iter().all(|&d| d == 1);
+            let value = match data.floats().ok().as_deref() {
+                Some(&[v]) if scalar && v.is_finite() && data.dims.len() <= cx.shape(x)?.len() => v,
+                _ => continue,
+            };
+            let attr = float_attr(cx.ctx(), value, elem);
+            let attrs = cx.ctx().dict_attr(&[(bound, attr)]);
+            let y = cx.emit(fp_op::CLIP, &[x], attrs)?;
+            return cx.set_output(0, y);
+        }
+    }
+    variadic(cx, op)
+}
+
 /// An N-ary op (`Max`, `Min`, `Sum`) of one or more inputs as a left-to-right
 /// chain of the binary `op`, broadcasting at each step; one input is passed
 /// through.
@@ -214,17 +242,13 @@ pub(super) fn mean(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     cx.set_output(0, acc)
 }
 
+/// `LeakyRelu`: `fp.leaky_relu` with the node's `alpha` (ONNX default 0.01).
 pub(super) fn leaky_relu(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let alpha = f64::from(cx.attrs().float("alpha", 0.01)?);
     let x = cx.input(0)?;
-    let elem = cx.element(x);
-    let none = Attribute::EMPTY_DICT;
-    let positive = cx.emit(fp_op::RELU, &[x], none)?;
-    let minus_one = cx.scalar(-1.0, elem)?;
-    let negated = cx.emit(fp_op::MUL, &[x, minus_one], none)?;
-    let negative = cx.emit(fp_op::RELU, &[negated], none)?;
-    let alpha = cx.scalar(alpha, elem)?;
-    let scaled = cx.emit(fp_op::MUL, &[negative, alpha], none)?;
-    let y = cx.emit(fp_op::SUB, &[positive, scaled], none)?;
+    let f32_ty = cx.ctx().common().f32;
+    let alpha = cx.ctx().float_attr(alpha, f32_ty);
+    let attrs = cx.ctx().dict_attr(&[("alpha", alpha)]);
+    let y = cx.emit(fp_op::LEAKY_RELU, &[x], attrs)?;
     cx.set_output(0, y)
 }

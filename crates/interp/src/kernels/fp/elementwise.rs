@@ -11,12 +11,22 @@ use ndarray::{ArrayD, Axis, IxDyn, Zip};
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::{attrs, shape::broadcast};
 
+/// `fp.leaky_relu`: x for x ≥ 0 (and NaN), alpha · x for x < 0; the
+/// product of two f32 is exact in f64, so rounding it once is f32's product.
+pub(crate) fn leaky_relu(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    let alpha = qopt_dialect_fp::leaky_relu_alpha(kc.ctx, kc.attrs).map_err(InterpError::new)?;
+    one(
+        float_map!(operand(ops, 0)?, fp_op::LEAKY_RELU, a => map_in_f64(a, |x| if x < 0.0 { alpha * x } else { x })),
+    )
+}
+
 kernel_table! {
     fp_op::ADD => add, fp_op::SUB => sub, fp_op::MUL => mul, fp_op::DIV => div, fp_op::RELU => relu,
     fp_op::SIGMOID => sigmoid, fp_op::TANH => tanh, fp_op::GELU => gelu, fp_op::ERF => erf_kernel,
     fp_op::EXP => exp, fp_op::LOG => log, fp_op::SQRT => sqrt, fp_op::RECIPROCAL => reciprocal,
     fp_op::NEG => neg, fp_op::ABS => abs, fp_op::SOFTPLUS => softplus,
-    fp_op::HARD_SIGMOID => hard_sigmoid, fp_op::HARD_SWISH => hard_swish, fp_op::MAX => max,
+    fp_op::HARD_SIGMOID => hard_sigmoid, fp_op::HARD_SWISH => hard_swish, fp_op::LEAKY_RELU => leaky_relu,
+    fp_op::MAX => max,
     fp_op::MIN => min, fp_op::POW => pow, fp_op::PRELU => prelu, fp_op::CLIP => clip,
 }
 
