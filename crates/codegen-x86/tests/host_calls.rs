@@ -8,7 +8,10 @@
 mod common;
 
 use common::*;
-use qopt_codegen_x86::{compile, text_image, JitModule, Lowerings, Target, TargetCpu, Workspace};
+use qopt_codegen_x86::{
+    c_header, compile, listing, text_image, write_object, AsmSyntax, JitModule, Lowerings, ObjectOptions,
+    Target, TargetCpu, Workspace,
+};
 use qopt_interp::Tensor;
 
 /// A quantized classifier head with a trailing softmax (the float island
@@ -116,11 +119,28 @@ fn sixteen_bit_storage_runs_by_host_calls() {
     check_qir(SIXTEEN_BIT, 3);
 }
 
+/// In an object file, each entry calls `qopt_host_call` once per hosted op
+/// (a PLT32 relocation against the undefined symbol), the listing names the
+/// call, and the header lists the op and how to link.
 #[test]
-fn object_files_refuse_host_calls_naming_them() {
+fn object_files_call_the_host_call_library() {
     let mut ctx = context();
     let module = parse(&mut ctx, SOFTMAX_HEAD);
-    let program = compile(&ctx, &module, "main", &Lowerings::builtin(), &Target::named(TargetCpu::X86_64V3));
-    let e = text_image(&program.unwrap(), "model").unwrap_err().message;
-    assert!(e.contains("fp.softmax at ") && e.contains("host calls"), "{e}");
+    let target = Target::named(TargetCpu::X86_64V3);
+    let program = compile(&ctx, &module, "main", &Lowerings::builtin(), &target).unwrap();
+    let image = text_image(&program, "model").unwrap();
+    // `_run` and `_run_with_workspace` (no quantized entry: the output is the softmax's).
+    assert_eq!(image.entries.len(), 2);
+    assert_eq!(image.host_calls.len(), 2);
+    for &at in &image.host_calls {
+        assert_eq!(image.text[at - 1], 0xE8, "a rel32 call");
+    }
+    let options = ObjectOptions::new("model", "head.qir").unwrap();
+    let asm = listing(&program, &options, AsmSyntax::Intel).unwrap();
+    assert_eq!(asm.matches("R_X86_64_PLT32 qopt_host_call-4").count(), 2, "{asm}");
+    let header = c_header(&program, &options).unwrap();
+    assert!(header.contains("#define MODEL_HOST_CALLS 1"), "{header}");
+    assert!(header.contains("fp.softmax at ") && header.contains("libqopt_host_calls.a"), "{header}");
+    let object = write_object(&program, &options).unwrap();
+    assert!(object.windows(14).any(|w| w == b"qopt_host_call"), "the object names the symbol");
 }

@@ -18,6 +18,9 @@
 //!   (stored bias + `correction`). `bias-correct` makes `correction` equal to
 //!   `quant_mean − float_mean`; with the means present it does not measure
 //!   again, so they can be read, edited, or removed (to measure again).
+//! - `kept = false` (written by `bias-correct`): the correction the means call
+//!   for was rejected, because it raised the error of the layer's quantized
+//!   output on the data; `correction` is then 0. Remove it to apply the means.
 //!
 //! The records belong to the fake-quant model: `expand-fakeq` removes them
 //! ([`drop_records`]), so integer ops never carry them.
@@ -41,6 +44,8 @@ pub struct BiasRecord {
     pub correction: Vec<f64>,
     /// The measured means, when `bias-correct` measured them.
     pub measured: Option<MeasuredMeans>,
+    /// False when `bias-correct` rejected the correction the means call for.
+    pub kept: bool,
 }
 
 /// The per-channel means of an op's result that `bias-correct` measured.
@@ -64,7 +69,7 @@ impl MeasuredMeans {
 impl BiasRecord {
     /// No correction yet, for `channels` output channels.
     pub fn none(channels: usize) -> BiasRecord {
-        BiasRecord { correction: vec![0.0; channels], measured: None }
+        BiasRecord { correction: vec![0.0; channels], measured: None, kept: true }
     }
 
     /// The record on `op`, or [`BiasRecord::none`] without one; an error when
@@ -86,7 +91,8 @@ impl BiasRecord {
                 ))
             }
         };
-        Ok(BiasRecord { correction, measured })
+        let kept = record.flag("kept")?.unwrap_or(true);
+        Ok(BiasRecord { correction, measured, kept })
     }
 
     /// Writes the record onto `op` (replacing any earlier one).
@@ -96,6 +102,9 @@ impl BiasRecord {
             entries.push(("float_mean", vector_attr(ctx, &m.float_mean)?));
             entries.push(("quant_mean", vector_attr(ctx, &m.quant_mean)?));
             entries.push(("samples", ctx.i64_attr(m.samples)));
+        }
+        if !self.kept {
+            entries.push(("kept", ctx.bool_attr(false)));
         }
         write_record(ctx, module, op, BIAS_CORRECTION, &entries);
         Ok(())

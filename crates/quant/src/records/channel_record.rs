@@ -35,6 +35,15 @@ impl<'c> RecordReader<'c> {
         channel_field(self.ctx, self.name, self.dict, field, self.channels)
     }
 
+    /// Boolean field `field`, `None` when absent.
+    pub(crate) fn flag(&self, field: &str) -> Result<Option<bool>, String> {
+        let Some(a) = self.ctx.dict_get(self.dict, field) else { return Ok(None) };
+        match self.ctx.attr_data(a) {
+            AttrData::Bool(b) => Ok(Some(*b)),
+            _ => Err(format!("'{}': '{field}' must be true or false", self.name)),
+        }
+    }
+
     /// The field `samples`: a positive integer, or `None` when absent.
     pub(crate) fn samples(&self) -> Result<Option<i64>, String> {
         let Some(a) = self.ctx.dict_get(self.dict, "samples") else { return Ok(None) };

@@ -20,6 +20,12 @@
 //! is run by its kernel like any other; a bias that `fold-bn` folded is an
 //! ordinary bias here.
 //!
+//! **A correction must help.** A layer followed by an optional relu or clip
+//! and a per-tensor fake quant keeps its correction only when it does not
+//! raise the error of that quantized output on the data (a sample of the
+//! result elements, `output_check.rs`); a rejected one leaves the float
+//! bias, records `kept = false` and is reported with a warning.
+//!
 //! **Statistics in the IR.** The means are recorded on the layer as
 //! `qnn.bias_correction = {correction, float_mean, quant_mean, samples}`
 //! (`bias_record.rs`; both means with the float bias, so they do not depend
@@ -47,7 +53,8 @@
 //! regions or several blocks (at the op). With `skip-unsupported=true`
 //! (what `quantize` passes) the last group and a missing kernel are a
 //! warning instead, and the module is left as it is. Statistics:
-//! `layers-measured`, `biases-corrected`, `calibration-samples`.
+//! `layers-measured`, `biases-corrected`, `corrections-rejected`,
+//! `calibration-samples`.
 //!
 //! ```text
 //! // before (after insert-fakeq{bias-correction=false})
@@ -57,6 +64,8 @@
 //!        float_mean = dense<[...]> : tensor<2xf64>, quant_mean = dense<[...]> : tensor<2xf64>, samples = 500}} : ...
 //! ```
 
+mod output_check;
+
 use crate::channels::{channel_sums, result_values};
 use crate::quantizable::quantizable;
 use crate::records::bias_correction::subtract_from_bias;
@@ -65,6 +74,7 @@ use crate::records::hints::is_skipped;
 use crate::runs::data::{check_counts, DataSettings};
 use crate::runs::data::{worker_threads, COUNT_OPTIONS};
 use crate::runs::paired_run::{ChannelShift, PairedRun, RunData, RunFailure, Sweeps, Watcher};
+use output_check::{OutputStage, ResultSample, Verdict};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::{KernelRegistry, Tensor};
 use qopt_ir_core::interfaces::QuantizableOp;
@@ -95,7 +105,10 @@ const INFO: PassInfo = PassInfo {
      result), so later layers are measured with the earlier corrections in place. Layers without \
      a bias get one. The measured means are kept on the layer (`qnn.bias_correction`); a layer \
      that holds them is not measured again, so a rerun changes nothing and edited means are \
-     applied as written. Run it after `insert-fakeq`.\n\n\
+     applied as written. A layer followed by an optional relu or clip and a per-tensor fake quant \
+     keeps its correction only when it does not raise that quantized output's error on the data \
+     (a rejected one keeps the float bias, is recorded as `kept = false` and reported). Run it after \
+     `insert-fakeq`.\n\n\
      ```\n\
      %y = fp.conv2d(%xq, %wq, %b) ...\n\
      // -> %y = fp.conv2d(%xq, %wq, %b2) {qnn.bias_correction = {correction = ..., float_mean = ..., \
@@ -139,7 +152,7 @@ impl Pass for BiasCorrect {
             ));
             return Ok(PassOutcome::Unchanged);
         }
-        let mut measured: FxHashMap<OpId, MeasuredMeans> = FxHashMap::default();
+        let mut measured: FxHashMap<OpId, (MeasuredMeans, Option<Verdict>)> = FxHashMap::default();
         let mut samples = 0;
         if layers.iter().any(|l| l.record.measured.is_none()) {
             // Owned: the run borrows the context immutably while the kernels live in it.
@@ -164,15 +177,32 @@ impl Pass for BiasCorrect {
             leftover.into_iter().for_each(|w| cx.warn(w));
         }
 
-        let mut corrected = 0u64;
+        let (mut corrected, mut rejected) = (0u64, 0u64);
         let measured_now = measured.len() as u64;
         for layer in layers {
             let mut record = layer.record;
-            if let Some(means) = measured.remove(&layer.op) {
+            if let Some((means, verdict)) = measured.remove(&layer.op) {
                 record.measured = Some(means);
+                record.kept = verdict.is_none_or(|v| v.keeps());
+                if let Some(v) = verdict.filter(|v| !v.keeps()) {
+                    rejected += 1;
+                    cx.warn_at(
+                        module,
+                        layer.op,
+                        format!(
+                            "bias correction rejected: it would raise the squared error of this layer's quantized \
+                             output on the calibration data from {:.6e} to {:.6e} (over {} sampled elements); the \
+                             float bias is kept (`kept = false` in '{}')",
+                            v.without,
+                            v.with,
+                            v.elements,
+                            crate::records::bias_correction::BIAS_CORRECTION
+                        ),
+                    );
+                }
             }
             let Some(means) = &record.measured else { continue };
-            let target = means.error();
+            let target = kept_target(means, record.kept);
             let delta: Vec<f64> = target.iter().zip(&record.correction).map(|(t, c)| t - c).collect();
             if delta.iter().any(|&d| d != 0.0) {
                 subtract_from_bias(cx.ctx, module, layer.op, &layer.q, &delta)
@@ -186,6 +216,7 @@ impl Pass for BiasCorrect {
         }
         cx.add_stat("layers-measured", measured_now);
         cx.add_stat("biases-corrected", corrected);
+        cx.add_stat("corrections-rejected", rejected);
         cx.add_stat("calibration-samples", samples as u64);
         Ok(PassOutcome::from_changed(corrected > 0 || measured_now > 0))
     }
@@ -201,6 +232,19 @@ struct Layer {
     channels: usize,
     /// What the IR already records about its bias.
     record: BiasRecord,
+    /// The activation and fake quant its result goes through, when that is
+    /// how the next layer reads it: what decides whether a correction is kept.
+    output: Option<OutputStage>,
+}
+
+/// The correction `means` call for, or none when it was rejected.
+fn kept_target(means: &MeasuredMeans, kept: bool) -> Vec<f64> {
+    let target = means.error();
+    if kept {
+        target
+    } else {
+        vec![0.0; target.len()]
+    }
 }
 
 /// The layers of `func`'s body to correct, in body order: ops with a
@@ -249,7 +293,10 @@ fn find_layers(cx: &mut PassContext<'_>, module: &Module, func: OpId) -> Result<
             None => continue,
         };
         match BiasRecord::load(ctx, module, op, channels) {
-            Ok(record) => layers.push(Layer { op, q: q.clone(), axis, channels, record }),
+            Ok(record) => {
+                let output = OutputStage::find(ctx, module, op);
+                layers.push(Layer { op, q: q.clone(), axis, channels, record, output })
+            }
             Err(e) => errors.push(Diagnostic::at_op(ctx, module, op, Severity::Error, e)),
         }
     }
@@ -263,8 +310,9 @@ fn find_layers(cx: &mut PassContext<'_>, module: &Module, func: OpId) -> Result<
 }
 
 /// Runs the data through both models and returns, for each layer without
-/// recorded means, its measured means (with the float bias); every layer's
-/// correction is applied to its fake-quant results before later ops run.
+/// recorded means, its measured means (with the float bias) and, where its
+/// output stage is known, the verdict on its correction; every layer's
+/// kept correction is applied to its fake-quant results before later ops run.
 fn measure(
     ctx: &Context,
     module: &Module,
@@ -273,7 +321,7 @@ fn measure(
     layers: &[Layer],
     data: RunData<'_>,
     threads: usize,
-) -> Result<FxHashMap<OpId, MeasuredMeans>, PassError> {
+) -> Result<FxHashMap<OpId, (MeasuredMeans, Option<Verdict>)>, PassError> {
     let located = |f: RunFailure| -> PassError {
         match f.op {
             Some(op) => PassError::at_op(ctx, module, op, f.message),
@@ -315,6 +363,8 @@ struct ChannelSums {
     float: ChannelMeans,
     /// Samples (first dimensions) seen.
     samples: usize,
+    /// Result elements for the verdict, when the layer has an output stage.
+    sample: Option<ResultSample>,
 }
 
 /// Per channel on an axis, the sum over every other axis of all tensors
@@ -347,8 +397,9 @@ impl ChannelMeans {
 struct MeanErrors<'l> {
     layers: FxHashMap<OpId, &'l Layer>,
     sums: FxHashMap<OpId, ChannelSums>,
-    /// The means of layers without recorded ones.
-    measured: FxHashMap<OpId, MeasuredMeans>,
+    /// The means of layers without recorded ones, with the verdict on
+    /// their correction.
+    measured: FxHashMap<OpId, (MeasuredMeans, Option<Verdict>)>,
 }
 
 impl Watcher for MeanErrors<'_> {
@@ -358,6 +409,16 @@ impl Watcher for MeanErrors<'_> {
         sums.quant.add(quant, layer.axis, layer.channels)?;
         sums.float.add(float, layer.axis, layer.channels)?;
         sums.samples += quant.shape().first().copied().unwrap_or(1);
+        if layer.output.is_some() && layer.record.measured.is_none() {
+            let sample = sums
+                .sample
+                .get_or_insert_with(|| ResultSample::new(qopt_ir_core::EntityId::index(op) as u64));
+            let (q, f) = (
+                result_values(quant, layer.axis, layer.channels)?,
+                result_values(float, layer.axis, layer.channels)?,
+            );
+            sample.offer(q, f, quant.shape(), layer.axis);
+        }
         Ok(())
     }
 
@@ -373,8 +434,8 @@ impl Watcher for MeanErrors<'_> {
             ));
         }
         let correction = &layer.record.correction;
-        let means = match &layer.record.measured {
-            Some(recorded) => recorded.clone(),
+        let target = match &layer.record.measured {
+            Some(recorded) => kept_target(recorded, layer.record.kept),
             None => {
                 let means = MeasuredMeans {
                     // Measured with the stored bias; add back what it lacks of the float bias.
@@ -382,12 +443,18 @@ impl Watcher for MeanErrors<'_> {
                     float_mean,
                     samples: sums.samples as i64,
                 };
-                self.measured.insert(op, means.clone());
-                means
+                let verdict = layer
+                    .output
+                    .as_ref()
+                    .zip(sums.sample.as_ref())
+                    .map(|(stage, sample)| Verdict::of(stage, sample, correction, &means.error()));
+                let target = kept_target(&means, verdict.is_none_or(|v| v.keeps()));
+                self.measured.insert(op, (means, verdict));
+                target
             }
         };
-        // Later layers see this layer with its corrected bias.
-        let delta: Vec<f64> = means.error().iter().zip(correction).map(|(t, c)| t - c).collect();
+        // Later layers see this layer with its kept correction.
+        let delta: Vec<f64> = target.iter().zip(correction).map(|(t, c)| t - c).collect();
         Ok(Some(ChannelShift { axis: layer.axis, delta }))
     }
 }
