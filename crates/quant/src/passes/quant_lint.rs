@@ -51,7 +51,8 @@ use qopt_codegen_x86::{host_call_ops, Lowerings, Target, TargetCpu};
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{
-    accumulator_overflow, add_operand_dropped, params, quant_element, AccumulatorOverflow, AddOperandDropped,
+    accumulator_overflow, add_operand_dropped, params, per_tensor, quant_element, storage_range,
+    AccumulatorOverflow, AddOperandDropped,
 };
 use qopt_dialect_qnn::MAX_LOOKUP_BITS;
 use qopt_ir_core::equivalence::Relation;
@@ -131,8 +132,14 @@ impl Pass for QuantLint {
         let bits = options.int("accumulator-bits");
         let clip_threshold = options.float("clip-threshold");
         let ctx: &Context = cx.ctx;
-        let mut lint =
-            Lint { ctx, module, findings: Vec::new(), overflows: Vec::new(), stats: Shape::default() };
+        let mut lint = Lint {
+            ctx,
+            module,
+            findings: Vec::new(),
+            overflows: Vec::new(),
+            notes: Vec::new(),
+            stats: Shape::default(),
+        };
         let x86_notes = options.bool("x86-schemes");
         let mut notes: Vec<Diagnostic> = Vec::new();
         let ops: Vec<OpId> = module.walk_preorder(module.root()).collect();
@@ -156,6 +163,7 @@ impl Pass for QuantLint {
         if x86_notes {
             notes.extend(host_call_notes(ctx, module));
         }
+        notes.append(&mut lint.notes);
         let (mut findings, overflows, stats) = (lint.findings, lint.overflows, lint.stats);
         let overflow_error = options.bool("overflow-error") && !overflows.is_empty();
         if !overflow_error {
@@ -210,6 +218,8 @@ struct Lint<'a> {
     findings: Vec<Diagnostic>,
     /// Accumulators that can overflow, kept apart for `overflow-error`.
     overflows: Vec<Diagnostic>,
+    /// What a pass decided on purpose, said as notes (not warnings).
+    notes: Vec<Diagnostic>,
     stats: Shape,
 }
 
@@ -526,6 +536,9 @@ impl Lint<'_> {
         }
         let out = self.module.value_type(self.module.result(op, 0));
         let out_q = quant_element(self.ctx, out).cloned();
+        if self.concat_ranges(op) {
+            return;
+        }
         let differing: Vec<usize> = self
             .module
             .operands(op)
@@ -542,6 +555,63 @@ impl Lint<'_> {
                 "run propagate-qparams before expand-fakeq: concat inputs then share one set of parameters",
             );
         }
+    }
+
+    /// A concat whose inputs span very different ranges: an input that keeps
+    /// fewer than `MIN_LEVELS` levels of the output's scale is a warning (its
+    /// values are rounded away); an output stored wider than its inputs for
+    /// that reason (`insert-fakeq`'s wide concats) is a note naming the
+    /// narrow inputs. True when either was said.
+    fn concat_ranges(&mut self, op: OpId) -> bool {
+        use crate::passes::insert_fakeq::wide_concat::MIN_LEVELS;
+        let quant = |v: ValueId| {
+            let q = quant_element(self.ctx, self.module.value_type(v))?;
+            let p = per_tensor(q)?;
+            let (qmin, qmax) = storage_range(q);
+            Some((q.storage.width, p.scale, (qmax - qmin) as f64 * p.scale))
+        };
+        let Some((out_width, out_scale, out_range)) = quant(self.module.result(op, 0)) else { return false };
+        let inputs: Option<Vec<_>> = self.module.operands(op).map(quant).collect();
+        let Some(inputs) = inputs else { return false };
+        let names = |k: usize| {
+            let def = self.module.defining_op(self.module.operand(op, k));
+            let names =
+                if def.is_none() { Vec::new() } else { self.ctx.location_names(self.module.op_loc(def)) };
+            if names.is_empty() {
+                format!("input {k}")
+            } else {
+                format!("input {k} ({})", names.join(", "))
+            }
+        };
+        let (mut narrow, mut widened) = (Vec::new(), Vec::new());
+        for (k, &(width, _, range)) in inputs.iter().enumerate() {
+            let levels = range / out_scale;
+            let levels_at_8_bits = 255.0 * range / out_range;
+            if levels < MIN_LEVELS {
+                narrow.push(format!("{} keeps {levels:.1} levels", names(k)));
+            } else if out_width > width && levels_at_8_bits < MIN_LEVELS {
+                widened.push(format!("{} would keep {levels_at_8_bits:.1} at 8 bits", names(k)));
+            }
+        }
+        if !narrow.is_empty() {
+            self.warn(
+                op,
+                format!(
+                    "concat joins ranges too different for one scale: {} of its output's scale, so its values \
+                     are rounded away",
+                    narrow.join("; ")
+                ),
+                "store the output wider (qnn.cast_hint {kind = \"i16\"} on it) or keep it float",
+            );
+        }
+        if !widened.is_empty() {
+            let message = format!(
+                "concat output stored in {out_width} bits on purpose: its inputs' ranges differ too much for 8 ({})",
+                widened.join("; ")
+            );
+            self.notes.push(Diagnostic::at_op(self.ctx, self.module, op, Severity::Note, message));
+        }
+        !narrow.is_empty() || !widened.is_empty()
     }
 
     fn observer(&mut self, op: OpId) {

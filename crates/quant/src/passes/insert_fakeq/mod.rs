@@ -41,6 +41,7 @@
 //! ```
 
 mod bias_correction;
+pub(crate) mod wide_concat;
 
 use crate::calibration::methods::{QuantMethods, RangeMethod, RangeTarget};
 use crate::calibration::stats::ObserverStats;
@@ -62,6 +63,7 @@ use qopt_ir_core::{
     Type, TypeData, ValueDef, ValueId,
 };
 use std::sync::Arc;
+use wide_concat::{wide_concat_observers, WIDE};
 
 /// The `insert-fakeq` pass; see the module docs.
 pub struct InsertFakeq;
@@ -181,6 +183,7 @@ impl Pass for InsertFakeq {
         let mut errors: Vec<Diagnostic> = histogram_error.into_iter().collect();
         // Per observer: what replaces it (nothing for a quantized value).
         let mut plans: Vec<(OpId, Option<ActivationPlan>)> = Vec::new();
+        let wide = wide_concat_observers(cx.ctx, module, &observers);
         for &op in &observers {
             let operand = module.operand(op, 0);
             if !is_float_tensor(cx.ctx, module.value_type(operand)) {
@@ -190,7 +193,7 @@ impl Pass for InsertFakeq {
             if lacking.contains(&op) {
                 continue;
             }
-            match observer_plan(cx.ctx, module, op, &config) {
+            match observer_plan(cx.ctx, module, op, &config, wide.contains(&op)) {
                 Ok(plan) => plans.push((op, Some(plan))),
                 Err(e) => errors.push(Diagnostic::at_op(cx.ctx, module, op, Severity::Error, e)),
             }
@@ -442,18 +445,23 @@ fn check_histograms(
     Ok((lacking, Some(error)))
 }
 
-/// The plan for observer `op`, from its statistics.
+/// The plan for observer `op`, from its statistics; `wide`: the observer
+/// of a concat of very different ranges (`wide_concat.rs`), stored in 16
+/// bits unless it has a storage of its own.
 fn observer_plan(
     ctx: &mut Context,
     module: &Module,
     op: OpId,
     config: &Config,
+    wide: bool,
 ) -> Result<ActivationPlan, String> {
     let stats = ObserverStats::load(ctx, module, op)?;
     if !stats.has_data() {
         return Err("this observer has no statistics; run calibrate before insert-fakeq".into());
     }
-    let hinted = observer_storage(ctx, module, op)?.map(|storage| config.activation_scheme_for(storage));
+    let storage = observer_storage(ctx, module, op)?;
+    let storage = storage.or((wide && config.activation.storage.width < WIDE.width).then_some(WIDE));
+    let hinted = storage.map(|storage| config.activation_scheme_for(storage));
     let scheme = hinted.as_ref().unwrap_or(&config.activation);
     let target = RangeTarget {
         qmin: scheme.qmin,
