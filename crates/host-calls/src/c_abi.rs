@@ -6,7 +6,7 @@
 //! kernels.
 
 use crate::descriptor::HostCallDescriptor;
-use crate::runner::HostRunner;
+use crate::runner::{with_default_float_environment, HostRunner};
 use qopt_interp::KernelRegistry;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -65,7 +65,9 @@ pub unsafe extern "C" fn qopt_host_call(
         // the entry point runs one step at a time.
         unsafe { runner.run(&call, (arena, rodata, io)) }
     };
-    match std::panic::catch_unwind(run) {
+    // Everything, parsing included, in the default MXCSR; the caller's
+    // (control bits and exception flags) is given back.
+    match with_default_float_environment(|| std::panic::catch_unwind(run)) {
         Ok(Ok(())) => HOST_CALL_OK,
         Ok(Err(message)) => {
             eprintln!("qopt host call: {message}");

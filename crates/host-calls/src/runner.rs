@@ -138,7 +138,7 @@ impl HostRunner {
 /// flush-to-zero, no denormals-are-zero, every exception masked) and gives
 /// the caller's back after: the interpreter's float arithmetic is defined in
 /// that environment, and the caller of compiled code may have set another.
-fn with_default_float_environment<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn with_default_float_environment<T>(f: impl FnOnce() -> T) -> T {
     #[cfg(target_arch = "x86_64")]
     {
         const DEFAULT_MXCSR: u32 = 0x1F80;

@@ -9,7 +9,9 @@
 
 mod common;
 
+use common::c::{c_compiler, c_program, host_call_library, RUST_STATIC_LIBRARY_LIBS};
 use common::{repo, scratch};
+use qopt_npy as npy;
 use std::path::Path;
 use std::process::Command;
 
@@ -86,7 +88,9 @@ fn mnist_mbv2() {
 /// decoding heads, transposed convs, layer norms, token ids into a gather)
 /// after `quantize` calibrated on its sample: the ops the backend does not
 /// compile run by host calls, and the outputs are the interpreter's bits on
-/// one thread and two.
+/// one thread and two; and each model's `qcompile` object, linked into a C
+/// program with the host-call library, writes the same bytes from `_run`
+/// and `_run_with_workspace` (under a hostile MXCSR).
 #[test]
 fn exporter_style_models_run_whole_after_quantize() {
     if !std::is_x86_feature_detected!("avx2") {
@@ -127,6 +131,50 @@ fn exporter_style_models_run_whole_after_quantize() {
                 std::fs::read(&reference).unwrap(),
                 std::fs::read(&compiled).unwrap(),
                 "{name}, {threads} thread(s): the x86 backend's outputs differ from the interpreter's"
+            );
+        }
+        linked_from_c(&name, &q, &dir.join("input_0.npy"), &reference, &work);
+    }
+}
+
+/// Compiles `q` with qcompile, links it from C with the host-call library,
+/// runs it on `input` and compares every output's bytes with `reference`
+/// (qrun's); prints a notice and returns without a C compiler.
+fn linked_from_c(name: &str, q: &Path, input: &Path, reference: &Path, work: &Path) {
+    let Some(cc) = c_compiler() else {
+        println!("notice: {name}: not linked from C, no C compiler");
+        return;
+    };
+    let p = |p: &Path| p.display().to_string();
+    let object = work.join("model.o");
+    run(env!("CARGO_BIN_EXE_qcompile"), &[&p(q), "-o", &p(&object)]);
+    let expected = npy::read_npz_file(reference).expect("qrun's outputs");
+    let main_c = work.join("main.c");
+    std::fs::write(&main_c, c_program("model", 1, expected.len())).unwrap();
+    let prog = work.join("prog");
+    let library = host_call_library().expect("libqopt_host_calls.a beside the test");
+    let linked = Command::new(&cc)
+        .args(["-std=c11", "-O1", "-o", &p(&prog), &p(&main_c), &p(&object), &p(&library)])
+        .args(RUST_STATIC_LIBRARY_LIBS)
+        .output()
+        .expect("the C compiler starts");
+    assert!(linked.status.success(), "{name}: linking failed:\n{}", String::from_utf8_lossy(&linked.stderr));
+    let input_bin = work.join("input.bin");
+    std::fs::write(&input_bin, npy::read_npy_file(input).expect("the input").data).unwrap();
+    for mode in ["run", "workspace"] {
+        let outputs: Vec<_> = (0..expected.len()).map(|j| work.join(format!("out{j}-{mode}.bin"))).collect();
+        let ran = Command::new(&prog)
+            .arg(mode)
+            .arg(&input_bin)
+            .args(&outputs)
+            .output()
+            .expect("the program starts");
+        assert!(ran.status.success(), "{name}: {mode}: {}", String::from_utf8_lossy(&ran.stderr));
+        for (j, ((_, want), got)) in expected.iter().zip(&outputs).enumerate() {
+            assert_eq!(
+                std::fs::read(got).unwrap(),
+                want.data,
+                "{name}: {mode}: output {j} differs from qrun's"
             );
         }
     }

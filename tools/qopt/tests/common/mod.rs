@@ -4,6 +4,8 @@
 // Each test binary uses some of these.
 #![allow(dead_code)]
 
+pub mod c;
+
 use qopt_ir_core::ScratchDir;
 use std::path::{Path, PathBuf};
 
