@@ -217,6 +217,7 @@ mod tests {
                 "fp.softplus",
                 "fp.hard_swish",
                 "fp.hard_sigmoid",
+                "fp.leaky_relu",
                 "fp.gelu"
             ]
         );
