@@ -121,18 +121,21 @@ macro_rules! element_buffers {
                 }
             }
 
+            /// A shared view of the same elements.
+            pub fn as_elements(&self) -> Elements<'_> {
+                match self {
+                    $(ElementsMut::$variant(v) => Elements::$variant(v),)*
+                }
+            }
+
             /// The element type.
             pub fn element_type(&self) -> ElementType {
-                match self {
-                    $(ElementsMut::$variant(_) => ElementType::$variant,)*
-                }
+                self.as_elements().element_type()
             }
 
             /// Number of elements.
             pub fn len(&self) -> usize {
-                match self {
-                    $(ElementsMut::$variant(v) => v.len(),)*
-                }
+                self.as_elements().len()
             }
 
             /// The address of the first element.

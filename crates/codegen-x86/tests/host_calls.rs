@@ -10,34 +10,34 @@ mod common;
 use common::*;
 use qopt_codegen_x86::{
     c_header, compile, listing, text_image, write_object, AsmSyntax, JitModule, Lowerings, ObjectOptions,
-    Target, TargetCpu, Workspace,
+    Program, Target, TargetCpu, Workspace,
 };
 use qopt_interp::Tensor;
+use qopt_ir_core::{Context, Module};
+
+/// `text` parsed and its `@main` compiled for this CPU, or `None` (with a
+/// notice) where the CPU lacks AVX2 to run it.
+fn compiled_on_avx2(test: &str, text: &str) -> Option<(Context, Module, Program)> {
+    if !avx2_here(test) {
+        return None;
+    }
+    let mut ctx = context();
+    let module = parse(&mut ctx, text);
+    let program = compile_here(&ctx, &module, "main");
+    Some((ctx, module, program))
+}
 
 /// A quantized classifier head with a trailing softmax (the float island
 /// real exports leave): quantize, an int8 dense, dequantize, softmax.
-const SOFTMAX_HEAD: &str = r#"
-module {
-  func.func @main(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
-    %w = fp.constant() {value = dense<[[1, -2, 3, -4, 5, -6, 7, -8], [8, 7, 6, 5, 4, 3, 2, 1], [-1, 0, 1, 0, -1, 0, 1, 0], [2, 2, -2, -2, 3, 3, -3, -3]]> : tensor<4x8x!qnn.uniform<i8:f32:0, {0.02:0, 0.03:0, 0.05:0, 0.04:0}>>} : () -> tensor<4x8x!qnn.uniform<i8:f32:0, {0.02:0, 0.03:0, 0.05:0, 0.04:0}>>
-    %b = fp.constant() {value = dense<[10, -20, 0, 5]> : tensor<4xi32>} : () -> tensor<4xi32>
-    %q = qnn.quantize(%x) : (tensor<2x8xf32>) -> tensor<2x8x!qnn.uniform<i8:f32, 0.05:3>>
-    %y = qnn.dense(%q, %w, %b) : (tensor<2x8x!qnn.uniform<i8:f32, 0.05:3>>, tensor<4x8x!qnn.uniform<i8:f32:0, {0.02:0, 0.03:0, 0.05:0, 0.04:0}>>, tensor<4xi32>) -> tensor<2x4x!qnn.uniform<i8:f32, 0.1:-5>>
-    %f = qnn.dequantize(%y) : (tensor<2x4x!qnn.uniform<i8:f32, 0.1:-5>>) -> tensor<2x4xf32>
-    %p = fp.softmax(%f) {axis = -1} : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("prob")
-    func.return %p : tensor<2x4xf32>
-  }
-}
-"#;
+const SOFTMAX_HEAD: &str = include_str!("../../../tests/fixtures/host-calls/softmax-head.qir");
 
 #[test]
 fn a_trailing_softmax_runs_by_a_host_call_and_the_rest_compiles() {
-    if !avx2_here("a_trailing_softmax_runs_by_a_host_call_and_the_rest_compiles") {
+    let Some((_, _, program)) =
+        compiled_on_avx2("a_trailing_softmax_runs_by_a_host_call_and_the_rest_compiles", SOFTMAX_HEAD)
+    else {
         return;
-    }
-    let mut ctx = context();
-    let module = parse(&mut ctx, SOFTMAX_HEAD);
-    let program = compile_here(&ctx, &module, "main");
+    };
     assert_eq!(program.host_ops.len(), 1, "{:?}", program.host_ops);
     let host = &program.host_ops[0];
     assert!(host.describe.starts_with("fp.softmax at "), "{}", host.describe);
@@ -51,29 +51,15 @@ fn a_trailing_softmax_runs_by_a_host_call_and_the_rest_compiles() {
 
 /// Token ids (i64) into an embedding table, a float island on i64 data
 /// from the first op on, then a quantized product.
-const TOKEN_IDS: &str = r#"
-module {
-  func.func @main(%ids: tensor<1x5xi64>) -> tensor<1x5x2xf32> {
-    %table = fp.constant() {value = dense<[[0.5, -1.0, 0.25, 2.0], [1.5, 0.0, -0.75, 1.0], [-2.0, 0.5, 0.5, 0.125]]> : tensor<3x4xf32>} : () -> tensor<3x4xf32>
-    %e = fp.gather(%table, %ids) {axis = 0} : (tensor<3x4xf32>, tensor<1x5xi64>) -> tensor<1x5x4xf32>
-    %q = qnn.quantize(%e) : (tensor<1x5x4xf32>) -> tensor<1x5x4x!qnn.uniform<i8:f32, 0.02:0>>
-    %w = fp.constant() {value = dense<[[3, -1, 2, 0], [-2, 4, 1, 1]]> : tensor<2x4x!qnn.uniform<i8:f32:0, {0.05:0, 0.04:0}>>} : () -> tensor<2x4x!qnn.uniform<i8:f32:0, {0.05:0, 0.04:0}>>
-    %b = fp.constant() {value = dense<[0, 3]> : tensor<2xi32>} : () -> tensor<2xi32>
-    %y = qnn.dense(%q, %w, %b) : (tensor<1x5x4x!qnn.uniform<i8:f32, 0.02:0>>, tensor<2x4x!qnn.uniform<i8:f32:0, {0.05:0, 0.04:0}>>, tensor<2xi32>) -> tensor<1x5x2x!qnn.uniform<i8:f32, 0.01:0>>
-    %f = qnn.dequantize(%y) : (tensor<1x5x2x!qnn.uniform<i8:f32, 0.01:0>>) -> tensor<1x5x2xf32>
-    func.return %f : tensor<1x5x2xf32>
-  }
-}
-"#;
+const TOKEN_IDS: &str = include_str!("../../../tests/fixtures/host-calls/token-ids.qir");
 
 #[test]
 fn integer_inputs_reach_a_gather_run_by_a_host_call() {
-    if !avx2_here("integer_inputs_reach_a_gather_run_by_a_host_call") {
+    let Some((ctx, module, program)) =
+        compiled_on_avx2("integer_inputs_reach_a_gather_run_by_a_host_call", TOKEN_IDS)
+    else {
         return;
-    }
-    let mut ctx = context();
-    let module = parse(&mut ctx, TOKEN_IDS);
-    let program = compile_here(&ctx, &module, "main");
+    };
     assert_eq!(program.inputs[0].element.to_string(), "i64");
     let ids =
         Tensor::I64(ndarray::ArrayD::from_shape_vec(ndarray::IxDyn(&[1, 5]), vec![2, 0, 1, 1, 2]).unwrap());
@@ -93,26 +79,14 @@ fn integer_inputs_reach_a_gather_run_by_a_host_call() {
 
 /// A16 storage (what quantize-search's mixed precision writes): the i16
 /// region runs by host calls, the i8 ones compile.
-const SIXTEEN_BIT: &str = r#"
-module {
-  func.func @main(%x: tensor<1x16xf32>) -> tensor<1x16xf32> {
-    %q = qnn.quantize(%x) : (tensor<1x16xf32>) -> tensor<1x16x!qnn.uniform<i16:f32, 0.0001:0>>
-    %r = qnn.requantize(%q) : (tensor<1x16x!qnn.uniform<i16:f32, 0.0001:0>>) -> tensor<1x16x!qnn.uniform<i8:f32, 0.02:1>>
-    %s = fp.relu(%r) : (tensor<1x16x!qnn.uniform<i8:f32, 0.02:1>>) -> tensor<1x16x!qnn.uniform<i8:f32, 0.02:1>>
-    %f = qnn.dequantize(%s) : (tensor<1x16x!qnn.uniform<i8:f32, 0.02:1>>) -> tensor<1x16xf32>
-    func.return %f : tensor<1x16xf32>
-  }
-}
-"#;
+const SIXTEEN_BIT: &str = include_str!("../../../tests/fixtures/host-calls/sixteen-bit.qir");
 
 #[test]
 fn sixteen_bit_storage_runs_by_host_calls() {
-    if !avx2_here("sixteen_bit_storage_runs_by_host_calls") {
+    let Some((_, _, program)) = compiled_on_avx2("sixteen_bit_storage_runs_by_host_calls", SIXTEEN_BIT)
+    else {
         return;
-    }
-    let mut ctx = context();
-    let module = parse(&mut ctx, SIXTEEN_BIT);
-    let program = compile_here(&ctx, &module, "main");
+    };
     let hosted: Vec<&str> =
         program.host_ops.iter().map(|op| op.describe.split(' ').next().unwrap()).collect();
     assert_eq!(hosted, ["qnn.quantize", "qnn.requantize"]);

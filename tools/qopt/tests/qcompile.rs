@@ -437,8 +437,7 @@ fn check_case(case: &Case, cc: &str, run: bool) {
 #[test]
 fn objects_linked_into_c_programs_compute_what_qrun_computes() {
     let test = "objects_linked_into_c_programs_compute_what_qrun_computes";
-    let Some(cc) = c_compiler() else {
-        println!("notice: {test}: skipped, no C compiler");
+    let Some(cc) = c_compiler(test) else {
         return;
     };
     let host = CpuFeatures::host();
@@ -459,8 +458,7 @@ fn objects_linked_into_c_programs_compute_what_qrun_computes() {
 #[test]
 fn objects_with_host_calls_link_with_the_host_call_library() {
     let test = "objects_with_host_calls_link_with_the_host_call_library";
-    let Some(cc) = c_compiler() else {
-        println!("notice: {test}: skipped, no C compiler");
+    let Some(cc) = c_compiler(test) else {
         return;
     };
     let library = host_call_library().expect("libqopt_host_calls.a beside the test");
@@ -556,8 +554,7 @@ fn objects_with_host_calls_link_with_the_host_call_library() {
 #[test]
 fn entries_refuse_to_run_on_a_cpu_without_the_target_features() {
     let test = "entries_refuse_to_run_on_a_cpu_without_the_target_features";
-    let Some(cc) = c_compiler() else {
-        println!("notice: {test}: skipped, no C compiler");
+    let Some(cc) = c_compiler(test) else {
         return;
     };
     let dir = scratch("cpu-check");

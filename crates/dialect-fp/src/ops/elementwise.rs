@@ -323,14 +323,24 @@ impl Signature for QuantAgnosticUnary {
     }
 }
 
+/// [`Unary`] whose attributes `check_attrs` verifies.
+fn unary_with(
+    ctx: &Context,
+    operands: &[Type],
+    check_attrs: impl FnOnce() -> Result<(), String>,
+) -> Result<Sigs, String> {
+    let sigs = Unary::check(ctx, operands, Attribute::EMPTY_DICT)?;
+    check_attrs()?;
+    Ok(sigs)
+}
+
 struct Gelu;
 
 impl Signature for Gelu {
     fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
-        let ops = tensor_operands(ctx, operands, &["input"], 1)?;
-        let elem = common_element(ctx, &ops, Elements::Float)?;
-        attrs::one_of_in(ctx, attrs, "approximate", "none", &["none", "tanh"])?;
-        Ok(same_as(&ops[0], elem))
+        unary_with(ctx, operands, || {
+            attrs::one_of_in(ctx, attrs, "approximate", "none", &["none", "tanh"]).map(drop)
+        })
     }
 }
 
@@ -338,10 +348,7 @@ struct HardSigmoid;
 
 impl Signature for HardSigmoid {
     fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
-        let ops = tensor_operands(ctx, operands, &["input"], 1)?;
-        let elem = common_element(ctx, &ops, Elements::Float)?;
-        hard_sigmoid_params(ctx, attrs)?;
-        Ok(same_as(&ops[0], elem))
+        unary_with(ctx, operands, || hard_sigmoid_params(ctx, attrs).map(drop))
     }
 }
 
@@ -349,10 +356,7 @@ struct LeakyRelu;
 
 impl Signature for LeakyRelu {
     fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
-        let ops = tensor_operands(ctx, operands, &["input"], 1)?;
-        let elem = common_element(ctx, &ops, Elements::Float)?;
-        leaky_relu_alpha(ctx, attrs)?;
-        Ok(same_as(&ops[0], elem))
+        unary_with(ctx, operands, || leaky_relu_alpha(ctx, attrs).map(drop))
     }
 }
 

@@ -212,6 +212,11 @@ impl PassContext<'_> {
         self.warnings.push(diagnostic);
     }
 
+    /// Records a warning about the module as a whole, with no location.
+    pub fn warn_unlocated(&mut self, message: impl Into<String>) {
+        self.warnings.push(Diagnostic::warning(None, SrcPos::NONE, message));
+    }
+
     /// Records a warning located at `op` (see [`Diagnostic::at_op`]).
     pub fn warn_at(&mut self, module: &Module, op: crate::OpId, message: impl Into<String>) {
         let d = Diagnostic::at_op(self.ctx, module, op, crate::Severity::Warning, message);
@@ -329,7 +334,7 @@ mod tests {
         cx.add_stat("zeta", 3);
         cx.add_stat("zeta", u64::MAX);
         assert_eq!(cx.statistics(), vec![("alpha", 2), ("zeta", u64::MAX)]);
-        cx.warn(Diagnostic::warning(None, SrcPos::NONE, "hmm"));
+        cx.warn_unlocated("hmm");
         assert_eq!(cx.warnings().len(), 1);
     }
 

@@ -256,11 +256,7 @@ impl Pass for Options {
             cx.add_stat("exact-runs", 1);
         }
         if options.bool("flag") {
-            cx.warn(Diagnostic::warning(
-                None,
-                SrcPos::NONE,
-                format!("flag set on '{}'", options.string("label")),
-            ));
+            cx.warn_unlocated(format!("flag set on '{}'", options.string("label")));
         }
         Ok(PassOutcome::Unchanged)
     }

@@ -103,11 +103,7 @@ impl Pass for Calibrate {
         let ctx: &Context = cx.ctx;
         let observers = find_observers(ctx, module)?;
         if observers.is_empty() {
-            cx.warn(Diagnostic::warning(
-                None,
-                qopt_ir_core::SrcPos::NONE,
-                "calibrate found no qnn.observe op; run insert-observers first",
-            ));
+            cx.warn_unlocated("calibrate found no qnn.observe op; run insert-observers first");
             return Ok(PassOutcome::Unchanged);
         }
         let data = settings.data.open(ctx, module)?;

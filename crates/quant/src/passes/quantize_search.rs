@@ -265,27 +265,20 @@ impl Pass for QuantizeSearch {
                 } else {
                     (String::new(), "every value is")
                 };
-                cx.warn(Diagnostic::warning(
-                    None,
-                    SrcPos::NONE,
-                    format!(
-                        "even with all {} quantized values kept {}{that_can}, the {} drops by {} (max-drop {}); \
+                cx.warn_unlocated(format!(
+                    "even with all {} quantized values kept {}{that_can}, the {} drops by {} (max-drop {}); \
                          {hinted} hinted",
-                        eligible.len(),
-                        settings.wide,
-                        target.name(),
-                        percent(float_metric - all.metric),
-                        percent(settings.max_drop)
-                    ),
+                    eligible.len(),
+                    settings.wide,
+                    target.name(),
+                    percent(float_metric - all.metric),
+                    percent(settings.max_drop)
                 ));
                 chosen = eligible.clone();
                 result = all;
             }
         } else if !reached {
-            cx.warn(Diagnostic::warning(
-                None,
-                SrcPos::NONE,
-                format!(
+            cx.warn_unlocated(format!(
                     "the {} drops by {} (max-drop {}), and no quantized value can be kept {}: the {} form of each \
                      could overflow an accumulator",
                     target.name(),
@@ -293,8 +286,7 @@ impl Pass for QuantizeSearch {
                     percent(settings.max_drop),
                     settings.wide,
                     settings.wide
-                ),
-            ));
+                ));
         }
 
         cx.add_phase("search", started.elapsed());

@@ -6,11 +6,16 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-/// The system C compiler (`$CC`, else `cc`), if one runs.
-pub fn c_compiler() -> Option<String> {
+/// The system C compiler (`$CC`, else `cc`), if one runs; without one,
+/// prints a notice that `test` is skipped.
+pub fn c_compiler(test: &str) -> Option<String> {
     let cc = std::env::var("CC").ok().filter(|c| !c.trim().is_empty()).unwrap_or_else(|| "cc".into());
     let works = Command::new(&cc).arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
-    works.is_ok_and(|s| s.success()).then_some(cc)
+    if !works.is_ok_and(|s| s.success()) {
+        println!("notice: {test}: skipped, no C compiler");
+        return None;
+    }
+    Some(cc)
 }
 
 /// A C program using the header: `prog MODE inputs... outputs...` reads the

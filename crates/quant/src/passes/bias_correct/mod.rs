@@ -24,7 +24,8 @@
 //! and a per-tensor fake quant keeps its correction only when it does not
 //! raise the error of that quantized output on the data (a sample of the
 //! result elements, `output_check.rs`); a rejected one leaves the float
-//! bias, records `kept = false` and is reported with a warning.
+//! bias, records `kept = false` and is named at `qopt -v` (an info event,
+//! not a warning: the decision is right and needs nothing from the user).
 //!
 //! **Statistics in the IR.** The means are recorded on the layer as
 //! `qnn.bias_correction = {correction, float_mean, quant_mean, samples}`
@@ -107,7 +108,7 @@ const INFO: PassInfo = PassInfo {
      that holds them is not measured again, so a rerun changes nothing and edited means are \
      applied as written. A layer followed by an optional relu or clip and a per-tensor fake quant \
      keeps its correction only when it does not raise that quantized output's error on the data \
-     (a rejected one keeps the float bias, is recorded as `kept = false` and reported). Run it after \
+     (a rejected one keeps the float bias and is recorded as `kept = false`; `qopt -v` names it). Run it after \
      `insert-fakeq`.\n\n\
      ```\n\
      %y = fp.conv2d(%xq, %wq, %b) ...\n\
@@ -145,11 +146,9 @@ impl Pass for BiasCorrect {
         };
         let layers = find_layers(cx, module, func)?;
         if layers.is_empty() {
-            cx.warn(Diagnostic::warning(
-                None,
-                qopt_ir_core::SrcPos::NONE,
+            cx.warn_unlocated(
                 "bias-correct found no conv or dense with a fake-quantized weight; run insert-fakeq first",
-            ));
+            );
             return Ok(PassOutcome::Unchanged);
         }
         let mut measured: FxHashMap<OpId, (MeasuredMeans, Option<Verdict>)> = FxHashMap::default();
@@ -162,7 +161,7 @@ impl Pass for BiasCorrect {
                     let message = format!("bias-correct leaves the model as it is: {}", failure.message);
                     match failure.op {
                         Some(op) => cx.warn_at(module, op, message),
-                        None => cx.warn(Diagnostic::warning(None, qopt_ir_core::SrcPos::NONE, message)),
+                        None => cx.warn_unlocated(message),
                     }
                     return Ok(PassOutcome::Unchanged);
                 }
@@ -186,19 +185,19 @@ impl Pass for BiasCorrect {
                 record.kept = verdict.is_none_or(|v| v.keeps());
                 if let Some(v) = verdict.filter(|v| !v.keeps()) {
                     rejected += 1;
-                    cx.warn_at(
-                        module,
-                        layer.op,
-                        format!(
-                            "bias correction rejected: it would raise the squared error of this layer's quantized \
-                             output on the calibration data from {:.6e} to {:.6e} (over {} sampled elements); the \
-                             float bias is kept (`kept = false` in '{}')",
-                            v.without,
-                            v.with,
-                            v.elements,
-                            crate::records::bias_correction::BIAS_CORRECTION
-                        ),
+                    // The decision is the pass's to make and is recorded in
+                    // the IR, so it is reported with `-v`, not as a warning.
+                    let message = format!(
+                        "bias correction rejected: it would raise the squared error of this layer's quantized \
+                         output on the calibration data from {:.6e} to {:.6e} (over {} sampled elements); the \
+                         float bias is kept (`kept = false` in '{}')",
+                        v.without,
+                        v.with,
+                        v.elements,
+                        crate::records::bias_correction::BIAS_CORRECTION
                     );
+                    let note = Diagnostic::at_op(cx.ctx, module, layer.op, Severity::Note, message);
+                    tracing::info!("{note}");
                 }
             }
             let Some(means) = &record.measured else { continue };
