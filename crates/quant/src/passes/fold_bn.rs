@@ -695,6 +695,18 @@ mod tests {
     /// `verified`, the input is verified first and the output after the pass,
     /// otherwise neither is. Returns the printed module, the statistics and the
     /// warnings' messages.
+    /// The statistics and warnings of a run that folded one batch norm and nothing else.
+    fn assert_one_batch_norm_folded(stats: &[(&str, u64)], warnings: &[String]) {
+        let folded = [
+            ("folded-batch-norms", 1),
+            ("folded-hard-sigmoids", 0),
+            ("folded-scales", 0),
+            ("kept-batch-norms", 0),
+        ];
+        assert_eq!(stats, folded);
+        assert!(warnings.is_empty(), "{warnings:?}");
+    }
+
     fn fold(input: &str, verified: bool) -> (String, Vec<(&'static str, u64)>, Vec<String>) {
         let mut ctx = test_context();
         qopt_dialect_fp::register(&mut ctx).unwrap();
@@ -755,16 +767,7 @@ mod tests {
         assert!(ir.contains("dense<[[[[2.0]]]]> : tensor<1x1x1x1xf32>"), "{ir}");
         // b' = (0 - 1) · 0.5 + 1 = 0.5.
         assert!(ir.contains("dense<[0.5]> : tensor<1xf32>"), "{ir}");
-        assert_eq!(
-            stats,
-            [
-                ("folded-batch-norms", 1),
-                ("folded-hard-sigmoids", 0),
-                ("folded-scales", 0),
-                ("kept-batch-norms", 0)
-            ]
-        );
-        assert!(warnings.is_empty());
+        assert_one_batch_norm_folded(&stats, &warnings);
     }
 
     /// A transposed convolution with two groups (weight 4×3×2×2: 2 input and
@@ -808,16 +811,7 @@ mod tests {
         );
         let (ir, stats, warnings) = fold(&input, true);
         assert!(!ir.contains("batch_norm") && ir.contains("fp.conv_transpose2d"), "{ir}");
-        assert_eq!(
-            stats,
-            [
-                ("folded-batch-norms", 1),
-                ("folded-hard-sigmoids", 0),
-                ("folded-scales", 0),
-                ("kept-batch-norms", 0)
-            ]
-        );
-        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_one_batch_norm_folded(&stats, &warnings);
         let x = Tensor::from_f32(&[1, 4, 3, 3], (0..36).map(|i| ((i * 5) % 11) as f32 * 0.2 - 1.0).collect())
             .unwrap();
         let run = |text: &str| {

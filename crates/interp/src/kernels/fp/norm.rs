@@ -1,4 +1,5 @@
-//! `fp.batch_norm` (inference), `fp.bias_add` and `fp.softmax`.
+//! `fp.batch_norm` (inference), `fp.bias_add`, `fp.softmax`, `fp.layer_norm`
+//! and `fp.instance_norm`.
 
 use super::{one, operand, unsupported, Real};
 use crate::error::{bail, InterpError};
@@ -41,19 +42,29 @@ pub(crate) fn layer_norm(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<
     }
     let mut out = Vec::with_capacity(values.len());
     for row in values.chunks(block.max(1)) {
-        let n = row.len() as f64;
-        let mean = row.iter().sum::<f64>() / n;
-        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-        let inv = 1.0 / (var + epsilon).sqrt();
+        let (mean, inv) = mean_and_inverse_deviation(row, epsilon);
         out.extend(row.iter().zip(&scale).zip(&bias).map(|((v, s), b)| (v - mean) * inv * s + b));
     }
+    rounded_like(x, &shape, out)
+}
+
+/// The mean of `block` and 1/√(population variance + `epsilon`), in f64.
+fn mean_and_inverse_deviation(block: &[f64], epsilon: f64) -> (f64, f64) {
+    let n = block.len() as f64;
+    let mean = block.iter().sum::<f64>() / n;
+    let var = block.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
+    (mean, 1.0 / (var + epsilon).sqrt())
+}
+
+/// `values` as a tensor of `shape` and `x`'s float type, each rounded once.
+fn rounded_like(x: &Tensor, shape: &[usize], values: Vec<f64>) -> Result<KernelResults, InterpError> {
     let build = |e: ndarray::ShapeError| InterpError::new(e.to_string());
     one(match x {
         Tensor::F32(_) => Tensor::F32(
-            ArrayD::from_shape_vec(ndarray::IxDyn(&shape), out.iter().map(|&v| v as f32).collect())
+            ArrayD::from_shape_vec(ndarray::IxDyn(shape), values.iter().map(|&v| v as f32).collect())
                 .map_err(build)?,
         ),
-        _ => Tensor::F64(ArrayD::from_shape_vec(ndarray::IxDyn(&shape), out).map_err(build)?),
+        _ => Tensor::F64(ArrayD::from_shape_vec(ndarray::IxDyn(shape), values).map_err(build)?),
     })
 }
 
@@ -78,20 +89,10 @@ pub(crate) fn instance_norm(
     let mut out = Vec::with_capacity(values.len());
     for (i, block) in values.chunks(plane.max(1)).enumerate() {
         let c = i % channels.max(1);
-        let n = block.len() as f64;
-        let mean = block.iter().sum::<f64>() / n;
-        let var = block.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
-        let inv = 1.0 / (var + epsilon).sqrt();
+        let (mean, inv) = mean_and_inverse_deviation(block, epsilon);
         out.extend(block.iter().map(|v| (v - mean) * inv * scale[c] + bias[c]));
     }
-    let build = |e: ndarray::ShapeError| InterpError::new(e.to_string());
-    one(match x {
-        Tensor::F32(_) => Tensor::F32(
-            ArrayD::from_shape_vec(ndarray::IxDyn(&shape), out.iter().map(|&v| v as f32).collect())
-                .map_err(build)?,
-        ),
-        _ => Tensor::F64(ArrayD::from_shape_vec(ndarray::IxDyn(&shape), out).map_err(build)?),
-    })
+    rounded_like(x, &shape, out)
 }
 
 /// Multiplies slice `i` of `x` along `axis` by `a[i]` and adds `b[i]`, in

@@ -133,15 +133,24 @@ fn regroup<T: Clone>(
     moved.into_shape_with_order(IxDyn(out)).map_err(shape_err)
 }
 
+/// The rank-4 operand of `fp.depth_to_space` / `fp.space_to_depth`, its
+/// block size, whether the mode is CRD, and its shape.
+fn depth_space_operand<'t>(
+    kc: &KernelContext<'_>,
+    ops: &[&'t Tensor],
+) -> Result<(&'t Tensor, usize, bool, [usize; 4]), InterpError> {
+    let x = operand(ops, 0)?;
+    let (b, crd) = qopt_dialect_fp::depth_space_params(kc.ctx, kc.attrs).map_err(InterpError::new)?;
+    let &[n, c, h, w] = x.shape() else { bail!("input must have rank 4, got shape {:?}", x.shape()) };
+    Ok((x, b as usize, crd, [n, c, h, w]))
+}
+
 /// `fp.depth_to_space` (DCR or CRD, as ONNX).
 pub(crate) fn depth_to_space(
     kc: &mut KernelContext<'_>,
     ops: &[&Tensor],
 ) -> Result<KernelResults, InterpError> {
-    let x = operand(ops, 0)?;
-    let (b, crd) = qopt_dialect_fp::depth_space_params(kc.ctx, kc.attrs).map_err(InterpError::new)?;
-    let b = b as usize;
-    let &[n, c, h, w] = x.shape() else { bail!("input must have rank 4, got shape {:?}", x.shape()) };
+    let (x, b, crd, [n, c, h, w]) = depth_space_operand(kc, ops)?;
     if c % (b * b) != 0 {
         bail!("channels ({c}) must be divisible by blocksize² ({})", b * b);
     }
@@ -161,10 +170,7 @@ pub(crate) fn space_to_depth(
     kc: &mut KernelContext<'_>,
     ops: &[&Tensor],
 ) -> Result<KernelResults, InterpError> {
-    let x = operand(ops, 0)?;
-    let (b, crd) = qopt_dialect_fp::depth_space_params(kc.ctx, kc.attrs).map_err(InterpError::new)?;
-    let b = b as usize;
-    let &[n, c, h, w] = x.shape() else { bail!("input must have rank 4, got shape {:?}", x.shape()) };
+    let (x, b, crd, [n, c, h, w]) = depth_space_operand(kc, ops)?;
     if h % b != 0 || w % b != 0 {
         bail!("height ({h}) and width ({w}) must be divisible by blocksize ({b})");
     }
