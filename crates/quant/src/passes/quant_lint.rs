@@ -6,6 +6,8 @@
 //! - leftover `quantize → dequantize` and `dequantize → quantize` pairs;
 //! - a dequantized constant feeding a float op (weights left float);
 //! - float islands: float compute ops between quantized values, with why
+//!   (an op with no qnn counterpart before the first quantize or after the
+//!   last dequantize is float by design and not reported)
 //!   they stayed float (skipped by the user: marked `qnn.skip`; no `qnn`
 //!   counterpart; a float operand; a float user; parameters that differ
 //!   where they must agree or that the pattern does not take: operands of a
@@ -63,7 +65,8 @@ use qopt_ir_core::PassInfo;
 use qopt_ir_core::PassResult;
 use qopt_ir_core::{
     constant_value, dense_values_i128, static_num_elements, AttrData, Context, Diagnostic, Diagnostics,
-    Module, OpId, Pass, PassContext, PassOutcome, QuantParams, Severity, SrcPos, Traits, TypeData, ValueId,
+    FxHashSet, Module, OpId, Pass, PassContext, PassOutcome, QuantParams, Severity, SrcPos, Traits, TypeData,
+    ValueId,
 };
 
 /// The `quant-lint` pass; see the module docs.
@@ -139,6 +142,7 @@ impl Pass for QuantLint {
             overflows: Vec::new(),
             notes: Vec::new(),
             stats: Shape::default(),
+            between_quantized: None,
         };
         let x86_notes = options.bool("x86-schemes");
         let mut notes: Vec<Diagnostic> = Vec::new();
@@ -221,6 +225,8 @@ struct Lint<'a> {
     /// What a pass decided on purpose, said as notes (not warnings).
     notes: Vec<Diagnostic>,
     stats: Shape,
+    /// Float ops with quantized values on both sides (computed on first use).
+    between_quantized: Option<FxHashSet<OpId>>,
 }
 
 impl Lint<'_> {
@@ -355,6 +361,13 @@ impl Lint<'_> {
             .op_def(self.module.op_name(op))
             .is_some_and(|def| FusionPatterns::of(self.ctx).for_op(def).next().is_some());
         let agnostic = qopt_dialect_fp::is_quant_agnostic(self.ctx, self.module, op);
+        // An op with no qnn counterpart before the first quantize (input
+        // preprocessing) or after the last dequantize (a softmax or box
+        // decoding head) stays float by design: only one with quantized values
+        // on both sides is an island.
+        if !has_pattern && !agnostic && !self.between_quantized().contains(&op) {
+            return;
+        }
         let (why, fix) = if agnostic && !has_pattern {
             let types: Vec<_> = operands
                 .iter()
@@ -412,6 +425,43 @@ impl Lint<'_> {
             })
         };
         self.warn(op, format!("float island: {name} stays float between quantized values: {why}"), &fix);
+    }
+
+    /// The float (`fp`) ops that a dequantized value reaches through float
+    /// ops and that reach a quantize through float ops: one walk forward and
+    /// one backward over the module, in its (topological) op order.
+    fn between_quantized(&mut self) -> &FxHashSet<OpId> {
+        let (ctx, module) = (self.ctx, self.module);
+        self.between_quantized.get_or_insert_with(|| {
+            let is_float_op = |op: OpId| {
+                let name = ctx.op_name_str(module.op_name(op));
+                name.starts_with("fp.") && name != fp_op::CONSTANT
+            };
+            let ops: Vec<OpId> = module.walk_preorder(module.root()).filter(|&op| is_float_op(op)).collect();
+            let mut after_dequantize = FxHashSet::default();
+            for &op in &ops {
+                let fed = module.operands(op).any(|v| {
+                    let d = module.defining_op(v);
+                    !d.is_none()
+                        && (ctx.op_name_str(module.op_name(d)) == qnn_op::DEQUANTIZE
+                            || after_dequantize.contains(&d))
+                });
+                if fed {
+                    after_dequantize.insert(op);
+                }
+            }
+            let mut before_quantize = FxHashSet::default();
+            for &op in ops.iter().rev() {
+                let feeds = module.results(op).flat_map(|r| module.users(r)).any(|u| {
+                    ctx.op_name_str(module.op_name(u)) == qnn_op::QUANTIZE || before_quantize.contains(&u)
+                });
+                if feeds {
+                    before_quantize.insert(op);
+                }
+            }
+            after_dequantize.retain(|op| before_quantize.contains(op));
+            after_dequantize
+        })
     }
 
     /// Which parameters kept the pattern from `op`, whose operands are all
