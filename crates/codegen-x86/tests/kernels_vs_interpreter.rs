@@ -134,15 +134,14 @@ proptest! {
     #![proptest_config(cases())]
 
     #[test]
-    fn add_and_mul_broadcast_bit_exactly(
+    fn add_sub_and_mul_broadcast_bit_exactly(
         (out, sa, sb) in broadcast_shapes(),
         (qa, qb, qo) in scale().prop_flat_map(|s| (quant_near(s, &STORAGES[..4]), quant_near(s, &STORAGES[..4]), quant_near(s, &STORAGES[..4]))),
         mode in rounding(),
-        mul in any::<bool>(),
+        op in prop::sample::select(&["qnn.add", "qnn.sub", "qnn.mul"][..]),
         seed in any::<u64>(),
     ) {
-        if !avx2_here("add_and_mul_broadcast_bit_exactly") { return Ok(()); }
-        let op = if mul { "qnn.mul" } else { "qnn.add" };
+        if !avx2_here("add_sub_and_mul_broadcast_bit_exactly") { return Ok(()); }
         let text = one_op(
             op,
             &format!("{{rounding = \"{mode}\"}}"),

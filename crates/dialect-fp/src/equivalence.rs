@@ -182,6 +182,13 @@ pub fn rules() -> Vec<EquivRule> {
             "(chan-mul ?x (channel-vector ?c ?t 1) 1)".into(),
         )
         .when("(same-type ?x ?t)"),
+        // x / c = x · (1/c): what `div-to-mul` rewrites.
+        real(
+            "div-by-channel-constant",
+            "(fp.div ?a ?t ?x ?c)".into(),
+            "(chan-mul ?x (/ 1.0 (channel-vector ?c ?t 1)) 1)".into(),
+        )
+        .when("(same-type ?x ?t)"),
         real(
             "add-of-channel-constant",
             "(fp.add ?a ?t ?x ?c)".into(),

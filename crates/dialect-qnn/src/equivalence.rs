@@ -326,6 +326,7 @@ pub fn rules() -> Vec<EquivRule> {
     }
     for (qnn, fp, operands) in [
         ("qnn.add", "fp.add", 2),
+        ("qnn.sub", "fp.sub", 2),
         ("qnn.mul", "fp.mul", 2),
         ("qnn.avg_pool2d", "fp.avg_pool2d", 1),
         ("qnn.global_avg_pool2d", "fp.global_avg_pool2d", 1),

@@ -120,12 +120,13 @@ pub const QNN_TARGET: &str = "qnn";
 
 /// The `qnn` ops that compute on stored integers (not the conversions
 /// between float and quantized values, the observers or the annotations).
-const INTEGER_QNN_OPS: [&str; 11] = [
+const INTEGER_QNN_OPS: [&str; 12] = [
     qnn_op::CONV2D,
     qnn_op::CONV2D_RELU,
     qnn_op::DENSE,
     qnn_op::DENSE_RELU,
     qnn_op::ADD,
+    qnn_op::SUB,
     qnn_op::MUL,
     qnn_op::CONCAT,
     qnn_op::AVG_POOL2D,

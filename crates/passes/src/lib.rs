@@ -1,8 +1,9 @@
 //! qopt's generic passes, each in the module named after its flag, which ask
 //! ops for traits ([`qopt_ir_core::Traits`]), folders and patterns, never for
 //! their names (the exceptions are `simplify-inference`, which rewrites
-//! `fp.batch_norm` into `fp` arithmetic, and `recognize-gelu` /
-//! `recognize-hard-swish`, which fuse `fp` arithmetic into one activation);
+//! `fp.batch_norm` into `fp` arithmetic, `recognize-gelu` /
+//! `recognize-hard-swish`, which fuse `fp` arithmetic into one activation,
+//! `recognize-dense` and `div-to-mul`);
 //! and `partition`, which outlines what a backend runs ([`BackendSupport`],
 //! registered in [`BackendTargets`]) into functions of their own. The
 //! quantization passes are in the `qopt-quant` crate.
@@ -32,6 +33,7 @@ use std::sync::Arc;
 mod canonicalize;
 mod cse;
 mod dce;
+mod div_to_mul;
 mod fold_constant;
 mod partition;
 mod recognize_dense;
@@ -60,6 +62,7 @@ passes! {
     fold_constant::FoldConstant,
     simplify_inference::SimplifyInference,
     recognize_dense::RecognizeDense,
+    div_to_mul::DivToMul,
     recognize_gelu::RecognizeGelu,
     recognize_hard_swish::RecognizeHardSwish,
     partition::Partition,

@@ -22,8 +22,8 @@
 //! `insert-observers`, `calibrate` and `insert-fakeq` (the fake-quant model)
 //! through `propagate-qparams`, `expand-fakeq`, `quantize-constants` and
 //! `fuse` (integer ops) to `quant-lint`; the named pipeline `quantize` runs
-//! them all, after the generic `recognize-gelu`, `recognize-hard-swish` and
-//! `recognize-dense`.
+//! them all, after the generic `recognize-gelu`, `recognize-hard-swish`,
+//! `recognize-dense` and `div-to-mul`.
 //!
 //! Every pass reads only the IR it is given: all statistics and decisions
 //! live in attributes, so a user can stop after any pass, edit the `.qir`,

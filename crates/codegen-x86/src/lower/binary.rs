@@ -93,10 +93,12 @@ pub(crate) struct BinaryOp {
 }
 
 fn read(op: &LowerOp<'_>) -> Result<BinaryOp, CodegenError> {
-    let kind = match op.name() {
-        qnn_op::ADD => BinaryKind::Add,
-        qnn_op::MUL => BinaryKind::Mul,
-        other => return Err(op.unsupported(format!("{other} is not qnn.add or qnn.mul"))),
+    // qnn.sub is qnn.add with the right operand's multiplier negated (§7.1).
+    let (kind, sign) = match op.name() {
+        qnn_op::ADD => (BinaryKind::Add, 1),
+        qnn_op::SUB => (BinaryKind::Add, -1),
+        qnn_op::MUL => (BinaryKind::Mul, 1),
+        other => return Err(op.unsupported(format!("{other} is not qnn.add, qnn.sub or qnn.mul"))),
     };
     op.expect_arity(2..=2, 1)?;
     let qa = QuantOperand::of(op, op.operand_type(0), "the left operand")?;
@@ -122,7 +124,7 @@ fn read(op: &LowerOp<'_>) -> Result<BinaryOp, CodegenError> {
         }
         BinaryKind::Add => {
             let (m_a, m_b, n) = add_multipliers(qa.quant, qb.quant, qout.quant).map_err(|e| op.invalid(e))?;
-            (FixedPointMultiplier { multiplier: 0, shift: 0 }, SumShift::of(m_a, m_b, n))
+            (FixedPointMultiplier { multiplier: 0, shift: 0 }, SumShift::of(m_a, sign * m_b, n))
         }
     };
     Ok(BinaryOp { kind, a, b, out, shape, strides_a, strides_b, product, sum })

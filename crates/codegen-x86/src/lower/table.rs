@@ -23,7 +23,7 @@ pub(super) fn register(l: &mut Lowerings) {
     let table: Vec<(&[&str], Arc<dyn OpLowering>)> = vec![
         (&[qnn_op::QUANTIZE, qnn_op::DEQUANTIZE], Arc::new(RowLowering(Convert))),
         (&[qnn_op::REQUANTIZE], Arc::new(RowLowering(Requantize))),
-        (&[qnn_op::ADD, qnn_op::MUL], Arc::new(RowLowering(Binary))),
+        (&[qnn_op::ADD, qnn_op::SUB, qnn_op::MUL], Arc::new(RowLowering(Binary))),
         (&[qnn_op::CONCAT], Arc::new(RowLowering(QuantConcat))),
         (&[qnn_op::LOOKUP], Arc::new(RowLowering(Lookup))),
         (

@@ -26,7 +26,8 @@ use smallvec::{smallvec, SmallVec};
 
 qopt_ir_core::op_name_constants! {
     CONV2D = "qnn.conv2d", CONV2D_RELU = "qnn.conv2d_relu", DENSE = "qnn.dense",
-    DENSE_RELU = "qnn.dense_relu", ADD = "qnn.add", MUL = "qnn.mul", CONCAT = "qnn.concat",
+    DENSE_RELU = "qnn.dense_relu", ADD = "qnn.add", SUB = "qnn.sub", MUL = "qnn.mul",
+    CONCAT = "qnn.concat",
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {
@@ -112,6 +113,21 @@ pub(crate) fn ops() -> Vec<OpDef> {
             ))
             .operands(Arity::Exact(2))
             .traits(Traits::PURE | Traits::ELEMENTWISE | Traits::COMMUTATIVE)
+            .verifier(verify_binary)
+            .interface(QuantizableOp::activations(&[0, 1]))
+            .interface(ROUNDING_DEFAULT),
+        OpDef::new(names::SUB, "quantized subtraction with broadcasting, rounded once")
+            .description(concat!(
+                "`qnn.sub(a, b)`: `qnn.add` with `b`'s term subtracted: the same operands, multipliers and \
+                 shift, and the exact difference is rounded once: \
+                 `R((a − zp_a)·m_a − (b − zp_b)·m_b, 31 + n) + zp_out`, saturated \
+                 (`docs/quant-semantics.md` §7.1).\n\nAttributes: ",
+                rounding_doc!(),
+                ".\n\n```\n%y = qnn.sub(%a, %b) : (tensor<2x3x!qnn.uniform<i8:f32, 0.5:0>>, \
+                 tensor<3x!qnn.uniform<i8:f32, 0.25:4>>) -> tensor<2x3x!qnn.uniform<i8:f32, 1.0:0>>\n```"
+            ))
+            .operands(Arity::Exact(2))
+            .traits(Traits::PURE | Traits::ELEMENTWISE)
             .verifier(verify_binary)
             .interface(QuantizableOp::activations(&[0, 1]))
             .interface(ROUNDING_DEFAULT),

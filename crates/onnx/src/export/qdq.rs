@@ -47,6 +47,7 @@ pub(super) fn exporter(name: &str) -> Option<ExportFn> {
         qnn_op::CONV2D | qnn_op::CONV2D_RELU => |cx| weighted(cx, Weighted::Conv),
         qnn_op::DENSE | qnn_op::DENSE_RELU => |cx| weighted(cx, Weighted::Dense),
         qnn_op::ADD => |cx| elementwise(cx, "Add"),
+        qnn_op::SUB => |cx| elementwise(cx, "Sub"),
         qnn_op::MUL => |cx| elementwise(cx, "Mul"),
         qnn_op::CONCAT => concat,
         qnn_op::AVG_POOL2D => avg_pool,

@@ -104,7 +104,7 @@ fn check_arithmetic(ctx: &Context, module: &Module, op: OpId) -> Vec<String> {
             }
         }
     }
-    if name == qnn_op::ADD && module.num_results(op) == 1 {
+    if matches!(name, qnn_op::ADD | qnn_op::SUB) && module.num_results(op) == 1 {
         let q = |v: Option<ValueId>| v.and_then(|v| quant_element(ctx, module.value_type(v)));
         if let (Some(a), Some(b), Some(out)) = (q(operand(0)), q(operand(1)), q(Some(module.result(op, 0)))) {
             if let Some(AddOperandDropped { operand, scale, other_scale }) = add_operand_dropped(a, b, out) {

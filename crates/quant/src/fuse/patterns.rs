@@ -103,6 +103,7 @@ impl Default for FusionPatterns {
                 Arc::new(Weighted { root: fp_op::DENSE, plain: qnn_op::DENSE, relu: qnn_op::DENSE_RELU }),
                 Arc::new(MatmulByConstant),
                 Arc::new(Elementwise { root: fp_op::ADD, op: qnn_op::ADD, name: "fused-add" }),
+                Arc::new(Elementwise { root: fp_op::SUB, op: qnn_op::SUB, name: "fused-sub" }),
                 Arc::new(Elementwise { root: fp_op::MUL, op: qnn_op::MUL, name: "fused-mul" }),
                 Arc::new(Elementwise { root: fp_op::CONCAT, op: qnn_op::CONCAT, name: "fused-concat" }),
                 Arc::new(Elementwise {

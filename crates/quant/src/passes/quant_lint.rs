@@ -811,7 +811,7 @@ impl Lint<'_> {
 
     /// Warns where a `qnn.add` ignores an operand ([`add_operand_dropped`]).
     fn add_scale_gap(&mut self, op: OpId) {
-        if self.name(op) != qnn_op::ADD
+        if !matches!(self.name(op), qnn_op::ADD | qnn_op::SUB)
             || self.module.num_operands(op) != 2
             || self.module.num_results(op) != 1
         {

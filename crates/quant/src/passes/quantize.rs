@@ -2,7 +2,7 @@
 //! post-training quantization flow in one step, from a float model to an
 //! integer one.
 //!
-//! It expands to `recognize-gelu, recognize-hard-swish, recognize-dense, fold-bn,
+//! It expands to `recognize-gelu, recognize-hard-swish, recognize-dense, div-to-mul, fold-bn,
 //! insert-observers, calibrate, insert-fakeq, bias-correct, propagate-qparams,
 //! expand-fakeq, quantize-constants, fuse, canonicalize, dce, quant-lint`
 //! (`overflow-error`: a result whose accumulators can wrap is an error naming
@@ -71,7 +71,7 @@ pub fn quantize_pipeline() -> NamedPipeline {
     ));
     NamedPipeline {
         name: "quantize",
-        summary: "post-training quantization, float to integer ops: recognize-gelu, recognize-hard-swish, recognize-dense, fold-bn, insert-observers, calibrate, \
+        summary: "post-training quantization, float to integer ops: recognize-gelu, recognize-hard-swish, recognize-dense, div-to-mul, fold-bn, insert-observers, calibrate, \
                   insert-fakeq, bias-correct, propagate-qparams, expand-fakeq, quantize-constants, fuse, canonicalize, dce, quant-lint \
                   (options: those of insert-observers, calibrate, insert-fakeq and bias-correct; data required; bias-correct=false \
                   leaves bias-correct out)",
@@ -110,6 +110,8 @@ fn expand(options: &PassOptions) -> String {
         "recognize-gelu".to_string(),
         "recognize-hard-swish".to_string(),
         "recognize-dense".to_string(),
+        // After the recognizers, whose patterns divide by 6 (hard swish) and √2 (GELU).
+        "div-to-mul".to_string(),
         "fold-bn".to_string(),
         text(observers.0, observer_options),
         with_options(calibrate.0, &calibrate.1),

@@ -28,7 +28,7 @@ use qopt_dialect_qnn::quant_params::{
 use qopt_ir_core::QuantType;
 
 kernel_table! {
-    qnn_op::ADD => add, qnn_op::MUL => mul, qnn_op::CONCAT => concat,
+    qnn_op::ADD => add, qnn_op::SUB => sub, qnn_op::MUL => mul, qnn_op::CONCAT => concat,
 }
 
 /// Both operands of add or mul, stored values widened, with their types and
@@ -71,9 +71,21 @@ fn finish(kc: &KernelContext<'_>, values: ArrayD<i64>) -> Result<KernelResults, 
 
 /// `qnn.add` (§7.1).
 pub(crate) fn add(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    sum(kc, ops, 1)
+}
+
+/// `qnn.sub` (§7.1): `qnn.add` with `b`'s multiplier negated.
+pub(crate) fn sub(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    sum(kc, ops, -1)
+}
+
+/// `a + sign·b`, requantized as §7.1 says.
+fn sum(kc: &mut KernelContext<'_>, ops: &[&Tensor], sign: i32) -> Result<KernelResults, InterpError> {
     let Binary { a, b, qa, qb, qout, zp_a, zp_b, zp_out } = binary(kc, ops)?;
     let (qmin, qmax) = storage_range(qout);
     let (m_a, m_b, n) = add_multipliers(qa, qb, qout)?;
+    // |m_b| < 2^31, so its negation is an i32 too.
+    let m_b = sign * m_b;
     let mode = rounding(kc)?;
     let values = broadcast_with(&a, &b, |x, y| {
         let sum = requantize_sum(x.saturating_sub(zp_a), m_a, y.saturating_sub(zp_b), m_b, n, mode);
