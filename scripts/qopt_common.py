@@ -264,10 +264,10 @@ def force_ort_threads(threads: int) -> None:
     ort.SessionOptions = ThreadedSessionOptions
 
 
-def ort_latencies_ms(model: Path, threads: int, runs: int) -> list[float]:
+def ort_latencies_ms(model: Path, threads: int, runs: int, x=None) -> list[float]:
     """ONNX Runtime's latency of `runs` timed runs of `model` (default graph
-    optimizations, `threads` intra-op threads) on a standard normal first
-    input with dynamic dimensions 1, after 3 warm-up runs."""
+    optimizations, `threads` intra-op threads) on `x` as its first input (by
+    default standard normal with dynamic dimensions 1), after 3 warm-up runs."""
     import time
 
     import numpy as np
@@ -276,7 +276,8 @@ def ort_latencies_ms(model: Path, threads: int, runs: int) -> list[float]:
     s = ort.InferenceSession(str(model), ort_session_options(threads), providers=["CPUExecutionProvider"])
     spec = s.get_inputs()[0]
     shape = [d if isinstance(d, int) else 1 for d in spec.shape]
-    x = np.random.default_rng(1).standard_normal(shape, dtype=np.float32)
+    if x is None:
+        x = np.random.default_rng(1).standard_normal(shape, dtype=np.float32)
     for _ in range(3):
         s.run(None, {spec.name: x})
     times = []
