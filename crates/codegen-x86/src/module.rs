@@ -75,6 +75,23 @@ pub struct KernelEntry {
     /// `Some(i)` when this step is no machine code but a host call running
     /// [`Program::host_ops`]`[i]` in the interpreter (`len` is 0, `work` 1).
     pub host: Option<usize>,
+    /// Too little work to share: with several threads, thread 0 runs it
+    /// alone, and a run of such kernels needs no barrier between them (a
+    /// barrier costs about as much as the kernel; [`is_serial`]).
+    pub serial: bool,
+}
+
+/// A kernel of an op with fewer multiply-accumulates than this and fewer
+/// result bytes than [`SERIAL_BYTES`] runs on one thread: about a
+/// microsecond of work, what a two-thread barrier costs.
+pub const SERIAL_MACS: u64 = 1 << 19;
+/// See [`SERIAL_MACS`].
+pub const SERIAL_BYTES: u64 = 1 << 16;
+
+/// Whether a kernel of an op with `macs` multiply-accumulates and
+/// `result_bytes` of results is too small to share between threads.
+pub fn is_serial(macs: u64, result_bytes: u64) -> bool {
+    macs < SERIAL_MACS && result_bytes < SERIAL_BYTES
 }
 
 /// An op of the compiled function that has kernels.
@@ -363,6 +380,7 @@ pub fn compile(
     let mut host_ops: Vec<HostOp> = Vec::new();
     let mut host_op_ids: Vec<OpId> = Vec::new();
     let mut macs: FxHashMap<OpId, u64> = FxHashMap::default();
+    let mut result_bytes: FxHashMap<OpId, u64> = FxHashMap::default();
     // A large model takes seconds to emit: a bar over its layers on a terminal.
     let progress = Progress::new(steps.len(), "ops").with_label("x86 codegen");
     for (i, (op, step)) in steps.iter().enumerate() {
@@ -416,6 +434,11 @@ pub fn compile(
         let view = LowerOp { ctx, module, op: *op, target };
         let lowering = lowerings.get(name).ok_or_else(|| view.unsupported("no x86 lowering"))?;
         macs.insert(*op, lowering.multiply_accumulates(&view));
+        let mut bytes = 0u64;
+        for r in module.results(*op) {
+            bytes += signature_of(r, "a result")?.bytes() as u64;
+        }
+        result_bytes.insert(*op, bytes);
         lowering.emit(&view, &mut emit).map_err(|e| {
             CodegenError::new(e.kind, format!("{}: {}", describe_location(ctx, module, *op), e.message))
         })?;
@@ -432,6 +455,7 @@ pub fn compile(
             Source::Constant(op) => op,
             _ => func,
         };
+        *result_bytes.entry(op).or_default() += bytes as u64;
         kernels.push((op, Emitted::Code(code)));
     }
 
@@ -469,6 +493,11 @@ pub fn compile(
             op_name: name,
             location,
             host,
+            serial: host.is_some()
+                || is_serial(
+                    macs.get(&op).copied().unwrap_or(0),
+                    result_bytes.get(&op).copied().unwrap_or(0),
+                ),
         });
     }
     Ok(Program {

@@ -157,7 +157,8 @@ impl JitModule {
         let io = self.bind(inputs, outputs)?;
         let call = self.call(&io, workspace)?;
         let kernels = &self.program.kernels;
-        let threads = threads.max(1);
+        // A program of serial kernels only gains nothing from waking threads.
+        let threads = if kernels.iter().all(|k| k.serial) { 1 } else { threads.max(1) };
         if threads == 1 {
             for k in kernels {
                 call.step(k, 0, 1)?;
@@ -166,12 +167,32 @@ impl JitModule {
         }
         let barrier = SpinBarrier::new(threads);
         let failure = std::sync::Mutex::new(None);
+        let fail = |e| {
+            failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
+        };
         let worker = |t: usize| {
-            for k in kernels {
-                if let Err(e) = call.step(k, t, threads) {
-                    failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
+            let mut rest = &kernels[..];
+            while let Some(first) = rest.first() {
+                // A run of serial kernels is thread 0's alone, one barrier
+                // after the run; any other kernel is shared, a barrier after it.
+                let n = if first.serial { rest.iter().take_while(|k| k.serial).count() } else { 1 };
+                let (now, later) = rest.split_at(n);
+                for k in now {
+                    let result = if k.serial {
+                        if t == 0 {
+                            call.step(k, 0, 1)
+                        } else {
+                            Ok(())
+                        }
+                    } else {
+                        call.step(k, t, threads)
+                    };
+                    if let Err(e) = result {
+                        fail(e);
+                    }
                 }
                 barrier.wait();
+                rest = later;
             }
         };
         workspace.pool(threads)?.run(&worker);

@@ -74,7 +74,9 @@ pub fn random_inputs(ctx: &Context, module: &Module, function: &str, seed: u64) 
 
 /// Runs `@function` on `inputs` in the interpreter and in the JIT (on
 /// `threads` threads) and panics at the first output that differs in any
-/// bit, naming the element.
+/// bit, naming the element. With several threads it runs twice: as
+/// compiled (small kernels on thread 0 alone) and with every kernel shared
+/// between the threads, as a large model's are.
 pub fn assert_jit_matches_interpreter(
     ctx: &Context,
     module: &Module,
@@ -84,10 +86,21 @@ pub fn assert_jit_matches_interpreter(
 ) {
     let want = run_function(ctx, module, function, inputs, &KernelRegistry::standard())
         .unwrap_or_else(|e| panic!("interpreter: {e}"));
-    let jit = JitModule::new(compile_here(ctx, module, function)).expect("mapping the program");
-    let got = jit.run_tensors(inputs, &mut Workspace::new(), threads).expect("running the program");
+    let program = compile_here(ctx, module, function);
+    let mut shared = program.clone();
+    shared.kernels.iter_mut().filter(|k| k.host.is_none()).for_each(|k| k.serial = false);
+    let programs = if threads > 1 { vec![program, shared] } else { vec![program] };
+    for program in programs {
+        let jit = JitModule::new(program).expect("mapping the program");
+        let got = jit.run_tensors(inputs, &mut Workspace::new(), threads).expect("running the program");
+        assert_outputs_equal(&got, &want);
+    }
+}
+
+/// Panics at the first output of `got` that differs from `want` in any bit.
+fn assert_outputs_equal(got: &[Tensor], want: &[Tensor]) {
     assert_eq!(got.len(), want.len());
-    for (j, (g, w)) in got.iter().zip(&want).enumerate() {
+    for (j, (g, w)) in got.iter().zip(want).enumerate() {
         if !g.bit_equal(w) {
             let (gv, wv) = (g.to_f64_vec(), w.to_f64_vec());
             let at = gv.iter().zip(&wv).position(|(a, b)| a.to_bits() != b.to_bits());
