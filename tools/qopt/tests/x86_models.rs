@@ -178,3 +178,119 @@ fn linked_from_c(name: &str, q: &Path, input: &Path, reference: &Path, work: &Pa
         }
     }
 }
+
+/// The first `n` samples (along dimension 0) of the `.npy` at `from`, written to `to`.
+fn first_samples(from: &Path, to: &Path, n: usize) {
+    let mut array = npy::read_npy_file(from).expect("a data file");
+    let per_sample = array.data.len() / array.shape[0].max(1);
+    array.shape[0] = array.shape[0].min(n);
+    array.data.truncate(per_sample * array.shape[0]);
+    npy::write_npy_file(to, &array).unwrap();
+}
+
+/// `"key": <number>` in the JSON text `json`, after `after`.
+fn json_number(json: &str, after: &str, key: &str) -> f64 {
+    let from = json.find(after).unwrap_or_else(|| panic!("no {after} in {json}"));
+    let tail = &json[from..];
+    let at =
+        tail.find(&format!("\"{key}\": ")).unwrap_or_else(|| panic!("no {key} in {tail}")) + key.len() + 4;
+    let end = tail[at..].find([',', '}']).map_or(tail.len(), |e| at + e);
+    tail[at..end].trim().parse().unwrap_or_else(|_| panic!("{key} is not a number in {tail}"))
+}
+
+/// Every exporter-style model of `tests/import-models` quantized in mixed
+/// precision ([`check_mixed_precision`]); the reference models are the
+/// `--ignored` test below (3 minutes in a debug build).
+#[test]
+fn mixed_precision_models_run_whole_after_quantize_search() {
+    check_mixed_precision(&["tests/import-models"]);
+}
+
+/// [`check_mixed_precision`] on the reference models of `tests/models`.
+#[test]
+#[ignore = "heavy: two quantize-searches per reference model in a debug build"]
+fn mixed_precision_reference_models_run_whole_after_quantize_search() {
+    check_mixed_precision(&["tests/models"]);
+}
+
+/// Every model of `folders` quantized in mixed precision, as
+/// `quantize-search` makes it: a first search measures the int8 model's
+/// output SQNR, a second one asks for 3 dB more (`min-sqnr`), so that some
+/// values are kept i16, and `quantize` replays its hints. The x86 backend
+/// runs the mixed model (its i16 regions by host calls) with the
+/// interpreter's bits on one thread and two, and across the models some
+/// value is always kept wide. A model with `calib.npy` is searched on its
+/// first 8 samples, an exporter-style one on its `input_0.npy`.
+fn check_mixed_precision(folders: &[&str]) {
+    if !std::is_x86_feature_detected!("avx2") {
+        println!("notice: mixed-precision models on x86: skipped, this CPU lacks AVX2");
+        return;
+    }
+    let p = |p: &Path| p.display().to_string();
+    let mut models: Vec<std::path::PathBuf> = Vec::new();
+    for folder in folders {
+        let mut dirs: Vec<_> = std::fs::read_dir(repo().join(folder))
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|d| d.join("model.onnx").is_file())
+            .collect();
+        dirs.sort();
+        models.extend(dirs);
+    }
+    assert!(models.len() >= 4, "{models:?}");
+    let mut widened = 0;
+    for dir in models {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let work = scratch(&format!("mixed-{name}"));
+        let (fp, hinted, mixed) = (work.join("fp.qir"), work.join("hinted.qir"), work.join("mixed.qir"));
+        let mut import = vec![p(&dir.join("model.onnx")), "-o".into(), p(&fp)];
+        let data = if dir.join("calib.npy").is_file() {
+            let data = work.join("data.npy");
+            first_samples(&dir.join("calib.npy"), &data, 8);
+            data
+        } else {
+            let args = std::fs::read_to_string(dir.join("args")).unwrap();
+            import.extend(args.split_whitespace().map(String::from));
+            dir.join("input_0.npy")
+        };
+        run(env!("CARGO_BIN_EXE_qimport"), &import.iter().map(String::as_str).collect::<Vec<_>>());
+        let report = work.join("report.json");
+        let search = |goal: &str| {
+            let pass = format!("--pass=quantize-search{{data={} report={}{goal}}}", p(&data), p(&report));
+            run(env!("CARGO_BIN_EXE_qopt"), &[&p(&fp), &pass, "-o", &p(&hinted)]);
+            std::fs::read_to_string(&report).unwrap()
+        };
+        let int8_db = json_number(&search(""), "\"quantized\"", "sqnr_db");
+        search(&format!(" min-sqnr={:.2}", int8_db + 3.0));
+        let hints = std::fs::read_to_string(&hinted).unwrap().matches("qnn.cast_hint").count();
+        widened += hints;
+        run(
+            env!("CARGO_BIN_EXE_qopt"),
+            &[&p(&hinted), &format!("--pass=quantize{{data={}}}", p(&data)), "-o", &p(&mixed)],
+        );
+        let reference = work.join("interp.npz");
+        run(env!("CARGO_BIN_EXE_qrun"), &[&p(&mixed), "--input", &p(&data), "--batch", "-o", &p(&reference)]);
+        for threads in ["1", "2"] {
+            let compiled = work.join(format!("x86-{threads}.npz"));
+            let x86 = [
+                &p(&mixed),
+                "--input",
+                &p(&data),
+                "--batch",
+                "--backend=x86",
+                "--threads",
+                threads,
+                "-o",
+                &p(&compiled),
+            ];
+            run(env!("CARGO_BIN_EXE_qrun"), &x86);
+            assert_eq!(
+                std::fs::read(&reference).unwrap(),
+                std::fs::read(&compiled).unwrap(),
+                "{name} ({hints} values kept i16), {threads} thread(s): the x86 backend's outputs differ from the interpreter's"
+            );
+        }
+    }
+    assert!(widened > 0, "no model kept a value wide");
+}

@@ -3,8 +3,9 @@
 //! ("site": a layer's output with the layer's weights, or a function
 //! argument) costs alone, then keeps the fewest most sensitive sites wide
 //! (i16 by default) until the quantized model's metric is within `max-drop`
-//! of the float model's, and writes its decisions as `qnn.cast_hint` ops that
-//! `quantize` replays.
+//! of the float model's (and, with `min-sqnr`, its outputs' SQNR against the
+//! float model's is at least that many dB), and writes its decisions as
+//! `qnn.cast_hint` ops that `quantize` replays.
 //!
 //! **Scheme.** The pass takes the options of `insert-observers`, `calibrate`
 //! and `insert-fakeq` and runs those passes itself, on clones of the module,
@@ -60,8 +61,10 @@
 use crate::passes::{Calibrate, InsertFakeq, InsertObservers};
 use crate::records::hints::storage_kind;
 use crate::search::evaluate::{Evaluation, Measurement};
-use crate::search::report::{percent, Report};
-use crate::search::settings::{parse_max_drop, run_pass, scheme_passes, SchemeOptions, Settings};
+use crate::search::report::{decibels, percent, Report};
+use crate::search::settings::{
+    parse_max_drop, parse_min_sqnr, run_pass, scheme_passes, SchemeOptions, Settings,
+};
 use crate::search::sites::{fake_quant_owners, find_sites, insert_hint, only_site};
 use crate::search::Search;
 use qopt_interp::progress::Progress;
@@ -89,7 +92,8 @@ const INFO: PassInfo = PassInfo {
      with that value alone quantized: SQNR against the float outputs and the metric (accuracy \
      with `labels`, else top-1 agreement with `reference` or with the float model). It then \
      bisects over the values sorted by sensitivity for the fewest that, kept `wide` (i16, i8 or \
-     float), bring the metric's drop to at most `max-drop` (`0.1%` or `0.001`), re-measuring the \
+     float), bring the metric's drop to at most `max-drop` (`0.1%` or `0.001`) and, with `min-sqnr`, \
+     the outputs' SQNR to at least that many dB, re-measuring the \
      whole model each time, drops again any chosen value the target does not need (a value whose \
      wide form could overflow a conv or dense accumulator, by quant-lint's bound, is never kept wide), and writes \
      a `qnn.cast_hint {kind = wide}` after each chosen value, which `quantize` with the same \
@@ -128,6 +132,10 @@ impl Pass for QuantizeSearch {
             ),
             OptionSpec::new("max-drop", OptionKind::String, "1%")
                 .help("the largest drop of the metric from the float model's: a percentage (0.1%) or a fraction"),
+            OptionSpec::new("min-sqnr", OptionKind::String, "").help(
+                "also the smallest SQNR of the outputs against the float model's, in dB (30): values are kept \
+                 wide until both hold (default: none)",
+            ),
             OptionSpec::new("wide", OptionKind::Enum(&["i16", "i8", "float"]), "i16")
                 .help("what a sensitive value is kept as: i16 (W8A16 layers), i8 (over a narrower scheme), or float"),
             OptionSpec::new("report", OptionKind::String, "")
@@ -146,6 +154,7 @@ impl Pass for QuantizeSearch {
             pass.check_options(options)?;
         }
         parse_max_drop(options.string("max-drop")).map_err(|e| BadOptionValue::new("max-drop", e))?;
+        parse_min_sqnr(options.string("min-sqnr")).map_err(|e| BadOptionValue::new("min-sqnr", e))?;
         let bits = options.int("accumulator-bits");
         if !(8..=64).contains(&bits) {
             return Err(BadOptionValue::new(
@@ -223,7 +232,10 @@ impl Pass for QuantizeSearch {
         order.sort_by(|&a, &b| {
             rows[a].metric.total_cmp(&rows[b].metric).then(rows[a].sqnr_db.total_cmp(&rows[b].sqnr_db))
         });
-        let meets = |m: &Measurement| float_metric - m.metric <= settings.max_drop + 1e-12;
+        let meets = |m: &Measurement| {
+            float_metric - m.metric <= settings.max_drop + 1e-12
+                && settings.min_sqnr.is_none_or(|db| m.sqnr_db >= db)
+        };
         let eligible: Vec<usize> = order.iter().copied().filter(|&i| overflows[i].is_none()).collect();
         let skipped = order.len() - eligible.len();
         let mut chosen: Vec<usize> = Vec::new();
@@ -266,27 +278,29 @@ impl Pass for QuantizeSearch {
                     (String::new(), "every value is")
                 };
                 cx.warn_unlocated(format!(
-                    "even with all {} quantized values kept {}{that_can}, the {} drops by {} (max-drop {}); \
+                    "even with all {} quantized values kept {}{that_can}, the {} drops by {} (SQNR {}; {}); \
                          {hinted} hinted",
                     eligible.len(),
                     settings.wide,
                     target.name(),
                     percent(float_metric - all.metric),
-                    percent(settings.max_drop)
+                    decibels(all.sqnr_db),
+                    settings.goal()
                 ));
                 chosen = eligible.clone();
                 result = all;
             }
         } else if !reached {
             cx.warn_unlocated(format!(
-                    "the {} drops by {} (max-drop {}), and no quantized value can be kept {}: the {} form of each \
-                     could overflow an accumulator",
-                    target.name(),
-                    percent(float_metric - full.metric),
-                    percent(settings.max_drop),
-                    settings.wide,
-                    settings.wide
-                ));
+                "the {} drops by {} (SQNR {}; {}), and no quantized value can be kept {}: the {} form of each \
+                 could overflow an accumulator",
+                target.name(),
+                percent(float_metric - full.metric),
+                decibels(full.sqnr_db),
+                settings.goal(),
+                settings.wide,
+                settings.wide
+            ));
         }
 
         cx.add_phase("search", started.elapsed());

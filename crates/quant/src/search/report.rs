@@ -71,7 +71,7 @@ impl Report<'_> {
     /// The table, most sensitive first.
     pub(crate) fn text(&self) -> String {
         let mut out = format!(
-            "quantize-search: {} on {} samples of {}: float {}, quantized {} (drop {}, SQNR {}), max-drop {}\n",
+            "quantize-search: {} on {} samples of {}: float {}, quantized {} (drop {}, SQNR {}), {}\n",
             self.metric_text(),
             self.samples,
             self.settings.eval_data,
@@ -79,7 +79,7 @@ impl Report<'_> {
             percent(self.full.metric),
             percent(self.float_metric - self.full.metric),
             decibels(self.full.sqnr_db),
-            percent(self.settings.max_drop),
+            self.settings.goal(),
         );
         let width = self.sites.iter().map(|s| s.name.len()).max().unwrap_or(5).max(5);
         let op_width = self.sites.iter().map(|s| s.op.len()).max().unwrap_or(2).max(2);
@@ -117,7 +117,7 @@ impl Report<'_> {
             percent(self.result.metric),
             percent(self.float_metric - self.result.metric),
             decibels(self.result.sqnr_db),
-            if self.reached { "" } else { ", max-drop not reached" },
+            if self.reached { String::new() } else { format!(", {} not reached", self.settings.goal()) },
             self.evaluations,
         );
         out
@@ -130,6 +130,11 @@ impl Report<'_> {
         let _ = writeln!(out, "  \"eval_data\": {},", json::string(&self.settings.eval_data));
         let _ = writeln!(out, "  \"samples\": {},", self.samples);
         let _ = writeln!(out, "  \"max_drop\": {},", number(self.settings.max_drop));
+        let _ = writeln!(
+            out,
+            "  \"min_sqnr_db\": {},",
+            self.settings.min_sqnr.map_or("null".to_string(), number)
+        );
         let _ = writeln!(out, "  \"wide\": {},", json::string(&self.settings.wide));
         let _ = writeln!(out, "  \"float_metric\": {},", number(self.float_metric));
         let _ = writeln!(

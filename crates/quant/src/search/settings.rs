@@ -10,8 +10,8 @@ use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{IntType, Module, Pass, PassContext, PassError};
 
 /// The options this pass adds to those of the passes it runs.
-pub(crate) const OWN_OPTIONS: [&str; 7] =
-    ["eval-data", "labels", "reference", "max-drop", "wide", "report", "accumulator-bits"];
+pub(crate) const OWN_OPTIONS: [&str; 8] =
+    ["eval-data", "labels", "reference", "max-drop", "min-sqnr", "wide", "report", "accumulator-bits"];
 
 /// The passes whose options the search takes, in pipeline order.
 pub(crate) fn scheme_passes() -> [(&'static str, Box<dyn Pass>); 3] {
@@ -39,6 +39,19 @@ pub fn parse_max_drop(text: &str) -> Result<f64, String> {
     Ok(value)
 }
 
+/// `min-sqnr` in dB: empty for none, else a finite number.
+pub fn parse_min_sqnr(text: &str) -> Result<Option<f64>, String> {
+    match text.trim() {
+        "" => Ok(None),
+        number => number
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .map(Some)
+            .ok_or_else(|| format!("'min-sqnr' must be a number of decibels like 30, got '{text}'")),
+    }
+}
+
 /// The pass's own options, checked.
 pub(crate) struct Settings {
     pub(crate) data: DataSettings,
@@ -46,6 +59,8 @@ pub(crate) struct Settings {
     pub(crate) labels: String,
     pub(crate) reference: String,
     pub(crate) max_drop: f64,
+    /// The smallest output SQNR against the float model, in dB, if any.
+    pub(crate) min_sqnr: Option<f64>,
     pub(crate) wide: String,
     pub(crate) report: String,
     pub(crate) threads: usize,
@@ -53,6 +68,15 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
+    /// What the search must reach, as text: `max-drop 1%[, min-sqnr 30 dB]`.
+    pub(crate) fn goal(&self) -> String {
+        let drop = format!("max-drop {}", crate::search::report::percent(self.max_drop));
+        match self.min_sqnr {
+            Some(db) => format!("{drop}, min-sqnr {db} dB"),
+            None => drop,
+        }
+    }
+
     pub(crate) fn read(options: &PassOptions) -> Result<Settings, PassError> {
         let data = DataSettings::read(options)?;
         let eval_data = match options.string("eval-data") {
@@ -66,6 +90,7 @@ impl Settings {
             labels: options.string("labels").to_string(),
             reference: options.string("reference").to_string(),
             max_drop: parse_max_drop(options.string("max-drop"))?,
+            min_sqnr: parse_min_sqnr(options.string("min-sqnr"))?,
             wide: options.string("wide").to_string(),
             report: options.string("report").to_string(),
             threads,

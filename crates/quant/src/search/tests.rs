@@ -1,7 +1,7 @@
 //! Unit tests of the search's metric, arguments and report text.
 
 use crate::search::evaluate::{argmax, Outputs, Target};
-use crate::search::settings::parse_max_drop;
+use crate::search::settings::{parse_max_drop, parse_min_sqnr};
 
 /// Three samples of three classes: top-1 classes 2, 0, 1.
 fn outputs() -> Outputs {
@@ -38,4 +38,14 @@ fn max_drop_reads_percentages_and_fractions() {
 fn argmax_takes_the_first_of_equals() {
     assert_eq!(argmax(&[0.0, 3.0, 3.0, -1.0]), 1);
     assert_eq!(argmax(&[-5.0]), 0);
+}
+
+#[test]
+fn min_sqnr_is_a_finite_number_of_decibels_or_nothing() {
+    assert_eq!(parse_min_sqnr("").unwrap(), None);
+    assert_eq!(parse_min_sqnr(" 31.5 ").unwrap(), Some(31.5));
+    assert_eq!(parse_min_sqnr("-3").unwrap(), Some(-3.0));
+    for bad in ["30dB", "inf", "NaN", "x"] {
+        assert!(parse_min_sqnr(bad).unwrap_err().contains("'min-sqnr' must be a number of decibels"), "{bad}");
+    }
 }
