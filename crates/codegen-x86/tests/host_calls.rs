@@ -15,26 +15,30 @@ use qopt_codegen_x86::{
 use qopt_interp::Tensor;
 use qopt_ir_core::{Context, Module};
 
-/// `text` parsed and its `@main` compiled for this CPU, or `None` (with a
-/// notice) where the CPU lacks AVX2 to run it.
-fn compiled_on_avx2(test: &str, text: &str) -> Option<(Context, Module, Program)> {
+/// The text of `tests/fixtures/host-calls/<name>.qir`.
+fn fixture(name: &str) -> String {
+    let path = format!("{}/../../tests/fixtures/host-calls/{name}.qir", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Fixture `name` parsed and its `@main` compiled for this CPU, or `None`
+/// (with a notice) where the CPU lacks AVX2 to run it.
+fn compiled_on_avx2(test: &str, name: &str) -> Option<(Context, Module, Program)> {
     if !avx2_here(test) {
         return None;
     }
     let mut ctx = context();
-    let module = parse(&mut ctx, text);
+    let module = parse(&mut ctx, &fixture(name));
     let program = compile_here(&ctx, &module, "main");
     Some((ctx, module, program))
 }
 
 /// A quantized classifier head with a trailing softmax (the float island
 /// real exports leave): quantize, an int8 dense, dequantize, softmax.
-const SOFTMAX_HEAD: &str = include_str!("../../../tests/fixtures/host-calls/softmax-head.qir");
-
 #[test]
 fn a_trailing_softmax_runs_by_a_host_call_and_the_rest_compiles() {
     let Some((_, _, program)) =
-        compiled_on_avx2("a_trailing_softmax_runs_by_a_host_call_and_the_rest_compiles", SOFTMAX_HEAD)
+        compiled_on_avx2("a_trailing_softmax_runs_by_a_host_call_and_the_rest_compiles", "softmax-head")
     else {
         return;
     };
@@ -46,17 +50,15 @@ fn a_trailing_softmax_runs_by_a_host_call_and_the_rest_compiles() {
     let compiled: Vec<&str> =
         program.kernels.iter().filter(|k| k.host.is_none()).map(|k| k.op_name.as_str()).collect();
     assert!(compiled.contains(&"qnn.dense") && compiled.contains(&"qnn.quantize"), "{compiled:?}");
-    check_qir(SOFTMAX_HEAD, 7);
+    check_qir(&fixture("softmax-head"), 7);
 }
 
 /// Token ids (i64) into an embedding table, a float island on i64 data
 /// from the first op on, then a quantized product.
-const TOKEN_IDS: &str = include_str!("../../../tests/fixtures/host-calls/token-ids.qir");
-
 #[test]
 fn integer_inputs_reach_a_gather_run_by_a_host_call() {
     let Some((ctx, module, program)) =
-        compiled_on_avx2("integer_inputs_reach_a_gather_run_by_a_host_call", TOKEN_IDS)
+        compiled_on_avx2("integer_inputs_reach_a_gather_run_by_a_host_call", "token-ids")
     else {
         return;
     };
@@ -79,18 +81,16 @@ fn integer_inputs_reach_a_gather_run_by_a_host_call() {
 
 /// A16 storage (what quantize-search's mixed precision writes): the i16
 /// region runs by host calls, the i8 ones compile.
-const SIXTEEN_BIT: &str = include_str!("../../../tests/fixtures/host-calls/sixteen-bit.qir");
-
 #[test]
 fn sixteen_bit_storage_runs_by_host_calls() {
-    let Some((_, _, program)) = compiled_on_avx2("sixteen_bit_storage_runs_by_host_calls", SIXTEEN_BIT)
+    let Some((_, _, program)) = compiled_on_avx2("sixteen_bit_storage_runs_by_host_calls", "sixteen-bit")
     else {
         return;
     };
     let hosted: Vec<&str> =
         program.host_ops.iter().map(|op| op.describe.split(' ').next().unwrap()).collect();
     assert_eq!(hosted, ["qnn.quantize", "qnn.requantize"]);
-    check_qir(SIXTEEN_BIT, 3);
+    check_qir(&fixture("sixteen-bit"), 3);
 }
 
 /// In an object file, each entry calls `qopt_host_call` once per hosted op
@@ -99,7 +99,7 @@ fn sixteen_bit_storage_runs_by_host_calls() {
 #[test]
 fn object_files_call_the_host_call_library() {
     let mut ctx = context();
-    let module = parse(&mut ctx, SOFTMAX_HEAD);
+    let module = parse(&mut ctx, &fixture("softmax-head"));
     let target = Target::named(TargetCpu::X86_64V3);
     let program = compile(&ctx, &module, "main", &Lowerings::builtin(), &target).unwrap();
     let image = text_image(&program, "model").unwrap();

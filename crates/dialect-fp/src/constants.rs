@@ -1,9 +1,12 @@
 //! Building and cleaning up `fp.constant`s, for the passes that fold
-//! arithmetic into new constants (`simplify-inference`, `fold-bn`) or erase
-//! the arithmetic that used them (`recognize-gelu`).
+//! arithmetic into new constants (`simplify-inference`, `fold-bn`), erase
+//! the arithmetic that used them (`recognize-gelu`) or rewrite an op into
+//! another on a new constant (`recognize-dense`, `div-to-mul`).
 
 use crate::op_names as fp_op;
-use qopt_ir_core::{Attribute, Context, DenseElements, Module, Rewriter, Traits, Type, ValueId};
+use qopt_ir_core::{
+    Attribute, Context, DenseElements, InsertPoint, Module, OpId, Rewriter, Traits, Type, ValueId,
+};
 
 /// The dense attribute of `ty` holding `values`, rounded to its element type.
 pub fn dense(ctx: &mut Context, ty: Type, values: &[f64]) -> Result<Attribute, String> {
@@ -16,6 +19,36 @@ pub fn create_constant(rewriter: &mut Rewriter<'_>, value: Attribute) -> Result<
     let attrs = rewriter.ctx.dict_attr(&[("value", value)]);
     let op = rewriter.create_inferred(fp_op::CONSTANT, &[], attrs)?;
     Ok(rewriter.module.result(op, 0))
+}
+
+/// Replaces `op` by `name(x, c)`, where `c` is a new `fp.constant` holding
+/// `value` located where `old` (the operand it stands for) is defined, when
+/// the new op infers `op`'s result type; `old` is erased if nothing uses it
+/// any more. `None`, and the module as it was, otherwise.
+pub fn replace_with_op_on_constant(
+    ctx: &mut Context,
+    module: &mut Module,
+    op: OpId,
+    (name, x): (&str, ValueId),
+    (value, old): (Attribute, ValueId),
+) -> Option<()> {
+    let result_ty = module.value_type(module.result(op, 0));
+    let (loc, constant_loc) = (module.op_loc(op), module.op_loc(module.defining_op(old)));
+    let mut rewriter = Rewriter::new(ctx, module);
+    rewriter.set_insertion_point(InsertPoint::Before(op));
+    rewriter.set_loc(constant_loc);
+    let constant = create_constant(&mut rewriter, value).ok()?;
+    rewriter.set_loc(loc);
+    let created = rewriter.create_inferred(name, &[x, constant], Attribute::EMPTY_DICT).ok()?;
+    let y = rewriter.module.result(created, 0);
+    if rewriter.module.value_type(y) != result_ty {
+        let _ = rewriter.module.erase_op(created);
+        erase_if_unused_constant(ctx, module, constant);
+        return None;
+    }
+    rewriter.replace_op(op, &[y]).ok()?;
+    erase_if_unused_constant(ctx, module, old);
+    Some(())
 }
 
 /// Erases the op defining `v` if it is a registered pure constant nobody uses.

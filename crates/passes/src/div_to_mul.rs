@@ -23,25 +23,23 @@
 //! //    %y = fp.mul(%x, %half) : (tensor<1x2x84xf32>, tensor<f32>) -> tensor<1x2x84xf32> loc("/div_0/Div")
 //! ```
 
-use qopt_dialect_fp::constants::{create_constant, dense, erase_if_unused_constant};
+use crate::each_op::rewrite_each;
+use qopt_dialect_fp::constants::{dense, replace_with_op_on_constant};
 use qopt_dialect_fp::op_names as fp_op;
-use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
-    constant_value, dense_values_f64, AttrData, Attribute, Context, InsertPoint, Module, OpId, Pass,
-    PassContext, PassInfo, PassOutcome, PassResult, Rewriter, TypeData,
+    constant_value, dense_values_f64, AttrData, Context, Module, OpId, Pass, PassContext, PassInfo,
+    PassOutcome, PassResult, TypeData,
 };
 
 /// The `div-to-mul` pass; see the module docs.
 pub struct DivToMul;
 
-const INFO: PassInfo = PassInfo {
-    name: "div-to-mul",
-    summary: "turns divisions by a constant into multiplications by its reciprocal",
-    preserves_semantics: true,
-    // x · (1/c) rounds the reciprocal, then the product.
-    equivalence: Some(Relation::Real),
-    description: "Rewrites `fp.div(x, c)` with a constant `c` whose elements are finite and nonzero into \
+// x · (1/c) rounds the reciprocal, then the product.
+const INFO: PassInfo = PassInfo::real_rewrite(
+    "div-to-mul",
+    "turns divisions by a constant into multiplications by its reciprocal",
+    "Rewrites `fp.div(x, c)` with a constant `c` whose elements are finite and nonzero into \
      `fp.mul(x, 1/c)` (a new constant of `c`'s shape, computed in f64 and rounded once), so that the \
      quantizer makes it an exact `qnn.mul` instead of leaving a float division between quantized values. \
      Statistic: `divisions`.\n\n\
@@ -49,7 +47,7 @@ const INFO: PassInfo = PassInfo {
      %y = fp.div(%x, %two) : (tensor<1x2x84xf32>, tensor<f32>) -> tensor<1x2x84xf32>\n\
      // -> %y = fp.mul(%x, %half) : (tensor<1x2x84xf32>, tensor<f32>) -> tensor<1x2x84xf32>\n\
      ```",
-};
+);
 
 impl Pass for DivToMul {
     fn info(&self) -> &'static PassInfo {
@@ -57,11 +55,7 @@ impl Pass for DivToMul {
     }
 
     fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
-        let div = cx.ctx.op_name(fp_op::DIV);
-        let mut divisions = 0u64;
-        for op in module.ops_where(|op| module.op_name(op) == div) {
-            divisions += u64::from(mul_by_reciprocal(cx.ctx, module, op).is_some());
-        }
+        let divisions = rewrite_each(cx.ctx, module, fp_op::DIV, mul_by_reciprocal);
         cx.add_stat("divisions", divisions);
         Ok(PassOutcome::from_changed(divisions > 0))
     }
@@ -85,20 +79,5 @@ fn mul_by_reciprocal(ctx: &mut Context, module: &mut Module, op: OpId) -> Option
     }
     let reciprocals: Vec<f64> = values.iter().map(|v| 1.0 / v).collect();
     let reciprocal = dense(ctx, divisor.ty, &reciprocals).ok()?;
-    let (loc, divisor_loc) = (module.op_loc(op), module.op_loc(module.defining_op(c)));
-    let mut rewriter = Rewriter::new(ctx, module);
-    rewriter.set_insertion_point(InsertPoint::Before(op));
-    rewriter.set_loc(divisor_loc);
-    let reciprocal = create_constant(&mut rewriter, reciprocal).ok()?;
-    rewriter.set_loc(loc);
-    let mul = rewriter.create_inferred(fp_op::MUL, &[x, reciprocal], Attribute::EMPTY_DICT).ok()?;
-    let y = rewriter.module.result(mul, 0);
-    if rewriter.module.value_type(y) != result_ty {
-        let _ = rewriter.module.erase_op(mul);
-        erase_if_unused_constant(ctx, module, reciprocal);
-        return None;
-    }
-    rewriter.replace_op(op, &[y]).ok()?;
-    erase_if_unused_constant(ctx, module, c);
-    Some(())
+    replace_with_op_on_constant(ctx, module, op, (fp_op::MUL, x), (reciprocal, c))
 }

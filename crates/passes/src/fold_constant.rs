@@ -37,7 +37,6 @@
 //! %1 = fp.add(%x, %0) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
 //! ```
 
-use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::PassInfo;
@@ -54,13 +53,11 @@ pub struct FoldConstant;
 /// Default of the `max-elements` option: 1 << 20.
 const DEFAULT_MAX_ELEMENTS: &str = "1048576";
 
-const INFO: PassInfo = PassInfo {
-    name: "fold-constant",
-    summary: "evaluate ops whose operands are all constants through their folders",
-    preserves_semantics: true,
-    // Integer constants must come out bit for bit; float folders round in f64, so float constants are compared within ulps.
-    equivalence: Some(Relation::Real),
-    description: "Folds every op whose operands are all constants through its registered folder, \
+// Integer constants must come out bit for bit; float folders round in f64, so float constants are compared within ulps.
+const INFO: PassInfo = PassInfo::real_rewrite(
+    "fold-constant",
+    "evaluate ops whose operands are all constants through their folders",
+    "Folds every op whose operands are all constants through its registered folder, \
      materializing the results as constants, until no such op is left; then erases the \
      constants the folding left unused. Applies no patterns and leaves ops with a \
      non-constant operand alone (`x + 0` stays). Results with more than `max-elements` \
@@ -71,7 +68,7 @@ const INFO: PassInfo = PassInfo {
      %2 = fp.mul(%0, %1) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>\n\
      // -> %2 = fp.constant() {value = dense<[3.0, 6.0]> : tensor<2xf32>} : () -> tensor<2xf32>\n\
      ```",
-};
+);
 
 impl Pass for FoldConstant {
     fn info(&self) -> &'static PassInfo {

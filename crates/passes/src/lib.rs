@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 mod backend_support;
+mod each_op;
 mod fp_chains;
 
 pub use backend_support::{BackendSupport, BackendTargets, QnnIntegerTarget, QNN_TARGET};

@@ -32,9 +32,9 @@
 //! //         loc(fused["matmul_0", "add_2"])
 //! ```
 
-use qopt_dialect_fp::constants::{create_constant, erase_if_unused_constant};
+use crate::each_op::rewrite_each;
+use qopt_dialect_fp::constants::{create_constant, erase_if_unused_constant, replace_with_op_on_constant};
 use qopt_dialect_fp::op_names as fp_op;
-use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
     constant_value, element_kind, AttrData, Attribute, Context, DenseElements, InsertPoint, Module, OpId,
@@ -44,13 +44,11 @@ use qopt_ir_core::{
 /// The `recognize-dense` pass; see the module docs.
 pub struct RecognizeDense;
 
-const INFO: PassInfo = PassInfo {
-    name: "recognize-dense",
-    summary: "turns matmuls by a constant matrix, and a constant bias added after, into fp.dense layers",
-    preserves_semantics: true,
-    // The dense sums the matmul's products in an order of its kernel's choosing.
-    equivalence: Some(Relation::Real),
-    description: "Rewrites `fp.matmul(x, W)` with a constant K×N `W` into `fp.dense(x, Wᵀ)` (a new \
+// The dense sums the matmul's products in an order of its kernel's choosing.
+const INFO: PassInfo = PassInfo::real_rewrite(
+    "recognize-dense",
+    "turns matmuls by a constant matrix, and a constant bias added after, into fp.dense layers",
+    "Rewrites `fp.matmul(x, W)` with a constant K×N `W` into `fp.dense(x, Wᵀ)` (a new \
      N×K constant), and `fp.add` of a bias-less dense (its only user) and a constant of shape [N] or \
      [1, …, 1, N] into that dense's bias, under the fused location of both ops. The quantizer then \
      quantizes the weight per output channel and the bias as i32, as for any dense layer, instead of \
@@ -60,7 +58,7 @@ const INFO: PassInfo = PassInfo {
      %y = fp.add(%m, %b) : (tensor<1x4xf32>, tensor<4xf32>) -> tensor<1x4xf32>\n\
      // -> %y = fp.dense(%x, %wt, %b) : (tensor<1x16xf32>, tensor<4x16xf32>, tensor<4xf32>) -> tensor<1x4xf32>\n\
      ```",
-};
+);
 
 impl Pass for RecognizeDense {
     fn info(&self) -> &'static PassInfo {
@@ -68,18 +66,9 @@ impl Pass for RecognizeDense {
     }
 
     fn run(&self, cx: &mut PassContext<'_>, module: &mut Module, _options: &PassOptions) -> PassResult {
-        let matmul = cx.ctx.op_name(fp_op::MATMUL);
-        let mut layers = 0u64;
-        for op in module.ops_where(|op| module.op_name(op) == matmul) {
-            layers += u64::from(dense_of_matmul(cx.ctx, module, op).is_some());
-        }
-        let add = cx.ctx.op_name(fp_op::ADD);
-        let mut biases = 0u64;
-        for op in module.ops_where(|op| module.op_name(op) == add) {
-            biases += u64::from(fold_bias(cx.ctx, module, op).is_some());
-        }
-        cx.add_stat("dense-layers", layers);
-        cx.add_stat("dense-biases", biases);
+        let layers = rewrite_each(cx.ctx, module, fp_op::MATMUL, dense_of_matmul);
+        let biases = rewrite_each(cx.ctx, module, fp_op::ADD, fold_bias);
+        cx.add_stats(&[("dense-layers", layers), ("dense-biases", biases)]);
         Ok(PassOutcome::from_changed(layers + biases > 0))
     }
 }
@@ -95,23 +84,7 @@ fn dense_of_matmul(ctx: &mut Context, module: &mut Module, op: OpId) -> Option<(
     }
     let transposed = transpose_matrix(ctx, &weight.clone())?;
     let transposed = ctx.dense_attr(transposed);
-    let result_ty = module.value_type(module.result(op, 0));
-    let (loc, weight_loc) = (module.op_loc(op), module.op_loc(module.defining_op(w)));
-    let mut rewriter = Rewriter::new(ctx, module);
-    rewriter.set_insertion_point(InsertPoint::Before(op));
-    rewriter.set_loc(weight_loc);
-    let weight_t = create_constant(&mut rewriter, transposed).ok()?;
-    rewriter.set_loc(loc);
-    let dense = rewriter.create_inferred(fp_op::DENSE, &[x, weight_t], Attribute::EMPTY_DICT).ok()?;
-    let y = rewriter.module.result(dense, 0);
-    if rewriter.module.value_type(y) != result_ty {
-        let _ = rewriter.module.erase_op(dense);
-        erase_if_unused_constant(ctx, module, weight_t);
-        return None;
-    }
-    rewriter.replace_op(op, &[y]).ok()?;
-    erase_if_unused_constant(ctx, module, w);
-    Some(())
+    replace_with_op_on_constant(ctx, module, op, (fp_op::DENSE, x), (transposed, w))
 }
 
 /// Folds `fp.add` of a bias-less dense (its only user) and a constant per

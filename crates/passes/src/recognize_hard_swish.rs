@@ -31,7 +31,6 @@
 //! ```
 
 use qopt_dialect_fp::op_names as fp_op;
-use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::PassInfo;
 use qopt_ir_core::PassResult;
@@ -45,13 +44,11 @@ use crate::fp_chains::{
 /// The `recognize-hard-swish` pass; see the module docs.
 pub struct RecognizeHardSwish;
 
-const INFO: PassInfo = PassInfo {
-    name: "recognize-hard-swish",
-    summary: "fuses the decompositions of HardSwish exporters write (x·clip(x+3,0,6)/6, x·hard_sigmoid(x)) into fp.hard_swish",
-    preserves_semantics: true,
-    // Not checked yet: no rules state the HardSwish decompositions.
-    equivalence: Some(Relation::Real),
-    description: "Rewrites `x · clip(x + 3, 0, 6) / 6` (the division also as `· 1/6`, or applied to the clip \
+// Not checked yet: no rules state the HardSwish decompositions.
+const INFO: PassInfo = PassInfo::real_rewrite(
+    "recognize-hard-swish",
+    "fuses the decompositions of HardSwish exporters write (x·clip(x+3,0,6)/6, x·hard_sigmoid(x)) into fp.hard_swish",
+    "Rewrites `x · clip(x + 3, 0, 6) / 6` (the division also as `· 1/6`, or applied to the clip \
      first) and `x · hard_sigmoid(x) {alpha = 1/6, beta = 1/2}` into `fp.hard_swish(x)`, for any \
      operand order of `fp.add` and `fp.mul` and constants within 4 f32 ulps, when every \
      intermediate value has one user and no op changes `x`'s type. The chain's location goes to \
@@ -62,7 +59,7 @@ const INFO: PassInfo = PassInfo {
      %m = fp.mul(%x, %c) ...; %y = fp.div(%m, %six) ...\n\
      // -> %y = fp.hard_swish(%x) : (tensor<8xf32>) -> tensor<8xf32>\n\
      ```",
-};
+);
 
 impl Pass for RecognizeHardSwish {
     fn info(&self) -> &'static PassInfo {

@@ -32,7 +32,6 @@
 
 use qopt_dialect_fp::op_names as fp_op;
 use qopt_dialect_fp::{attrs, shape, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
-use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::PassInfo;
 use qopt_ir_core::PassResult;
@@ -47,13 +46,11 @@ use qopt_dialect_fp::constants::{create_constant, dense, erase_if_unused_constan
 /// The `simplify-inference` pass; see the module docs.
 pub struct SimplifyInference;
 
-const INFO: PassInfo = PassInfo {
-    name: "simplify-inference",
-    summary: "rewrite batch norms with constant parameters into a per-channel multiply and add",
-    preserves_semantics: true,
-    // The scale and shift are computed in f64 and rounded once.
-    equivalence: Some(Relation::Real),
-    description: "Rewrites `fp.batch_norm(x, scale, bias, mean, var) {epsilon}` whose parameters are \
+// The scale and shift are computed in f64 and rounded once.
+const INFO: PassInfo = PassInfo::real_rewrite(
+    "simplify-inference",
+    "rewrite batch norms with constant parameters into a per-channel multiply and add",
+    "Rewrites `fp.batch_norm(x, scale, bias, mean, var) {epsilon}` whose parameters are \
      constants into `fp.add(fp.mul(x, s), b)` with `s = scale / sqrt(var + epsilon)` and \
      `b = bias - mean * s`, computed in f64 and shaped [C, 1, ..., 1] to broadcast along \
      axis 1. Batch norms with non-constant parameters are kept with a warning. Run \
@@ -62,7 +59,7 @@ const INFO: PassInfo = PassInfo {
      %y = fp.batch_norm(%x, %scale, %bias, %mean, %var) {epsilon = 1.0 : f32} : ...\n\
      // -> %0 = fp.mul(%x, %s) ...; %y = fp.add(%0, %b) ...\n\
      ```",
-};
+);
 
 impl Pass for SimplifyInference {
     fn info(&self) -> &'static PassInfo {

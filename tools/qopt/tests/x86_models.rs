@@ -12,7 +12,7 @@ mod common;
 use common::c::{c_compiler, c_program, host_call_library, RUST_STATIC_LIBRARY_LIBS};
 use common::{repo, scratch};
 use qopt_npy as npy;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Runs a tool; panics with its stderr on failure; returns stdout.
@@ -20,6 +20,37 @@ fn run(tool: &str, args: &[&str]) -> String {
     let out = Command::new(tool).args(args).output().expect("the tool starts");
     assert!(out.status.success(), "{tool} {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs `q` on the samples of `input` (along dimension 0) in the
+/// interpreter, then with `--backend=x86` on one thread and two, and asserts
+/// that the x86 outputs are the interpreter's bytes; returns the file of the
+/// interpreter's outputs.
+fn assert_x86_matches_interpreter(what: &str, q: &Path, input: &Path, work: &Path) -> PathBuf {
+    let p = |p: &Path| p.display().to_string();
+    let reference = work.join("interp.npz");
+    run(env!("CARGO_BIN_EXE_qrun"), &[&p(q), "--input", &p(input), "--batch", "-o", &p(&reference)]);
+    for threads in ["1", "2"] {
+        let compiled = work.join(format!("x86-{threads}.npz"));
+        let x86 = [
+            &p(q),
+            "--input",
+            &p(input),
+            "--batch",
+            "--backend=x86",
+            "--threads",
+            threads,
+            "-o",
+            &p(&compiled),
+        ];
+        run(env!("CARGO_BIN_EXE_qrun"), &x86);
+        assert_eq!(
+            std::fs::read(&reference).unwrap(),
+            std::fs::read(&compiled).unwrap(),
+            "{what}, {threads} thread(s): the x86 backend's outputs differ from the interpreter's"
+        );
+    }
+    reference
 }
 
 fn check_model(name: &str) {
@@ -32,35 +63,11 @@ fn check_model(name: &str) {
     let fp = work.join("fp.qir");
     let p = |p: &Path| p.display().to_string();
     run(env!("CARGO_BIN_EXE_qimport"), &[&p(&dir.join("model.onnx")), "-o", &p(&fp)]);
-    let test = p(&dir.join("test.npy"));
     for options in ["", " reduce-range=true"] {
         let q = work.join("q.qir");
         let pipeline = format!("--pass=quantize{{data={}{options}}}", p(&dir.join("calib.npy")));
         run(env!("CARGO_BIN_EXE_qopt"), &[&p(&fp), &pipeline, "-o", &p(&q)]);
-        let reference = work.join("interp.npz");
-        run(env!("CARGO_BIN_EXE_qrun"), &[&p(&q), "--input", &test, "--batch", "-o", &p(&reference)]);
-        for threads in ["1", "2"] {
-            let compiled = work.join(format!("x86-{threads}.npz"));
-            run(
-                env!("CARGO_BIN_EXE_qrun"),
-                &[
-                    &p(&q),
-                    "--input",
-                    &test,
-                    "--batch",
-                    "--backend=x86",
-                    "--threads",
-                    threads,
-                    "-o",
-                    &p(&compiled),
-                ],
-            );
-            assert_eq!(
-                std::fs::read(&reference).unwrap(),
-                std::fs::read(&compiled).unwrap(),
-                "{name}{options}, {threads} thread(s): the x86 backend's outputs differ from the interpreter's"
-            );
-        }
+        assert_x86_matches_interpreter(&format!("{name}{options}"), &q, &dir.join("test.npy"), &work);
     }
 }
 
@@ -120,19 +127,7 @@ fn exporter_style_models_run_whole_after_quantize() {
             env!("CARGO_BIN_EXE_qopt"),
             &[&p(&fp), &format!("--pass=quantize{{data={sample}}}"), "-o", &p(&q)],
         );
-        let reference = work.join("interp.npz");
-        run(env!("CARGO_BIN_EXE_qrun"), &[&p(&q), "--input", &sample, "-o", &p(&reference)]);
-        for threads in ["1", "2"] {
-            let compiled = work.join(format!("x86-{threads}.npz"));
-            let x86 =
-                [&p(&q), "--input", &sample, "--backend=x86", "--threads", threads, "-o", &p(&compiled)];
-            run(env!("CARGO_BIN_EXE_qrun"), &x86);
-            assert_eq!(
-                std::fs::read(&reference).unwrap(),
-                std::fs::read(&compiled).unwrap(),
-                "{name}, {threads} thread(s): the x86 backend's outputs differ from the interpreter's"
-            );
-        }
+        let reference = assert_x86_matches_interpreter(&name, &q, &dir.join("input_0.npy"), &work);
         linked_from_c(&name, &q, &dir.join("input_0.npy"), &reference, &work);
     }
 }
@@ -227,7 +222,7 @@ fn check_mixed_precision(folders: &[&str]) {
         return;
     }
     let p = |p: &Path| p.display().to_string();
-    let mut models: Vec<std::path::PathBuf> = Vec::new();
+    let mut models: Vec<PathBuf> = Vec::new();
     for folder in folders {
         let mut dirs: Vec<_> = std::fs::read_dir(repo().join(folder))
             .unwrap()
@@ -269,28 +264,7 @@ fn check_mixed_precision(folders: &[&str]) {
             env!("CARGO_BIN_EXE_qopt"),
             &[&p(&hinted), &format!("--pass=quantize{{data={}}}", p(&data)), "-o", &p(&mixed)],
         );
-        let reference = work.join("interp.npz");
-        run(env!("CARGO_BIN_EXE_qrun"), &[&p(&mixed), "--input", &p(&data), "--batch", "-o", &p(&reference)]);
-        for threads in ["1", "2"] {
-            let compiled = work.join(format!("x86-{threads}.npz"));
-            let x86 = [
-                &p(&mixed),
-                "--input",
-                &p(&data),
-                "--batch",
-                "--backend=x86",
-                "--threads",
-                threads,
-                "-o",
-                &p(&compiled),
-            ];
-            run(env!("CARGO_BIN_EXE_qrun"), &x86);
-            assert_eq!(
-                std::fs::read(&reference).unwrap(),
-                std::fs::read(&compiled).unwrap(),
-                "{name} ({hints} values kept i16), {threads} thread(s): the x86 backend's outputs differ from the interpreter's"
-            );
-        }
+        assert_x86_matches_interpreter(&format!("{name} ({hints} values kept i16)"), &mixed, &data, &work);
     }
     assert!(widened > 0, "no model kept a value wide");
 }

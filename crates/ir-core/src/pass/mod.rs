@@ -54,6 +54,26 @@ pub struct PassInfo {
     pub description: &'static str,
 }
 
+impl PassInfo {
+    /// A pass that keeps the module's meaning over the reals: its float
+    /// results may differ by rounding (constants folded in f64, sums in
+    /// another order), so `--verify-equiv` proves it under
+    /// [`Relation::Real`](crate::equivalence::Relation::Real).
+    pub const fn real_rewrite(
+        name: &'static str,
+        summary: &'static str,
+        description: &'static str,
+    ) -> PassInfo {
+        PassInfo {
+            name,
+            summary,
+            preserves_semantics: true,
+            equivalence: Some(crate::equivalence::Relation::Real),
+            description,
+        }
+    }
+}
+
 /// A transformation of a module, registered by name in a [`PassRegistry`].
 ///
 /// Passes are stateless: `run` may be called many times, on many modules, with
@@ -194,6 +214,11 @@ impl PassContext<'_> {
             Some((_, count)) => *count = count.saturating_add(n),
             None => self.statistics.push((name, n)),
         }
+    }
+
+    /// [`add_stat`](Self::add_stat) for each `(name, n)`.
+    pub fn add_stats(&mut self, stats: &[(&'static str, u64)]) {
+        stats.iter().for_each(|&(name, n)| self.add_stat(name, n));
     }
 
     /// Records that the pass spent `wall` in its phase `name` (kebab-case:

@@ -216,10 +216,12 @@ impl Pass for AbsorbBias {
                 .store(cx.ctx, module, pair.first)
                 .map_err(|e| PassError::at_op(cx.ctx, module, pair.first, e))?;
         }
-        cx.add_stat("absorbed-pairs", absorbed_pairs);
-        cx.add_stat("channels-absorbed", channels_absorbed);
-        cx.add_stat("layers-measured", measured_now);
-        cx.add_stat("calibration-samples", samples as u64);
+        cx.add_stats(&[
+            ("absorbed-pairs", absorbed_pairs),
+            ("channels-absorbed", channels_absorbed),
+            ("layers-measured", measured_now),
+            ("calibration-samples", samples as u64),
+        ]);
         Ok(PassOutcome::from_changed(absorbed_pairs > 0 || measured_now > 0))
     }
 }

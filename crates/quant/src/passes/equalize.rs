@@ -58,7 +58,6 @@
 use crate::layer_pairs::{follow, read_constant, second_input_axis, Follow, Names};
 use qopt_dialect_fp::constants::{create_constant, dense, erase_if_unused_constant};
 use qopt_dialect_fp::op_names as fp_op;
-use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::PassInfo;
 use qopt_ir_core::PassResult;
@@ -73,14 +72,12 @@ pub struct Equalize;
 /// The largest `max-iterations` accepted.
 const MAX_SWEEPS: i64 = 1_000_000;
 
-const INFO: PassInfo = PassInfo {
-    name: "equalize",
-    summary: "Cross-layer equalization: rescales consecutive conv/dense layers so their per-channel weight ranges match",
-    preserves_semantics: true,
-    // Without `relu6-to-relu`, the rescaled weights are the old ones times
-    // positive scales, computed in f64 and rounded once.
-    equivalence: Some(Relation::Real),
-    description: "Cross-layer equalization (Nagel et al. 2019, Data-Free Quantization): for each pair \
+// Without `relu6-to-relu`, the rescaled weights are the old ones times
+// positive scales, computed in f64 and rounded once.
+const INFO: PassInfo = PassInfo::real_rewrite(
+    "equalize",
+    "Cross-layer equalization: rescales consecutive conv/dense layers so their per-channel weight ranges match",
+    "Cross-layer equalization (Nagel et al. 2019, Data-Free Quantization): for each pair \
      `layer1 → [fp.relu →] layer2` of `fp.conv2d`, `fp.conv1d` (layer2 with one group, or depthwise) or \
      `fp.dense` layers with constant weights, where layer1's result (and the relu's) has one user, divides \
      output channel c of layer1 (weight and bias) by `s[c] = sqrt(r1[c] / r2[c])` and multiplies input \
@@ -95,7 +92,7 @@ const INFO: PassInfo = PassInfo {
      %h = fp.conv2d(%x, %w1, %b1) ...; %r = fp.relu(%h) ...; %y = fp.conv2d(%r, %w2, %b2) ...\n\
      // -> %w1' = %w1 / s (axis 0), %b1' = %b1 / s, %w2' = %w2 · s (axis 1)\n\
      ```",
-};
+);
 
 impl Pass for Equalize {
     fn info(&self) -> &'static PassInfo {

@@ -46,6 +46,9 @@ fn min_sqnr_is_a_finite_number_of_decibels_or_nothing() {
     assert_eq!(parse_min_sqnr(" 31.5 ").unwrap(), Some(31.5));
     assert_eq!(parse_min_sqnr("-3").unwrap(), Some(-3.0));
     for bad in ["30dB", "inf", "NaN", "x"] {
-        assert!(parse_min_sqnr(bad).unwrap_err().contains("'min-sqnr' must be a number of decibels"), "{bad}");
+        assert!(
+            parse_min_sqnr(bad).unwrap_err().contains("'min-sqnr' must be a number of decibels"),
+            "{bad}"
+        );
     }
 }

@@ -213,10 +213,12 @@ impl Pass for BiasCorrect {
                 .store(cx.ctx, module, layer.op)
                 .map_err(|e| PassError::at_op(cx.ctx, module, layer.op, e))?;
         }
-        cx.add_stat("layers-measured", measured_now);
-        cx.add_stat("biases-corrected", corrected);
-        cx.add_stat("corrections-rejected", rejected);
-        cx.add_stat("calibration-samples", samples as u64);
+        cx.add_stats(&[
+            ("layers-measured", measured_now),
+            ("biases-corrected", corrected),
+            ("corrections-rejected", rejected),
+            ("calibration-samples", samples as u64),
+        ]);
         Ok(PassOutcome::from_changed(corrected > 0 || measured_now > 0))
     }
 }
