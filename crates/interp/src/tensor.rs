@@ -299,8 +299,15 @@ impl Tensor {
     /// The tensor as a `.npy` array.
     pub fn to_raw(&self) -> RawArray {
         fn raw<T: NpyElement>(a: &ArrayD<T>) -> RawArray {
-            let values: Vec<T> = a.iter().copied().collect();
-            match RawArray::from_elements(a.shape().to_vec(), &values) {
+            let collected: Vec<T>;
+            let values = match a.as_slice() {
+                Some(values) => values,
+                None => {
+                    collected = a.iter().copied().collect();
+                    &collected
+                }
+            };
+            match RawArray::from_elements(a.shape().to_vec(), values) {
                 Ok(r) => r,
                 // invariant: from_elements only fails when the data does not fill the
                 // shape, and an ndarray's elements always fill its shape.

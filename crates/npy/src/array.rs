@@ -62,9 +62,7 @@ impl RawArray {
     /// Builds an array from typed elements in C order.
     pub fn from_elements<T: NpyElement>(shape: Vec<usize>, values: &[T]) -> Result<Self, NpyError> {
         let mut data = Vec::with_capacity(values.len().saturating_mul(T::DTYPE.size()));
-        for &v in values {
-            v.push_le(&mut data);
-        }
+        T::extend_le(values, &mut data);
         RawArray::new(T::DTYPE, shape, data)
     }
 
@@ -73,7 +71,7 @@ impl RawArray {
         if self.dtype != T::DTYPE {
             return Err(NpyError::DtypeMismatch { expected: T::DTYPE, found: self.dtype });
         }
-        Ok(self.data.chunks_exact(T::DTYPE.size()).map(T::from_le).collect())
+        Ok(T::decode_le(&self.data))
     }
 }
 
@@ -89,6 +87,14 @@ pub trait NpyElement: Copy + sealed::Sealed {
     fn push_le(self, out: &mut Vec<u8>);
     /// Decodes from exactly `DTYPE.size()` little-endian bytes.
     fn from_le(bytes: &[u8]) -> Self;
+    /// Appends the little-endian encoding of every value.
+    fn extend_le(values: &[Self], out: &mut Vec<u8>) {
+        values.iter().for_each(|&v| v.push_le(out));
+    }
+    /// Decodes whole elements of `bytes` (a trailing partial one is ignored).
+    fn decode_le(bytes: &[u8]) -> Vec<Self> {
+        bytes.chunks_exact(Self::DTYPE.size()).map(Self::from_le).collect()
+    }
 }
 
 macro_rules! npy_element {
@@ -103,6 +109,29 @@ macro_rules! npy_element {
                 let mut buf = [0u8; std::mem::size_of::<$t>()];
                 buf.copy_from_slice(bytes);
                 <$t>::from_le_bytes(buf)
+            }
+            // On a little-endian machine the encoding is the memory: one copy.
+            #[cfg(target_endian = "little")]
+            fn extend_le(values: &[Self], out: &mut Vec<u8>) {
+                // SAFETY: a numeric slice is readable as its bytes (no padding).
+                out.extend_from_slice(unsafe {
+                    std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), std::mem::size_of_val(values))
+                });
+            }
+            #[cfg(target_endian = "little")]
+            fn decode_le(bytes: &[u8]) -> Vec<Self> {
+                let n = bytes.len() / std::mem::size_of::<$t>();
+                let mut values: Vec<$t> = vec![0 as $t; n];
+                // SAFETY: `values` owns n elements, n · size bytes; every bit
+                // pattern is a valid number; the two buffers do not overlap.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        bytes.as_ptr(),
+                        values.as_mut_ptr().cast::<u8>(),
+                        n * std::mem::size_of::<$t>(),
+                    )
+                };
+                values
             }
         }
     )*};
