@@ -685,6 +685,13 @@ fn float_values(t: &Tensor) -> Option<Box<dyn Iterator<Item = f64> + '_>> {
     }
 }
 
+/// Adds a constant leaf holding `value`.
+pub fn add_constant(egraph: &mut EGraph<Node, EqAnalysis<'_>>, value: Tensor) -> Id {
+    let key = key_of(&value);
+    egraph.analysis.constants.entry(key).or_insert_with(|| Arc::new(value));
+    egraph.add(Node::Const(key))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

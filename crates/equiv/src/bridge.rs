@@ -12,9 +12,8 @@
 //! result ([`RecordedRange`]) also gives its class the recorded per-channel
 //! lower bounds, which rules may assume ([`assume_recorded_range`]).
 
-use crate::analysis::{assume_lower_bound, typed_key_of, EqAnalysis, Precision};
+use crate::analysis::{add_constant, assume_lower_bound, typed_key_of, EqAnalysis, Precision};
 use crate::lang::{Builtin, Node, EFFECT};
-use crate::rules::add_constant;
 use egg::{EGraph, Id};
 use qopt_interp::Tensor;
 use qopt_ir_core::interfaces::{Annotations, AttributeDefaults, ChannelMinima, RecordedRange};

@@ -34,7 +34,7 @@
 //! annotations left out), and a dictionary written in a pattern is compared
 //! the same way.
 
-use crate::analysis::{attr_leaf, key_of, register_ir_float_leaf, type_leaf, EqAnalysis, LowerBound};
+use crate::analysis::{add_constant, attr_leaf, register_ir_float_leaf, type_leaf, EqAnalysis, LowerBound};
 use crate::bridge::identity_attrs;
 use crate::lang::{Builtin, Node};
 use crate::quant_vocab;
@@ -43,7 +43,6 @@ use qopt_interp::Tensor;
 use qopt_ir_core::equivalence::{EquivRule, Relation};
 use qopt_ir_core::{parse_module, AttrData, Attribute, Context, Module};
 use smallvec::SmallVec;
-use std::sync::Arc;
 
 /// A parsed s-expression.
 #[derive(Clone, Debug)]
@@ -549,13 +548,6 @@ pub fn compile<'a>(
         }
     }
     Ok(out)
-}
-
-/// Adds a constant leaf holding `value`.
-pub fn add_constant(egraph: &mut EGraph<Node, EqAnalysis<'_>>, value: Tensor) -> Id {
-    let key = key_of(&value);
-    egraph.analysis.constants.entry(key).or_insert_with(|| Arc::new(value));
-    egraph.add(Node::Const(key))
 }
 
 impl RuleApplier {
