@@ -2,7 +2,7 @@
 //! (`docs/quant-semantics.md` §7.4). Max pooling needs no op of its own:
 //! `fp.max_pool2d` is quant-agnostic.
 
-use super::{expect_shape, rounding_defaults, rounding_doc, rounding_in, tensor, ROUNDING_DEFAULT};
+use super::{expect_shape, rounding_defaults, rounding_doc, rounding_in, tensor, Tensor, ROUNDING_DEFAULT};
 use qopt_dialect_fp::attrs::PoolAttrs;
 use qopt_dialect_fp::shape::pool_out;
 use qopt_ir_core::interfaces::{AttributeDefaults, QuantizableOp};
@@ -55,7 +55,9 @@ fn avg_pool2d_defaults(ctx: &mut Context) -> Vec<(&'static str, Attribute)> {
     defaults
 }
 
-fn verify_avg_pool(v: &OpView<'_>) -> Result<(), String> {
+/// The checks both pools share: a per-tensor quantized N×C×H×W input and
+/// result, and the rounding attribute.
+fn pool_operands<'v>(v: &OpView<'v>) -> Result<(&'v Context, Tensor<'v>, Tensor<'v>), String> {
     let ctx = v.ctx;
     let x = tensor(ctx, v.operand_type(0), "input")?;
     let result = tensor(ctx, v.result_type(0), "result")?;
@@ -63,6 +65,11 @@ fn verify_avg_pool(v: &OpView<'_>) -> Result<(), String> {
     result.per_tensor_quant(ctx)?;
     x.expect_rank(ctx, 4, "NxCxHxW")?;
     rounding_in(ctx, v.attrs())?;
+    Ok((ctx, x, result))
+}
+
+fn verify_avg_pool(v: &OpView<'_>) -> Result<(), String> {
+    let (ctx, x, result) = pool_operands(v)?;
     let w = PoolAttrs::read_in(ctx, v.attrs(), 2, false)?;
     let mut want = vec![x.shape[0], x.shape[1]];
     for i in 0..2 {
@@ -74,12 +81,6 @@ fn verify_avg_pool(v: &OpView<'_>) -> Result<(), String> {
 }
 
 fn verify_global_avg_pool(v: &OpView<'_>) -> Result<(), String> {
-    let ctx = v.ctx;
-    let x = tensor(ctx, v.operand_type(0), "input")?;
-    let result = tensor(ctx, v.result_type(0), "result")?;
-    x.per_tensor_quant(ctx)?;
-    result.per_tensor_quant(ctx)?;
-    x.expect_rank(ctx, 4, "NxCxHxW")?;
-    rounding_in(ctx, v.attrs())?;
+    let (_, x, result) = pool_operands(v)?;
     expect_shape("result", result.shape, &[x.shape[0], x.shape[1], 1, 1], "N×C×1×1")
 }
