@@ -264,3 +264,28 @@ fn mobilenetv3_quantizes_to_integer_only() {
         row.split_whitespace().nth_back(3).and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{row}"));
     assert!(db > 30.0, "output SQNR {db} dB\n{table}");
 }
+
+/// `bias-correct` names a correction it rejects (one that would raise the
+/// layer's quantized output error on the data) at `-v`, located at the
+/// layer, and not as a warning: the model is quantize-skip's first case,
+/// where fc2's correction is rejected on its six samples.
+#[test]
+fn a_rejected_bias_correction_is_named_at_verbose_not_warned() {
+    let dir = scratch("rejected-correction");
+    let text = std::fs::read_to_string(repo().join("tests/passes/quantize-skip.qir")).unwrap();
+    let first = &text[..text.find("// -----").unwrap_or(text.len())];
+    let model = dir.join("m.qir");
+    std::fs::write(&model, first).unwrap();
+    let data = repo().join("tests/passes/data/calib-x4.npy");
+    let pipeline = format!("--pass=quantize{{data={}}}", data.display());
+    let out = Command::new(env!("CARGO_BIN_EXE_qopt"))
+        .args([model.to_str().unwrap(), &pipeline, "-v", "-o", dir.join("q.qir").to_str().unwrap()])
+        .output()
+        .expect("qopt starts");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let line =
+        stderr.lines().find(|l| l.contains("bias correction rejected")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.contains("m.qir:22:9: note:") && line.contains("kept = false"), "{line}");
+    assert!(!stderr.contains("warning:"), "{stderr}");
+}
