@@ -278,12 +278,8 @@ fn a_rejected_bias_correction_is_named_at_verbose_not_warned() {
     std::fs::write(&model, first).unwrap();
     let data = repo().join("tests/passes/data/calib-x4.npy");
     let pipeline = format!("--pass=quantize{{data={}}}", data.display());
-    let out = Command::new(env!("CARGO_BIN_EXE_qopt"))
-        .args([model.to_str().unwrap(), &pipeline, "-v", "-o", dir.join("q.qir").to_str().unwrap()])
-        .output()
-        .expect("qopt starts");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (model, q) = (model.to_str().unwrap(), dir.join("q.qir"));
+    let stderr = run(env!("CARGO_BIN_EXE_qopt"), &[model, &pipeline, "-v", "-o", q.to_str().unwrap()]);
     let line =
         stderr.lines().find(|l| l.contains("bias correction rejected")).unwrap_or_else(|| panic!("{stderr}"));
     assert!(line.contains("m.qir:22:9: note:") && line.contains("kept = false"), "{line}");
