@@ -36,6 +36,29 @@ pub struct JitModule {
     rodata: GuardedRegion,
     /// Runs the program's host calls, when it has any.
     host: Option<HostRunner>,
+    /// The kernels between barriers with several threads, in order: a run
+    /// of serial kernels ([`KernelEntry::serial`]) is one segment, any other
+    /// kernel one of its own. Empty when every kernel is serial: then more
+    /// threads gain nothing and the caller's thread runs them all.
+    segments: Vec<std::ops::Range<usize>>,
+}
+
+/// The `segments` of a [`JitModule`] running `kernels`.
+fn barrier_segments(kernels: &[KernelEntry]) -> Vec<std::ops::Range<usize>> {
+    if kernels.iter().all(|k| k.serial) {
+        return Vec::new();
+    }
+    let mut segments = Vec::new();
+    let mut start = 0;
+    while start < kernels.len() {
+        let n = match kernels[start].serial {
+            true => kernels[start..].iter().take_while(|k| k.serial).count(),
+            false => 1,
+        };
+        segments.push(start..start + n);
+        start += n;
+    }
+    segments
 }
 
 /// The activation arena a [`JitModule`] runs in; keep one per thread of
@@ -136,7 +159,8 @@ impl JitModule {
         let mut rodata = GuardedRegion::new(program.rodata.len(), GuardSide::Start)?;
         rodata.as_mut_slice().copy_from_slice(&program.rodata);
         rodata.make_read_only()?;
-        Ok(JitModule { program, code, rodata, host })
+        let segments = barrier_segments(&program.kernels);
+        Ok(JitModule { program, code, rodata, host, segments })
     }
 
     /// The program it runs.
@@ -157,8 +181,7 @@ impl JitModule {
         let io = self.bind(inputs, outputs)?;
         let call = self.call(&io, workspace)?;
         let kernels = &self.program.kernels;
-        // A program of serial kernels only gains nothing from waking threads.
-        let threads = if kernels.iter().all(|k| k.serial) { 1 } else { threads.max(1) };
+        let threads = if self.segments.is_empty() { 1 } else { threads.max(1) };
         if threads == 1 {
             for k in kernels {
                 call.step(k, 0, 1)?;
@@ -167,32 +190,14 @@ impl JitModule {
         }
         let barrier = SpinBarrier::new(threads);
         let failure = std::sync::Mutex::new(None);
-        let fail = |e| {
-            failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
-        };
         let worker = |t: usize| {
-            let mut rest = &kernels[..];
-            while let Some(first) = rest.first() {
-                // A run of serial kernels is thread 0's alone, one barrier
-                // after the run; any other kernel is shared, a barrier after it.
-                let n = if first.serial { rest.iter().take_while(|k| k.serial).count() } else { 1 };
-                let (now, later) = rest.split_at(n);
-                for k in now {
-                    let result = if k.serial {
-                        if t == 0 {
-                            call.step(k, 0, 1)
-                        } else {
-                            Ok(())
-                        }
-                    } else {
-                        call.step(k, t, threads)
-                    };
-                    if let Err(e) = result {
-                        fail(e);
+            for segment in &self.segments {
+                for k in &kernels[segment.clone()] {
+                    if let Err(e) = call.share(k, t, threads) {
+                        failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
                     }
                 }
                 barrier.wait();
-                rest = later;
             }
         };
         workspace.pool(threads)?.run(&worker);
@@ -234,7 +239,7 @@ impl JitModule {
             barrier.wait();
             let mut start = Instant::now();
             for (i, k) in kernels.iter().enumerate() {
-                if let Err(e) = call.step(k, t, threads) {
+                if let Err(e) = call.share(k, t, threads) {
                     failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
                 }
                 barrier.wait();
@@ -323,6 +328,16 @@ struct Call<'a> {
 unsafe impl Sync for Call<'_> {}
 
 impl Call<'_> {
+    /// Thread `t` of `threads`' share of step `k`: [`step`](Self::step),
+    /// or for a serial kernel all of it on thread 0 and nothing elsewhere.
+    fn share(&self, k: &KernelEntry, t: usize, threads: usize) -> Result<(), CodegenError> {
+        match (k.serial, t) {
+            (true, 0) => self.step(k, 0, 1),
+            (true, _) => Ok(()),
+            (false, _) => self.step(k, t, threads),
+        }
+    }
+
     /// Thread `t` of `threads`' share of step `k`: its range of the
     /// kernel's work items, or the whole host call on thread 0.
     fn step(&self, k: &KernelEntry, t: usize, threads: usize) -> Result<(), CodegenError> {
