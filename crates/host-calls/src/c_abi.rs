@@ -1,9 +1,10 @@
 //! The C entry of the static library: [`qopt_host_call`], which the entry
 //! points of a `qcompile` object call for each op the program runs in the
 //! interpreter. Each program's host module is parsed once per process (the
-//! runners are cached by the address of its text) in a context with the fp
-//! and qnn dialects, and its ops run with the interpreter's standard
-//! kernels.
+//! runners are cached by the address of its text, and a hit is checked
+//! against the text itself, so a library unloaded and another loaded at the
+//! same address is parsed anew) in a context with the fp and qnn dialects,
+//! and its ops run with the interpreter's standard kernels.
 
 use crate::descriptor::HostCallDescriptor;
 use crate::runner::{with_default_float_environment, HostRunner};
@@ -19,24 +20,29 @@ pub const HOST_CALL_OK: i32 = 0;
 /// What it returns when the op failed (the message went to standard error).
 pub const HOST_CALL_FAILED: i32 = 1;
 
+/// A parsed host module and the text it was parsed from.
+type CachedRunner = (Box<[u8]>, Arc<HostRunner>);
+
 /// Runners by the address of their program's host module text.
-fn runners() -> &'static Mutex<HashMap<usize, Arc<HostRunner>>> {
-    static RUNNERS: OnceLock<Mutex<HashMap<usize, Arc<HostRunner>>>> = OnceLock::new();
+fn runners() -> &'static Mutex<HashMap<usize, CachedRunner>> {
+    static RUNNERS: OnceLock<Mutex<HashMap<usize, CachedRunner>>> = OnceLock::new();
     RUNNERS.get_or_init(Default::default)
 }
 
 /// The runner of the host module at `text` (`len` bytes), parsed on first use.
 fn runner(text: *const u8, len: usize) -> Result<Arc<HostRunner>, String> {
-    let mut cache = runners().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(r) = cache.get(&(text as usize)) {
-        return Ok(Arc::clone(r));
-    }
     // SAFETY: the descriptor the compiler wrote gives the text's place and
     // length within the program's read-only data.
     let bytes = unsafe { std::slice::from_raw_parts(text, len) };
+    let mut cache = runners().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((cached, r)) = cache.get(&(text as usize)) {
+        if **cached == *bytes {
+            return Ok(Arc::clone(r));
+        }
+    }
     let text = std::str::from_utf8(bytes).map_err(|_| "the host module is not UTF-8".to_string())?;
     let runner = Arc::new(HostRunner::new(qopt_dialect_qnn::context(), text, KernelRegistry::standard())?);
-    cache.insert(text.as_ptr() as usize, Arc::clone(&runner));
+    cache.insert(text.as_ptr() as usize, (bytes.into(), Arc::clone(&runner)));
     Ok(runner)
 }
 

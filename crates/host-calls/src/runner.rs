@@ -4,7 +4,6 @@
 use crate::descriptor::{HostCallDescriptor, HostPlace};
 use qopt_interp::{DType, KernelRegistry, Tensor};
 use qopt_ir_core::{function_signature, parse_module, type_to_string, Context, Module, OpView, Type};
-use qopt_npy::RawArray;
 
 /// The storage type and shape of one buffer of a host call.
 #[derive(Clone, Debug)]
@@ -35,11 +34,7 @@ pub fn tensor_bytes(t: &Tensor) -> Vec<u8> {
 /// The tensor of storage type `dtype` and `shape` whose buffer holds
 /// `bytes` (a boolean is any non-zero byte).
 pub fn tensor_from_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Tensor, String> {
-    let data = match dtype {
-        DType::Bool => bytes.iter().map(|&b| u8::from(b != 0)).collect(),
-        _ => bytes.to_vec(),
-    };
-    Tensor::from_raw(&RawArray { dtype, shape: shape.to_vec(), data }).map_err(|e| e.to_string())
+    Tensor::from_le_bytes(dtype, shape, bytes).map_err(|e| e.to_string())
 }
 
 /// A program's host module parsed, with the buffers of each function, and
@@ -48,8 +43,8 @@ pub struct HostRunner {
     ctx: Context,
     module: Module,
     kernels: KernelRegistry,
-    /// Per `@host<N>`: its operands' and results' buffers.
-    functions: Vec<(Vec<Buffer>, Vec<Buffer>)>,
+    /// Per `@host<N>`: its name, and its operands' and results' buffers.
+    functions: Vec<(String, Vec<Buffer>, Vec<Buffer>)>,
 }
 
 impl std::fmt::Debug for HostRunner {
@@ -67,11 +62,13 @@ impl HostRunner {
         qopt_ir_core::verify(&mut ctx, &module)
             .map_err(|e| format!("the host-call module does not verify: {e:?}"))?;
         let mut functions = Vec::new();
-        while let Some(func) = module.lookup_symbol(&ctx, &format!("host{}", functions.len())) {
+        loop {
+            let name = format!("host{}", functions.len());
+            let Some(func) = module.lookup_symbol(&ctx, &name) else { break };
             let (args, results) = function_signature(&OpView::new(&ctx, &module, func))?;
             let buffers =
                 |types: &[Type]| types.iter().map(|&t| Buffer::of(&ctx, t)).collect::<Result<Vec<_>, _>>();
-            functions.push((buffers(args)?, buffers(results)?));
+            functions.push((name, buffers(args)?, buffers(results)?));
         }
         Ok(HostRunner { ctx, module, kernels, functions })
     }
@@ -90,9 +87,10 @@ impl HostRunner {
         call: &HostCallDescriptor,
         (arena, rodata, io): (*mut u8, *const u8, *const *mut u8),
     ) -> Result<(), String> {
-        let function = format!("host{}", call.function);
-        let (args, results) =
-            self.functions.get(call.function).ok_or_else(|| format!("the host module has no @{function}"))?;
+        let (function, args, results) = self
+            .functions
+            .get(call.function)
+            .ok_or_else(|| format!("the host module has no @host{}", call.function))?;
         if args.len() != call.operands.len() || results.len() != call.results.len() {
             return Err(format!("@{function}'s buffers do not match its host call"));
         }
@@ -114,7 +112,7 @@ impl HostRunner {
             inputs.push(tensor_from_bytes(buffer.dtype, &buffer.shape, bytes)?);
         }
         let outputs = with_default_float_environment(|| {
-            qopt_interp::run_function(&self.ctx, &self.module, &function, &inputs, &self.kernels)
+            qopt_interp::run_function(&self.ctx, &self.module, function, &inputs, &self.kernels)
         })
         .map_err(|e| e.to_string())?;
         for ((buffer, &place), t) in results.iter().zip(&call.results).zip(&outputs) {

@@ -280,19 +280,30 @@ impl Tensor {
 impl Tensor {
     /// The tensor of a `.npy` array.
     pub fn from_raw(raw: &RawArray) -> Result<Tensor, InterpError> {
-        fn build<T: NpyElement>(raw: &RawArray) -> Result<ArrayD<T>, InterpError> {
-            let values = raw.to_vec::<T>().map_err(|e| InterpError::new(e.to_string()))?;
-            ArrayD::from_shape_vec(IxDyn(&raw.shape), values).map_err(|e| InterpError::new(e.to_string()))
+        Tensor::from_le_bytes(raw.dtype, &raw.shape, &raw.data)
+    }
+
+    /// The tensor of `dtype` and `shape` whose elements are `bytes`,
+    /// little-endian in C order (a boolean is any non-zero byte), decoded in
+    /// one copy; an error when `bytes` does not hold exactly that many.
+    pub fn from_le_bytes(dtype: DType, shape: &[usize], bytes: &[u8]) -> Result<Tensor, InterpError> {
+        let want = shape.iter().try_fold(dtype.size(), |n, &d| n.checked_mul(d));
+        if want != Some(bytes.len()) {
+            bail!("{} bytes do not hold a {dtype} tensor of shape {shape:?}", bytes.len());
         }
-        Ok(match raw.dtype {
-            DType::F32 => Tensor::F32(build(raw)?),
-            DType::F64 => Tensor::F64(build(raw)?),
-            DType::I8 => Tensor::I8(build(raw)?),
-            DType::U8 => Tensor::U8(build(raw)?),
-            DType::I16 => Tensor::I16(build(raw)?),
-            DType::I32 => Tensor::I32(build(raw)?),
-            DType::I64 => Tensor::I64(build(raw)?),
-            DType::Bool => Tensor::Bool(build(raw)?),
+        fn build<T: NpyElement>(shape: &[usize], bytes: &[u8]) -> Result<ArrayD<T>, InterpError> {
+            ArrayD::from_shape_vec(IxDyn(shape), T::decode_le(bytes))
+                .map_err(|e| InterpError::new(e.to_string()))
+        }
+        Ok(match dtype {
+            DType::F32 => Tensor::F32(build(shape, bytes)?),
+            DType::F64 => Tensor::F64(build(shape, bytes)?),
+            DType::I8 => Tensor::I8(build(shape, bytes)?),
+            DType::U8 => Tensor::U8(build(shape, bytes)?),
+            DType::I16 => Tensor::I16(build(shape, bytes)?),
+            DType::I32 => Tensor::I32(build(shape, bytes)?),
+            DType::I64 => Tensor::I64(build(shape, bytes)?),
+            DType::Bool => Tensor::Bool(build(shape, bytes)?),
         })
     }
 
@@ -373,6 +384,21 @@ fn ints<T: TryFrom<i128>>(n: usize, int: impl Fn(usize) -> i128) -> Result<Vec<T
 mod tests {
     use super::*;
     use qopt_ir_core::Signedness;
+
+    #[test]
+    fn little_endian_bytes_round_trip_in_one_copy() {
+        let t = Tensor::from_f32(&[2, 3], vec![1.5, -2.0, 0.25, 3.0, f32::MIN_POSITIVE, -0.0]).unwrap();
+        let raw = t.to_raw();
+        let back = Tensor::from_le_bytes(DType::F32, &[2, 3], &raw.data).unwrap();
+        assert!(back.bit_equal(&t));
+        let i = Tensor::from_le_bytes(DType::I16, &[2], &[0x01, 0x80, 0xFF, 0x7F]).unwrap();
+        assert_eq!(i.to_f64_vec(), [-32767.0, 32767.0]);
+        // Any non-zero byte is true; a length that does not fill the shape is an error.
+        let b = Tensor::from_le_bytes(DType::Bool, &[3], &[0, 7, 1]).unwrap();
+        assert_eq!(b.to_f64_vec(), [0.0, 1.0, 1.0]);
+        let e = Tensor::from_le_bytes(DType::F32, &[2, 3], &raw.data[..20]).unwrap_err();
+        assert!(e.to_string().contains("20 bytes do not hold"), "{e}");
+    }
 
     #[test]
     fn dense_to_tensor() {
