@@ -5,6 +5,7 @@
 
 use crate::ops::norm::BATCH_NORM_EPSILON;
 use qopt_ir_core::equivalence::{EquivRule, Relation};
+use qopt_ir_core::{Arity, Traits};
 
 /// `x op c = x` for the constant `c` that is the operation's identity.
 fn identity(name: &'static str, op: &str, value: &str, operand_first: bool) -> EquivRule {
@@ -323,5 +324,56 @@ pub fn rules() -> Vec<EquivRule> {
     for op in ["fp.conv_transpose2d", "fp.conv_transpose1d"] {
         linear_in_weight_and_bias(op, 1, "(lacks-attr ?a groups)", &mut rules);
     }
+    unary_commutes_with_reshape(&mut rules);
+    over_unit_height("fp.conv1d", "fp.conv2d", &mut rules);
+    over_unit_height("fp.conv_transpose1d", "fp.conv_transpose2d", &mut rules);
     rules
+}
+
+/// `f(reshape(x)) = reshape(f(x))` for every elementwise unary op `f` of
+/// the dialect (its result has its operand's type): it computes each element
+/// alone, wherever the element sits. `conv1d-to-conv2d` moves a 1-D layer's
+/// activation before the reshape back, next to the layer it fuses into.
+fn unary_commutes_with_reshape(rules: &mut Vec<EquivRule>) {
+    let unary = Traits::ELEMENTWISE | Traits::SAME_OPERANDS_AND_RESULT_TYPE;
+    for def in crate::ops::all() {
+        if !def.has(unary) || def.operands != Arity::Exact(1) {
+            continue;
+        }
+        let op = def.name;
+        rules.push(
+            EquivRule::new(
+                Relation::Exact,
+                format!("{}-commutes-with-reshape", op.trim_start_matches("fp.")),
+                format!("({op} ?b ?t (fp.reshape ?a ?u ?x))"),
+                format!("(fp.reshape ?a ?t ({op} ?b (type-of ?x) ?x))"),
+            )
+            .when("(same-element ?x ?t)"),
+        );
+    }
+}
+
+/// A 1-D convolution (or transposed convolution) is the 2-D one over a unit
+/// height between reshapes: the input N×C×L as N×C×1×L, the weight as
+/// O×C×1×K, each window attribute with the height's entry first (stride and
+/// dilation 1, no padding, no output padding), and the N×O×1×L' result back
+/// as N×O×L'. The interpreter computes the 1-D op as that 2-D one, so the
+/// identity is exact; it is what `conv1d-to-conv2d` rewrites.
+fn over_unit_height(one_d: &str, two_d: &str, rules: &mut Vec<EquivRule>) {
+    let attrs = "(attrs-insert ?a stride:0:1 dilation:0:1 pad:0:0 pad:2:0 output_padding:0:0)";
+    let unit =
+        |v: &str| format!("(fp.reshape (shape-attrs (unit-dim-type {v} 2)) (unit-dim-type {v} 2) {v})");
+    let short = one_d.trim_start_matches("fp.");
+    for (operands, bias, suffix) in [("?x ?w ?b", " ?b", ""), ("?x ?w", "", "-without-bias")] {
+        rules.push(EquivRule::new(
+            Relation::Exact,
+            format!("{short}{suffix}-is-{}-over-unit-height", two_d.trim_start_matches("fp.")),
+            format!("({one_d} ?a ?t {operands})"),
+            format!(
+                "(fp.reshape (shape-attrs ?t) ?t ({two_d} {attrs} (unit-dim-type ?t 2) {} {}{bias}))",
+                unit("?x"),
+                unit("?w")
+            ),
+        ));
+    }
 }

@@ -33,6 +33,7 @@ pub mod numerics;
 pub mod quant_vocab;
 pub mod rules;
 pub mod sample_runs;
+pub mod shape_vocab;
 
 pub use check::{check, check_with_memo, registered_rules, Check, Failure, Limits, Outcome};
 pub use hook::{render, EquivHook, Mode, ReportLine, SharedReport};

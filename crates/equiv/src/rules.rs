@@ -17,6 +17,7 @@
 //! | `(channel-vector ?c ?t AXIS)` | constant `?c`, which broadcasts against type `?t` along `AXIS` only (or holds one value), as a vector |
 //! | `(zeros-of-axis ?c AXIS)` | a zero vector as long as constant `?c`'s dimension `AXIS` |
 //! | `(recorded-floor ?y AXIS)` | per channel along `AXIS`, value `?y`'s recorded lower bound where positive, else 0 (`calibrated-range`; none without a bound or with none positive) |
+//! | `(unit-dim-type ?v AXIS)`, `(shape-attrs ?t)`, `(attrs-insert ?a NAME:INDEX:VALUE...)` | the shape vocabulary ([`crate::shape_vocab`]): a type with a unit dimension inserted, a reshape's attributes, integer arrays of a dictionary with values inserted |
 //!
 //! A number with a fraction or exponent (`0.0`, `1e-5`) is an f64 scalar
 //! constant. Conditions (`when`) are `(same-type ?x ?t)` (value `?x` has the
@@ -38,6 +39,7 @@ use crate::analysis::{add_constant, attr_leaf, register_ir_float_leaf, type_leaf
 use crate::bridge::identity_attrs;
 use crate::lang::{Builtin, Node};
 use crate::quant_vocab;
+use crate::shape_vocab;
 use egg::{Applier, EGraph, ENodeOrVar, Id, Pattern, PatternAst, RecExpr, Rewrite, Subst, Symbol, Var};
 use qopt_interp::Tensor;
 use qopt_ir_core::equivalence::{EquivRule, Relation};
@@ -119,6 +121,16 @@ enum Macro {
     RecordedFloor(Box<Template>, i64),
     /// The quantization vocabulary ([`crate::quant_vocab`]).
     Quant(QuantMacro),
+    /// The shape vocabulary ([`crate::shape_vocab`]).
+    Shape(ShapeMacro),
+}
+
+/// A macro of the shape vocabulary (see [`crate::shape_vocab`]).
+#[derive(Clone, Debug)]
+enum ShapeMacro {
+    UnitDimType(Box<Template>, usize),
+    ShapeAttrs(Box<Template>),
+    AttrsInsert(Box<Template>, Vec<(String, usize, i64)>),
 }
 
 /// A macro of the quantization vocabulary (see [`crate::quant_vocab`]).
@@ -334,6 +346,25 @@ fn template(ctx: &mut Context, sexp: &Sexp) -> Result<Template, String> {
                     let axis = atom(1)?.parse().map_err(|_| "recorded-floor's axis must be an integer")?;
                     Macro::RecordedFloor(arg(0)?, axis)
                 }
+                "unit-dim-type" => {
+                    want(2)?;
+                    let axis =
+                        atom(1)?.parse().map_err(|_| "unit-dim-type's axis must be a dimension index")?;
+                    Macro::Shape(ShapeMacro::UnitDimType(arg(0)?, axis))
+                }
+                "shape-attrs" => {
+                    want(1)?;
+                    Macro::Shape(ShapeMacro::ShapeAttrs(arg(0)?))
+                }
+                "attrs-insert" => {
+                    if args.is_empty() {
+                        return Err("'attrs-insert' needs a dictionary".into());
+                    }
+                    let inserts = (1..args.len())
+                        .map(|i| atom(i).and_then(shape_vocab::parse_insert))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Macro::Shape(ShapeMacro::AttrsInsert(arg(0)?, inserts))
+                }
                 "expressed" => {
                     want(1)?;
                     Macro::Quant(QuantMacro::Expressed(arg(0)?))
@@ -497,6 +528,9 @@ fn template_vars(t: &Template, out: &mut Vec<Var>) {
                     [a, b, c].into_iter().for_each(|t| template_vars(t, out))
                 }
             },
+            Macro::Shape(
+                ShapeMacro::UnitDimType(a, _) | ShapeMacro::ShapeAttrs(a) | ShapeMacro::AttrsInsert(a, _),
+            ) => template_vars(a, out),
         },
         Template::Int(_) | Template::Number(_) | Template::Attr(_) => {}
     }
@@ -770,6 +804,20 @@ fn expand(egraph: &mut EGraph<Node, EqAnalysis<'_>>, m: &Macro, subst: &Subst) -
             QuantMacro::AttrsMerge(a, b) => {
                 let (a, b) = (leaf(egraph, a)?, leaf(egraph, b)?);
                 quant_vocab::attrs_merge(egraph, a, b)
+            }
+        },
+        Macro::Shape(s) => match s {
+            ShapeMacro::UnitDimType(v, axis) => {
+                let v = leaf(egraph, v)?;
+                shape_vocab::unit_dim_type(egraph, v, *axis)
+            }
+            ShapeMacro::ShapeAttrs(t) => {
+                let t = leaf(egraph, t)?;
+                shape_vocab::shape_attrs(egraph, t)
+            }
+            ShapeMacro::AttrsInsert(a, inserts) => {
+                let a = leaf(egraph, a)?;
+                shape_vocab::attrs_insert(egraph, a, inserts)
             }
         },
     }

@@ -53,6 +53,7 @@ fn the_standard_passes_are_proven_on_their_golden_cases() {
         ("recognize-hard-swish.qir", "recognize-hard-swish", Relation::Real),
         ("recognize-dense.qir", "recognize-dense", Relation::Real),
         ("div-to-mul.qir", "div-to-mul", Relation::Real),
+        ("conv1d-to-conv2d.qir", "conv1d-to-conv2d", Relation::Exact),
         ("equalize.qir", "equalize", Relation::Real),
     ] {
         let outcomes = check_cases(file, pass, relation);

@@ -32,6 +32,7 @@ use std::sync::Arc;
 // Declared here, not by the macro below, so that rustfmt (which does not
 // expand macros) finds and formats every pass file.
 mod canonicalize;
+mod conv1d_to_conv2d;
 mod cse;
 mod dce;
 mod div_to_mul;
@@ -64,6 +65,7 @@ passes! {
     simplify_inference::SimplifyInference,
     recognize_dense::RecognizeDense,
     div_to_mul::DivToMul,
+    conv1d_to_conv2d::Conv1dToConv2d,
     recognize_gelu::RecognizeGelu,
     recognize_hard_swish::RecognizeHardSwish,
     partition::Partition,

@@ -3,7 +3,7 @@
 //! integer one.
 //!
 //! It expands to `recognize-gelu, recognize-hard-swish, recognize-dense, div-to-mul, fold-bn,
-//! insert-observers, calibrate, insert-fakeq, bias-correct, propagate-qparams,
+//! conv1d-to-conv2d, insert-observers, calibrate, insert-fakeq, bias-correct, propagate-qparams,
 //! expand-fakeq, quantize-constants, fuse, canonicalize, dce, quant-lint`
 //! (`overflow-error`: a result whose accumulators can wrap is an error naming
 //! the layers, not a warning among many): the
@@ -71,7 +71,7 @@ pub fn quantize_pipeline() -> NamedPipeline {
     ));
     NamedPipeline {
         name: "quantize",
-        summary: "post-training quantization, float to integer ops: recognize-gelu, recognize-hard-swish, recognize-dense, div-to-mul, fold-bn, insert-observers, calibrate, \
+        summary: "post-training quantization, float to integer ops: recognize-gelu, recognize-hard-swish, recognize-dense, div-to-mul, fold-bn, conv1d-to-conv2d, insert-observers, calibrate, \
                   insert-fakeq, bias-correct, propagate-qparams, expand-fakeq, quantize-constants, fuse, canonicalize, dce, quant-lint \
                   (options: those of insert-observers, calibrate, insert-fakeq and bias-correct; data required; bias-correct=false \
                   leaves bias-correct out)",
@@ -113,6 +113,8 @@ fn expand(options: &PassOptions) -> String {
         // After the recognizers, whose patterns divide by 6 (hard swish) and √2 (GELU).
         "div-to-mul".to_string(),
         "fold-bn".to_string(),
+        // After fold-bn, which folds a batch norm into the 1-D layer before it.
+        "conv1d-to-conv2d".to_string(),
         text(observers.0, observer_options),
         with_options(calibrate.0, &calibrate.1),
         with_options(fakeq.0, &fakeq.1),
