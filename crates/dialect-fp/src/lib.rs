@@ -35,6 +35,7 @@ pub mod op_names {
 pub mod shape;
 
 /// Shape rules of the shape ops, shared with kernels that execute them.
+pub use ops::conv::conv_transpose_shape;
 pub use ops::elementwise::{hard_sigmoid_params, leaky_relu_alpha};
 pub use ops::norm::{instance_norm_epsilon, layer_norm_params, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
 pub use ops::reduce::{reduce_axes, reduced_dims};

@@ -310,10 +310,19 @@ pub fn rules() -> Vec<EquivRule> {
         zero_bias_adds_nothing("conv2d-relu-with-zero-bias-is-without-bias", op_names::CONV2D_RELU),
         zero_bias_adds_nothing("dense-with-zero-bias-is-without-bias", op_names::DENSE),
         zero_bias_adds_nothing("dense-relu-with-zero-bias-is-without-bias", op_names::DENSE_RELU),
+        zero_bias_adds_nothing("conv-transpose2d-with-zero-bias-is-without-bias", op_names::CONV_TRANSPOSE2D),
+        zero_bias_adds_nothing(
+            "conv-transpose2d-relu-with-zero-bias-is-without-bias",
+            op_names::CONV_TRANSPOSE2D_RELU,
+        ),
     ];
     for (qnn, fp, relu) in [("qnn.conv2d", "fp.conv2d", false), ("qnn.conv2d_relu", "fp.conv2d", true)]
         .into_iter()
         .chain([("qnn.dense", "fp.dense", false), ("qnn.dense_relu", "fp.dense", true)])
+        .chain([
+            ("qnn.conv_transpose2d", "fp.conv_transpose2d", false),
+            ("qnn.conv_transpose2d_relu", "fp.conv_transpose2d", true),
+        ])
     {
         for bias in [true, false] {
             if relu {

@@ -7,7 +7,7 @@
 //!   every scale finite, positive and a normal f32).
 //! - Ops (one module per family under `ops/`): `quantize`, `dequantize`,
 //!   `requantize`, `fake_quant`, `cast_hint`, `stop_fusion`; `observe`;
-//!   `conv2d`, `conv2d_relu`, `dense`, `dense_relu`, `add`, `mul`, `concat`;
+//!   `conv2d`, `conv2d_relu`, `conv_transpose2d`, `conv_transpose2d_relu`, `dense`, `dense_relu`, `add`, `mul`, `concat`;
 //!   `avg_pool2d`, `global_avg_pool2d`; `lookup`.
 //!   Each op's description is its reference, with a `.qir` example.
 //! - [`fixed_point`]: the arithmetic of the semantics page (quantize,
@@ -120,6 +120,8 @@ mod tests {
             "qnn.observe",
             "qnn.conv2d",
             "qnn.conv2d_relu",
+            "qnn.conv_transpose2d",
+            "qnn.conv_transpose2d_relu",
             "qnn.dense",
             "qnn.dense_relu",
             "qnn.add",

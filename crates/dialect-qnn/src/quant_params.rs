@@ -381,7 +381,8 @@ pub struct AccumulatorOverflow {
 }
 
 /// Whether a conv or dense reading `x` (of a quantized type) with weight `w`
-/// (quantized, per tensor or per output channel) and the optional integer
+/// (quantized, per tensor or per output channel, its output channels on
+/// `weight_axis`: 0, or 1 for a transposed convolution) and the optional integer
 /// `bias` can overflow a signed `bits`-bit accumulator: per output channel,
 /// `Σ_k |w_k − zp_w[c]| · max|x − zp_x| + |b[c]|`, exact from a constant
 /// weight, else K times the widest `|w − zp_w|` the type allows; a bias that
@@ -393,7 +394,7 @@ pub fn accumulator_overflow(
     ctx: &Context,
     module: &Module,
     x: ValueId,
-    w: ValueId,
+    (w, weight_axis): (ValueId, usize),
     bias: Option<ValueId>,
     bits: u32,
 ) -> Option<AccumulatorOverflow> {
@@ -403,7 +404,9 @@ pub fn accumulator_overflow(
     let max_x = (i128::from(qx.storage_max) - zp_x).abs().max((i128::from(qx.storage_min) - zp_x).abs());
     let w_params = params(qw);
     let w_shape = ctx.tensor_shape(module.value_type(w))?;
-    let channels = w_shape.first().copied().unwrap_or(1).max(1) as usize;
+    let channels = w_shape.get(weight_axis).copied().unwrap_or(1).max(1) as usize;
+    // Elements run in C order: element i is of channel (i / inner) % channels.
+    let inner = w_shape.iter().skip(weight_axis + 1).map(|&d| d.max(1) as usize).product::<usize>();
     // Per channel Σ_k |w_k − zp_w[c]|: exact from a constant weight, else
     // K times the widest |w − zp_w| the type allows.
     let per_channel: Vec<i128> = match constant_value(ctx, module, w)
@@ -411,18 +414,21 @@ pub fn accumulator_overflow(
         .and_then(|d| if let AttrData::Dense(d) = d { dense_values_i128(ctx, d) } else { None })
     {
         Some(values) if !values.is_empty() => {
-            let per = values.len() / channels;
-            values
-                .chunks(per.max(1))
-                .enumerate()
-                .map(|(c, row)| {
-                    let zp = i128::from(w_params.get(c).or(w_params.last()).map_or(0, |p| p.zero_point));
-                    row.iter().map(|&v| (v - zp).abs()).sum()
-                })
-                .collect()
+            let mut sums = vec![0i128; channels];
+            for (i, &v) in values.iter().enumerate() {
+                let c = (i / inner.max(1)) % channels;
+                let zp = i128::from(w_params.get(c).or(w_params.last()).map_or(0, |p| p.zero_point));
+                sums[c] += (v - zp).abs();
+            }
+            sums
         }
         _ => {
-            let k: i128 = w_shape.iter().skip(1).map(|&d| i128::from(d.max(0))).product();
+            let k: i128 = w_shape
+                .iter()
+                .enumerate()
+                .filter(|&(axis, _)| axis != weight_axis)
+                .map(|(_, &d)| i128::from(d.max(0)))
+                .product();
             let widest = w_params
                 .iter()
                 .map(|p| {

@@ -67,13 +67,13 @@ fn bias_type(egraph: Graph<'_, '_>, b_ty: Type, x: Id, w: Id) -> Option<Type> {
     let channels = usize::try_from(*shape.first()?).ok()?;
     let params = match qw.params {
         QuantParams::PerTensor { scale, .. } => QuantParams::PerTensor { scale: s_x * scale, zero_point: 0 },
-        QuantParams::PerAxis { axis: 0, ref scales, .. } if scales.len() == channels => {
-            QuantParams::PerAxis {
-                axis: 0,
-                scales: scales.iter().map(|&s_w| s_x * s_w).collect(),
-                zero_points: vec![0; channels].into_boxed_slice(),
-            }
-        }
+        // The weight's output channels (axis 0, or a transposed convolution's
+        // axis 1): one scale per bias entry.
+        QuantParams::PerAxis { ref scales, .. } if scales.len() == channels => QuantParams::PerAxis {
+            axis: 0,
+            scales: scales.iter().map(|&s_w| s_x * s_w).collect(),
+            zero_points: vec![0; channels].into_boxed_slice(),
+        },
         QuantParams::PerAxis { .. } => return None,
     };
     let bias = QuantType {

@@ -120,9 +120,11 @@ pub const QNN_TARGET: &str = "qnn";
 
 /// The `qnn` ops that compute on stored integers (not the conversions
 /// between float and quantized values, the observers or the annotations).
-const INTEGER_QNN_OPS: [&str; 12] = [
+const INTEGER_QNN_OPS: [&str; 14] = [
     qnn_op::CONV2D,
     qnn_op::CONV2D_RELU,
+    qnn_op::CONV_TRANSPOSE2D,
+    qnn_op::CONV_TRANSPOSE2D_RELU,
     qnn_op::DENSE,
     qnn_op::DENSE_RELU,
     qnn_op::ADD,
@@ -146,7 +148,7 @@ impl BackendSupport for QnnIntegerTarget {
     }
 
     fn summary(&self) -> &'static str {
-        "integer-only: qnn compute ops (conv2d, dense, add, mul, concat, pools, lookup, requantize) and \
+        "integer-only: qnn compute ops (conv2d, conv_transpose2d, dense, add, mul, concat, pools, lookup, requantize) and \
          quant-agnostic ops on quantized values"
     }
 

@@ -84,6 +84,8 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 )
                 .operands(Arity::Range(2, 3))
                 .traits(Traits::PURE)
+                // Output channels are the weight's axis 1 (per group).
+                .interface(QuantizableOp::weighted(0, 1, Some(2), 1))
                 .interface(AttributeDefaults(|ctx| attrs::ConvTransposeAttrs::default_attributes(ctx, 2))),
         ),
         super::with_signature::<ConvTranspose<1>>(
@@ -170,6 +172,69 @@ impl<const N: usize> Signature for Conv<N> {
 /// A transposed convolution over `N` spatial dimensions.
 struct ConvTranspose<const N: usize>;
 
+/// The result shape N×O×… of a transposed convolution of an N×C×… input
+/// `x` with a C×(O/groups)×k… weight `w` (shapes of one rank, `?` for a
+/// dynamic size) under `a`, checking the channels against each other and
+/// against the bias's shape `[O]` if there is one: the rule of
+/// `fp.conv_transpose2d` and `fp.conv_transpose1d`, which `qnn`'s transposed
+/// convolution shares.
+pub fn conv_transpose_shape(
+    x: &[i64],
+    w: &[i64],
+    bias: Option<&[i64]>,
+    a: &attrs::ConvTransposeAttrs,
+) -> Result<SmallVec<[i64; 4]>, String> {
+    let n = x.len().saturating_sub(2);
+    if n == 0 || w.len() != x.len() || a.output_padding.len() != n {
+        return Err(format!("input {x:?} and weight {w:?} must have one rank, with a spatial dimension"));
+    }
+    let window = &a.window;
+    let groups = window.groups;
+    let (channels, weight_channels) = (x[1], w[0]);
+    if !is_dynamic(channels) && channels % groups != 0 {
+        return Err(format!("input channels ({channels}) must be divisible by 'groups' ({groups})"));
+    }
+    if !dims_compatible(channels, weight_channels) {
+        return Err(format!(
+            "weight has {weight_channels} input channels (its dimension 0) but the input has {channels}"
+        ));
+    }
+    let per_group = w[1];
+    let out_channels = if is_dynamic(per_group) {
+        bias.and_then(|b| b.first().copied()).unwrap_or(DYNAMIC)
+    } else {
+        per_group
+            .checked_mul(groups)
+            .ok_or_else(|| format!("{per_group} output channels per group in {groups} groups overflow"))?
+    };
+    if let Some(&[b]) = bias {
+        if !dims_compatible(b, out_channels) {
+            return Err(format!(
+                "bias has {b} elements but there are {out_channels} output channels ({per_group} per \
+                 group in {groups} group{})",
+                if groups == 1 { "" } else { "s" }
+            ));
+        }
+    }
+    let mut shape: SmallVec<[i64; 4]> = SmallVec::new();
+    shape.push(x[0]);
+    shape.push(out_channels);
+    for i in 0..n {
+        let size = conv_transpose_out(
+            x[2 + i],
+            w[2 + i],
+            window.stride[i],
+            window.pad[i],
+            window.pad[n + i],
+            window.dilation[i],
+            a.output_padding[i],
+        )
+        .map_err(|e| format!("along dimension {}: {e}", 2 + i))?;
+        shape.push(size);
+    }
+    Ok(shape)
+}
+
 impl<const N: usize> Signature for ConvTranspose<N> {
     fn check(ctx: &Context, operands: &[Type], attrs: Attribute) -> Result<Sigs, String> {
         let ops = tensor_operands(ctx, operands, &["input", "weight", "bias"], 2)?;
@@ -179,52 +244,11 @@ impl<const N: usize> Signature for ConvTranspose<N> {
         expect_rank(ctx, x, N + 2, layout_x)?;
         expect_rank(ctx, w, N + 2, layout_w)?;
         let a = attrs::ConvTransposeAttrs::read_in(ctx, attrs, N)?;
-        let window = &a.window;
-        let groups = window.groups;
-        let (channels, weight_channels) = (x.shape[1], w.shape[0]);
-        if !is_dynamic(channels) && channels % groups != 0 {
-            return Err(format!("input channels ({channels}) must be divisible by 'groups' ({groups})"));
-        }
-        if !dims_compatible(channels, weight_channels) {
-            return Err(format!(
-                "weight has {weight_channels} input channels (its dimension 0) but the input has {channels}"
-            ));
-        }
-        let per_group = w.shape[1];
-        let out_channels = if is_dynamic(per_group) {
-            ops.get(2).map_or(DYNAMIC, |b| b.shape[0])
-        } else {
-            per_group
-                .checked_mul(groups)
-                .ok_or_else(|| format!("{per_group} output channels per group in {groups} groups overflow"))?
-        };
+        let bias = ops.get(2).map(|b| b.shape);
         if let Some(b) = ops.get(2) {
             expect_rank(ctx, b, 1, "O")?;
-            if !dims_compatible(b.shape[0], out_channels) {
-                return Err(format!(
-                    "bias has {} elements but there are {out_channels} output channels ({per_group} per \
-                     group in {groups} group{})",
-                    b.shape[0],
-                    if groups == 1 { "" } else { "s" }
-                ));
-            }
         }
-        let mut shape: SmallVec<[i64; 4]> = SmallVec::new();
-        shape.push(x.shape[0]);
-        shape.push(out_channels);
-        for i in 0..N {
-            let size = conv_transpose_out(
-                x.shape[2 + i],
-                w.shape[2 + i],
-                window.stride[i],
-                window.pad[i],
-                window.pad[N + i],
-                window.dilation[i],
-                a.output_padding[i],
-            )
-            .map_err(|e| format!("along dimension {}: {e}", 2 + i))?;
-            shape.push(size);
-        }
+        let shape = conv_transpose_shape(x.shape, w.shape, bias, &a)?;
         Ok(smallvec::smallvec![Sig { shape, elem }])
     }
 }

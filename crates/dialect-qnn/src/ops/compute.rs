@@ -1,5 +1,5 @@
 //! Integer compute ops on quantized operands: `qnn.conv2d`, `qnn.conv2d_relu`,
-//! `qnn.dense`, `qnn.dense_relu` (i32 accumulators, requantized per output
+//! `qnn.conv_transpose2d`, `qnn.conv_transpose2d_relu`, `qnn.dense`, `qnn.dense_relu` (i32 accumulators, requantized per output
 //! channel), `qnn.add`, `qnn.mul` (broadcasting) and `qnn.concat`.
 //!
 //! Their result types are written: output parameters are free (calibration
@@ -13,7 +13,8 @@ use super::{
     ROUNDING_DEFAULT,
 };
 use qopt_dialect_fp::attrs;
-use qopt_dialect_fp::attrs::ConvAttrs;
+use qopt_dialect_fp::attrs::{ConvAttrs, ConvTransposeAttrs};
+use qopt_dialect_fp::conv_transpose_shape;
 use qopt_dialect_fp::shape::{
     broadcast, conv_out, dims_compatible, is_dynamic, normalize_axis, shape_to_string,
 };
@@ -25,7 +26,8 @@ use qopt_ir_core::{
 use smallvec::{smallvec, SmallVec};
 
 qopt_ir_core::op_name_constants! {
-    CONV2D = "qnn.conv2d", CONV2D_RELU = "qnn.conv2d_relu", DENSE = "qnn.dense",
+    CONV2D = "qnn.conv2d", CONV2D_RELU = "qnn.conv2d_relu", CONV_TRANSPOSE2D = "qnn.conv_transpose2d",
+    CONV_TRANSPOSE2D_RELU = "qnn.conv_transpose2d_relu", DENSE = "qnn.dense",
     DENSE_RELU = "qnn.dense_relu", ADD = "qnn.add", SUB = "qnn.sub", MUL = "qnn.mul",
     CONCAT = "qnn.concat",
 }
@@ -68,6 +70,47 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .verifier(verify_conv2d)
             .interface(QuantizableOp::weighted(0, 1, Some(2), 0))
             .interface(AttributeDefaults(conv2d_defaults)),
+        OpDef::new(
+            names::CONV_TRANSPOSE2D,
+            "quantized 2-D transposed convolution (NCHW) with i32 accumulation and requantization",
+        )
+        .description(concat!(
+            "`qnn.conv_transpose2d(x, w[, b])`: shapes, attributes and defaults of `fp.conv_transpose2d` \
+             (`stride`, `pad`, `dilation`, `groups`, `output_padding`). `x` (N×C×H×W) is quantized per tensor; \
+             `w` (C×O/groups×kH×kW, input channels first as in ONNX) per tensor, or per axis 1 (the output \
+             channels) with one group; the optional bias `b` is a `tensor<Oxi32>` in units of `s_x × s_w[c]` \
+             with zero point 0. Per output channel c: `acc = wrap32(Σ (x − zp_x)(w − zp_w[c]) + b[c])` over \
+             the input positions and taps that land on the output position (positions outside the result are \
+             dropped; nothing reads padding), then requantized with `M = (s_x × s_w[c]) / s_out` to the written \
+             per-tensor result type (`docs/quant-semantics.md` §6.2).\n\nAttributes also: ",
+            rounding_doc!(),
+            ".\n\n```\n%y = qnn.conv_transpose2d(%x, %w, %b) {stride = [2, 2]} : (tensor<1x4x3x3x!qnn.uniform<u8:f32, 0.02:128>>, \
+             tensor<4x2x2x2x!qnn.uniform<i8:f32:1, {0.01:0, 0.02:0}>>, tensor<2xi32>) \
+             -> tensor<1x2x6x6x!qnn.uniform<u8:f32, 0.05:0>>\n```"
+        ))
+        .operands(Arity::Range(2, 3))
+        .traits(Traits::PURE)
+        .verifier(verify_conv_transpose2d)
+        .interface(QuantizableOp::weighted(0, 1, Some(2), 1))
+        .interface(AttributeDefaults(conv_transpose2d_defaults)),
+        OpDef::new(names::CONV_TRANSPOSE2D_RELU, "qnn.conv_transpose2d followed by relu, fused")
+            .description(concat!(
+                "`qnn.conv_transpose2d_relu(x, w[, b])` is `qnn.conv_transpose2d` whose requantized output is \
+                 clamped at the output zero point (real 0) before saturating, as `qnn.conv2d_relu` \
+                 (`docs/quant-semantics.md` §6.2). Same operands, attributes and checks as \
+                 `qnn.conv_transpose2d`; attributes include ",
+                rounding_doc!(),
+                " and ",
+                relu_max_doc!(),
+                ".\n\n```\n%y = qnn.conv_transpose2d_relu(%x, %w) {stride = [2, 2]} : \
+                 (tensor<1x4x3x3x!qnn.uniform<u8:f32, 0.02:128>>, tensor<4x2x2x2x!qnn.uniform<i8:f32, 0.01:0>>) \
+                 -> tensor<1x2x6x6x!qnn.uniform<u8:f32, 0.05:0>>\n```"
+            ))
+            .operands(Arity::Range(2, 3))
+            .traits(Traits::PURE)
+            .verifier(verify_conv_transpose2d)
+            .interface(QuantizableOp::weighted(0, 1, Some(2), 1))
+            .interface(AttributeDefaults(conv_transpose2d_defaults)),
         OpDef::new(names::DENSE, "quantized fully connected layer x·Wᵀ + b with i32 accumulation")
             .description(concat!(
                 "`qnn.dense(x, w[, b])`: shapes of `fp.dense`: `x` is …×K quantized per tensor, `w` is N×K \
@@ -176,6 +219,12 @@ struct Weighted<'c> {
 }
 
 fn weighted<'c>(v: &OpView<'c>) -> Result<Weighted<'c>, String> {
+    weighted_on_axis(v, 0)
+}
+
+/// [`weighted`] for an op whose weight holds the output channels on
+/// `weight_axis`.
+fn weighted_on_axis<'c>(v: &OpView<'c>, weight_axis: usize) -> Result<Weighted<'c>, String> {
     let ctx = v.ctx;
     let x = tensor(ctx, v.operand_type(0), "input")?;
     let w = tensor(ctx, v.operand_type(1), "weight")?;
@@ -184,9 +233,9 @@ fn weighted<'c>(v: &OpView<'c>) -> Result<Weighted<'c>, String> {
     x.per_tensor_quant(ctx)?;
     let wq = w.quant(ctx)?;
     if let Some(axis) = crate::quant_params::axis(wq) {
-        if axis != 0 {
+        if axis != weight_axis {
             return Err(format!(
-                "weight must be quantized per tensor or per axis 0 (output channels), got axis {axis}"
+                "weight must be quantized per tensor or per axis {weight_axis} (output channels), got axis {axis}"
             ));
         }
     }
@@ -204,7 +253,10 @@ fn weighted<'c>(v: &OpView<'c>) -> Result<Weighted<'c>, String> {
     rounding_in(ctx, v.attrs())?;
     let relu_max = relu_max_in(ctx, v.attrs())?;
     if relu_max.is_some() && !ctx.op_name_str(v.name()).ends_with("_relu") {
-        return Err("'relu_max' belongs to the _relu forms (qnn.conv2d_relu, qnn.dense_relu)".into());
+        return Err(
+            "'relu_max' belongs to the _relu forms (qnn.conv2d_relu, qnn.conv_transpose2d_relu, qnn.dense_relu)"
+                .into(),
+        );
     }
     Ok(Weighted { x, w, b, result })
 }
@@ -265,6 +317,31 @@ fn verify_conv2d(v: &OpView<'_>) -> Result<(), String> {
         want.push(size);
     }
     expect_shape("result", result.shape, &want, "N×O×H'×W' of the convolution")
+}
+
+/// What `qnn.conv_transpose2d` and its relu form read for attributes they
+/// leave out: those of `fp.conv_transpose2d` and the rounding.
+fn conv_transpose2d_defaults(ctx: &mut Context) -> Vec<(&'static str, Attribute)> {
+    let mut defaults = ConvTransposeAttrs::default_attributes(ctx, 2);
+    defaults.extend(rounding_defaults(ctx));
+    defaults
+}
+
+fn verify_conv_transpose2d(v: &OpView<'_>) -> Result<(), String> {
+    let ctx = v.ctx;
+    let Weighted { x, w, b, result } = weighted_on_axis(v, 1)?;
+    x.expect_rank(ctx, 4, "NxCxHxW")?;
+    w.expect_rank(ctx, 4, "CxOxKHxKW")?;
+    let attrs = ConvTransposeAttrs::read_in(ctx, v.attrs(), 2)?;
+    if attrs.window.groups != 1 && crate::quant_params::axis(w.quant(ctx)?).is_some() {
+        return Err(format!(
+            "a weight quantized per axis 1 holds one group's output channels: with 'groups' = {} it must \
+             be quantized per tensor",
+            attrs.window.groups
+        ));
+    }
+    let want = conv_transpose_shape(x.shape, w.shape, b.as_ref().map(|b| b.shape), &attrs)?;
+    expect_shape("result", result.shape, &want, "N×O×H'×W' of the transposed convolution")
 }
 
 fn verify_dense(v: &OpView<'_>) -> Result<(), String> {

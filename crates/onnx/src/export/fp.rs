@@ -206,19 +206,28 @@ pub(super) fn conv_attributes(cx: &OpCx<'_, '_>, n: usize) -> Result<Vec<(&'stat
 }
 
 fn conv_transpose(cx: &mut OpCx<'_, '_>, n: usize, i: &[String], o: &[String]) -> Result<(), String> {
+    let attributes = conv_transpose_attributes(cx, n)?;
+    cx.node("ConvTranspose", i.to_vec(), o.to_vec(), attributes);
+    Ok(())
+}
+
+/// The ONNX attributes of the op's `n`-d transposed convolution
+/// (`ConvTranspose`), its kernel size from the weight (operand 1).
+pub(super) fn conv_transpose_attributes(
+    cx: &OpCx<'_, '_>,
+    n: usize,
+) -> Result<Vec<(&'static str, AttrValue)>, String> {
     let a = ConvTransposeAttrs::read_in(cx.ctx(), cx.attrs(), n)?;
     let kernel = cx.shape(cx.operand(1)?)?[2..].to_vec();
     let w = &a.window;
-    let attributes = vec![
+    Ok(vec![
         ("dilations", AttrValue::Ints(w.dilation.to_vec())),
         ("group", AttrValue::Int(w.groups)),
         ("kernel_shape", AttrValue::Ints(kernel)),
         ("output_padding", AttrValue::Ints(a.output_padding.to_vec())),
         ("pads", AttrValue::Ints(w.pad.to_vec())),
         ("strides", AttrValue::Ints(w.stride.to_vec())),
-    ];
-    cx.node("ConvTranspose", i.to_vec(), o.to_vec(), attributes);
-    Ok(())
+    ])
 }
 
 /// `fp.dense(x, w, b)` is `Gemm(x, w, b) {transB = 1}` on a matrix `x`;

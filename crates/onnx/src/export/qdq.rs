@@ -45,6 +45,9 @@ pub(super) fn exporter(name: &str) -> Option<ExportFn> {
         qnn_op::FAKE_QUANT => fake_quant,
         qnn_op::OBSERVE | qnn_op::CAST_HINT | qnn_op::STOP_FUSION => identity,
         qnn_op::CONV2D | qnn_op::CONV2D_RELU => |cx| weighted(cx, Weighted::Conv),
+        qnn_op::CONV_TRANSPOSE2D | qnn_op::CONV_TRANSPOSE2D_RELU => {
+            |cx| weighted(cx, Weighted::ConvTranspose)
+        }
         qnn_op::DENSE | qnn_op::DENSE_RELU => |cx| weighted(cx, Weighted::Dense),
         qnn_op::ADD => |cx| elementwise(cx, "Add"),
         qnn_op::SUB => |cx| elementwise(cx, "Sub"),
@@ -110,6 +113,7 @@ fn identity(cx: &mut OpCx<'_, '_>) -> Result<(), String> {
 #[derive(Copy, Clone, PartialEq, Eq)]
 pub(super) enum Weighted {
     Conv,
+    ConvTranspose,
     Dense,
 }
 
@@ -117,7 +121,7 @@ pub(super) enum Weighted {
 /// `None` for the plain ops.
 pub(super) fn relu_of(cx: &OpCx<'_, '_>) -> Result<Option<Option<f64>>, String> {
     let name = cx.ctx().op_name_str(cx.module().op_name(cx.op));
-    if name != qnn_op::CONV2D_RELU && name != qnn_op::DENSE_RELU {
+    if ![qnn_op::CONV2D_RELU, qnn_op::CONV_TRANSPOSE2D_RELU, qnn_op::DENSE_RELU].contains(&name) {
         return Ok(None);
     }
     Ok(Some(qopt_dialect_fp::attrs::opt_float_in(cx.ctx(), cx.attrs(), "relu_max")?))
@@ -193,6 +197,10 @@ fn weighted(cx: &mut OpCx<'_, '_>, kind: Weighted) -> Result<(), String> {
         Weighted::Conv => {
             let attributes = super::fp::conv_attributes(cx, 2)?;
             cx.node("Conv", inputs, vec![linear.clone()], attributes);
+        }
+        Weighted::ConvTranspose => {
+            let attributes = super::fp::conv_transpose_attributes(cx, 2)?;
+            cx.node("ConvTranspose", inputs, vec![linear.clone()], attributes);
         }
         Weighted::Dense => {
             let (x_shape, y_shape) = (cx.shape(x)?, cx.shape(y)?);

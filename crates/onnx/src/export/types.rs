@@ -90,10 +90,15 @@ fn check_arithmetic(ctx: &Context, module: &Module, op: OpId) -> Vec<String> {
     let name = ctx.op_name_str(module.op_name(op));
     let operand = |i| (i < module.num_operands(op)).then(|| module.operand(op, i));
     let mut problems = Vec::new();
-    if matches!(name, qnn_op::CONV2D | qnn_op::CONV2D_RELU | qnn_op::DENSE | qnn_op::DENSE_RELU) {
+    let weight_axis = match name {
+        qnn_op::CONV2D | qnn_op::CONV2D_RELU | qnn_op::DENSE | qnn_op::DENSE_RELU => Some(0),
+        qnn_op::CONV_TRANSPOSE2D | qnn_op::CONV_TRANSPOSE2D_RELU => Some(1),
+        _ => None,
+    };
+    if let Some(weight_axis) = weight_axis {
         if let (Some(x), Some(w)) = (operand(0), operand(1)) {
             if let Some(AccumulatorOverflow { channel, bound, limit }) =
-                accumulator_overflow(ctx, module, x, w, operand(2), 32)
+                accumulator_overflow(ctx, module, x, (w, weight_axis), operand(2), 32)
             {
                 problems.push(format!(
                     "the i32 accumulator can wrap: output channel {channel} reaches |acc| ≤ {bound} (limit \

@@ -3,7 +3,7 @@
 //! whose result (after an optional relu or `clip(0, c)`) is quantized into a
 //! quantized op computing that quantized result (`docs/quant-semantics.md`
 //! §6, §7). The built-in ones cover `fp.conv2d`, `fp.dense`, `fp.matmul`
-//! by a constant matrix (as `qnn.dense` of its transpose), `fp.add`,
+//! by a constant matrix (as `qnn.dense` of its transpose), `fp.conv_transpose2d`, `fp.add`,
 //! `fp.mul`, `fp.concat`, `fp.avg_pool2d` and `fp.global_avg_pool2d`, and
 //! every op with the [`LookupActivation`] interface (sigmoid, tanh, gelu,
 //! hard_swish, ...) as a `qnn.lookup` table of its values (§7.5); a downstream
@@ -99,8 +99,27 @@ impl Default for FusionPatterns {
     fn default() -> FusionPatterns {
         FusionPatterns {
             patterns: vec![
-                Arc::new(Weighted { root: fp_op::CONV2D, plain: qnn_op::CONV2D, relu: qnn_op::CONV2D_RELU }),
-                Arc::new(Weighted { root: fp_op::DENSE, plain: qnn_op::DENSE, relu: qnn_op::DENSE_RELU }),
+                Arc::new(Weighted {
+                    root: fp_op::CONV2D,
+                    plain: qnn_op::CONV2D,
+                    relu: qnn_op::CONV2D_RELU,
+                    name: "fused-conv2d",
+                    weight_axis: 0,
+                }),
+                Arc::new(Weighted {
+                    root: fp_op::CONV_TRANSPOSE2D,
+                    plain: qnn_op::CONV_TRANSPOSE2D,
+                    relu: qnn_op::CONV_TRANSPOSE2D_RELU,
+                    name: "fused-conv-transpose2d",
+                    weight_axis: 1,
+                }),
+                Arc::new(Weighted {
+                    root: fp_op::DENSE,
+                    plain: qnn_op::DENSE,
+                    relu: qnn_op::DENSE_RELU,
+                    name: "fused-dense",
+                    weight_axis: 0,
+                }),
                 Arc::new(MatmulByConstant),
                 Arc::new(Elementwise { root: fp_op::ADD, op: qnn_op::ADD, name: "fused-add" }),
                 Arc::new(Elementwise { root: fp_op::SUB, op: qnn_op::SUB, name: "fused-sub" }),
@@ -162,22 +181,24 @@ fn per_tensor(ctx: &Context, module: &Module, value: ValueId) -> Option<QuantTyp
     matches!(q.params, QuantParams::PerTensor { .. }).then(|| q.clone())
 }
 
-/// `fp.conv2d` and `fp.dense` into `qnn.conv2d[_relu]` / `qnn.dense[_relu]`:
-/// a per-tensor activation, a weight per tensor or per output channel, and
+/// `fp.conv2d`, `fp.conv_transpose2d` and `fp.dense` into their `qnn` ops
+/// (and relu forms): a per-tensor activation, a weight per tensor or per
+/// output channel (axis 0; axis 1 of a transposed convolution's weight, with
+/// one group), and
 /// an optional bias that `quantize-constants` made i32 in units of
 /// `s_x·s_w[c]` (§6.1).
 struct Weighted {
     root: &'static str,
     plain: &'static str,
     relu: &'static str,
+    name: &'static str,
+    /// The weight axis of the output channels (of one group).
+    weight_axis: u32,
 }
 
 impl QuantPattern for Weighted {
     fn name(&self) -> &'static str {
-        match self.root {
-            fp_op::CONV2D => "fused-conv2d",
-            _ => "fused-dense",
-        }
+        self.name
     }
     fn root(&self) -> &'static str {
         self.root
@@ -190,15 +211,19 @@ impl QuantPattern for Weighted {
         let (Some(x), Some(w)) = (x, w) else { return Ok(None) };
         let Some(qx) = per_tensor(rw.ctx, rw.module, x) else { return Ok(None) };
         let Some(qw) = quant_element(rw.ctx, rw.module.value_type(w)).cloned() else { return Ok(None) };
-        if matches!(qw.params, QuantParams::PerAxis { axis, .. } if axis != 0) {
-            return Ok(None);
+        let attrs = rw.module.op_attrs(site.op);
+        if let QuantParams::PerAxis { axis, .. } = qw.params {
+            // Off axis 0, the weight's per-channel axis holds one group's channels.
+            let grouped = qopt_dialect_fp::attrs::int_in(rw.ctx, attrs, "groups", 1).unwrap_or(1) > 1;
+            if axis != self.weight_axis || (axis != 0 && grouped) {
+                return Ok(None);
+            }
         }
         let mut operands = vec![x, w];
         if let Some(&bias) = site.operands.get(2) {
             let Some(b) = integer_bias(rw, bias, &qx, &qw)? else { return Ok(None) };
             operands.push(b);
         }
-        let attrs = rw.module.op_attrs(site.op);
         let (name, attrs) = match site.activation {
             Activation::None => (self.plain, attrs),
             Activation::Relu => (self.relu, attrs),

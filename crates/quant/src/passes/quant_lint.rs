@@ -836,15 +836,18 @@ impl Lint<'_> {
     /// exceeds a signed `bits`-bit accumulator ([`accumulator_overflow`]).
     fn accumulator(&mut self, op: OpId, bits: u32) {
         let name = self.name(op);
-        if !matches!(name, qnn_op::CONV2D | qnn_op::CONV2D_RELU | qnn_op::DENSE | qnn_op::DENSE_RELU)
-            || self.module.num_operands(op) < 2
-        {
+        let weight_axis = match name {
+            qnn_op::CONV2D | qnn_op::CONV2D_RELU | qnn_op::DENSE | qnn_op::DENSE_RELU => 0,
+            qnn_op::CONV_TRANSPOSE2D | qnn_op::CONV_TRANSPOSE2D_RELU => 1,
+            _ => return,
+        };
+        if self.module.num_operands(op) < 2 {
             return;
         }
         let (x, w) = (self.module.operand(op, 0), self.module.operand(op, 1));
         let bias = self.module.operands(op).nth(2);
         if let Some(AccumulatorOverflow { channel, bound, limit }) =
-            accumulator_overflow(self.ctx, self.module, x, w, bias, bits)
+            accumulator_overflow(self.ctx, self.module, x, (w, weight_axis), bias, bits)
         {
             let message = format!(
                 "the i{bits} accumulator can overflow: output channel {channel} reaches |acc| ≤ {bound} \

@@ -195,9 +195,16 @@ fn bias_plan(ctx: &Context, module: &Module, op: OpId) -> Result<Option<BiasPlan
     };
     let weight_scales: Vec<f64> = match &qw.params {
         QuantParams::PerTensor { scale, .. } => vec![*scale; values.len()],
-        QuantParams::PerAxis { axis: 0, scales, .. } if scales.len() == values.len() => scales.to_vec(),
+        QuantParams::PerAxis { axis, scales, .. }
+            if Some(*axis as usize) == iface.weight_channel_axis && scales.len() == values.len() =>
+        {
+            scales.to_vec()
+        }
         QuantParams::PerAxis { .. } => {
-            return Err(BiasSkipped("the weight is not quantized per output channel (axis 0)".into()))
+            return Err(BiasSkipped(format!(
+                "the weight is not quantized per output channel (one scale per channel on axis {})",
+                iface.weight_channel_axis.unwrap_or(0)
+            )))
         }
     };
     let per_channel = matches!(qw.params, QuantParams::PerAxis { .. });

@@ -212,7 +212,8 @@ pub(crate) fn layer_overflows(ctx: &Context, module: &Module, bits: u32) -> Vec<
             let x = dequantized(operand(op, q.activations.first().copied())?)?;
             let w = dequantized(operand(op, q.weight)?)?;
             let bias = operand(op, q.bias).and_then(dequantized);
-            let detail = accumulator_overflow(ctx, module, x, w, bias, bits)?;
+            let detail =
+                accumulator_overflow(ctx, module, x, (w, q.weight_channel_axis.unwrap_or(0)), bias, bits)?;
             let layer = ctx
                 .location_names(module.op_loc(op))
                 .first()

@@ -51,6 +51,11 @@ impl Centered {
         })
     }
 
+    /// The values as f32 (exact: see [`exact_in_f32`], which bounds them).
+    pub fn as_f32(&self) -> Vec<f32> {
+        self.values.iter().map(|&v| v as f32).collect()
+    }
+
     /// The values as f64 (exact: see [`exact_in_f64`], which bounds them).
     pub fn as_f64(&self) -> Vec<f64> {
         self.values.iter().map(|&v| v as f64).collect()
@@ -92,6 +97,14 @@ fn center<T: Copy + Into<i64>>(a: &ArrayD<T>, zps: &[i64], inner: usize) -> Cent
 pub(super) fn exact_in_f64(max_x: u64, max_w: u64, taps: usize) -> bool {
     let bound = u128::from(max_x).checked_mul(u128::from(max_w)).and_then(|p| p.checked_mul(taps as u128));
     bound.is_some_and(|b| b <= 1u128 << 53)
+}
+
+/// True if such dot products are exact in f32 too: every partial sum an
+/// integer of magnitude at most 2^24, which f32 holds (8-bit data with up to
+/// about 500 taps, where f32 arithmetic is the faster path).
+pub(super) fn exact_in_f32(max_x: u64, max_w: u64, taps: usize) -> bool {
+    let bound = u128::from(max_x).checked_mul(u128::from(max_w)).and_then(|p| p.checked_mul(taps as u128));
+    bound.is_some_and(|b| b <= 1u128 << 24)
 }
 
 /// `c = a · b` in f64; exact under [`exact_in_f64`].
@@ -158,12 +171,13 @@ pub(super) struct OutputStage {
 }
 
 impl OutputStage {
-    /// The stage for input type `x`, weight type `w` (per tensor or per axis 0),
-    /// result type `out`, optional bias tensor and `channels` output channels.
-    /// Multipliers are [`conv_multipliers`]: `(s_x ⊗₆₄ s_w[c]) ⊘₆₄ s_out` per channel.
+    /// The stage for input type `x`, weight type `w` (per tensor or per axis
+    /// `weight_axis`, its output channels), result type `out`, optional bias
+    /// tensor and `channels` output channels. Multipliers are
+    /// [`conv_multipliers`]: `(s_x ⊗₆₄ s_w[c]) ⊘₆₄ s_out` per channel.
     pub fn new(
         x: &QuantType,
-        w: &QuantType,
+        (w, weight_axis): (&QuantType, usize),
         out: &QuantType,
         bias: Option<&Tensor>,
         channels: usize,
@@ -178,8 +192,10 @@ impl OutputStage {
         let relu_max = if let Relu::UpTo(max) = relu { Some(max) } else { None };
         let qmax = relu_upper_bound(out, relu_max)?;
         if let Some(axis) = qopt_dialect_qnn::quant_params::axis(w) {
-            if axis != 0 {
-                bail!("weight must be quantized per tensor or per axis 0 (output channels), got axis {axis}");
+            if axis != weight_axis {
+                bail!(
+                    "weight must be quantized per tensor or per axis {weight_axis} (output channels), got axis {axis}"
+                );
             }
         }
         let multipliers = conv_multipliers(x, w, out)?;

@@ -63,7 +63,8 @@ impl QuantConv2d {
             n => return Err(InterpError::new(format!("expects 2 or 3 operands, got {n}"))),
         };
         let shape = ConvShape::new(x.shape(), w.shape(), &win)?;
-        let stage = OutputStage::new(xq, wq, result_quant(kc)?, bias, shape.o, self.relu, self.rounding)?;
+        let stage =
+            OutputStage::new(xq, (wq, 0), result_quant(kc)?, bias, shape.o, self.relu, self.rounding)?;
         let (xc, wc) = (Centered::new(x, xq, "input")?, Centered::new(w, wq, "weight")?);
         let p = shape.oh * shape.ow;
         let len = shape.n * shape.o * p;

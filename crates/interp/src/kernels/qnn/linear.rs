@@ -35,7 +35,7 @@ fn dense_kernel(kc: &KernelContext<'_>, ops: &[&Tensor], relu: bool) -> Result<K
         bail!("the output of {:?} · {:?}ᵀ is too large", x.shape(), w.shape())
     };
     let relu = Relu::of(kc.ctx, kc.attrs, relu);
-    let stage = OutputStage::new(xq, wq, result_quant(kc)?, bias, channels, relu, rounding(kc)?)?;
+    let stage = OutputStage::new(xq, (wq, 0), result_quant(kc)?, bias, channels, relu, rounding(kc)?)?;
     let (xc, wc) = (Centered::new(x, xq, "input")?, Centered::new(w, wq, "weight")?);
     let shape_err = |e: ndarray::ShapeError| InterpError::new(e.to_string());
     // out (rows×N) = x (rows×K) · wᵀ (K×N).

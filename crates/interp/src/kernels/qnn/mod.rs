@@ -6,6 +6,7 @@
 //! - [`conv`]: `conv2d`, `conv2d_relu` by im2col + GEMM (§6), and
 //!   [`QuantConv2d`], the same computation with explicit parameters for
 //!   downstream ops that fix them;
+//! - [`conv_transpose`]: `conv_transpose2d`, `conv_transpose2d_relu` (§6.2);
 //! - [`linear`]: `dense`, `dense_relu` by GEMM (§6);
 //! - [`accumulate`]: what conv and dense share: the exact accumulation and the
 //!   output stage (bias, `wrap32`, requantization, relu clamp, saturation);
@@ -25,6 +26,7 @@
 
 mod accumulate;
 mod conv;
+mod conv_transpose;
 mod convert;
 pub use convert::dequantize_tensor;
 mod elementwise;
@@ -50,6 +52,7 @@ pub(crate) fn register(r: &mut KernelRegistry) {
     for (name, kernel) in [
         convert::kernels(),
         conv::kernels(),
+        conv_transpose::kernels(),
         linear::kernels(),
         elementwise::kernels(),
         pool::kernels(),

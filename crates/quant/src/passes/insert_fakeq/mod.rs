@@ -52,7 +52,7 @@ use bias_correction::correct_bias;
 use qopt_dialect_qnn::fixed_point::scale_f32;
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_interp::KernelRegistry;
-use qopt_ir_core::interfaces::FusedActivation;
+use qopt_ir_core::interfaces::{FusedActivation, QuantizableOp};
 use qopt_ir_core::pass::{OptionKind, OptionSpec, PassOptions};
 use qopt_ir_core::BadOptionValue;
 use qopt_ir_core::PassInfo;
@@ -259,7 +259,9 @@ impl Pass for InsertFakeq {
         for op in quantized_ops {
             let Some(q) = quantizable(cx.ctx, module, op).cloned() else { continue };
             if let Some(w) = q.weight.filter(|&w| w < module.num_operands(op)) {
-                let axis = if config.per_channel { q.weight_channel_axis } else { None };
+                let axis = q.weight_channel_axis.filter(|&axis| {
+                    config.per_channel && holds_each_output_channel(cx.ctx, module, op, &q, axis)
+                });
                 let hinted = hinted_weights.get(&op).map(|&storage| config.weight_scheme_for(storage));
                 let scheme = hinted.as_ref().unwrap_or(&config.weight);
                 let mse = match config.weight_method {
@@ -299,6 +301,29 @@ impl Pass for InsertFakeq {
         cx.add_stat("biases-corrected", corrected);
         cx.add_stat("constant-operands", constants);
         Ok(PassOutcome::from_changed(!observers.is_empty() || weights + constants > 0))
+    }
+}
+
+/// Whether weight axis `axis` of weighted op `op` has one entry per output
+/// channel, so that per-channel weights give each its own scale: a grouped
+/// transposed convolution's axis 1 holds one group's channels only, and its
+/// weight is then quantized per tensor. Unknown sizes count as a match.
+fn holds_each_output_channel(
+    ctx: &Context,
+    module: &Module,
+    op: OpId,
+    q: &QuantizableOp,
+    axis: usize,
+) -> bool {
+    let Some(w) = q.weight.filter(|&w| w < module.num_operands(op)) else { return true };
+    let (w_ty, y_ty) = (module.value_type(module.operand(op, w)), module.value_type(module.result(op, 0)));
+    let (Some(w_shape), Some(y_shape)) = (ctx.tensor_shape(w_ty), ctx.tensor_shape(y_ty)) else {
+        return true;
+    };
+    let Some(channel_axis) = q.channel_axis_for_rank(y_shape.len()) else { return true };
+    match (w_shape.get(axis), y_shape.get(channel_axis)) {
+        (Some(&entries), Some(&channels)) if entries >= 0 && channels >= 0 => entries == channels,
+        _ => true,
     }
 }
 
