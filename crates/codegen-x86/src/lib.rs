@@ -52,7 +52,7 @@ pub use buffer::{ElementType, Elements, ElementsMut};
 pub use error::{CodegenError, CodegenErrorKind};
 pub use kernels::quant_params::{kernel_multiplier_and_shift, ByteQuant, FixedPointMultiplier};
 pub use kernels::{ConvGemmChoice, DepthwiseTaps, KernelOptions};
-pub use lower::{Conv2dLowering, DenseLowering};
+pub use lower::{Conv2dLowering, ConvTransposeLowering, DenseLowering};
 pub use lower::{Emit, EmitResult, LowerOp, Lowerings, OpLowering, Plan};
 pub use module::{
     compile, host_call_ops, KernelEntry, OpEntry, Program, QuantizedInterface, QuantizedTensor,

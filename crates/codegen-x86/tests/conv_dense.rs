@@ -19,20 +19,24 @@ use common::*;
 use iced_x86::{Code, Decoder, DecoderOptions};
 use proptest::prelude::*;
 use qopt_codegen_x86::{
-    compile, Conv2dLowering, CpuFeatures, DenseLowering, JitModule, KernelOptions, Lowerings, Target,
-    TargetCpu, Workspace,
+    compile, Conv2dLowering, ConvTransposeLowering, CpuFeatures, DenseLowering, JitModule, KernelOptions,
+    Lowerings, Target, TargetCpu, Workspace,
 };
 use qopt_interp::{run_function, KernelRegistry, Tensor};
 use qopt_ir_core::{Context, Module, SplitMix64 as Random};
 use std::sync::Arc;
 
-/// The builtin lowerings, with conv and dense limited to `options`.
+/// The builtin lowerings, with conv, transposed conv and dense limited to `options`.
 fn lowerings(options: KernelOptions) -> Lowerings {
     let mut l = Lowerings::builtin();
     let conv = Arc::new(Conv2dLowering { options });
+    let transposed = Arc::new(ConvTransposeLowering { options });
     let dense = Arc::new(DenseLowering { options });
     for name in ["qnn.conv2d", "qnn.conv2d_relu"] {
         l.register(name, conv.clone());
+    }
+    for name in ["qnn.conv_transpose2d", "qnn.conv_transpose2d_relu"] {
+        l.register(name, transposed.clone());
     }
     for name in ["qnn.dense", "qnn.dense_relu"] {
         l.register(name, dense.clone());
@@ -84,11 +88,11 @@ fn activation(rng: &mut Random, scale: f64) -> String {
     format!("!qnn.uniform<{storage}:f32, {scale:?}:{zp}>")
 }
 
-/// A constant weight of `shape` (output channels first), per tensor or per
-/// channel, signed or unsigned, with zero points, full-range or small values
-/// (small ones let `vpmaddubsw` take the layer).
-fn weight(rng: &mut Random, shape: &[usize]) -> (String, String) {
-    let o = shape[0];
+/// A constant weight of `shape` (output channels on `axis`), per tensor or
+/// per channel, signed or unsigned, with zero points, full-range or small
+/// values (small ones let `vpmaddubsw` take the layer).
+fn weight(rng: &mut Random, shape: &[usize], axis: usize) -> (String, String) {
+    let o = shape[axis];
     let unsigned = rng.next_u64().is_multiple_of(5);
     let storage = if unsigned { "u8" } else { "i8" };
     let (lo, hi) = if unsigned { (0, 255) } else { (-128, 127) };
@@ -108,15 +112,15 @@ fn weight(rng: &mut Random, shape: &[usize]) -> (String, String) {
         .collect();
     let elem = if per_channel {
         let entries: Vec<String> = params.iter().map(|(s, z)| format!("{s:?}:{z}")).collect();
-        format!("!qnn.uniform<{storage}:f32:0, {{{}}}>", entries.join(", "))
+        format!("!qnn.uniform<{storage}:f32:{axis}, {{{}}}>", entries.join(", "))
     } else {
         format!("!qnn.uniform<{storage}:f32, {:?}:{}>", params[0].0, params[0].1)
     };
     let small = rng.next_u64().is_multiple_of(2);
-    let per_row: usize = shape[1..].iter().product();
-    let values: Vec<String> = (0..o * per_row)
+    let inner: usize = shape[axis + 1..].iter().product();
+    let values: Vec<String> = (0..shape.iter().product::<usize>())
         .map(|i| {
-            let zp = params[if per_channel { i / per_row.max(1) } else { 0 }].1;
+            let zp = params[if per_channel { (i / inner.max(1)) % o } else { 0 }].1;
             let v = if small { (zp + rng.range(-60, 60)).clamp(lo, hi) } else { rng.range(lo, hi) };
             format!("{:02X}", v as u8)
         })
@@ -158,7 +162,7 @@ struct ConvShape {
 fn graph() -> impl Strategy<Value = Graph> {
     (
         (1usize..3, 1usize..9, 1usize..13, 1usize..13),
-        proptest::collection::vec((1usize..4, 1usize..3, 1usize..3, 0usize..3, 0usize..4, 1usize..10), 1..3),
+        proptest::collection::vec((1usize..4, 1usize..3, 1usize..3, 0usize..3, 0usize..5, 1usize..10), 1..3),
         any::<bool>(),
         any::<u64>(),
     )
@@ -173,7 +177,8 @@ fn graph() -> impl Strategy<Value = Graph> {
             let mut body = String::new();
             let mut value = "%x".to_string();
             for (i, &(k, stride, dilation, pad, kind, og)) in layers.iter().enumerate() {
-                // kind 0: depthwise; 1: grouped; else plain.
+                // kind 0: depthwise; 1: grouped; 4: transposed (an upsampling
+                // by its kernel, k×k); else plain.
                 let groups = match kind {
                     0 => shape.c,
                     1 if shape.c.is_multiple_of(2) => 2,
@@ -181,18 +186,29 @@ fn graph() -> impl Strategy<Value = Graph> {
                 };
                 let o = if kind == 0 { shape.c } else { groups * og };
                 let reach = dilation * (k - 1) + 1;
-                let out_hw = shape.hw.map(|d| (d + 2 * pad).saturating_sub(reach) / stride + 1);
-                if shape.hw.iter().any(|&d| d + 2 * pad < reach) {
-                    continue;
-                }
-                let (w, tw) = weight(&mut rng, &[o, shape.c / groups, k, k]);
-                let attrs = vec![
-                    format!("stride = [{stride}, {stride}]"),
-                    format!("pad = [{pad}, {pad}, {pad}, {pad}]"),
-                    format!("dilation = [{dilation}, {dilation}]"),
-                    format!("groups = {groups}"),
-                ];
-                let (op, attrs) = op_and_attrs(&mut rng, "qnn.conv2d", attrs);
+                let (out_hw, (w, tw), (op, attrs)) = if kind == 4 {
+                    let attrs = vec![format!("stride = [{k}, {k}]")];
+                    (
+                        shape.hw.map(|d| d * k),
+                        weight(&mut rng, &[shape.c, o, k, k], 1),
+                        op_and_attrs(&mut rng, "qnn.conv_transpose2d", attrs),
+                    )
+                } else {
+                    if shape.hw.iter().any(|&d| d + 2 * pad < reach) {
+                        continue;
+                    }
+                    let attrs = vec![
+                        format!("stride = [{stride}, {stride}]"),
+                        format!("pad = [{pad}, {pad}, {pad}, {pad}]"),
+                        format!("dilation = [{dilation}, {dilation}]"),
+                        format!("groups = {groups}"),
+                    ];
+                    (
+                        shape.hw.map(|d| (d + 2 * pad).saturating_sub(reach) / stride + 1),
+                        weight(&mut rng, &[o, shape.c / groups, k, k], 0),
+                        op_and_attrs(&mut rng, "qnn.conv2d", attrs),
+                    )
+                };
                 let out_shape = ConvShape { n: shape.n, c: o, hw: out_hw };
                 let out_scale = scale * (1.0 + (rng.next_u64() % 7) as f64);
                 let out_ty = activation(&mut rng, out_scale);
@@ -221,7 +237,7 @@ fn graph() -> impl Strategy<Value = Graph> {
                 let flat = format!("tensor<{}x{k}x{ty}>", shape.n);
                 body += &format!("    %f = fp.flatten({value}) {{axis = 1}} : ({result}) -> {flat}\n");
                 let o = rng.range(1, 20) as usize;
-                let (w, tw) = weight(&mut rng, &[o, k]);
+                let (w, tw) = weight(&mut rng, &[o, k], 0);
                 body += &format!("    %wd = fp.constant() {{value = {w}}} : () -> {tw}\n");
                 let (op, attrs) = op_and_attrs(&mut rng, "qnn.dense", Vec::new());
                 let out_ty = activation(&mut rng, scale * 3.0);
@@ -499,6 +515,20 @@ fn unsupported_conv_and_dense_run_by_host_calls() {
     let program = compile(&ctx, &module, "main", &Lowerings::builtin(), &Target::host()).unwrap();
     assert!(program.host_ops[0].reason.contains("the weight must be a constant"), "{:?}", program.host_ops);
     check_qir(text, 5);
+    // A transposed convolution whose taps overlap (4×4, stride 2, pad 1) is
+    // not an upsampling by its kernel: a host call, bit-exact.
+    let text = "module {
+  func.func @main(%x: tensor<1x2x3x3x!qnn.uniform<u8:f32, 0.1:3>>) -> tensor<1x2x6x6x!qnn.uniform<i8:f32, 0.2:-1>> {
+    %w = fp.constant() {value = dense<[[[[1, -2, 3, 4], [5, 6, -7, 8], [1, 2, 3, 4], [0, 0, 1, -1]], [[2, 2, 2, 2], [1, -1, 1, -1], [3, 0, 0, 3], [9, 8, 7, 6]]], [[[4, 3, 2, 1], [0, 1, 0, 1], [-5, 5, -5, 5], [1, 1, 1, 1]], [[7, 0, -7, 0], [2, 4, 6, 8], [1, 3, 5, 7], [0, 2, 0, 2]]]]> : tensor<2x2x4x4x!qnn.uniform<i8:f32:1, {0.05:0, 0.03:1}>>} : () -> tensor<2x2x4x4x!qnn.uniform<i8:f32:1, {0.05:0, 0.03:1}>>
+    %y = qnn.conv_transpose2d(%x, %w) {pad = [1, 1, 1, 1], stride = [2, 2]} : (tensor<1x2x3x3x!qnn.uniform<u8:f32, 0.1:3>>, tensor<2x2x4x4x!qnn.uniform<i8:f32:1, {0.05:0, 0.03:1}>>) -> tensor<1x2x6x6x!qnn.uniform<i8:f32, 0.2:-1>>
+    func.return %y : tensor<1x2x6x6x!qnn.uniform<i8:f32, 0.2:-1>>
+  }
+}";
+    let mut ctx = context();
+    let module = parse(&mut ctx, text);
+    let program = compile(&ctx, &module, "main", &Lowerings::builtin(), &Target::host()).unwrap();
+    assert!(program.host_ops[0].reason.contains("kernel equal to their stride"), "{:?}", program.host_ops);
+    check_qir(text, 5);
 }
 
 /// Whole resnet18-sized conv layers through the module compiler and the
@@ -513,7 +543,7 @@ fn resnet_layers_on_one_and_two_threads() {
     for (c, o, hw, stride) in [(64, 64, 56, 1), (128, 128, 28, 1), (256, 256, 14, 1), (512, 512, 7, 1)] {
         let out = (hw + 2 - 3) / stride + 1;
         let mut rng = Random::new(0x5EED ^ (c * hw) as u64);
-        let (w, tw) = weight(&mut rng, &[o, c, 3, 3]);
+        let (w, tw) = weight(&mut rng, &[o, c, 3, 3], 0);
         let (tx, ty) = (
             format!("tensor<1x{c}x{hw}x{hw}x!qnn.uniform<i8:f32, 0.05:-128>>"),
             format!("tensor<1x{o}x{out}x{out}x!qnn.uniform<i8:f32, 0.07:-128>>"),

@@ -258,6 +258,19 @@ pub(crate) struct ChannelRequant {
     pub rounding_bias: i64,
 }
 
+/// How a layer's rows (its GEMM's output channels) sit in the op's weight.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum WeightRows {
+    /// The weight is `channels × depth`, output channels on axis 0 (conv2d
+    /// OIHW, dense N×K).
+    OutputChannels,
+    /// The C × O × `taps` weight of a transposed convolution whose kernel is
+    /// its stride: row `o·taps + t` is tap `t` of output channel `o` and
+    /// reads `w[ci, o, t]` for each of the `depth = C` input channels;
+    /// parameters and bias are channel `o`'s (per tensor or per axis 1).
+    TransposedTaps { taps: usize },
+}
+
 /// One conv2d or dense op as numbers: the integer problem of §6.
 #[derive(Clone, Debug)]
 pub(crate) struct Layer {
@@ -288,7 +301,27 @@ impl Layer {
     /// Reads `op` (conv2d, dense or a relu form; `relu` says which) whose
     /// weight (operand 1) has `channels` rows of `depth` taps.
     pub fn read(op: &LowerOp<'_>, relu: bool, channels: usize, depth: usize) -> Result<Layer, CodegenError> {
+        Layer::read_rows(op, relu, channels, depth, WeightRows::OutputChannels)
+    }
+
+    /// [`read`](Self::read) with the weight's rows laid out as `rows` says.
+    pub fn read_rows(
+        op: &LowerOp<'_>,
+        relu: bool,
+        channels: usize,
+        depth: usize,
+        rows: WeightRows,
+    ) -> Result<Layer, CodegenError> {
         op.expect_arity(2..=3, 1)?;
+        // The op's output channel (its parameter and bias entry) of each row.
+        let (param_channels, channel_of) = match rows {
+            WeightRows::OutputChannels => (channels, 1),
+            WeightRows::TransposedTaps { taps } => (channels / taps.max(1), taps.max(1)),
+        };
+        let weight_axis = match rows {
+            WeightRows::OutputChannels => 0,
+            WeightRows::TransposedTaps { .. } => 1,
+        };
         let activation = |i: usize, what: &str| -> Result<ByteQuant, CodegenError> {
             let ty = op.operand_type(i);
             let q = op.quant_of(ty).ok_or_else(|| {
@@ -319,16 +352,18 @@ impl Layer {
             return Err(op.unsupported("the weight's expressed type must be f32"));
         }
         let zero_points: Vec<i64> = match &w_q.params {
-            QuantParams::PerTensor { zero_point, .. } => vec![*zero_point; channels],
-            QuantParams::PerAxis { axis: 0, zero_points, .. } if zero_points.len() == channels => {
+            QuantParams::PerTensor { zero_point, .. } => vec![*zero_point; param_channels],
+            QuantParams::PerAxis { axis, zero_points, .. }
+                if *axis as usize == weight_axis && zero_points.len() == param_channels =>
+            {
                 zero_points.to_vec()
             }
             QuantParams::PerAxis { axis, zero_points, .. } => {
                 return Err(op.invalid(format!(
-                "the weight must be quantized per tensor or per axis 0 with one entry per output channel, \
-                     got axis {axis} with {} entries for {channels} channels",
-                zero_points.len()
-            )))
+                    "the weight must be quantized per tensor or per axis {weight_axis} with one entry per \
+                     output channel, got axis {axis} with {} entries for {param_channels} channels",
+                    zero_points.len()
+                )))
             }
         };
         let stored = op
@@ -342,23 +377,29 @@ impl Layer {
             )));
         }
         let mut weights = Vec::with_capacity(stored.len());
-        for (i, &w) in stored.iter().enumerate() {
+        for i in 0..stored.len() {
+            let (row, tap) = (i / depth.max(1), i % depth.max(1));
+            let w = match rows {
+                WeightRows::OutputChannels => stored[i],
+                // Row (o, t) tap ci reads w[ci, o, t] of the C × O × taps weight.
+                WeightRows::TransposedTaps { .. } => stored[tap * channels + row],
+            };
             // The parser keeps stored values within their storage type, so
             // with zero points in range the difference is within ±255 (and
             // |w'| ≤ 383 would still be exact in every kernel).
             if !(-128..=255).contains(&w) {
                 return Err(op.invalid(format!("weight value {w} does not fit its 8-bit storage")));
             }
-            weights.push(w as i32 - zero_points[i / depth.max(1)] as i32);
+            weights.push(w as i32 - zero_points[row / channel_of] as i32);
         }
 
         let bias = if op.num_operands() == 3 {
             let ty = op.operand_type(2);
             let is_i32 =
                 matches!(op.ctx.type_data(op.ctx.element_type(ty)), TypeData::Int(i) if i.width == 32);
-            if !is_i32 || op.shape_of(ty, "the bias")? != [channels] {
+            if !is_i32 || op.shape_of(ty, "the bias")? != [param_channels] {
                 return Err(op.invalid(format!(
-                    "the bias must be a tensor<{channels}xi32>, got {}",
+                    "the bias must be a tensor<{param_channels}xi32>, got {}",
                     type_to_string(op.ctx, ty)
                 )));
             }
@@ -366,7 +407,7 @@ impl Layer {
                 .constant_operand(2)
                 .and_then(|d| dense_values_i128(op.ctx, d))
                 .ok_or_else(|| op.unsupported("the bias must be a constant (it is packed when compiling)"))?;
-            values.into_iter().map(|b| b as i32).collect()
+            (0..channels).map(|c| values[c / channel_of] as i32).collect()
         } else {
             vec![0; channels]
         };
@@ -374,15 +415,16 @@ impl Layer {
         let attrs = op.module.op_attrs(op.op);
         let rounding = rounding_of(op.ctx, attrs);
         let multipliers = conv_multipliers(x_q, w_q, out_q).map_err(|e| op.invalid(e))?;
-        if multipliers.len() != 1 && multipliers.len() != channels {
+        if multipliers.len() != 1 && multipliers.len() != param_channels {
             return Err(op.invalid(format!(
-                "the weight has {} scales for {channels} output channels",
+                "the weight has {} scales for {param_channels} output channels",
                 multipliers.len()
             )));
         }
         let requant = (0..channels)
             .map(|c| {
-                let (multiplier, shift) = multipliers[if multipliers.len() == 1 { 0 } else { c }];
+                let (multiplier, shift) =
+                    multipliers[if multipliers.len() == 1 { 0 } else { c / channel_of }];
                 let (m, s) = kernel_multiplier_and_shift(FixedPointMultiplier { multiplier, shift });
                 let half = 1i64 << (s - 1);
                 let rounding_bias = if rounding == Rounding::HalfToEven { half - 1 } else { half };

@@ -117,7 +117,7 @@ impl ConvGeometry {
 }
 
 /// Everything the kernels of one conv2d are specialized for.
-struct ConvPlan {
+pub(super) struct ConvPlan {
     geometry: ConvGeometry,
     layer: Layer,
     accumulation: Accumulation,
@@ -202,6 +202,19 @@ impl ConvPlan {
         let [kh, kw] = geometry.kernel;
         let relu = op.name() == qnn_op::CONV2D_RELU;
         let layer = Layer::read(op, relu, geometry.out_channels, geometry.group_inputs() * kh * kw)?;
+        ConvPlan::of(op, geometry, layer, options)
+    }
+
+    /// The plan of the convolution `geometry` computing `layer`, for `op`
+    /// (its target, and the name errors give): how a lowering that states its
+    /// op as a convolution (a transposed one, [`super::conv_transpose`])
+    /// reuses these kernels.
+    pub(super) fn of(
+        op: &LowerOp<'_>,
+        geometry: ConvGeometry,
+        layer: Layer,
+        options: &KernelOptions,
+    ) -> Result<ConvPlan, CodegenError> {
         let depthwise = geometry.is_depthwise();
         let mut accumulation = if depthwise {
             Accumulation::Words
@@ -252,7 +265,12 @@ impl ConvPlan {
         Ok(ConvPlan { geometry, layer, accumulation, image, gemm, direct_input })
     }
 
-    fn scratch_bytes(&self) -> usize {
+    /// The element type of the convolution's result.
+    pub(super) fn output_element(&self) -> crate::buffer::ElementType {
+        self.layer.output.element
+    }
+
+    pub(super) fn scratch_bytes(&self) -> usize {
         self.image_scratch_bytes() + self.gemm.map_or(0, |g| g.scratch_bytes())
     }
 
@@ -306,93 +324,92 @@ impl OpLowering for Conv2dLowering {
 
     fn emit(&self, op: &LowerOp<'_>, out: &mut Emit<'_>) -> EmitResult {
         let plan = ConvPlan::new(op, &self.options)?;
-        if plan.output_is_empty() {
-            return Ok(());
-        }
         let (input, output) = (out.operand(0)?, out.result(0)?);
         let scratch = out.planned_scratch(op)?;
-        let g = &plan.geometry;
-        let direct = plan.direct_input;
-        let image_place = if direct { input } else { scratch };
-        let planes = g.batches * g.channels;
-        if planes > 0 && !direct {
-            out.kernel(KernelCode {
-                code: emit_pad(&plan.image, input, image_place)?,
-                work: planes,
-                work_item: "input plane",
-                strategy: format!(
-                    "pad and center into a {}×{} {} image",
-                    plan.image.padded_height(),
-                    plan.image.padded_width(),
-                    if plan.image.bytes { "u8" } else { "i16" }
-                ),
-            });
-        }
-        let init = plan.layer.accumulator_init(plan.accumulation);
-        let records = channel_records(&plan.layer.requant, &init);
-        let Some(gemm) = plan.gemm else {
-            let shape = DepthwiseShape::new(
-                g.channels,
-                g.kernel,
-                g.output,
-                g.stride,
-                g.dilation,
-                &plan.image,
-                self.options.depthwise_taps,
-            );
-            let code = emit_depthwise(
-                &plan.layer,
-                &shape,
-                image_place,
-                output,
-                &records,
-                &globals(&plan.layer),
-                out,
-            )?;
-            out.kernel(KernelCode {
-                code,
-                work: planes,
-                work_item: "channel plane",
-                strategy: shape.describe(),
-            });
-            return Ok(());
-        };
+        emit_conv(&plan, &self.options, [input, output, scratch], out)
+    }
+}
 
-        let window = window_of(g);
-        let panels = offset(scratch, plan.image_scratch_bytes())?;
-        let panel_shape = match gemm {
-            ConvGemm::Positions(shape) => shape,
-            ConvGemm::Channels(shape) => shape.panels,
-            ConvGemm::Winograd(shape) => {
-                let panels = offset(scratch, plan.image_scratch_bytes())?;
-                let sums = offset(panels, shape.panel_bytes().next_multiple_of(BUFFER_ALIGN))?;
-                let places = WinogradPlaces { image: image_place, panels, sums, output };
-                return emit_winograd(&plan, &shape, &records, places, out);
-            }
-        };
-        let (tables, blocks_at) = pack_tables(&plan.image, &window, &panel_shape);
-        let tables = out.rodata(&tables);
+/// Emits the kernels of `plan` reading `input` and writing `output`, with
+/// `plan.scratch_bytes()` of arena at `scratch`.
+pub(super) fn emit_conv(
+    plan: &ConvPlan,
+    options: &KernelOptions,
+    [input, output, scratch]: [Place; 3],
+    out: &mut Emit<'_>,
+) -> EmitResult {
+    if plan.output_is_empty() {
+        return Ok(());
+    }
+    let g = &plan.geometry;
+    let direct = plan.direct_input;
+    let image_place = if direct { input } else { scratch };
+    let planes = g.batches * g.channels;
+    if planes > 0 && !direct {
         out.kernel(KernelCode {
-            code: emit_pack(
-                &plan.image,
-                &window,
-                &panel_shape,
-                PackPlaces { image: image_place, panels, tables, blocks_at },
-            )?,
-            work: panel_shape.panels(),
-            work_item: "panel of output positions",
+            code: emit_pad(&plan.image, input, image_place)?,
+            work: planes,
+            work_item: "input plane",
             strategy: format!(
-                "{} of {} positions × {} {}",
-                if direct { "centered straight from the input: im2col" } else { "im2col" },
-                panel_shape.block_width(),
-                panel_shape.units,
-                if plan.accumulation.uses_bytes() { "byte quads" } else { "i16 pairs" }
+                "pad and center into a {}×{} {} image",
+                plan.image.padded_height(),
+                plan.image.padded_width(),
+                if plan.image.bytes { "u8" } else { "i16" }
             ),
         });
-        match gemm {
-            ConvGemm::Channels(shape) => emit_channel_lanes_gemm(&plan, &shape, &init, panels, output, out),
-            _ => emit_position_gemm(&plan, &panel_shape, &records, panels, output, out),
+    }
+    let init = plan.layer.accumulator_init(plan.accumulation);
+    let records = channel_records(&plan.layer.requant, &init);
+    let Some(gemm) = plan.gemm else {
+        let shape = DepthwiseShape::new(
+            g.channels,
+            g.kernel,
+            g.output,
+            g.stride,
+            g.dilation,
+            &plan.image,
+            options.depthwise_taps,
+        );
+        let code =
+            emit_depthwise(&plan.layer, &shape, image_place, output, &records, &globals(&plan.layer), out)?;
+        out.kernel(KernelCode { code, work: planes, work_item: "channel plane", strategy: shape.describe() });
+        return Ok(());
+    };
+
+    let window = window_of(g);
+    let panels = offset(scratch, plan.image_scratch_bytes())?;
+    let panel_shape = match gemm {
+        ConvGemm::Positions(shape) => shape,
+        ConvGemm::Channels(shape) => shape.panels,
+        ConvGemm::Winograd(shape) => {
+            let panels = offset(scratch, plan.image_scratch_bytes())?;
+            let sums = offset(panels, shape.panel_bytes().next_multiple_of(BUFFER_ALIGN))?;
+            let places = WinogradPlaces { image: image_place, panels, sums, output };
+            return emit_winograd(plan, &shape, &records, places, out);
         }
+    };
+    let (tables, blocks_at) = pack_tables(&plan.image, &window, &panel_shape);
+    let tables = out.rodata(&tables);
+    out.kernel(KernelCode {
+        code: emit_pack(
+            &plan.image,
+            &window,
+            &panel_shape,
+            PackPlaces { image: image_place, panels, tables, blocks_at },
+        )?,
+        work: panel_shape.panels(),
+        work_item: "panel of output positions",
+        strategy: format!(
+            "{} of {} positions × {} {}",
+            if direct { "centered straight from the input: im2col" } else { "im2col" },
+            panel_shape.block_width(),
+            panel_shape.units,
+            if plan.accumulation.uses_bytes() { "byte quads" } else { "i16 pairs" }
+        ),
+    });
+    match gemm {
+        ConvGemm::Channels(shape) => emit_channel_lanes_gemm(plan, &shape, &init, panels, output, out),
+        _ => emit_position_gemm(plan, &panel_shape, &records, panels, output, out),
     }
 }
 

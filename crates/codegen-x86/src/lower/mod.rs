@@ -18,6 +18,7 @@ mod alias;
 pub(crate) mod binary;
 pub(crate) mod concat;
 pub(crate) mod conv;
+pub(crate) mod conv_transpose;
 pub(crate) mod convert;
 pub(crate) mod dense;
 pub(crate) mod lookup;
@@ -30,6 +31,7 @@ pub(crate) mod rows;
 mod table;
 
 pub use conv::Conv2dLowering;
+pub use conv_transpose::ConvTransposeLowering;
 pub use dense::DenseLowering;
 
 use crate::abi::{KernelCode, Place};

@@ -6,6 +6,7 @@ use super::alias::Alias;
 use super::binary::Binary;
 use super::concat::QuantConcat;
 use super::conv::Conv2dLowering;
+use super::conv_transpose::ConvTransposeLowering;
 use super::convert::Convert;
 use super::dense::DenseLowering;
 use super::lookup::Lookup;
@@ -38,6 +39,10 @@ pub(super) fn register(l: &mut Lowerings) {
         (&[fp_op::PAD], Arc::new(RowLowering(movement::Pad))),
         (&[fp_op::RELU], Arc::new(RowLowering(movement::Relu))),
         (&[qnn_op::CONV2D, qnn_op::CONV2D_RELU], Arc::new(Conv2dLowering::default())),
+        (
+            &[qnn_op::CONV_TRANSPOSE2D, qnn_op::CONV_TRANSPOSE2D_RELU],
+            Arc::new(ConvTransposeLowering::default()),
+        ),
         (&[qnn_op::DENSE, qnn_op::DENSE_RELU], Arc::new(DenseLowering::default())),
         (&[fp_op::RESHAPE, fp_op::FLATTEN, qnn_op::CAST_HINT, qnn_op::STOP_FUSION], Arc::new(Alias)),
     ];
