@@ -325,6 +325,20 @@ pub fn rules() -> Vec<EquivRule> {
         linear_in_weight_and_bias(op, 1, "(lacks-attr ?a groups)", &mut rules);
     }
     unary_commutes_with_reshape(&mut rules);
+    // A per-channel scale or shift moves through a reshape that keeps the
+    // batch and channel dimensions (a squeeze after a conv): what `fold-bn`
+    // does with a batch norm after one.
+    for f in ["chan-mul", "chan-add"] {
+        rules.push(
+            EquivRule::new(
+                Relation::Exact,
+                format!("{f}-commutes-with-channel-keeping-reshape"),
+                format!("({f} (fp.reshape ?a ?t ?x) ?s 1)"),
+                format!("(fp.reshape ?a ?t ({f} ?x ?s 1))"),
+            )
+            .when("(same-leading-dims ?x ?t 2)"),
+        );
+    }
     over_unit_height("fp.conv1d", "fp.conv2d", &mut rules);
     over_unit_height("fp.conv_transpose1d", "fp.conv_transpose2d", &mut rules);
     rules

@@ -24,7 +24,9 @@
 //! type `?t`), `(is-splat ?c NUMBER)` (every element of constant `?c`
 //! equals the number) and `(dim-is ?x AXIS SIZE)` (value `?x` is a tensor
 //! whose dimension `AXIS`, negative from the back, has the static size
-//! `SIZE`: a weight's kernel size), `(is-constant ?c)` (the class has a
+//! `SIZE`: a weight's kernel size), `(same-leading-dims ?x ?t COUNT)` (the
+//! types of `?x` and `?t` have the same static first `COUNT` dimensions: a
+//! reshape that keeps the batch and the channels), `(is-constant ?c)` (the class has a
 //! known value), `(all-positive ?c)` (a known value whose every element is
 //! finite and > 0: a scale that commutes with relu) and `(depthwise ?a ?w)`
 //! (attribute `groups` of `?a` equals weight `?w`'s dimension 0, and its
@@ -164,6 +166,7 @@ enum Condition {
     NotQuantized(Var),
     DimIs(Var, i64, i64),
     RankIs(Var, usize),
+    SameLeadingDims(Var, Var, usize),
     IsNear(Var, f64),
     AttrNear(Var, String, f64),
     IsConstant(Var),
@@ -178,6 +181,7 @@ impl Condition {
             | Condition::ClipSaturates(a, b)
             | Condition::Covers(a, b)
             | Condition::SameElement(a, b)
+            | Condition::SameLeadingDims(a, b, _)
             | Condition::Depthwise(a, b) => vec![*a, *b],
             Condition::IsSplat(a, _)
             | Condition::HasAttr(a, _)
@@ -486,6 +490,12 @@ fn conditions(text: &str) -> Result<Vec<Condition>, String> {
                     }
                     Ok(Condition::DimIs(var(x)?, int(axis)?, size))
                 }
+                ["same-leading-dims", x, t, count] => {
+                    let count = count
+                        .parse::<usize>()
+                        .map_err(|_| format!("same-leading-dims takes a count, found '{count}'"))?;
+                    Ok(Condition::SameLeadingDims(var(x)?, var(t)?, count))
+                }
                 ["rank-is", x, rank] => {
                     let rank = rank
                         .parse::<usize>()
@@ -617,6 +627,19 @@ impl RuleApplier {
             Condition::SameElement(x, t) => quant_vocab::same_element(egraph, subst[*x], subst[*t]),
             Condition::NotQuantized(x) => quant_vocab::not_quantized(egraph, subst[*x]),
             Condition::DimIs(x, axis, size) => dim_is(egraph, subst[*x], *axis, *size),
+            Condition::SameLeadingDims(x, t, count) => {
+                let shape =
+                    |id| quant_vocab::type_of(egraph, id).and_then(|ty| egraph.analysis.ctx.tensor_shape(ty));
+                match (shape(subst[*x]), shape(subst[*t])) {
+                    (Some(a), Some(b)) => {
+                        a.len() >= *count
+                            && b.len() >= *count
+                            && a[..*count] == b[..*count]
+                            && a[..*count].iter().all(|&d| d >= 0)
+                    }
+                    _ => false,
+                }
+            }
             Condition::RankIs(x, rank) => egraph[subst[*x]]
                 .data
                 .ty

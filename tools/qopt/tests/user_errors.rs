@@ -231,7 +231,7 @@ fn writing_a_file_says_what_ran_and_where_it_went() {
     let last = err.lines().last().unwrap_or_default();
     assert!(
         last.starts_with(
-            "qopt: quantize{data=c.npy}: 16 passes; 5 qnn ops, 0 float ops, 1 quantize, 1 dequantize, "
+            "qopt: quantize{data=c.npy}: 17 passes; 5 qnn ops, 0 float ops, 1 quantize, 1 dequantize, "
         ),
         "{err}"
     );

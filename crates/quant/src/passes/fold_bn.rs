@@ -2,7 +2,7 @@
 //! `fp.mul` by a constant or `fp.add` of a constant, into the `fp.conv2d`,
 //! `fp.conv1d`, `fp.conv_transpose2d`, `fp.conv_transpose1d` or `fp.dense`
 //! before it (TVM's `FoldScaleAxis`, forward direction), and the affine part
-//! of an `fp.hard_sigmoid` after an `fp.conv2d`, `fp.conv1d` or `fp.dense`.
+//! of an `fp.hard_sigmoid` after any of them.
 //!
 //! All of them compute `y[n, o, ...] = Σ w[o, ...] · x[...] + b[o]` where each
 //! weight element belongs to one output channel `o`: along weight axis 0 for
@@ -55,9 +55,13 @@
 //!   every other axis, or a splat), in either operand order, and does not
 //!   broadcast the result to a larger shape.
 //!
+//! A batch norm after a chain of reshapes from a convolution's result that
+//! keep its batch and channel dimensions (`conv2d → squeeze → batch norm`,
+//! how tf2onnx writes a 1-D layer) moves before the reshapes and folds like
+//! one right after the convolution.
+//!
 //! Batch norms after anything else are left to `simplify-inference`, silently;
-//! so are hard sigmoids with `alpha ≤ 0` and after transposed convolutions
-//! (which stay float when quantized).
+//! so are hard sigmoids with `alpha ≤ 0`.
 //! Ops are visited once, in pre-order, so `conv → mul → add` and `conv → batch
 //! norm → batch norm` fold completely. Statistics: `folded-batch-norms`,
 //! `folded-scales` (multiplies and adds folded), `folded-hard-sigmoids`,
@@ -104,9 +108,11 @@ const INFO: PassInfo = PassInfo {
      (a multiply by `c` is `s = c`; an add of `c` is `b' = b + c`; a transposed convolution's \
      weight C×(O/groups)×kernel is scaled by the output channel of each element), computed in f64 and \
      rounded once. A missing bias becomes a new constant. `fp.hard_sigmoid {alpha, beta}` with \
-     `alpha > 0` after an `fp.conv2d`, `fp.conv1d` or `fp.dense` folds `s = alpha`, `b' = alpha·b + beta` \
+     `alpha > 0` after any of them folds `s = alpha`, `b' = alpha·b + beta` \
      and leaves `fp.clip {min = 0, max = 1}`, which `fuse` treats like a ReLU6. Batch norms after a \
-     conv or dense that cannot be folded (e.g. one with other users) are kept with a warning. \
+     conv or dense that cannot be folded (e.g. one with other users) are kept with a warning; one after \
+     reshapes of a convolution's result that keep the batch and channel dimensions (a squeeze) moves \
+     before them and folds. \
      Statistics: `folded-batch-norms`, `folded-scales`, `folded-hard-sigmoids`, `kept-batch-norms`.\n\n\
      ```\n\
      %y = fp.conv2d(%x, %w, %b) : ...\n\
@@ -160,6 +166,7 @@ qopt_ir_core::interned_op_names! {
     struct Names {
         batch_norm = fp_op::BATCH_NORM, mul = fp_op::MUL, add = fp_op::ADD,
         hard_sigmoid = fp_op::HARD_SIGMOID, conv2d = fp_op::CONV2D, conv1d = fp_op::CONV1D,
+        reshape = fp_op::RESHAPE,
         conv_transpose2d = fp_op::CONV_TRANSPOSE2D, conv_transpose1d = fp_op::CONV_TRANSPOSE1D,
         dense = fp_op::DENSE,
     }
@@ -311,14 +318,15 @@ fn fold_into_producer(ctx: &mut Context, module: &mut Module, names: &Names, op:
             }
         }
     };
+    if kind == Kind::BatchNorm {
+        if let Some(sunk) = sink_below_reshapes(ctx, module, names, op) {
+            return fold_into_producer(ctx, module, names, sunk);
+        }
+    }
     let producer_op = module.defining_op(y);
     let Some((producer_name, weight_rank)) = names.producer(module, producer_op) else {
         return Outcome::Skipped;
     };
-    let transposed = producer_name == fp_op::CONV_TRANSPOSE2D || producer_name == fp_op::CONV_TRANSPOSE1D;
-    if kind == Kind::HardSigmoid && transposed {
-        return Outcome::Skipped;
-    }
     let other_uses = module.uses(y).filter(|u| u.op != op).count();
     if other_uses > 0 && kind == Kind::HardSigmoid {
         return Outcome::Skipped;
@@ -356,6 +364,66 @@ fn fold_into_producer(ctx: &mut Context, module: &mut Module, names: &Names, op:
         Ok(()) => Outcome::Folded,
         Err(reason) => Outcome::Kept(reason),
     }
+}
+
+/// Moves batch norm `bn`, which follows a chain of reshapes from a
+/// convolution's result (`conv → squeeze → batch norm`, how tf2onnx writes a
+/// 1-D layer), to that result: `bn(reshape(…(y)))` becomes
+/// `reshape(…(bn(y)))`, the same per-channel map on the same elements when
+/// every reshape keeps the batch and channel dimensions. Returns the new
+/// batch norm, which then folds like one right after its convolution; `None`
+/// (nothing changed) when the chain is not one (a reshape's result used
+/// twice, a moved channel, a dense before it).
+fn sink_below_reshapes(ctx: &mut Context, module: &mut Module, names: &Names, bn: OpId) -> Option<OpId> {
+    let y = module.operand(bn, 0);
+    let leading = |ty: Type| -> Option<[i64; 2]> {
+        let shape = ctx.tensor_shape(ty)?;
+        let lead = [*shape.first()?, *shape.get(1)?];
+        lead.iter().all(|&d| d >= 0).then_some(lead)
+    };
+    let want = leading(module.value_type(y))?;
+    let (mut value, mut chain) = (y, Vec::new());
+    loop {
+        let def = module.defining_op(value);
+        if def.is_none() || module.op_name(def) != names.reshape {
+            break;
+        }
+        let mut uses = module.uses(value);
+        if uses.next().is_none() || uses.next().is_some() {
+            return None;
+        }
+        let source = module.operand(def, 0);
+        if leading(module.value_type(source)) != Some(want) {
+            return None;
+        }
+        chain.push(def);
+        value = source;
+    }
+    let first_reshape = *chain.last()?;
+    let (producer_name, _) = names.producer(module, module.defining_op(value))?;
+    if producer_name == fp_op::DENSE || module.uses(value).count() != 1 {
+        return None;
+    }
+    let params: SmallVec<[ValueId; 4]> = module.operands(bn).skip(1).collect();
+    let mut operands = vec![value];
+    operands.extend(params);
+    let state = qopt_ir_core::OperationState::new(names.batch_norm)
+        .operands(&operands)
+        .results(&[module.value_type(value)])
+        .attrs(module.op_attrs(bn))
+        .loc(module.op_loc(bn));
+    // At the batch norm, whose parameters are defined before it, and the
+    // reshapes moved after it, outermost last.
+    let sunk = module.create_op(state);
+    module.insert_op_before(bn, sunk);
+    for &reshape in chain.iter().rev() {
+        module.move_op_before(reshape, bn);
+    }
+    module.set_operand(first_reshape, 0, module.result(sunk, 0));
+    module.replace_all_uses(module.result(bn, 0), y);
+    // invariant: the batch norm's result has no uses left.
+    module.erase_op(bn).ok()?;
+    Some(sunk)
 }
 
 /// Reads the conv or dense `op` and its constant weight and bias.

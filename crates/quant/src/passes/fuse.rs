@@ -18,8 +18,9 @@ const INFO: PassInfo = PassInfo {
     // the wiring, attributes and types are proven, the integer rounding is not.
     equivalence: Some(Relation::Requantization),
     description: "Rewrites `dequantize → fp.conv2d → [relu | clip(0, c)] → quantize` into `qnn.conv2d` or \
-     `qnn.conv2d_relu` (with `relu_max = c`), `fp.dense` likewise, `fp.add` / `fp.mul` / `fp.concat` \
-     of dequantized operands into `qnn.add` / `qnn.mul` / `qnn.concat`, unary activations with the \
+     `qnn.conv2d_relu` (with `relu_max = c`), `fp.dense` and `fp.conv_transpose2d` likewise, `fp.add` / \
+     `fp.sub` / `fp.mul` / `fp.concat` \
+     of dequantized operands into `qnn.add` / `qnn.sub` / `qnn.mul` / `qnn.concat`, unary activations with the \
      LookupActivation interface (hard_swish, sigmoid, tanh, gelu, ...) of at most 8-bit inputs into \
      `qnn.lookup` tables computed by their own kernels (bit-exact), runs quant-agnostic ops \
      (reshape, transpose, max_pool, relu, ...) on the integers, and turns each remaining \
