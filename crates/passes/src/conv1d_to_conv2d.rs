@@ -10,18 +10,24 @@
 //! the attributes the 1-D ones with the height's entry first (`stride = [s]`
 //! → `[1, s]`, `pad = [b, e]` → `[0, b, 0, e]`, `dilation = [d]` → `[1, d]`,
 //! `groups` as it is; an attribute left out stays out), and the N×O×1×L'
-//! result reshaped back to N×O×L' under the convolution's location. An
-//! elementwise unary op that alone uses the result (a relu, a clip) moves
-//! before the reshape back, next to the layer it fuses into.
+//! result reshaped back to N×O×L' under the convolution's location.
+//!
+//! Then an elementwise unary op (a relu, a clip, a sigmoid) that reads a
+//! chain of reshapes of a 2-D convolution's result, each value used once,
+//! moves before the reshapes, next to the layer it fuses into: the back
+//! reshape of a rewritten layer, and tf2onnx's `Conv → Squeeze → Relu` for
+//! a 1-D layer alike.
 //! `fp.conv_transpose1d` becomes `fp.conv_transpose2d` the same way (its
 //! `output_padding = [p]` → `[0, p]`). An input that is itself a reshape of
 //! a value of the wanted 2-D type is read as that value, so a stack of 1-D
 //! layers keeps no reshapes between them. Shapes must be static (a reshape
-//! names its target); others are left alone. Statistic: `rewritten`.
+//! names its target); others are left alone. Statistics: `rewritten`,
+//! `activations-moved`.
 //!
 //! Numerics: the interpreter computes a 1-D convolution as that 2-D one, so
 //! results are identical; egg proves it per run with `--verify-equiv`
-//! (`conv1d-is-conv2d-over-unit-height` and its siblings).
+//! (`conv1d-is-conv2d-over-unit-height` and its siblings,
+//! `relu-commutes-with-reshape` and the other unary ops').
 //!
 //! ```text
 //! %y = fp.conv1d(%x, %w) {pad = [1, 1]} : (tensor<1x4x64xf32>, tensor<16x4x3xf32>) -> tensor<1x16x64xf32>
@@ -36,8 +42,8 @@ use qopt_dialect_fp::op_names as fp_op;
 use qopt_ir_core::equivalence::Relation;
 use qopt_ir_core::pass::PassOptions;
 use qopt_ir_core::{
-    constant_value, AttrData, Attribute, Context, DenseElements, InsertPoint, Module, OpId, OperationState,
-    Pass, PassContext, PassInfo, PassOutcome, PassResult, Rewriter, Traits, Type, ValueId,
+    constant_value, Arity, AttrData, Attribute, Context, DenseElements, InsertPoint, Module, OpId,
+    OperationState, Pass, PassContext, PassInfo, PassOutcome, PassResult, Rewriter, Traits, Type, ValueId,
 };
 
 /// The `conv1d-to-conv2d` pass; see the module docs.
@@ -52,9 +58,11 @@ const INFO: PassInfo = PassInfo {
      `fp.conv_transpose2d` over a unit height: the N×C×L input reshaped to N×C×1×L, the weight to \
      O×C×1×K (a new constant when it is one), each window attribute given the height's entry first \
      (`stride = [s]` → `[1, s]`, `pad = [b, e]` → `[0, b, 0, e]`, `dilation` and `output_padding` \
-     likewise), and the result reshaped back. The interpreter computes both alike, so results are \
-     identical; `quantize` runs it after `fold-bn` so that 1-D layers become `qnn.conv2d`. \
-     Statistic: `rewritten`.\n\n\
+     likewise), and the result reshaped back. Then an elementwise unary op (relu, clip, sigmoid) reading \
+     reshapes of a 2-D convolution's result (each value used once) moves before them, next to the \
+     layer: tf2onnx's `Conv → Squeeze → Relu` too. The interpreter computes both alike, so results are \
+     identical; `quantize` runs it after `fold-bn` so that 1-D layers become `qnn.conv2d_relu`. \
+     Statistics: `rewritten`, `activations-moved`.\n\n\
      ```\n\
      %y = fp.conv1d(%x, %w) {pad = [1, 1]} : (tensor<1x4x64xf32>, tensor<16x4x3xf32>) -> tensor<1x16x64xf32>\n\
      // -> %x2 = fp.reshape(%x) {shape = [1, 4, 1, 64]} : (tensor<1x4x64xf32>) -> tensor<1x4x1x64xf32>\n\
@@ -79,9 +87,86 @@ impl Pass for Conv1dToConv2d {
         }) + rewrite_each(cx.ctx, module, fp_op::CONV_TRANSPOSE1D, |ctx, module, op| {
             over_unit_height(ctx, module, op, fp_op::CONV_TRANSPOSE2D)
         });
-        cx.add_stat("rewritten", rewritten);
-        Ok(PassOutcome::from_changed(rewritten > 0))
+        let activations = module.ops_where(|op| {
+            cx.ctx.op_def(module.op_name(op)).is_some_and(|d| d.has(unary()) && d.operands == Arity::Exact(1))
+        });
+        let moved = activations.into_iter().filter(|&op| next_to_layer(cx.ctx, module, op).is_some()).count();
+        if moved > 0 {
+            undo_reshape_pairs(cx.ctx, module);
+        }
+        cx.add_stats(&[("rewritten", rewritten), ("activations-moved", moved as u64)]);
+        Ok(PassOutcome::from_changed(rewritten + moved as u64 > 0))
     }
+}
+
+/// Reads `reshape(reshape(x))` back to its own type as `x`: the pairs a
+/// moved activation leaves between two rewritten layers (the back reshape of
+/// one, the input reshape of the next).
+fn undo_reshape_pairs(ctx: &Context, module: &mut Module) {
+    let is_reshape = |module: &Module, op: OpId| ctx.op_name_str(module.op_name(op)) == fp_op::RESHAPE;
+    for outer in module.ops_where(|op| is_reshape(module, op)) {
+        if module.is_erased(outer) {
+            continue;
+        }
+        let inner = module.defining_op(module.operand(outer, 0));
+        if inner.is_none() || !is_reshape(module, inner) {
+            continue;
+        }
+        let (source, result) = (module.operand(inner, 0), module.result(outer, 0));
+        if module.value_type(source) == module.value_type(result) {
+            module.replace_all_uses(result, source);
+            // invariant: neither has a use left once nothing reads them.
+            let _ = module.erase_op(outer);
+            if !module.op_has_uses(inner) {
+                let _ = module.erase_op(inner);
+            }
+        }
+    }
+}
+
+/// The traits of an elementwise unary op keeping its operand's type (a relu,
+/// a clip, a sigmoid).
+fn unary() -> Traits {
+    Traits::ELEMENTWISE | Traits::SAME_OPERANDS_AND_RESULT_TYPE | Traits::PURE
+}
+
+/// Moves the elementwise unary op `activation`, whose operand is a chain of
+/// reshapes of a 2-D convolution's result, before the reshapes, next to the
+/// layer it fuses into: `f(reshape(…(y)))` becomes `reshape(…(f(y)))`, the
+/// same function of the same elements. `None` (nothing changed) unless every
+/// value on the way has that one use.
+fn next_to_layer(ctx: &Context, module: &mut Module, activation: OpId) -> Option<()> {
+    let is =
+        |module: &Module, op: OpId, name: &str| !op.is_none() && ctx.op_name_str(module.op_name(op)) == name;
+    let single_use = |module: &Module, v: ValueId| module.uses(v).count() == 1;
+    let (mut value, mut chain) = (module.operand(activation, 0), Vec::new());
+    while is(module, module.defining_op(value), fp_op::RESHAPE) && single_use(module, value) {
+        chain.push(module.defining_op(value));
+        value = module.operand(module.defining_op(value), 0);
+    }
+    let layer = module.defining_op(value);
+    let first_reshape = *chain.last()?;
+    if !(is(module, layer, fp_op::CONV2D) || is(module, layer, fp_op::CONV_TRANSPOSE2D))
+        || !single_use(module, value)
+    {
+        return None;
+    }
+    let state = OperationState::new(module.op_name(activation))
+        .operands(&[value])
+        .results(&[module.value_type(value)])
+        .attrs(module.op_attrs(activation))
+        .loc(module.op_loc(activation));
+    let moved = module.create_op(state);
+    module.insert_op_before(first_reshape, moved);
+    module.set_operand(first_reshape, 0, module.result(moved, 0));
+    // The reshapes now hold the activation's values: its name, for layer
+    // comparisons and quant-lint.
+    for &reshape in &chain {
+        module.set_op_loc(reshape, module.op_loc(activation));
+    }
+    module.replace_all_uses(module.result(activation, 0), module.operand(activation, 0));
+    // invariant: the activation's result has no uses left.
+    module.erase_op(activation).ok()
 }
 
 /// Rewrites the 1-D convolution `op` as `two_d` over a unit height; `None`
@@ -121,39 +206,11 @@ fn over_unit_height(ctx: &mut Context, module: &mut Module, op: OpId, two_d: &st
     operands.extend(bias);
     let name = rewriter.ctx.op_name(two_d);
     let conv = rewriter.create(OperationState::new(name).operands(&operands).results(&[y2_ty]).attrs(attrs));
-    let mut y2 = rewriter.module.result(conv, 0);
-    let mut last = op;
-    if let Some(activation) = sole_unary_user(rewriter.ctx, rewriter.module, y) {
-        rewriter.set_loc(rewriter.module.op_loc(activation));
-        let state = OperationState::new(rewriter.module.op_name(activation))
-            .operands(&[y2])
-            .results(&[y2_ty])
-            .attrs(rewriter.module.op_attrs(activation));
-        let moved = rewriter.create(state);
-        y2 = rewriter.module.result(moved, 0);
-        last = activation;
-    }
+    let y2 = rewriter.module.result(conv, 0);
     let back = reshape(&mut rewriter, y2, y_ty)?;
-    rewriter.replace_op(last, &[back]).ok()?;
-    if last != op {
-        rewriter.erase_op(op).ok()?;
-    }
+    rewriter.replace_op(op, &[back]).ok()?;
     erase_if_unused_constant(ctx, module, w);
     Some(())
-}
-
-/// The op that alone uses `y`, when it is an elementwise unary op keeping
-/// `y`'s type (a relu, a clip, a sigmoid): it moves before the reshape back,
-/// next to the layer it fuses into.
-fn sole_unary_user(ctx: &Context, module: &Module, y: ValueId) -> Option<OpId> {
-    let mut uses = module.uses(y);
-    let user = uses.next()?.op;
-    if uses.next().is_some() || module.num_operands(user) != 1 || module.num_results(user) != 1 {
-        return None;
-    }
-    let def = ctx.op_def(module.op_name(user))?;
-    let unary = Traits::ELEMENTWISE | Traits::SAME_OPERANDS_AND_RESULT_TYPE | Traits::PURE;
-    (def.has(unary) && module.value_type(module.result(user, 0)) == module.value_type(y)).then_some(user)
 }
 
 /// `ty` (a static N×C×L tensor type) as N×C×1×L.

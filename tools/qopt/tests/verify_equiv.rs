@@ -1,8 +1,8 @@
 //! `qopt --verify-equiv` on the README's example model: the quantize
 //! pipeline's checked passes are all proven (fuse under the requantization
 //! relation), the others are reported as not checked, the timing report has
-//! each check's time, and the run succeeds; `absorb-bias` is proven under
-//! `calibrated-range`.
+//! each check's time, and the run succeeds; so it is on 1-D and transposed
+//! layers; `absorb-bias` is proven under `calibrated-range`.
 
 use std::path::Path;
 use std::process::Command;
@@ -45,6 +45,22 @@ fn the_quantize_pipeline_is_proven_where_it_is_checked() {
     // The timing report has the checks' time under each checked pass.
     let timed = stderr.lines().filter(|l| l.trim_end().ends_with("verify-equiv")).count();
     assert!(timed >= 9, "{stderr}");
+}
+
+/// The quantize pipeline on 1-D layers and a grouped transposed one, whose
+/// bias correction records the checker must read as annotations: every
+/// checked pass proven, the conv1d-to-conv2d rewrite exactly.
+#[test]
+fn quantize_is_proven_on_one_d_and_transposed_layers() {
+    let pipeline = "--pass=quantize{data=tests/passes/data/calib-ncl.npy}";
+    let (code, stderr) =
+        qopt(&["tests/passes/quantize-conv1d.qir", pipeline, "--verify-equiv", "-o", "/dev/null"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("FAILED") && !stderr.contains("unknown"), "{stderr}");
+    let rewrite = stderr.lines().find(|l| l.contains(" conv1d-to-conv2d ")).unwrap_or_default();
+    assert!(rewrite.contains("proven: exact"), "{stderr}");
+    let fuse = stderr.lines().find(|l| l.contains(" fuse ")).unwrap_or_default();
+    assert!(fuse.contains("proven: requantization"), "{stderr}");
 }
 
 /// `absorb-bias` absorbs 16 channels of digits_mlp's two pairs and is

@@ -86,6 +86,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 .traits(Traits::PURE)
                 // Output channels are the weight's axis 1 (per group).
                 .interface(QuantizableOp::weighted(0, 1, Some(2), 1))
+                .interface(crate::attrs::BIAS_CORRECTION_RECORD)
                 .interface(AttributeDefaults(|ctx| attrs::ConvTransposeAttrs::default_attributes(ctx, 2))),
         ),
         super::with_signature::<ConvTranspose<1>>(
