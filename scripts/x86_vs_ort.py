@@ -48,6 +48,12 @@ IMPORT_MODELS_DIR = C.REPO / "tests" / "import-models"
 ORT_VARIANTS = [("QDQ", "QUInt8"), ("QOperator", "QUInt8"), ("QDQ", "QInt8"), ("QOperator", "QInt8")]
 
 
+
+def older_than(path, source):
+    """Whether `path` is missing or older than `source` (a tool or an input
+    it was made from): cached models are remade after a rebuild of qopt."""
+    return not Path(path).exists() or Path(path).stat().st_mtime < Path(source).stat().st_mtime
+
 def import_models() -> list[str]:
     return sorted(d.name for d in IMPORT_MODELS_DIR.iterdir() if (d / "model.onnx").exists())
 
@@ -217,11 +223,11 @@ def main() -> int:
             if path.exists():
                 ort_models[label] = path
         fp = mw / "fp.qir"
-        if not fp.exists():
+        if older_than(fp, bins["qimport"]):
             C.run([bins["qimport"], d / "model.onnx", "-o", fp, *import_args])
         for cfg in args.configs.split(","):
             q = mw / f"q_{cfg}.qir"
-            if not q.exists():
+            if older_than(q, bins["qopt"]) or older_than(q, fp):
                 opts = f" {CONFIGS[cfg]}" if CONFIGS[cfg] else ""
                 C.run([bins["qopt"], fp, f"--pass=quantize{{data={calib_path}{opts}}}", "-o", q])
             if args.alternate:
