@@ -221,6 +221,20 @@ fn elementwise() {
             .node("Min", "pair", &["c", "y"], &["d"])
             .output("d"),
     );
+    // PRelu with a slope of one value (PyTorch's nn.PReLU()) is a leaky relu;
+    // a slope per channel stays fp.prelu.
+    check(
+        "prelu",
+        Model::new(13)
+            .input("x", &[1, 2, 3])
+            .init(tensor_f32("one_slope", &[1], &[0.25]))
+            .init(tensor_f32("splat", &[2, 1], &[0.5, 0.5]))
+            .init(tensor_f32("per_channel", &[2, 1], &[0.5, 0.125]))
+            .node("PRelu", "single", &["x", "one_slope"], &["a"])
+            .node("PRelu", "splat", &["a", "splat"], &["b"])
+            .node("PRelu", "channels", &["b", "per_channel"], &["c"])
+            .output("c"),
+    );
     check(
         "gelu",
         Model::new(20)

@@ -2,8 +2,10 @@
 //! (numpy broadcasting, as ONNX); `Relu`, `Sigmoid`, `Tanh` → `fp.relu`,
 //! `fp.sigmoid`, `fp.tanh`; `Clip` → `fp.clip` with constant bounds (inputs
 //! from opset 11, attributes before); `LeakyRelu` → `fp.leaky_relu`, one
-//! activation that quantizes to an exact lookup table; `Max(x, c)` and
-//! `Min(x, c)` with a one-value constant `c` → `fp.clip` with that bound.
+//! activation that quantizes to an exact lookup table, and so does `PRelu`
+//! with a constant slope of one value (PyTorch's `nn.PReLU()`; any other
+//! slope → `fp.prelu`); `Max(x, c)` and `Min(x, c)` with a one-value
+//! constant `c` → `fp.clip` with that bound.
 
 use super::AttrList;
 use super::ConvertFn;
@@ -31,7 +33,7 @@ pub(crate) const CONVERTERS: &[(&str, ConvertFn)] = &[
     ("Mul", mul),
     ("Neg", |cx| unary(cx, fp_op::NEG)),
     ("Pow", |cx| binary(cx, fp_op::POW)),
-    ("PRelu", |cx| binary(cx, fp_op::PRELU)),
+    ("PRelu", prelu),
     ("Reciprocal", |cx| unary(cx, fp_op::RECIPROCAL)),
     ("Relu", relu),
     ("Sigmoid", sigmoid),
@@ -176,6 +178,34 @@ pub(super) fn hard_sigmoid(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
     let attrs = cx.ctx().dict_attr(&[("alpha", alpha), ("beta", beta)]);
     let y = cx.emit(fp_op::HARD_SIGMOID, &[x], attrs)?;
     cx.set_output(0, y)
+}
+
+/// `PRelu(x, slope)`: with a constant float slope whose elements are one
+/// finite value and which does not broadcast `x` to a larger shape, the
+/// same function as `LeakyRelu {alpha = slope}` (`x < 0 ? slope·x : x`
+/// element by element, one f32 product), so `fp.leaky_relu`, which
+/// quantizes to a lookup; otherwise `fp.prelu`.
+fn prelu(cx: &mut NodeCx<'_, '_>) -> Result<(), String> {
+    if cx.node_input_count() == 2 && cx.is_const_input(1) && !cx.is_const_input(0) {
+        let x = cx.input(0)?;
+        let (elem, shape) = (cx.element(x), cx.shape(x)?);
+        if let Some(data) = cx.const_input(1)? {
+            let f32_elem = elem == cx.ctx().common().f32;
+            let fits = data.dims.len() <= shape.len()
+                && data.dims.iter().rev().zip(shape.iter().rev()).all(|(&d, &s)| d == 1 || d == s);
+            if let (true, true, Ok(values)) = (f32_elem, fits, data.floats()) {
+                if let Some(&first) = values.first() {
+                    if first.is_finite() && values.iter().all(|&v| v.to_bits() == first.to_bits()) {
+                        let alpha = cx.ctx().float_attr(first, elem);
+                        let attrs = cx.ctx().dict_attr(&[("alpha", alpha)]);
+                        let y = cx.emit(fp_op::LEAKY_RELU, &[x], attrs)?;
+                        return cx.set_output(0, y);
+                    }
+                }
+            }
+        }
+    }
+    binary(cx, fp_op::PRELU)
 }
 
 /// `Max(x, c)` / `Min(x, c)` (either order) of a float `x` and a constant
