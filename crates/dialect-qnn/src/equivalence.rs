@@ -333,6 +333,13 @@ pub fn rules() -> Vec<EquivRule> {
             }
         }
     }
+    // §7.6: the slope is a float operand the float op reads as it is.
+    rules.push(EquivRule::new(
+        Relation::Requantization,
+        "prelu-is-quantized-prelu",
+        "(qnn.prelu ?a ?t ?x ?s)".to_string(),
+        format!("(qnn.quantize {{}} ?t (fp.prelu {{}} (expressed ?t) {} ?s))", dequantized("?x")),
+    ));
     for (qnn, fp, operands) in [
         ("qnn.add", "fp.add", 2),
         ("qnn.sub", "fp.sub", 2),

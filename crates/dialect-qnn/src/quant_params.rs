@@ -215,6 +215,33 @@ pub fn add_operand_dropped(a: &QuantType, b: &QuantType, output: &QuantType) -> 
     }
 }
 
+/// `qnn.prelu` (§7.6): the multiplier of the non-negative side,
+/// `s_x ⊘₆₄ s_out`, and per slope value `α` that of the negative side,
+/// `(s_x ⊗₆₄ |α|) ⊘₆₄ s_out` (`None` for `α = 0`, whose side is the zero
+/// point).
+pub fn prelu_multipliers(
+    x: &QuantType,
+    output: &QuantType,
+    slopes: &[f64],
+) -> Result<(Multiplier, Vec<Option<Multiplier>>), String> {
+    let sx = per_tensor(x).ok_or("the input must be quantized per tensor")?;
+    let out = per_tensor(output).ok_or("the output must be quantized per tensor")?;
+    let positive = quantize_multiplier(sx.scale / out.scale)?;
+    let negative = slopes
+        .iter()
+        .map(|&alpha| {
+            if !alpha.is_finite() {
+                return Err(format!("slope {alpha} is not a finite number"));
+            }
+            if alpha == 0.0 {
+                return Ok(None);
+            }
+            quantize_multiplier((sx.scale * alpha.abs()) / out.scale).map(Some)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok((positive, negative))
+}
+
 /// `qnn.mul` (§7.2): the multiplier of `(s_a × s_b) / s_out`.
 pub fn mul_multiplier(a: &QuantType, b: &QuantType, output: &QuantType) -> Result<Multiplier, String> {
     let (sa, sb, out) = per_tensor_triple(a, b, output)?;

@@ -120,7 +120,7 @@ pub const QNN_TARGET: &str = "qnn";
 
 /// The `qnn` ops that compute on stored integers (not the conversions
 /// between float and quantized values, the observers or the annotations).
-const INTEGER_QNN_OPS: [&str; 14] = [
+const INTEGER_QNN_OPS: [&str; 15] = [
     qnn_op::CONV2D,
     qnn_op::CONV2D_RELU,
     qnn_op::CONV_TRANSPOSE2D,
@@ -131,6 +131,7 @@ const INTEGER_QNN_OPS: [&str; 14] = [
     qnn_op::SUB,
     qnn_op::MUL,
     qnn_op::CONCAT,
+    qnn_op::PRELU,
     qnn_op::AVG_POOL2D,
     qnn_op::GLOBAL_AVG_POOL2D,
     qnn_op::LOOKUP,

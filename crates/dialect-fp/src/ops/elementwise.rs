@@ -106,7 +106,9 @@ pub(crate) fn ops() -> Vec<OpDef> {
              of 1 to `x`.\n\n\
              ```\n%y = fp.prelu(%x, %s) : (tensor<1x16x8x8xf32>, tensor<16x1x1xf32>) -> tensor<1x16x8x8xf32>\n```",
             fold_prelu,
-        ),
+        )
+        // The input is an activation; the slope stays float (`qnn.prelu`).
+        .interface(QuantizableOp::activations(&[0])),
         binary(
             names::ADD,
             "elementwise addition with broadcasting",

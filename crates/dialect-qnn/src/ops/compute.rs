@@ -1,6 +1,8 @@
 //! Integer compute ops on quantized operands: `qnn.conv2d`, `qnn.conv2d_relu`,
-//! `qnn.conv_transpose2d`, `qnn.conv_transpose2d_relu`, `qnn.dense`, `qnn.dense_relu` (i32 accumulators, requantized per output
-//! channel), `qnn.add`, `qnn.mul` (broadcasting) and `qnn.concat`.
+//! `qnn.conv_transpose2d`, `qnn.conv_transpose2d_relu`, `qnn.dense`,
+//! `qnn.dense_relu` (i32 accumulators, requantized per output channel),
+//! `qnn.add`, `qnn.sub`, `qnn.mul` (broadcasting), `qnn.concat` and
+//! `qnn.prelu`.
 //!
 //! Their result types are written: output parameters are free (calibration
 //! chooses them), so the verifiers check shapes, with the rules and helpers of
@@ -29,7 +31,7 @@ qopt_ir_core::op_name_constants! {
     CONV2D = "qnn.conv2d", CONV2D_RELU = "qnn.conv2d_relu", CONV_TRANSPOSE2D = "qnn.conv_transpose2d",
     CONV_TRANSPOSE2D_RELU = "qnn.conv_transpose2d_relu", DENSE = "qnn.dense",
     DENSE_RELU = "qnn.dense_relu", ADD = "qnn.add", SUB = "qnn.sub", MUL = "qnn.mul",
-    CONCAT = "qnn.concat",
+    CONCAT = "qnn.concat", PRELU = "qnn.prelu",
 }
 
 pub(crate) fn ops() -> Vec<OpDef> {
@@ -187,6 +189,23 @@ pub(crate) fn ops() -> Vec<OpDef> {
             .traits(Traits::PURE | Traits::ELEMENTWISE | Traits::COMMUTATIVE)
             .verifier(verify_binary)
             .interface(QuantizableOp::activations(&[0, 1]))
+            .interface(ROUNDING_DEFAULT),
+        OpDef::new(names::PRELU, "quantized parametric relu with a float slope per channel")
+            .description(concat!(
+                "`qnn.prelu(x, slope)`: `x` and the written result quantized per tensor, of one shape; `slope` \
+                 a float tensor broadcasting to `x` without enlarging it (ONNX PRelu: C×1×1 per channel of an \
+                 N×C×H×W input, or one value). With `v = x − zp_x`: `v ≥ 0` is requantized with \
+                 `M = s_x / s_out`, `v < 0` with `M = (s_x × |α|) / s_out` of its slope `α` (the value `−v` \
+                 when `α < 0`; `zp_out` when `α = 0`), plus `zp_out`, saturated \
+                 (`docs/quant-semantics.md` §7.6).\n\nAttributes: ",
+                rounding_doc!(),
+                ".\n\n```\n%y = qnn.prelu(%x, %s) : (tensor<1x2x4x4x!qnn.uniform<i8:f32, 0.1:0>>, tensor<2x1x1xf32>) \
+                 -> tensor<1x2x4x4x!qnn.uniform<i8:f32, 0.1:0>>\n```"
+            ))
+            .operands(Arity::Exact(2))
+            .traits(Traits::PURE)
+            .verifier(verify_prelu)
+            .interface(QuantizableOp::activations(&[0]))
             .interface(ROUNDING_DEFAULT),
         OpDef::new(names::CONCAT, "concatenation of quantized tensors, each requantized to the output")
             .description(concat!(
@@ -370,6 +389,30 @@ fn verify_dense(v: &OpView<'_>) -> Result<(), String> {
         *last = out_n;
     }
     expect_shape("result", result.shape, &want, "the input's with N output features")
+}
+
+fn verify_prelu(v: &OpView<'_>) -> Result<(), String> {
+    let ctx = v.ctx;
+    let x = tensor(ctx, v.operand_type(0), "input")?;
+    let slope = tensor(ctx, v.operand_type(1), "slope")?;
+    let result = tensor(ctx, v.result_type(0), "result")?;
+    x.per_tensor_quant(ctx)?;
+    result.per_tensor_quant(ctx)?;
+    if !matches!(ctx.type_data(slope.elem), TypeData::Float(_)) {
+        return Err(format!("slope must be a float tensor, got {}", type_to_string(ctx, slope.ty)));
+    }
+    rounding_in(ctx, v.attrs())?;
+    match broadcast(x.shape, slope.shape) {
+        Ok(shape) if shape.as_slice() == x.shape => {}
+        _ => {
+            return Err(format!(
+                "slope {} must broadcast to the input's shape {} without enlarging it",
+                shape_to_string(slope.shape),
+                shape_to_string(x.shape)
+            ))
+        }
+    }
+    expect_shape("result", result.shape, x.shape, "the input's")
 }
 
 fn verify_binary(v: &OpView<'_>) -> Result<(), String> {

@@ -52,6 +52,7 @@ pub(super) fn exporter(name: &str) -> Option<ExportFn> {
         qnn_op::ADD => |cx| elementwise(cx, "Add"),
         qnn_op::SUB => |cx| elementwise(cx, "Sub"),
         qnn_op::MUL => |cx| elementwise(cx, "Mul"),
+        qnn_op::PRELU => prelu,
         qnn_op::CONCAT => concat,
         qnn_op::AVG_POOL2D => avg_pool,
         qnn_op::GLOBAL_AVG_POOL2D => global_avg_pool,
@@ -228,6 +229,16 @@ fn weighted(cx: &mut OpCx<'_, '_>, kind: Weighted) -> Result<(), String> {
     cx.quantize_into(float, y, output.clone())?;
     cx.bind(y, output);
     Ok(())
+}
+
+/// `qnn.prelu(x, slope)`: `PRelu` of the dequantized input and the float
+/// slope, quantized to the result.
+fn prelu(cx: &mut OpCx<'_, '_>) -> Result<(), String> {
+    let x = cx.float(cx.operand(0)?)?;
+    let slope = cx.float(cx.operand(1)?)?;
+    let float = cx.fresh_value("float");
+    cx.node("PRelu", vec![x, slope], vec![float.clone()], Vec::new());
+    quantize_result(cx, float)
 }
 
 fn elementwise(cx: &mut OpCx<'_, '_>, op_type: &'static str) -> Result<(), String> {

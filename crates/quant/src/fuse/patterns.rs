@@ -3,7 +3,7 @@
 //! whose result (after an optional relu or `clip(0, c)`) is quantized into a
 //! quantized op computing that quantized result (`docs/quant-semantics.md`
 //! §6, §7). The built-in ones cover `fp.conv2d`, `fp.dense`, `fp.matmul`
-//! by a constant matrix (as `qnn.dense` of its transpose), `fp.conv_transpose2d`, `fp.add`,
+//! by a constant matrix (as `qnn.dense` of its transpose), `fp.conv_transpose2d`, `fp.prelu`, `fp.add`,
 //! `fp.mul`, `fp.concat`, `fp.avg_pool2d` and `fp.global_avg_pool2d`, and
 //! every op with the [`LookupActivation`] interface (sigmoid, tanh, gelu,
 //! hard_swish, ...) as a `qnn.lookup` table of its values (§7.5); a downstream
@@ -135,6 +135,7 @@ impl Default for FusionPatterns {
                     op: qnn_op::GLOBAL_AVG_POOL2D,
                     name: "fused-global-avg-pool2d",
                 }),
+                Arc::new(Prelu),
                 Arc::new(Lookup),
             ],
         }
@@ -383,6 +384,38 @@ impl QuantPattern for Elementwise {
         let name = rw.ctx.op_name(self.op);
         let op =
             rw.create(OperationState::new(name).operands(&operands).results(&[site.output]).attrs(attrs));
+        Ok(Some(rw.module.result(op, 0)))
+    }
+}
+
+/// `fp.prelu(dequantize(x), slope)` with a per-tensor `x` and a float
+/// constant slope into `qnn.prelu(x, slope)` (§7.6): the slope stays float,
+/// each side of zero gets its own multiplier.
+struct Prelu;
+
+impl QuantPattern for Prelu {
+    fn name(&self) -> &'static str {
+        "fused-prelu"
+    }
+    fn root(&self) -> &'static str {
+        fp_op::PRELU
+    }
+    fn rewrite(&self, rw: &mut Rewriter<'_>, site: &FuseSite) -> Result<Option<ValueId>, String> {
+        let [SiteOperand::Quantized(x), SiteOperand::Float(slope)] = site.operands[..] else {
+            return Ok(None);
+        };
+        if site.activation != Activation::None
+            || per_tensor(rw.ctx, rw.module, x).is_none()
+            || constant_value(rw.ctx, rw.module, slope).is_none()
+        {
+            return Ok(None);
+        }
+        let name = rw.ctx.op_name(qnn_op::PRELU);
+        let state = OperationState::new(name)
+            .operands(&[x, slope])
+            .results(&[site.output])
+            .attrs(Attribute::EMPTY_DICT);
+        let op = rw.create(state);
         Ok(Some(rw.module.result(op, 0)))
     }
 }

@@ -1,4 +1,5 @@
-//! `qnn.add` and `qnn.mul` with numpy broadcasting, and `qnn.concat` (§7).
+//! `qnn.add`, `qnn.sub` and `qnn.mul` with numpy broadcasting, `qnn.concat`
+//! and `qnn.prelu` (§7).
 //!
 //! - add: `R(v_a·m_a + v_b·m_b, 31 + n) + zp_out`, saturated, with the shared
 //!   shift multipliers of [`add_multipliers`] and [`requantize_sum`] (§7.1);
@@ -9,7 +10,10 @@
 //!   `i64` values;
 //! - concat: each input requantized to the output (§5 with its own
 //!   multiplier), or copied when its scale and zero point are the output's,
-//!   then joined along `axis` (§7.3).
+//!   then joined along `axis` (§7.3);
+//! - prelu: `v = x − zp_x` requantized with `s_x / s_out` when `v ≥ 0`, with
+//!   `(s_x·|α|) / s_out` of its slope otherwise (`−v` for a negative slope),
+//!   plus `zp_out`, saturated, with [`prelu_multipliers`] (§7.6).
 
 use super::{ints, narrow, per_tensor, quant_operand, result_quant, rounding};
 use crate::error::{bail, InterpError};
@@ -23,12 +27,13 @@ use qopt_dialect_fp::shape::normalize_axis;
 use qopt_dialect_qnn::fixed_point::{requantize, requantize_sum, rounding_shift, saturate};
 use qopt_dialect_qnn::op_names as qnn_op;
 use qopt_dialect_qnn::quant_params::{
-    add_multipliers, mul_multiplier, requantize_multipliers, storage_range,
+    add_multipliers, mul_multiplier, prelu_multipliers, requantize_multipliers, storage_range,
 };
 use qopt_ir_core::QuantType;
 
 kernel_table! {
     qnn_op::ADD => add, qnn_op::SUB => sub, qnn_op::MUL => mul, qnn_op::CONCAT => concat,
+    qnn_op::PRELU => prelu,
 }
 
 /// Both operands of add or mul, stored values widened, with their types and
@@ -110,6 +115,49 @@ pub(crate) fn mul(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelR
     finish(kc, values)
 }
 
+/// `qnn.prelu(x, slope)` (§7.6): each side of zero requantized with its own
+/// multiplier, the negative side's from the element's slope.
+pub(crate) fn prelu(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
+    if ops.len() != 2 {
+        bail!("expects 2 operands, got {}", ops.len());
+    }
+    let (x, qx) = quant_operand(kc, ops, 0, "input")?;
+    let slope = ops[1];
+    if !matches!(slope, Tensor::F32(_) | Tensor::F64(_)) {
+        bail!("slope must be a float tensor, got {}", slope.describe());
+    }
+    let qout = result_quant(kc)?;
+    let (zp_x, zp_out) = (per_tensor(qx, "input")?.zero_point, per_tensor(qout, "result")?.zero_point);
+    let (qmin, qmax) = storage_range(qout);
+    let ((m, n), negative) = prelu_multipliers(qx, qout, &slope.to_f64_vec())?;
+    let slopes = slope.to_f64_vec();
+    let mode = rounding(kc)?;
+    // Each slope element's index, broadcast against the input.
+    let index = ArrayD::from_shape_vec(slope.shape(), (0..slopes.len() as i64).collect())
+        .map_err(|e| InterpError::new(e.to_string()))?;
+    let values = broadcast_with(&ints(x, "input")?, &index, |q, i| {
+        let v = q.saturating_sub(zp_x);
+        let y = if v >= 0 {
+            requantize(v, m, n, mode)
+        } else {
+            match (negative[i as usize], slopes[i as usize] < 0.0) {
+                (None, _) => 0,
+                (Some((mc, nc)), false) => requantize(v, mc, nc, mode),
+                (Some((mc, nc)), true) => requantize(-v, mc, nc, mode),
+            }
+        };
+        saturate(i128::from(y) + i128::from(zp_out), qmin, qmax)
+    })?;
+    if values.shape() != x.shape() {
+        bail!(
+            "slope {:?} must broadcast to the input's shape {:?} without enlarging it",
+            slope.shape(),
+            x.shape()
+        );
+    }
+    finish(kc, values)
+}
+
 /// `qnn.concat {axis}` (§7.3).
 pub(crate) fn concat(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<KernelResults, InterpError> {
     let qout = result_quant(kc)?;
@@ -161,6 +209,32 @@ mod tests {
     use qopt_ir_core::Context;
 
     const MODES: [&str; 3] = ["half_away_from_zero", "half_to_even", "half_up"];
+
+    #[test]
+    fn prelu_scales_each_side_and_channel() {
+        // §7.6's example: x 0.5:0 over two channels, slopes [0.25, -0.5],
+        // out 0.25:-2. Non-negative v: M = 2; channel 0's negative side
+        // M = 0.5, channel 1's M = 1 on −v.
+        let mut ctx = Context::new();
+        let x = i8t(&[1, 2, 3], &[3, -3, -1, 2, -3, -128]);
+        let slope = crate::kernels::fp::tests::f32t(&[2, 1], &[0.25, -0.5]);
+        let types = ["tensor<1x2x3x!qnn.uniform<i8:f32, 0.5:0>>", "tensor<2x1xf32>"];
+        let out = "tensor<1x2x3x!qnn.uniform<i8:f32, 0.25:-2>>";
+        let y = run_typed(&mut ctx, prelu, &[&x, &slope], &types, "{}", &[out]);
+        // 3·2 − 2 = 4; −3·0.5 = −1.5 → −2 (half away from zero) − 2 = −4;
+        // −1·0.5 = −0.5 → −1 − 2 = −3; 2·2 − 2 = 2; 3·1 − 2 = 1; 128 − 2 = 126.
+        assert_eq!(y, i8t(&[1, 2, 3], &[4, -4, -3, 2, 1, 126]));
+        let y = run_typed(&mut ctx, prelu, &[&x, &slope], &types, "{rounding = \"half_to_even\"}", &[out]);
+        assert_eq!(y, i8t(&[1, 2, 3], &[4, -4, -2, 2, 1, 126]));
+        // A zero slope sends the negative side to the zero point; a slope
+        // that would enlarge the input is refused.
+        let zero = crate::kernels::fp::tests::f32t(&[1], &[0.0]);
+        let y = run_typed(&mut ctx, prelu, &[&x, &zero], &[types[0], "tensor<1xf32>"], "{}", &[out]);
+        assert_eq!(y, i8t(&[1, 2, 3], &[4, -2, -2, 2, -2, -2]));
+        let wide = crate::kernels::fp::tests::f32t(&[2, 2, 3], &[0.5; 12]);
+        let e = run_typed_err(&mut ctx, prelu, &[&x, &wide], &[types[0], "tensor<2x2x3xf32>"], "{}", &[out]);
+        assert!(e.contains("without enlarging"), "{e}");
+    }
 
     #[test]
     fn add_worked_example_every_mode() {
