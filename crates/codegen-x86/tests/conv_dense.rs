@@ -510,11 +510,7 @@ fn unsupported_conv_and_dense_run_by_host_calls() {
     func.return %y : tensor<1x3x!qnn.uniform<i8:f32, 0.1:0>>
   }
 }";
-    let mut ctx = context();
-    let module = parse(&mut ctx, text);
-    let program = compile(&ctx, &module, "main", &Lowerings::builtin(), &Target::host()).unwrap();
-    assert!(program.host_ops[0].reason.contains("the weight must be a constant"), "{:?}", program.host_ops);
-    check_qir(text, 5);
+    runs_by_host_call(text, "the weight must be a constant");
     // A transposed convolution whose taps overlap (4×4, stride 2, pad 1) is
     // not an upsampling by its kernel: a host call, bit-exact.
     let text = "module {
@@ -524,10 +520,16 @@ fn unsupported_conv_and_dense_run_by_host_calls() {
     func.return %y : tensor<1x2x6x6x!qnn.uniform<i8:f32, 0.2:-1>>
   }
 }";
+    runs_by_host_call(text, "kernel equal to their stride");
+}
+
+/// Compiles `text`, whose one op runs by a host call for `reason`, and
+/// checks it against the interpreter.
+fn runs_by_host_call(text: &str, reason: &str) {
     let mut ctx = context();
     let module = parse(&mut ctx, text);
     let program = compile(&ctx, &module, "main", &Lowerings::builtin(), &Target::host()).unwrap();
-    assert!(program.host_ops[0].reason.contains("kernel equal to their stride"), "{:?}", program.host_ops);
+    assert!(program.host_ops[0].reason.contains(reason), "{:?}", program.host_ops);
     check_qir(text, 5);
 }
 

@@ -153,25 +153,27 @@ pub fn domain(egraph: Graph<'_, '_>, q: Id) -> Option<Id> {
     Some(typed_constant(egraph, tensor, vector))
 }
 
+/// The type leaf of a tensor of `shape` with the element type of `like`.
+pub fn shaped_type(egraph: Graph<'_, '_>, like: Type, shape: &[i64]) -> Id {
+    let ctx = &mut *egraph.analysis.ctx;
+    let elem = ctx.element_type(like);
+    let ty = ctx.tensor_type(shape, elem);
+    egraph.add(Node::Type(ty))
+}
+
 /// `(shaped-like ?t ?v)`: the tensor type with `?t`'s element type and the
 /// shape of `?v`'s type.
 pub fn shaped_like(egraph: Graph<'_, '_>, t: Id, v: Id) -> Option<Id> {
     let (t, v) = (type_of(egraph, t)?, type_of(egraph, v)?);
-    let ctx = &mut *egraph.analysis.ctx;
-    let shape = ctx.tensor_shape(v)?.to_vec();
-    let elem = ctx.element_type(t);
-    let ty = ctx.tensor_type(&shape, elem);
-    Some(egraph.add(Node::Type(ty)))
+    let shape = egraph.analysis.ctx.tensor_shape(v)?.to_vec();
+    Some(shaped_type(egraph, t, &shape))
 }
 
 /// `(transposed-type ?v)`: the type of the matrix `?v` transposed.
 pub fn transposed_type(egraph: Graph<'_, '_>, v: Id) -> Option<Id> {
     let ty = type_of(egraph, v)?;
-    let ctx = &mut *egraph.analysis.ctx;
-    let &[rows, columns] = ctx.tensor_shape(ty)? else { return None };
-    let elem = ctx.element_type(ty);
-    let transposed = ctx.tensor_type(&[columns, rows], elem);
-    Some(egraph.add(Node::Type(transposed)))
+    let &[rows, columns] = egraph.analysis.ctx.tensor_shape(ty)? else { return None };
+    Some(shaped_type(egraph, ty, &[columns, rows]))
 }
 
 /// `(table-attrs ?c)`: the attributes `{table = ...}` of a `qnn.lookup`

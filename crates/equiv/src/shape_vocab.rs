@@ -6,7 +6,7 @@
 
 use crate::analysis::{attr_leaf, EqAnalysis};
 use crate::lang::Node;
-use crate::quant_vocab::type_of;
+use crate::quant_vocab::{shaped_type, type_of};
 use egg::{EGraph, Id};
 
 type Graph<'g, 'a> = &'g mut EGraph<Node, EqAnalysis<'a>>;
@@ -16,15 +16,12 @@ type Graph<'g, 'a> = &'g mut EGraph<Node, EqAnalysis<'a>>;
 /// rank: after the last).
 pub fn unit_dim_type(egraph: Graph<'_, '_>, v: Id, axis: usize) -> Option<Id> {
     let ty = type_of(egraph, v)?;
-    let ctx = &mut *egraph.analysis.ctx;
-    let mut shape = ctx.tensor_shape(ty)?.to_vec();
+    let mut shape = egraph.analysis.ctx.tensor_shape(ty)?.to_vec();
     if axis > shape.len() {
         return None;
     }
     shape.insert(axis, 1);
-    let elem = ctx.element_type(ty);
-    let widened = ctx.tensor_type(&shape, elem);
-    Some(egraph.add(Node::Type(widened)))
+    Some(shaped_type(egraph, ty, &shape))
 }
 
 /// `(shape-attrs ?t)`: the attributes `{shape = [...]}` of an `fp.reshape`

@@ -23,7 +23,7 @@ use qopt_dialect_fp::shape::{
 use qopt_ir_core::interfaces::{AttributeDefaults, QuantizableOp};
 use qopt_ir_core::{
     type_to_string, Arity, Attribute, Context, FoldResult, Module, OpDef, OpId, OpView, Traits, TypeData,
-    DYNAMIC,
+    VerifyFn, DYNAMIC,
 };
 use smallvec::{smallvec, SmallVec};
 
@@ -50,11 +50,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                  tensor<4x3x3x3x!qnn.uniform<i8:f32:0, {0.01:0, 0.02:0, 0.01:0, 0.03:0}>>, tensor<4xi32>) \
                  -> tensor<1x4x8x8x!qnn.uniform<u8:f32, 0.05:0>>\n```"
             ))
-            .operands(Arity::Range(2, 3))
-            .traits(Traits::PURE)
-            .verifier(verify_conv2d)
-            .interface(QuantizableOp::weighted(0, 1, Some(2), 0))
-            .interface(AttributeDefaults(conv2d_defaults)),
+            .windowed(verify_conv2d, 0, conv2d_defaults),
         OpDef::new(names::CONV2D_RELU, "qnn.conv2d followed by relu, fused (QuantConvReLU)")
             .description(concat!(
                 "`qnn.conv2d_relu(x, w[, b])` is `qnn.conv2d` whose requantized output is clamped at the \
@@ -67,11 +63,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                 ".\n\n```\n%y = qnn.conv2d_relu(%x, %w) {stride = [2, 2]} : (tensor<1x3x8x8x!qnn.uniform<u8:f32, 0.02:128>>, \
                  tensor<4x3x3x3x!qnn.uniform<i8:f32, 0.01:0>>) -> tensor<1x4x3x3x!qnn.uniform<u8:f32, 0.05:0>>\n```"
             ))
-            .operands(Arity::Range(2, 3))
-            .traits(Traits::PURE)
-            .verifier(verify_conv2d)
-            .interface(QuantizableOp::weighted(0, 1, Some(2), 0))
-            .interface(AttributeDefaults(conv2d_defaults)),
+            .windowed(verify_conv2d, 0, conv2d_defaults),
         OpDef::new(
             names::CONV_TRANSPOSE2D,
             "quantized 2-D transposed convolution (NCHW) with i32 accumulation and requantization",
@@ -90,11 +82,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
              tensor<4x2x2x2x!qnn.uniform<i8:f32:1, {0.01:0, 0.02:0}>>, tensor<2xi32>) \
              -> tensor<1x2x6x6x!qnn.uniform<u8:f32, 0.05:0>>\n```"
         ))
-        .operands(Arity::Range(2, 3))
-        .traits(Traits::PURE)
-        .verifier(verify_conv_transpose2d)
-        .interface(QuantizableOp::weighted(0, 1, Some(2), 1))
-        .interface(AttributeDefaults(conv_transpose2d_defaults)),
+        .windowed(verify_conv_transpose2d, 1, conv_transpose2d_defaults),
         OpDef::new(names::CONV_TRANSPOSE2D_RELU, "qnn.conv_transpose2d followed by relu, fused")
             .description(concat!(
                 "`qnn.conv_transpose2d_relu(x, w[, b])` is `qnn.conv_transpose2d` whose requantized output is \
@@ -108,11 +96,7 @@ pub(crate) fn ops() -> Vec<OpDef> {
                  (tensor<1x4x3x3x!qnn.uniform<u8:f32, 0.02:128>>, tensor<4x2x2x2x!qnn.uniform<i8:f32, 0.01:0>>) \
                  -> tensor<1x2x6x6x!qnn.uniform<u8:f32, 0.05:0>>\n```"
             ))
-            .operands(Arity::Range(2, 3))
-            .traits(Traits::PURE)
-            .verifier(verify_conv_transpose2d)
-            .interface(QuantizableOp::weighted(0, 1, Some(2), 1))
-            .interface(AttributeDefaults(conv_transpose2d_defaults)),
+            .windowed(verify_conv_transpose2d, 1, conv_transpose2d_defaults),
         OpDef::new(names::DENSE, "quantized fully connected layer x·Wᵀ + b with i32 accumulation")
             .description(concat!(
                 "`qnn.dense(x, w[, b])`: shapes of `fp.dense`: `x` is …×K quantized per tensor, `w` is N×K \
@@ -227,6 +211,27 @@ pub(crate) fn ops() -> Vec<OpDef> {
     ]
 }
 
+/// The shared part of the windowed weighted ops' definitions (the
+/// convolutions and their relu forms): two or three operands, pure, the
+/// verifier, the weight's output channels on `weight_axis`, and the
+/// attributes read when left out.
+trait Windowed {
+    fn windowed(self, verifier: VerifyFn, weight_axis: usize, defaults: DefaultsFn) -> OpDef;
+}
+
+/// What an op reads for the attributes it leaves out.
+type DefaultsFn = fn(&mut Context) -> Vec<(&'static str, Attribute)>;
+
+impl Windowed for OpDef {
+    fn windowed(self, verifier: VerifyFn, weight_axis: usize, defaults: DefaultsFn) -> OpDef {
+        self.operands(Arity::Range(2, 3))
+            .traits(Traits::PURE)
+            .verifier(verifier)
+            .interface(QuantizableOp::weighted(0, 1, Some(2), weight_axis))
+            .interface(AttributeDefaults(defaults))
+    }
+}
+
 /// `x`, `w`, optional `b`, and the result of a conv or dense op, with the
 /// element checks they share: `x` and the result per tensor, `w` per tensor or
 /// per axis 0, `b` a rank-1 i32 tensor.
@@ -293,7 +298,15 @@ fn known(a: i64, b: i64) -> i64 {
 /// out: the window of `fp.conv2d` (the defaults [`ConvAttrs::read_in`] reads,
 /// which the verifier uses) and the rounding.
 fn conv2d_defaults(ctx: &mut Context) -> Vec<(&'static str, Attribute)> {
-    let mut defaults = ConvAttrs::default_attributes(ctx, 2);
+    let window = ConvAttrs::default_attributes(ctx, 2);
+    with_rounding(ctx, window)
+}
+
+/// `defaults` and the rounding's.
+fn with_rounding(
+    ctx: &mut Context,
+    mut defaults: Vec<(&'static str, Attribute)>,
+) -> Vec<(&'static str, Attribute)> {
     defaults.extend(rounding_defaults(ctx));
     defaults
 }
@@ -341,9 +354,8 @@ fn verify_conv2d(v: &OpView<'_>) -> Result<(), String> {
 /// What `qnn.conv_transpose2d` and its relu form read for attributes they
 /// leave out: those of `fp.conv_transpose2d` and the rounding.
 fn conv_transpose2d_defaults(ctx: &mut Context) -> Vec<(&'static str, Attribute)> {
-    let mut defaults = ConvTransposeAttrs::default_attributes(ctx, 2);
-    defaults.extend(rounding_defaults(ctx));
-    defaults
+    let window = ConvTransposeAttrs::default_attributes(ctx, 2);
+    with_rounding(ctx, window)
 }
 
 fn verify_conv_transpose2d(v: &OpView<'_>) -> Result<(), String> {

@@ -9,7 +9,7 @@
 //! bias, wraps to 32 bits and requantizes per channel.
 
 use super::accumulate::{exact_gemm, exact_in_f64, wrapping_gemm, Centered, OutputStage, Relu, Sums};
-use super::{narrow, quant_operand, result_quant, rounding, typed_operand};
+use super::{narrow, result_quant, rounding, weighted_operands, WeightedOperands};
 use crate::error::InterpError;
 use crate::kernels::fp::conv::{conv2d_gemm, ConvShape, Window2};
 use crate::kernels::fp::one;
@@ -55,13 +55,7 @@ impl QuantConv2d {
     pub fn run(&self, kc: &KernelContext<'_>, ops: &[&Tensor]) -> Result<Tensor, InterpError> {
         let win =
             Window2 { stride: self.stride, pad: self.pad, dilation: self.dilation, groups: self.groups };
-        let (x, xq) = quant_operand(kc, ops, 0, "input")?;
-        let (w, wq) = quant_operand(kc, ops, 1, "weight")?;
-        let bias = match ops.len() {
-            2 => None,
-            3 => Some(typed_operand(kc, ops, 2, "bias")?.0),
-            n => return Err(InterpError::new(format!("expects 2 or 3 operands, got {n}"))),
-        };
+        let WeightedOperands { x: (x, xq), w: (w, wq), bias } = weighted_operands(kc, ops)?;
         let shape = ConvShape::new(x.shape(), w.shape(), &win)?;
         let stage =
             OutputStage::new(xq, (wq, 0), result_quant(kc)?, bias, shape.o, self.relu, self.rounding)?;

@@ -11,7 +11,7 @@
 //! which is all `wrap32(sum + b)` reads.
 
 use super::accumulate::{exact_in_f32, exact_in_f64, Centered, OutputStage, Relu, Sums};
-use super::{narrow, quant_operand, result_quant, rounding, typed_operand};
+use super::{narrow, result_quant, rounding, weighted_operands, WeightedOperands};
 use crate::error::{bail, InterpError};
 use crate::kernels::fp::conv::{conv_transpose2d_real, ConvTransposeShape, Window2};
 use crate::kernels::fp::one;
@@ -36,13 +36,7 @@ fn conv_transpose(kc: &KernelContext<'_>, ops: &[&Tensor], relu: bool) -> Result
         usize::try_from(attrs.output_padding[i]).map_err(|_| InterpError::new("negative output padding"))
     };
     let output_padding = [padding(0)?, padding(1)?];
-    let (x, xq) = quant_operand(kc, ops, 0, "input")?;
-    let (w, wq) = quant_operand(kc, ops, 1, "weight")?;
-    let bias = match ops.len() {
-        2 => None,
-        3 => Some(typed_operand(kc, ops, 2, "bias")?.0),
-        n => bail!("expects 2 or 3 operands, got {n}"),
-    };
+    let WeightedOperands { x: (x, xq), w: (w, wq), bias } = weighted_operands(kc, ops)?;
     let shape = ConvTransposeShape::new(x.shape(), w.shape(), &win, output_padding)?;
     if win.groups != 1 && qopt_dialect_qnn::quant_params::axis(wq).is_some() {
         bail!("a weight quantized per axis 1 needs one group, got {}", win.groups);

@@ -3,7 +3,7 @@
 //! (bias, `wrap32`, per-channel requantization, relu clamp, saturation).
 
 use super::accumulate::{exact_gemm, exact_in_f64, wrapping_gemm, Centered, OutputStage, Relu, Sums};
-use super::{narrow, quant_operand, result_quant, rounding, typed_operand};
+use super::{narrow, result_quant, rounding, weighted_operands, WeightedOperands};
 use crate::error::{bail, InterpError};
 use crate::kernels::fp::one;
 use crate::registry::{Kernel, KernelContext, KernelResults};
@@ -16,13 +16,7 @@ kernel_table! {
 }
 
 fn dense_kernel(kc: &KernelContext<'_>, ops: &[&Tensor], relu: bool) -> Result<KernelResults, InterpError> {
-    let (x, xq) = quant_operand(kc, ops, 0, "input")?;
-    let (w, wq) = quant_operand(kc, ops, 1, "weight")?;
-    let bias = match ops.len() {
-        2 => None,
-        3 => Some(typed_operand(kc, ops, 2, "bias")?.0),
-        n => bail!("expects 2 or 3 operands, got {n}"),
-    };
+    let WeightedOperands { x: (x, xq), w: (w, wq), bias } = weighted_operands(kc, ops)?;
     let Some((&k, lead)) = x.shape().split_last() else { bail!("input must have rank 1 or more (…×K)") };
     let &[channels, wk] = w.shape() else {
         bail!("weight must have rank 2 (N×K), got shape {:?}", w.shape())

@@ -90,6 +90,29 @@ fn typed_operand<'t>(
     Ok((t, ty))
 }
 
+/// The operands of a weighted op (conv, transposed conv, dense): `x` and
+/// `w` with their quantized types, and the optional i32 bias.
+struct WeightedOperands<'a, 't> {
+    x: (&'t Tensor, &'a QuantType),
+    w: (&'t Tensor, &'a QuantType),
+    bias: Option<&'t Tensor>,
+}
+
+/// Reads `[x, w]` or `[x, w, b]` (see [`WeightedOperands`]).
+fn weighted_operands<'a, 't>(
+    kc: &KernelContext<'a>,
+    ops: &[&'t Tensor],
+) -> Result<WeightedOperands<'a, 't>, InterpError> {
+    let x = quant_operand(kc, ops, 0, "input")?;
+    let w = quant_operand(kc, ops, 1, "weight")?;
+    let bias = match ops.len() {
+        2 => None,
+        3 => Some(typed_operand(kc, ops, 2, "bias")?.0),
+        n => bail!("expects 2 or 3 operands, got {n}"),
+    };
+    Ok(WeightedOperands { x, w, bias })
+}
+
 /// Operand `i`, which must be quantized, with its quantized element type.
 fn quant_operand<'a, 't>(
     kc: &KernelContext<'a>,
