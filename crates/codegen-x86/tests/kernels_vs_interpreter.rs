@@ -406,3 +406,66 @@ fn a_chain_of_every_kernel_runs_bit_exactly() {
         check_qir(&text, seed);
     }
 }
+
+/// `@main(%x) = qnn.prelu(%x, slope)` with the slope a constant of
+/// `slope_shape`.
+fn prelu_text(
+    shape: &[usize],
+    slope_shape: &[usize],
+    slopes: &[f32],
+    tin: &str,
+    tout: &str,
+    rounding: &str,
+) -> String {
+    let dims = |s: &[usize]| s.iter().map(usize::to_string).collect::<Vec<_>>().join("x");
+    let st = if slope_shape.is_empty() {
+        "tensor<f32>".to_string()
+    } else {
+        format!("tensor<{}xf32>", dims(slope_shape))
+    };
+    let hex: String = slopes.iter().flat_map(|v| v.to_le_bytes()).map(|b| format!("{b:02X}")).collect();
+    let value = format!("\"0x{hex}\"");
+    let (xt, yt) = (format!("tensor<{}x{tin}>", dims(shape)), format!("tensor<{}x{tout}>", dims(shape)));
+    format!(
+        "module {{\n  func.func @main(%x: {xt}) -> {yt} {{\n    %s = fp.constant() {{value = dense<{value}> : {st}}} : () -> {st}\n    \
+         %r = qnn.prelu(%x, %s) {{rounding = \"{rounding}\"}} : ({xt}, {st}) -> {yt}\n    func.return %r : {yt}\n  }}\n}}\n"
+    )
+}
+
+/// `qnn.prelu` (§7.6) with one slope, one per channel (a zero and negative
+/// ones among them) and one per last index, signed and unsigned storage,
+/// every rounding: the compiled kernel's bytes are the interpreter's; a slope
+/// that varies along two axes runs by a host call, bit-exact too.
+#[test]
+fn prelu_matches_the_interpreter() {
+    if !avx2_here("prelu_matches_the_interpreter") {
+        return;
+    }
+    let cases: [(&[usize], &[usize], &[f32]); 4] = [
+        (&[2, 37], &[], &[0.25]),
+        (&[1, 3, 5, 7], &[3, 1, 1], &[0.1, -0.75, 0.0]),
+        (&[2, 4, 9], &[4, 1], &[1.5, 0.01, -2.0, 0.3]),
+        (&[3, 5], &[5], &[0.2, -0.2, 0.0, 3.0, 0.5]),
+    ];
+    let storages = [
+        ("!qnn.uniform<i8:f32, 0.05:3>", "!qnn.uniform<i8:f32, 0.04:-5>"),
+        ("!qnn.uniform<u8:f32, 0.1:128>", "!qnn.uniform<u8:f32, 0.02:100>"),
+        ("!qnn.uniform<i8:f32, 0.5:-128>", "!qnn.uniform<i8<-127:127>:f32, 0.001:0>"),
+    ];
+    let mut seed = 7;
+    for (shape, slope_shape, slopes) in cases {
+        for (tin, tout) in storages {
+            for rounding in ["half_away_from_zero", "half_to_even", "half_up"] {
+                seed += 1;
+                check_qir(&prelu_text(shape, slope_shape, slopes, tin, tout, rounding), seed);
+            }
+        }
+    }
+    let (tin, tout) = storages[0];
+    let two_axes = prelu_text(&[2, 3], &[2, 3], &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6], tin, tout, "half_up");
+    let mut ctx = context();
+    let module = parse(&mut ctx, &two_axes);
+    let program = compile_here(&ctx, &module, "main");
+    assert!(program.host_ops[0].reason.contains("one per index of one axis"), "{:?}", program.host_ops);
+    check_qir(&two_axes, 3);
+}

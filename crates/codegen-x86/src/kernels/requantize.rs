@@ -48,12 +48,12 @@
 //! or one per output channel) or per lane (`vpsrlvq`, `vpsravd`: dense,
 //! whose lanes are output channels).
 
-use crate::abi::KernelCode;
+use crate::abi::{KernelCode, Place};
 use crate::error::{CodegenError, CodegenErrorKind};
 use crate::kernels::lanes::{emit_byte_lanes, Along, LaneInput};
 use crate::kernels::quant_params::{kernel_multiplier_and_shift, ByteQuant, FixedPointMultiplier};
 use crate::kernels::registers::{broadcast_u32, broadcast_u64};
-use crate::kernels::rows::{emit_rows, Nest, AUX, INPUT0, LANE_RUN, OUTPUT, STREAM_POINTERS};
+use crate::kernels::rows::{emit_rows, Nest, Stream, AUX, INPUT0, LANE_RUN, OUTPUT, STREAM_POINTERS};
 
 use iced_x86::code_asm::*;
 use qopt_dialect_qnn::fixed_point::Rounding;
@@ -540,6 +540,29 @@ pub(crate) fn param_block(zp_in: i32, stage: &StageConstants) -> Vec<u8> {
     block
 }
 
+/// Bytes of one `qnn.prelu` parameter block: the [`param_block`] of the
+/// non-negative side, then the negative side's multiplier, bias and shift
+/// (as there), then the sign every negative value is multiplied by (8 dwords
+/// of 1, −1, or 0 for a zero slope).
+pub(crate) const PRELU_BLOCK: usize = 256;
+const NEGATIVE_AT: i32 = PARAM_BLOCK as i32;
+const SIGN_AT: i32 = NEGATIVE_AT + 96;
+
+/// The block of one slope value (see [`PRELU_BLOCK`]).
+pub(crate) fn prelu_block(
+    zp_in: i32,
+    positive: &StageConstants,
+    negative: &StageConstants,
+    sign: i32,
+) -> Vec<u8> {
+    let mut block = param_block(zp_in, positive);
+    block.extend_from_slice(&param_block(0, negative)[MULTIPLIER_AT as usize..]);
+    for _ in 0..8 {
+        block.extend_from_slice(&sign.to_le_bytes());
+    }
+    block
+}
+
 /// The parameter block of requantizing one per-tensor input to `output`.
 pub(crate) fn per_tensor_block(
     input: &ByteQuant,
@@ -568,26 +591,48 @@ pub(crate) fn emit_requantize_rows(
     rounding: Rounding,
     strategy: String,
 ) -> Result<KernelCode, CodegenError> {
+    let block = STREAM_POINTERS[AUX];
+    let input = byte_input(in_unsigned);
+    let out_unsigned = output.element == crate::buffer::ElementType::U8;
+    emit_block_rows(nest, output, "requantizing", strategy, &|a| {
+        a.vmovdqu(ZP_IN, ymmword_ptr(block + ZP_IN_AT))?;
+        emit_byte_lanes(a, &[input], out_unsigned, ymm1, &|a| {
+            a.vpsubd(ymm0, ymm0, ZP_IN)?;
+            REGS.requantizer(rounding, MULTIPLIER).emit(a, ymm0, ymm1, ymm2)
+        })
+    })
+}
+
+/// The contiguous byte input of the block row kernels, into ymm0.
+fn byte_input(unsigned: bool) -> LaneInput {
+    LaneInput { pointer: STREAM_POINTERS[INPUT0], unsigned, along: Along::Contiguous, lanes: ymm0 }
+}
+
+/// What [`emit_requantize_rows`] and [`emit_prelu_rows`] share: the check
+/// that rows are contiguous with one parameter block each (`what` names the
+/// kernel), the stage registers every row reads (zero, ones, the output's
+/// bounds and zero point), and `row` per row, which emits its byte lanes
+/// after the row's first stage (`m`, bias, shift)
+/// is loaded.
+fn emit_block_rows(
+    nest: &Nest,
+    output: &ByteQuant,
+    what: &str,
+    strategy: String,
+    row: &dyn Fn(&mut CodeAssembler) -> Result<(), CodegenError>,
+) -> Result<KernelCode, CodegenError> {
     let nest = &nest.with_contiguous_rows(&[INPUT0, OUTPUT]);
     if nest.elements() > 0
         && !(nest.is_contiguous(INPUT0) && nest.is_contiguous(OUTPUT) && nest.inner_stride(AUX) == 0)
     {
         return Err(CodegenError::new(
             CodegenErrorKind::Assembler,
-            "requantizing rows must be contiguous with one parameter block per row",
+            format!("{what} rows must be contiguous with one parameter block per row"),
         ));
     }
     let (low, high) =
         (i64::from(output.qmin - output.zero_point), i64::from(output.qmax - output.zero_point));
     let zp_out = i64::from(output.zero_point);
-    let out_unsigned = output.element == crate::buffer::ElementType::U8;
-    let block = STREAM_POINTERS[AUX];
-    let input = LaneInput {
-        pointer: STREAM_POINTERS[INPUT0],
-        unsigned: in_unsigned,
-        along: Along::Contiguous,
-        lanes: ymm0,
-    };
     emit_rows(
         nest,
         LANE_RUN,
@@ -600,15 +645,71 @@ pub(crate) fn emit_requantize_rows(
             Ok(())
         },
         &|a, _| {
-            a.vmovdqu(ZP_IN, ymmword_ptr(block + ZP_IN_AT))?;
+            // The block's (first) stage: m, the rounding bias, the shift.
+            let block = STREAM_POINTERS[AUX];
             a.vmovdqu(MULTIPLIER, ymmword_ptr(block + MULTIPLIER_AT))?;
             a.vmovdqu(REGS.bias, ymmword_ptr(block + BIAS_AT))?;
             a.vmovdqu(REGS.shift, xmmword_ptr(block + SHIFT_AT))?;
-            emit_byte_lanes(a, &[input], out_unsigned, ymm1, &|a| {
-                a.vpsubd(ymm0, ymm0, ZP_IN)?;
-                REGS.requantizer(rounding, MULTIPLIER).emit(a, ymm0, ymm1, ymm2)
-            })
+            row(a)
         },
         strategy,
     )
+}
+
+/// The nest of a block row kernel over a tensor of `shape`: `input` to
+/// `output`, contiguous, and the parameter blocks (`block_bytes` each) at
+/// `table`, one per index of `axis` (one for every row without).
+pub(crate) fn block_nest(
+    shape: &[usize],
+    [input, output, table]: [Place; 3],
+    block_bytes: usize,
+    axis: Option<usize>,
+) -> Nest {
+    let mut block_strides = vec![0i64; shape.len()];
+    if let Some(axis) = axis {
+        block_strides[axis] = block_bytes as i64;
+    }
+    Nest::new(shape)
+        .with(INPUT0, Stream::contiguous(input, shape, 1))
+        .with(OUTPUT, Stream::contiguous(output, shape, 1))
+        .with(AUX, Stream { place: table, offset: 0, element_size: 0, strides: block_strides })
+        .simplified()
+}
+
+/// The `qnn.prelu` kernel (quant-semantics §7.6) over the elements `nest`
+/// walks from `INPUT0` to `OUTPUT`, with the [`PRELU_BLOCK`]s of `AUX` (one
+/// per row): `v = q − zp_in` is requantized with the block's non-negative
+/// stage, and `sign · v` with its negative stage read from memory; a blend
+/// by the sign of `v` picks the result of each lane. Both stages clamp and
+/// add `zp_out` as [`emit_requantize_rows`] does, so each lane is the
+/// interpreter's.
+pub(crate) fn emit_prelu_rows(
+    nest: &Nest,
+    in_unsigned: bool,
+    output: &ByteQuant,
+    rounding: Rounding,
+    strategy: String,
+) -> Result<KernelCode, CodegenError> {
+    let block = STREAM_POINTERS[AUX];
+    let input = byte_input(in_unsigned);
+    let out_unsigned = output.element == crate::buffer::ElementType::U8;
+    let positive = REGS.requantizer(rounding, MULTIPLIER);
+    let negative_half = HalfConstants {
+        multiplier: Vector::Mem(ymmword_ptr(block + NEGATIVE_AT)),
+        rounding_bias: Vector::Mem(ymmword_ptr(block + (NEGATIVE_AT + 32))),
+        shift: ShiftCount::Uniform(Count::Mem(xmmword_ptr(block + (NEGATIVE_AT + 64)))),
+    };
+    let negative = Requantizer { even: negative_half, odd: negative_half, ..positive };
+    // ymm3 the negative side's value, ymm15 v (its sign picks the side).
+    let (signed, picker) = (ymm3, ymm15);
+    emit_block_rows(nest, output, "prelu", strategy, &|a| {
+        emit_byte_lanes(a, &[input], out_unsigned, ymm1, &|a| {
+            a.vpsubd(ymm0, ymm0, ymmword_ptr(block + ZP_IN_AT))?;
+            a.vmovdqa(picker, ymm0)?;
+            a.vpsignd(signed, ymm0, ymmword_ptr(block + SIGN_AT))?;
+            positive.emit(a, ymm0, ymm1, ymm2)?;
+            negative.emit(a, signed, ymm1, ymm2)?;
+            a.vblendvps(ymm0, ymm0, signed, picker)
+        })
+    })
 }

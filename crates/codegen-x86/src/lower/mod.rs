@@ -25,6 +25,7 @@ pub(crate) mod lookup;
 pub(crate) mod movement;
 pub(crate) mod operands;
 pub(crate) mod pooling;
+pub(crate) mod prelu;
 pub(crate) mod requantize;
 pub(crate) mod resize;
 pub(crate) mod rows;

@@ -19,8 +19,7 @@ use super::operands::QuantOperand;
 use crate::error::CodegenError;
 use crate::kernels::quant_params::{ByteQuant, FixedPointMultiplier};
 use crate::kernels::requantize::StageConstants;
-use crate::kernels::requantize::{emit_requantize_rows, param_block, PARAM_BLOCK};
-use crate::kernels::rows::{Nest, Stream, AUX, INPUT0, OUTPUT};
+use crate::kernels::requantize::{block_nest, emit_requantize_rows, param_block, PARAM_BLOCK};
 use crate::lower::rows::RowKernel;
 use crate::lower::{Emit, EmitResult, LowerOp};
 use qopt_dialect_qnn::quant_params::requantize_multipliers;
@@ -75,15 +74,7 @@ impl RowKernel for Requantize {
             blocks.extend(param_block(p.zero_point as i32, &stage));
         }
         let table = out.rodata(&blocks);
-        let mut block_strides = vec![0i64; r.shape.len()];
-        if let Some(axis) = r.input.axis {
-            block_strides[axis] = PARAM_BLOCK as i64;
-        }
-        let nest = Nest::new(&r.shape)
-            .with(INPUT0, Stream::contiguous(out.operand(0)?, &r.shape, 1))
-            .with(OUTPUT, Stream::contiguous(out.result(0)?, &r.shape, 1))
-            .with(AUX, Stream { place: table, offset: 0, element_size: 0, strides: block_strides })
-            .simplified();
+        let nest = block_nest(&r.shape, [out.operand(0)?, out.result(0)?, table], PARAM_BLOCK, r.input.axis);
         let strategy = match r.input.axis {
             Some(axis) => format!("AVX2, 8 lanes, parameters per index of axis {axis}"),
             None => "AVX2, 8 lanes".to_string(),

@@ -11,6 +11,7 @@ use super::convert::Convert;
 use super::dense::DenseLowering;
 use super::lookup::Lookup;
 use super::pooling::Pool;
+use super::prelu::Prelu;
 use super::requantize::Requantize;
 use super::resize::Resize;
 use super::rows::RowLowering;
@@ -24,6 +25,7 @@ pub(super) fn register(l: &mut Lowerings) {
     let table: Vec<(&[&str], Arc<dyn OpLowering>)> = vec![
         (&[qnn_op::QUANTIZE, qnn_op::DEQUANTIZE], Arc::new(RowLowering(Convert))),
         (&[qnn_op::REQUANTIZE], Arc::new(RowLowering(Requantize))),
+        (&[qnn_op::PRELU], Arc::new(RowLowering(Prelu))),
         (&[qnn_op::ADD, qnn_op::SUB, qnn_op::MUL], Arc::new(RowLowering(Binary))),
         (&[qnn_op::CONCAT], Arc::new(RowLowering(QuantConcat))),
         (&[qnn_op::LOOKUP], Arc::new(RowLowering(Lookup))),
