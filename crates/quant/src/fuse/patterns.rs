@@ -404,7 +404,11 @@ impl QuantPattern for Prelu {
         let [SiteOperand::Quantized(x), SiteOperand::Float(slope)] = site.operands[..] else {
             return Ok(None);
         };
+        // qnn.prelu keeps the input's shape: a slope that broadcasts the input
+        // to a larger one stays float.
+        let same_shape = rw.ctx.tensor_shape(rw.module.value_type(x)) == rw.ctx.tensor_shape(site.output);
         if site.activation != Activation::None
+            || !same_shape
             || per_tensor(rw.ctx, rw.module, x).is_none()
             || constant_value(rw.ctx, rw.module, slope).is_none()
         {
