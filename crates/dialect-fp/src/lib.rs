@@ -40,7 +40,7 @@ pub use ops::elementwise::{hard_sigmoid_params, leaky_relu_alpha};
 pub use ops::norm::{instance_norm_epsilon, layer_norm_params, BATCH_NORM_EPSILON, BATCH_NORM_PARAMETERS};
 pub use ops::reduce::{reduce_axes, reduced_dims};
 pub use ops::shape::{
-    depth_space_params, reshape_target, resize_keeps_dimension, resize_mode, resize_params,
+    depth_space_params, reshape_chain, reshape_target, resize_keeps_dimension, resize_mode, resize_params,
     resize_scaled_size, slice_axes, slice_len, tile_repeats, transpose_perm, NearestMode, ResizeCoordinates,
     ResizeMode, ResizeParams, SliceAxis,
 };

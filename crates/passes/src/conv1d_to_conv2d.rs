@@ -138,16 +138,11 @@ fn unary() -> Traits {
 fn next_to_layer(ctx: &Context, module: &mut Module, activation: OpId) -> Option<()> {
     let is =
         |module: &Module, op: OpId, name: &str| !op.is_none() && ctx.op_name_str(module.op_name(op)) == name;
-    let single_use = |module: &Module, v: ValueId| module.uses(v).count() == 1;
-    let (mut value, mut chain) = (module.operand(activation, 0), Vec::new());
-    while is(module, module.defining_op(value), fp_op::RESHAPE) && single_use(module, value) {
-        chain.push(module.defining_op(value));
-        value = module.operand(module.defining_op(value), 0);
-    }
+    let (value, chain) = qopt_dialect_fp::reshape_chain(ctx, module, module.operand(activation, 0), |_| true);
     let layer = module.defining_op(value);
     let first_reshape = *chain.last()?;
     if !(is(module, layer, fp_op::CONV2D) || is(module, layer, fp_op::CONV_TRANSPOSE2D))
-        || !single_use(module, value)
+        || module.uses(value).count() != 1
     {
         return None;
     }

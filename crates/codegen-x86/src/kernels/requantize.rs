@@ -50,7 +50,7 @@
 
 use crate::abi::{KernelCode, Place};
 use crate::error::{CodegenError, CodegenErrorKind};
-use crate::kernels::lanes::{emit_byte_lanes, Along, LaneInput};
+use crate::kernels::lanes::{emit_byte_lanes, Along, LaneCompute, LaneInput};
 use crate::kernels::quant_params::{kernel_multiplier_and_shift, ByteQuant, FixedPointMultiplier};
 use crate::kernels::registers::{broadcast_u32, broadcast_u64};
 use crate::kernels::rows::{emit_rows, Nest, Stream, AUX, INPUT0, LANE_RUN, OUTPUT, STREAM_POINTERS};
@@ -591,35 +591,24 @@ pub(crate) fn emit_requantize_rows(
     rounding: Rounding,
     strategy: String,
 ) -> Result<KernelCode, CodegenError> {
-    let block = STREAM_POINTERS[AUX];
-    let input = byte_input(in_unsigned);
-    let out_unsigned = output.element == crate::buffer::ElementType::U8;
-    emit_block_rows(nest, output, "requantizing", strategy, &|a| {
-        a.vmovdqu(ZP_IN, ymmword_ptr(block + ZP_IN_AT))?;
-        emit_byte_lanes(a, &[input], out_unsigned, ymm1, &|a| {
-            a.vpsubd(ymm0, ymm0, ZP_IN)?;
-            REGS.requantizer(rounding, MULTIPLIER).emit(a, ymm0, ymm1, ymm2)
-        })
+    emit_block_rows(nest, in_unsigned, output, "requantizing", strategy, &|a| {
+        REGS.requantizer(rounding, MULTIPLIER).emit(a, ymm0, ymm1, ymm2)
     })
-}
-
-/// The contiguous byte input of the block row kernels, into ymm0.
-fn byte_input(unsigned: bool) -> LaneInput {
-    LaneInput { pointer: STREAM_POINTERS[INPUT0], unsigned, along: Along::Contiguous, lanes: ymm0 }
 }
 
 /// What [`emit_requantize_rows`] and [`emit_prelu_rows`] share: the check
 /// that rows are contiguous with one parameter block each (`what` names the
 /// kernel), the stage registers every row reads (zero, ones, the output's
-/// bounds and zero point), and `row` per row, which emits its byte lanes
-/// after the row's first stage (`m`, bias, shift)
-/// is loaded.
+/// bounds and zero point), per row the block's `zp_in` and first stage (`m`,
+/// bias, shift), and per 8 lanes `v = q − zp_in` in ymm0 handed to `lanes`,
+/// which leaves the lanes' results there.
 fn emit_block_rows(
     nest: &Nest,
+    in_unsigned: bool,
     output: &ByteQuant,
     what: &str,
     strategy: String,
-    row: &dyn Fn(&mut CodeAssembler) -> Result<(), CodegenError>,
+    lanes: LaneCompute<'_>,
 ) -> Result<KernelCode, CodegenError> {
     let nest = &nest.with_contiguous_rows(&[INPUT0, OUTPUT]);
     if nest.elements() > 0
@@ -633,6 +622,14 @@ fn emit_block_rows(
     let (low, high) =
         (i64::from(output.qmin - output.zero_point), i64::from(output.qmax - output.zero_point));
     let zp_out = i64::from(output.zero_point);
+    let out_unsigned = output.element == crate::buffer::ElementType::U8;
+    let block = STREAM_POINTERS[AUX];
+    let input = LaneInput {
+        pointer: STREAM_POINTERS[INPUT0],
+        unsigned: in_unsigned,
+        along: Along::Contiguous,
+        lanes: ymm0,
+    };
     emit_rows(
         nest,
         LANE_RUN,
@@ -645,12 +642,14 @@ fn emit_block_rows(
             Ok(())
         },
         &|a, _| {
-            // The block's (first) stage: m, the rounding bias, the shift.
-            let block = STREAM_POINTERS[AUX];
+            a.vmovdqu(ZP_IN, ymmword_ptr(block + ZP_IN_AT))?;
             a.vmovdqu(MULTIPLIER, ymmword_ptr(block + MULTIPLIER_AT))?;
             a.vmovdqu(REGS.bias, ymmword_ptr(block + BIAS_AT))?;
             a.vmovdqu(REGS.shift, xmmword_ptr(block + SHIFT_AT))?;
-            row(a)
+            emit_byte_lanes(a, &[input], out_unsigned, ymm1, &|a| {
+                a.vpsubd(ymm0, ymm0, ZP_IN)?;
+                lanes(a)
+            })
         },
         strategy,
     )
@@ -691,8 +690,6 @@ pub(crate) fn emit_prelu_rows(
     strategy: String,
 ) -> Result<KernelCode, CodegenError> {
     let block = STREAM_POINTERS[AUX];
-    let input = byte_input(in_unsigned);
-    let out_unsigned = output.element == crate::buffer::ElementType::U8;
     let positive = REGS.requantizer(rounding, MULTIPLIER);
     let negative_half = HalfConstants {
         multiplier: Vector::Mem(ymmword_ptr(block + NEGATIVE_AT)),
@@ -700,16 +697,13 @@ pub(crate) fn emit_prelu_rows(
         shift: ShiftCount::Uniform(Count::Mem(xmmword_ptr(block + (NEGATIVE_AT + 64)))),
     };
     let negative = Requantizer { even: negative_half, odd: negative_half, ..positive };
-    // ymm3 the negative side's value, ymm15 v (its sign picks the side).
-    let (signed, picker) = (ymm3, ymm15);
-    emit_block_rows(nest, output, "prelu", strategy, &|a| {
-        emit_byte_lanes(a, &[input], out_unsigned, ymm1, &|a| {
-            a.vpsubd(ymm0, ymm0, ymmword_ptr(block + ZP_IN_AT))?;
-            a.vmovdqa(picker, ymm0)?;
-            a.vpsignd(signed, ymm0, ymmword_ptr(block + SIGN_AT))?;
-            positive.emit(a, ymm0, ymm1, ymm2)?;
-            negative.emit(a, signed, ymm1, ymm2)?;
-            a.vblendvps(ymm0, ymm0, signed, picker)
-        })
+    // ymm3 the negative side's value, ymm4 v (its sign picks the side).
+    let (signed, picker) = (ymm3, ymm4);
+    emit_block_rows(nest, in_unsigned, output, "prelu", strategy, &|a| {
+        a.vmovdqa(picker, ymm0)?;
+        a.vpsignd(signed, ymm0, ymmword_ptr(block + SIGN_AT))?;
+        positive.emit(a, ymm0, ymm1, ymm2)?;
+        negative.emit(a, signed, ymm1, ymm2)?;
+        a.vblendvps(ymm0, ymm0, signed, picker)
     })
 }

@@ -12,7 +12,7 @@ use crate::shape::{dims_compatible, is_dynamic, normalize_axis, num_elements, sh
 use qopt_ir_core::interfaces::QuantizableOp;
 use qopt_ir_core::{
     Arity, Attribute, Context, FoldResult, Module, OpDef, OpId, OperationState, RewritePattern, Rewriter,
-    Traits, Type, DYNAMIC,
+    Traits, Type, ValueId, DYNAMIC,
 };
 use smallvec::SmallVec;
 
@@ -233,6 +233,35 @@ impl Signature for Reshape {
             .ok_or("needs a 'shape' attribute (the target shape)")?;
         let shape = reshape_target(x.shape, &target)?;
         Ok(smallvec::smallvec![Sig { shape, elem }])
+    }
+}
+
+/// The chain of `fp.reshape`s that `value` comes out of, walked back while
+/// each reshape's result has exactly one use and `keep` accepts the type of
+/// its operand: the value the chain starts from, and the reshapes, the one
+/// producing `value` first. What moves an op from after reshapes to before
+/// them (`fold-bn`'s batch norm, `conv1d-to-conv2d`'s activation) reads.
+pub fn reshape_chain(
+    ctx: &Context,
+    module: &Module,
+    value: ValueId,
+    keep: impl Fn(Type) -> bool,
+) -> (ValueId, Vec<OpId>) {
+    let (mut value, mut chain) = (value, Vec::new());
+    loop {
+        let def = module.defining_op(value);
+        if def.is_none()
+            || ctx.op_name_str(module.op_name(def)) != names::RESHAPE
+            || module.uses(value).count() != 1
+        {
+            return (value, chain);
+        }
+        let source = module.operand(def, 0);
+        if !keep(module.value_type(source)) {
+            return (value, chain);
+        }
+        chain.push(def);
+        value = source;
     }
 }
 

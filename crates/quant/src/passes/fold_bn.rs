@@ -166,7 +166,6 @@ qopt_ir_core::interned_op_names! {
     struct Names {
         batch_norm = fp_op::BATCH_NORM, mul = fp_op::MUL, add = fp_op::ADD,
         hard_sigmoid = fp_op::HARD_SIGMOID, conv2d = fp_op::CONV2D, conv1d = fp_op::CONV1D,
-        reshape = fp_op::RESHAPE,
         conv_transpose2d = fp_op::CONV_TRANSPOSE2D, conv_transpose1d = fp_op::CONV_TRANSPOSE1D,
         dense = fp_op::DENSE,
     }
@@ -382,23 +381,7 @@ fn sink_below_reshapes(ctx: &mut Context, module: &mut Module, names: &Names, bn
         lead.iter().all(|&d| d >= 0).then_some(lead)
     };
     let want = leading(module.value_type(y))?;
-    let (mut value, mut chain) = (y, Vec::new());
-    loop {
-        let def = module.defining_op(value);
-        if def.is_none() || module.op_name(def) != names.reshape {
-            break;
-        }
-        let mut uses = module.uses(value);
-        if uses.next().is_none() || uses.next().is_some() {
-            return None;
-        }
-        let source = module.operand(def, 0);
-        if leading(module.value_type(source)) != Some(want) {
-            return None;
-        }
-        chain.push(def);
-        value = source;
-    }
+    let (value, chain) = qopt_dialect_fp::reshape_chain(ctx, module, y, |ty| leading(ty) == Some(want));
     let first_reshape = *chain.last()?;
     let (producer_name, _) = names.producer(module, module.defining_op(value))?;
     if producer_name == fp_op::DENSE || module.uses(value).count() != 1 {

@@ -129,8 +129,8 @@ pub(crate) fn prelu(kc: &mut KernelContext<'_>, ops: &[&Tensor]) -> Result<Kerne
     let qout = result_quant(kc)?;
     let (zp_x, zp_out) = (per_tensor(qx, "input")?.zero_point, per_tensor(qout, "result")?.zero_point);
     let (qmin, qmax) = storage_range(qout);
-    let ((m, n), negative) = prelu_multipliers(qx, qout, &slope.to_f64_vec())?;
     let slopes = slope.to_f64_vec();
+    let ((m, n), negative) = prelu_multipliers(qx, qout, &slopes)?;
     let mode = rounding(kc)?;
     // Each slope element's index, broadcast against the input.
     let index = ArrayD::from_shape_vec(slope.shape(), (0..slopes.len() as i64).collect())
